@@ -1,0 +1,58 @@
+"""The ``gradguard`` command line: ``main(argv) -> int`` (flake8's shape).
+
+One module per subcommand; each exposes ``register(subparsers)``, which adds
+its parser and sets ``handler`` to a function ``(args) -> int``. Subcommand
+modules import heavy things (torch, matplotlib) inside their handlers only, so
+``gradguard lint`` and ``gradguard rule`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from .._errors import GradguardError
+
+#: exit code for bad usage (argparse's own, and ours).
+USAGE_ERROR = 2
+
+_SUBCOMMANDS = ("demo", "run", "lint", "rule", "plan")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with code 2 and a one-line hint (its default)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from importlib import import_module
+
+    parser = _Parser(
+        prog="gradguard",
+        description="Own PyTorch's .grad accumulator: exact accumulation, a run-time watch and a linter.",
+    )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"gradguard {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _SUBCOMMANDS:
+        import_module(f".{name}", __name__).register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit code (never calls sys.exit itself)."""
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    try:
+        return int(args.handler(args) or 0)
+    except GradguardError as exc:
+        print(f"gradguard {args.command}: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR

@@ -1,0 +1,8 @@
+"""``gradguard plan``."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:  # filled in by the issue that owns this subcommand
+    p = sub.add_parser("plan", help="(not built yet)")
+    p.set_defaults(handler=lambda args: (print("gradguard plan: not built yet"), 2)[1])
