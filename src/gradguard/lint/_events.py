@@ -1,0 +1,203 @@
+"""Recognising, in an AST, the calls that touch the gradient buffer.
+
+Three kinds of event matter to every rule (seed 000: ``backward()`` adds into
+``.grad``, the optimizer reads it, clearing resets it):
+
+* ``BACKWARD``: ``loss.backward()``, ``scaler.scale(loss).backward()``,
+  ``torch.autograd.backward(...)``;
+* ``STEP``: ``optimizer.step()``, ``scaler.step(optimizer)``, or a manual SGD
+  update that reads ``.grad`` (``p.data.add_(p.grad, alpha=-lr)``);
+* ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
+
+``MAYBE_CLEAR`` is a call we cannot see into whose name says it clears
+(``reset_grads(model)``): it silences "nothing was cleared" but never counts as
+a clearing that discards gradients. ``FRAMEWORK`` is a backward done by a
+framework object (``accelerator.backward(loss)``): such a loop is not the raw
+loop the rules describe.
+
+Everything here is name-based and deliberately narrow: a call we are not sure
+about is no event at all, because a missed bug costs less than a false alarm.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import NamedTuple, Optional, Tuple
+
+BACKWARD = "backward"
+STEP = "step"
+CLEAR = "clear"
+MAYBE_CLEAR = "maybe-clear"
+FRAMEWORK = "framework"
+
+
+class Event(NamedTuple):
+    """One gradient-buffer event on a path through a loop iteration.
+
+    ``target`` is the source text of what it acts on (the optimizer of a step,
+    the optimizer or module of a ``zero_grad``, the tensor of a backward); ``""``
+    when unknown. ``stack`` lists the branches (and nested loops) of the iteration
+    that enclose the event: ``((id(if_node), taken), ...)`` and ``("loop", id)``.
+    """
+
+    kind: str
+    node: ast.AST
+    target: str
+    stack: Tuple = ()
+
+
+#: torch.optim classes and the common third-party ones (a constructor call marks its
+#: result as an optimizer even when the variable has an unusual name).
+OPTIMIZER_CLASSES = frozenset(
+    {
+        "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "ASGD", "NAdam", "RAdam",
+        "RMSprop", "Rprop", "LBFGS", "SparseAdam", "Adafactor", "Lion", "LAMB", "Lamb",
+        "FusedAdam", "FusedLAMB", "FusedSGD", "AdamW8bit", "Adam8bit", "Muon",
+        "ZeroRedundancyOptimizer",
+    }
+)
+
+# A receiver whose name says "optimizer": optimizer, optim, self.optimizer_g, opt,
+# optD, opt_g, g_opt ... but not "options" or "adopt".
+_OPT_NAME = re.compile(r"optim|^(?:[a-z0-9]*_)?opts?(?:_?[a-z0-9]{0,2})?$")
+
+# Objects that own the backward pass themselves (Accelerate, Fabric, DeepSpeed,
+# ColossalAI, Lightning): they scale for accumulation and skip steps internally.
+_FRAMEWORK_RECEIVER = re.compile(r"accelerator|fabric|engine|deepspeed|trainer|strategy|booster|precision", re.I)
+
+# A call we cannot see into that probably clears gradients (GG101 stays silent).
+_MAYBE_CLEAR_NAME = re.compile(r"zero|clear_grad|reset_grad|free_grad|clear_grads|set_grad_none", re.I)
+
+# Reading a tensor with one of these cuts its autograd history (GG201).
+CUTTING_ATTRS = frozenset({"item", "detach", "data", "tolist", "numpy", "detach_"})
+
+
+def terminal(node: ast.AST) -> str:
+    """The last name of an expression: ``self.opt[0]`` -> ``"opt"``, ``f().g`` -> ``"g"``.
+
+    >>> terminal(ast.parse("self.optimizer.step", mode="eval").body)
+    'step'
+    """
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return ""
+
+
+def text(node: Optional[ast.AST]) -> str:
+    """Source text of a small expression (for matching receivers), ``""`` for None."""
+    if node is None:
+        return ""
+    try:
+        return ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse handles every parsed node
+        return ""
+
+
+def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
+    """Whether ``node`` names an optimizer, by its name or by how it was built."""
+    name = terminal(node).lower()
+    if not name or "sched" in name or "scaler" in name:
+        return False
+    return bool(_OPT_NAME.search(name)) or text(node) in known
+
+
+def _mentions_grad(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+
+
+def _is_grad_tensor(node: ast.AST) -> bool:
+    """``p.grad`` or ``p.grad.data``."""
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "grad"
+
+
+def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Optional[Tuple[str, str]]:
+    """``(kind, target)`` for a call that is a gradient-buffer event, else None.
+
+    >>> classify_call(ast.parse("opt.step()", mode="eval").body)
+    ('step', 'opt')
+    >>> classify_call(ast.parse("scheduler.step()", mode="eval").body) is None
+    True
+    """
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        attr, recv = func.attr, func.value
+        if attr == "backward":
+            recv_text = text(recv)
+            if _FRAMEWORK_RECEIVER.search(recv_text):
+                return FRAMEWORK, recv_text
+            if recv_text in ("torch.autograd", "autograd"):
+                return BACKWARD, text(call.args[0]) if call.args else ""
+            return BACKWARD, recv_text
+        if attr == "manual_backward":  # Lightning manual optimization
+            return FRAMEWORK, text(recv)
+        if attr == "step":
+            name = terminal(recv).lower()
+            if "scaler" in name:  # GradScaler.step(optimizer) steps that optimizer
+                return (STEP, text(call.args[0])) if call.args else None
+            if is_optimizer_name(recv, optimizers):
+                return STEP, text(recv)
+            return None
+        if attr == "zero_grad":
+            return CLEAR, text(recv)
+        if attr == "zero_" and _is_grad_tensor(recv):
+            return CLEAR, text(recv)
+        if attr in ("add_", "sub_") and isinstance(recv, ast.Attribute) and recv.attr == "data":
+            # word_language_model: p.data.add_(p.grad, alpha=-lr) is a hand-written step
+            if any(_mentions_grad(a) for a in call.args) or any(_mentions_grad(k.value) for k in call.keywords):
+                return STEP, "<manual>"
+            return None
+        if attr == "_foreach_zero_":
+            return CLEAR, ""
+        if _MAYBE_CLEAR_NAME.search(attr):
+            return MAYBE_CLEAR, text(recv)
+        return None
+    if isinstance(func, ast.Name) and _MAYBE_CLEAR_NAME.search(func.id):
+        return MAYBE_CLEAR, ""
+    return None
+
+
+def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
+    """Events written as statements rather than calls: ``p.grad = None``, ``del p.grad``,
+    ``p.data -= lr * p.grad``."""
+    if isinstance(stmt, ast.Assign):
+        if any(_is_grad_tensor(t) for t in stmt.targets):
+            value = stmt.value
+            if isinstance(value, ast.Constant) and value.value is None:
+                return CLEAR, ""
+            if isinstance(value, ast.Call) and terminal(value.func) in ("zeros_like", "zeros"):
+                return CLEAR, ""
+        return None
+    if isinstance(stmt, ast.Delete):
+        if any(_is_grad_tensor(t) for t in stmt.targets):
+            return CLEAR, ""
+        return None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
+        target = stmt.target
+        if not _is_grad_tensor(target) and _mentions_grad(stmt.value):
+            if (isinstance(target, ast.Attribute) and target.attr == "data") or isinstance(target, ast.Name):
+                return STEP, "<manual>"
+    return None
+
+
+def optimizer_constructor(value: ast.AST) -> Optional[ast.Call]:
+    """The call if ``value`` builds an optimizer (``torch.optim.SGD(...)``), else None."""
+    if not isinstance(value, ast.Call):
+        return None
+    name = terminal(value.func)
+    if name in OPTIMIZER_CLASSES:
+        return value
+    func_text = text(value.func)
+    if func_text.startswith(("torch.optim.", "optim.")) and name[:1].isupper():
+        return value
+    return None

@@ -1,0 +1,1 @@
+"""pytest plugin (placeholder while issue 3 is in progress)."""
