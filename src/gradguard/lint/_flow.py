@@ -1,0 +1,279 @@
+"""Paths through one iteration of a loop, as sequences of gradient-buffer events.
+
+The rules are about order: what happens to ``.grad`` between a ``backward()``
+and the ``step()`` that reads it. So a loop body is unrolled into its paths
+(each ``if`` forks, ``continue``/``break``/``return`` end a path), and every
+path becomes the sequence of :class:`~._events.Event` it runs through.
+
+Three choices keep this small and keep false alarms out:
+
+* Only ``if`` statements that contain an event or a jump fork; a logging
+  ``if i % 100 == 0: print(...)`` changes nothing and is walked past.
+* Conditions are correlated: two ``if`` statements with the same test (or one
+  the negation of the other) take the same branch on a path, so
+  ``if boundary: step()`` ... ``if boundary: zero_grad()`` is one decision.
+* A nested loop runs its body once on every path (never zero times). A
+  ``for p in params: p.grad = None`` then counts as clearing, and events in
+  nested loops carry a ``("loop", id)`` mark so that rules needing an event to
+  happen for sure can tell.
+
+Helper functions of the same module (and methods of the same class, called
+as ``self.name(...)``) are inlined at the call, up to a small depth.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+from ._events import (
+    FRAMEWORK,
+    Event,
+    classify_call,
+    classify_statement,
+)
+
+#: More paths than this through one iteration: give up on the loop (no findings).
+MAX_PATHS = 256
+#: How deep helper functions are inlined.
+MAX_INLINE_DEPTH = 3
+
+_JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+class TooComplex(Exception):
+    """The iteration has more than :data:`MAX_PATHS` paths."""
+
+
+class Path(NamedTuple):
+    """One path through an iteration.
+
+    ``decisions`` are ``(key, value, test)`` for every forking ``if`` it passed:
+    ``key`` identifies the test (negations folded), ``value`` the test's truth.
+    ``end`` is None (fell through), or ``"continue"``, ``"break"``, ``"return"``, ``"raise"``.
+    """
+
+    events: Tuple[Event, ...] = ()
+    decisions: Tuple[Tuple[str, bool, ast.expr], ...] = ()
+    end: Optional[str] = None
+
+    def decided(self, key: str) -> Optional[bool]:
+        for k, v, _ in self.decisions:
+            if k == key:
+                return v
+        return None
+
+    def kinds(self) -> frozenset:
+        return frozenset(e.kind for e in self.events)
+
+
+def condition_key(test: ast.expr) -> Tuple[str, bool]:
+    """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``)."""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
+        test = ast.Compare(left=test.left, ops=[ast.Eq()], comparators=test.comparators)
+        negated = not negated
+    return ast.dump(test), negated
+
+
+class Walker:
+    """Unrolls statement lists into :class:`Path` objects.
+
+    Args:
+        interesting: ``(node) -> bool``, whether a node's lines may hold an event
+            (a cheap pre-filter computed from the source text).
+        functions: module-level functions by name (inlined when called).
+        methods: methods of the class around the loop (inlined for ``self.m()``).
+        optimizers: source texts of names bound to optimizer constructors.
+    """
+
+    def __init__(
+        self,
+        interesting: Callable[[ast.AST], bool],
+        functions: Dict[str, ast.AST],
+        methods: Dict[str, ast.AST],
+        optimizers: frozenset,
+    ):
+        self.interesting = interesting
+        self.functions = functions
+        self.methods = methods
+        self.optimizers = optimizers
+        self.framework = False  # set when the walk meets Accelerate/Fabric/Lightning machinery
+        self._inlining: List[ast.AST] = []
+        self._relevant: Dict[int, bool] = {}
+
+    # -- entry point ---------------------------------------------------------
+    def iteration_paths(self, loop: ast.AST) -> List[Path]:
+        """All paths through one iteration of ``loop`` (its ``else`` excluded).
+
+        Raises:
+            TooComplex: more than :data:`MAX_PATHS` paths.
+        """
+        return self.block(loop.body, [Path()], ())
+
+    # -- statements ------------------------------------------------------------
+    def block(self, stmts, states: List[Path], stack: Tuple) -> List[Path]:
+        for stmt in stmts:
+            live = [s for s in states if s.end is None]
+            if not live:
+                break
+            ended = [s for s in states if s.end is not None]
+            states = ended + self.statement(stmt, live, stack)
+            if len(states) > MAX_PATHS:
+                raise TooComplex
+        return states
+
+    def statement(self, stmt: ast.stmt, states: List[Path], stack: Tuple) -> List[Path]:
+        if isinstance(stmt, ast.If):
+            return self._if(stmt, states, stack)
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            return self._loop(stmt, states, stack)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+                    # `with accelerator.accumulate(model):` / Fabric's `no_backward_sync`:
+                    # the framework decides when step() and zero_grad() really run.
+                    if expr.func.attr in ("accumulate", "no_backward_sync"):
+                        self.framework = True
+                states = self.expr(expr, states, stack)
+            return self.block(stmt.body, states, stack)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            # Exception handlers are the unusual path; the rules are about the usual one.
+            states = self.block(stmt.body, states, stack)
+            states = self._resume(self.block(stmt.orelse, states, stack), ())
+            return self.block(stmt.finalbody, states, stack)
+        if isinstance(stmt, ast.Match):
+            states = self.expr(stmt.subject, states, stack)
+            if not self.relevant(stmt):
+                return states
+            out = list(states)  # no case matched
+            for i, case in enumerate(stmt.cases):
+                out += self.block(case.body, states, stack + ((id(stmt), i),))
+            return out
+        if isinstance(stmt, _DEFS):
+            return states  # defined, not run
+        if isinstance(stmt, ast.Return):
+            states = self.expr(stmt.value, states, stack) if stmt.value is not None else states
+            return [s._replace(end="return") for s in states]
+        if isinstance(stmt, ast.Continue):
+            return [s._replace(end="continue") for s in states]
+        if isinstance(stmt, ast.Break):
+            return [s._replace(end="break") for s in states]
+        if isinstance(stmt, ast.Raise):
+            return [s._replace(end="raise") for s in states]
+        if not self.interesting(stmt):
+            return states
+        states = self.expr(stmt, states, stack)
+        special = classify_statement(stmt)
+        if special is not None:
+            ev = Event(special[0], stmt, special[1], stack)
+            states = [s._replace(events=s.events + (ev,)) for s in states]
+        return states
+
+    def _if(self, stmt: ast.If, states, stack):
+        states = self.expr(stmt.test, states, stack)
+        if not self.relevant(stmt):
+            return states
+        key, negated = condition_key(stmt.test)
+        out: List[Path] = []
+        for s in states:
+            known = s.decided(key)
+            for value in ((True, False) if known is None else (known,)):
+                takes_body = value != negated
+                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, stmt.test),))
+                inner = stack + ((id(stmt), takes_body),)
+                out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
+        return out
+
+    def _loop(self, stmt, states, stack):
+        head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
+        states = self.expr(head, states, stack)
+        if not self.relevant(stmt):
+            return states
+        out: List[Path] = []
+        inner = stack + (("loop", id(stmt)),)
+        for s in states:
+            # The body runs once on this path; what it decided does not outlive it,
+            # and its continue/break only end the nested loop.
+            ran = self.block(stmt.body, [s], inner)
+            out += [r._replace(decisions=s.decisions) for r in self._resume(ran, ("continue", "break"))]
+        return self.block(stmt.orelse, out, stack)
+
+    @staticmethod
+    def _resume(states, ends) -> List[Path]:
+        return [s._replace(end=None) if s.end in ends else s for s in states]
+
+    # -- expressions -------------------------------------------------------------
+    def expr(self, node: Optional[ast.AST], states: List[Path], stack: Tuple) -> List[Path]:
+        """Adds the events of the calls in ``node`` (in evaluation order) to every state."""
+        if node is None or not self.interesting(node):
+            return states
+        calls = []
+        pending = [node]
+        while pending:  # ast.walk without entering nested function bodies
+            n = pending.pop()
+            if isinstance(n, ast.Call):
+                calls.append(n)
+            for child in ast.iter_child_nodes(n):
+                if not isinstance(child, _DEFS):
+                    pending.append(child)
+        # an inner call finishes before the call that contains it
+        calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
+        for call in calls:
+            found = classify_call(call, self.optimizers)
+            if found is not None:
+                kind, target = found
+                if kind == FRAMEWORK:
+                    self.framework = True
+                    continue
+                ev = Event(kind, call, target, stack)
+                states = [s._replace(events=s.events + (ev,)) for s in states]
+                continue
+            helper = self._helper(call)
+            if helper is not None:
+                states = self._inline(helper, states, stack)
+        return states
+
+    def _helper(self, call: ast.Call):
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self.functions.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.methods.get(func.attr)
+        return None
+
+    def _inline(self, fn, states, stack):
+        if len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
+            return states
+        self._inlining.append(fn)
+        try:
+            ran = self.block(fn.body, states, stack)
+        finally:
+            self._inlining.pop()
+        # a return ends the helper, not the loop iteration
+        return self._resume(ran, ("return",))
+
+    # -- pre-filter ---------------------------------------------------------------
+    def relevant(self, node: ast.AST) -> bool:
+        """Whether a compound statement can change a path: it holds an event or a jump."""
+        key = id(node)
+        cached = self._relevant.get(key)
+        if cached is None:
+            cached = self.interesting(node) or _has_jump(node)
+            self._relevant[key] = cached
+        return cached
+
+
+def _has_jump(node: ast.AST) -> bool:
+    """A continue/break/return/raise among the statements of ``node`` (not in nested defs)."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, None) or ():
+            if isinstance(child, _JUMPS):
+                return True
+            if not isinstance(child, _DEFS) and _has_jump(child):
+                return True
+    return False

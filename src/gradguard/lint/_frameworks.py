@@ -1,0 +1,59 @@
+"""Code that a training framework drives: not the raw loops the rules describe.
+
+Lightning calls ``training_step`` and does backward, step and zero_grad itself;
+an HF ``Trainer`` subclass overrides ``compute_loss``/``training_step`` while the
+Trainer owns the loop; inside ``with accelerator.accumulate(model):`` Accelerate
+divides the loss and turns ``optimizer.step()``/``zero_grad()`` into no-ops on
+the micro-batches that do not end a window. Read as raw PyTorch, all of these
+look like bugs, so the linter stays silent on them (the walker in ``_flow``
+flags the Accelerate/Fabric forms it meets inside a loop).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ._events import terminal
+
+#: Base classes whose methods a framework calls: their code is not a raw loop.
+_FRAMEWORK_BASES = ("LightningModule", "LightningLite", "LightningFlow", "Callback", "Trainer", "Strategy", "Precision", "Loop")
+
+#: Hook names a framework calls with its own backward/step/zero_grad around them.
+FRAMEWORK_HOOKS = frozenset(
+    {
+        "training_step",
+        "validation_step",
+        "test_step",
+        "predict_step",
+        "compute_loss",
+        "optimizer_step",
+        "optimizer_zero_grad",
+        "configure_optimizers",
+        "manual_backward",
+        "backward",
+        "on_before_zero_grad",
+        "on_before_optimizer_step",
+        "on_after_backward",
+        "on_before_backward",
+    }
+)
+
+
+def is_framework_class(cls: ast.ClassDef) -> bool:
+    """A class derived from a Lightning module/callback or an HF ``Trainer`` (by base name).
+
+    >>> is_framework_class(ast.parse("class M(pl.LightningModule): pass").body[0])
+    True
+    >>> is_framework_class(ast.parse("class Net(nn.Module): pass").body[0])
+    False
+    """
+    for base in cls.bases:
+        name = terminal(base)
+        if any(name.endswith(suffix) for suffix in _FRAMEWORK_BASES):
+            return True
+    return False
+
+
+def is_framework_hook(fn: ast.AST) -> bool:
+    """A function named like a framework hook (``training_step``, ``compute_loss``, ...)."""
+    return getattr(fn, "name", None) in FRAMEWORK_HOOKS

@@ -1,0 +1,115 @@
+"""The bookkeeping of the watch: backward passes, gradient buffers, optimizers.
+
+The watch never reads gradient values. It tells what happened to a ``.grad``
+buffer between two events it sees (a backward pass, a ``zero_grad``, an
+optimizer step) from the buffer's identity and its ``._version`` counter,
+which every in-place operation bumps:
+
+* ``.grad`` became ``None``, or is another tensor: the buffer was cleared
+  (``zero_grad(set_to_none=True)``, ``p.grad = None``);
+* same tensor, same version: untouched;
+* same tensor, new version: modified in place. Inside a ``zero_grad`` the watch
+  saw, that is a zero-fill. Elsewhere it is a clear (``p.grad.zero_()``) when
+  the buffer held only gradient a step had already applied, and a scaling
+  (clipping, ``GradScaler.unscale_``, the Accumulator's normalisation) when it
+  held gradient still waiting for a step.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import List, Optional
+
+import torch
+
+from ._graph import LossInfo
+from ._source import Site
+
+
+class Pass:
+    """One backward pass: where it was called, what its loss was, where it went.
+
+    ``live`` counts the parameters whose buffer still holds this pass's
+    gradient waiting for a step; ``used`` turns True when any optimizer step
+    applied any of it.
+    """
+
+    __slots__ = ("index", "site", "info", "managed", "used", "live", "reported")
+
+    def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False):
+        self.index = index
+        self.site = site
+        self.info = info
+        self.managed = managed
+        self.used = used
+        self.live = 0
+        self.reported = False
+
+
+# A buffer that kept growing without any step or clearing (a parameter that no
+# optimizer holds) would keep every pass alive; past this many entries only the
+# passes that matter for a finding (not yet used by any step) are kept.
+_MAX_PENDING = 32
+
+
+class ParamState:
+    """What the watch knows about one parameter's ``.grad`` buffer."""
+
+    __slots__ = ("p", "ref", "ver", "pending", "consumed", "zero", "got", "first_site", "opt")
+
+    def __init__(self, p: torch.Tensor):
+        self.p = p
+        self.ref: Optional[weakref.ref] = None  # the buffer last seen (weakly: never keep a cleared grad alive)
+        self.ver = 0  # its _version when last seen
+        self.pending: List[Pass] = []  # passes whose gradient is in the buffer, not yet applied by a step
+        self.consumed = False  # the buffer holds gradient that a step already applied
+        self.zero = False  # the buffer was zero-filled by a zero_grad the watch saw, nothing added since
+        self.got = False  # some watched backward pass reached this parameter
+        self.first_site: Site = (None, None)
+        self.opt = None  # the first watched optimizer that holds it (an OptState)
+
+    def remember(self, g: Optional[torch.Tensor]) -> None:
+        """Record the buffer as it is now."""
+        if g is None:
+            self.ref = None
+        else:
+            if self.ref is None or self.ref() is not g:
+                self.ref = weakref.ref(g)
+            self.ver = g._version
+
+    def add(self, ps: Pass) -> None:
+        """A backward pass added its gradient to this buffer."""
+        pending = self.pending
+        if len(pending) >= _MAX_PENDING:
+            pending[:] = [q for q in pending if not q.used]
+        pending.append(ps)
+        ps.live += 1
+        self.zero = False
+        if not self.got:
+            self.got = True
+            self.first_site = ps.site
+
+
+class OptState:
+    """A watched optimizer: its parameters' states and its step count."""
+
+    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name")
+
+    def __init__(self, opt: torch.optim.Optimizer):
+        self.opt = opt
+        self.params: List[ParamState] = []
+        self.ids: frozenset = frozenset()
+        self.sig = None
+        self.steps = 0  # steps completed inside the watch
+        self.clock = 0  # the watch's clock at its last step
+        self.moves_zero = False
+        self.closure = False
+        self.name = type(opt).__name__
+
+
+def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
+    """True if a zero (not None) gradient still moves parameters: momentum, Adam-style betas, weight decay."""
+    for group in opt.param_groups:
+        if group.get("momentum", 0) or group.get("weight_decay", 0) or "betas" in group:
+            return True
+    return False
