@@ -1,0 +1,103 @@
+"""The run-time watch: ``gradguard.watch`` and what ``gradguard run`` uses.
+
+Modules: ``_engine`` (hooks and bookkeeping), ``_state`` (the records),
+``_checks`` (the rules GG101–GG110), ``_graph`` (reading a loss's autograd
+graph), ``_source`` (the user's line), ``_marks`` (the Accumulator's mark).
+"""
+
+from __future__ import annotations
+
+from contextlib import ContextDecorator
+from typing import Iterable, List, Optional, Union
+
+from .._errors import GradguardError
+from ..findings import Finding
+from ..rules import parse_codes
+from ._marks import accumulator_backward, in_accumulator_backward
+
+__all__ = ["watch", "accumulator_backward", "in_accumulator_backward"]
+
+_MODES = ("warn", "raise", "record")
+
+
+class watch(ContextDecorator):
+    """Watch every optimizer, parameter and backward pass for gradient-buffer bugs.
+
+    Use it as a context manager or a decorator. While it is active it sees every
+    optimizer (built before or inside the block), every backward pass and every
+    clearing of ``.grad`` (``zero_grad``, ``p.grad = None``, ``p.grad.zero_()``),
+    and reports the run-time rules GG101–GG110 (``gradguard rule CODE``).
+    Everything it installs is removed on exit, also when the block raises.
+    End-of-run rules (GG103 unapplied gradient, GG106 orphan gradient) are
+    checked when the block ends normally.
+
+    Args:
+        mode: ``"warn"`` (emit a :class:`gradguard.GradientBugWarning` at the
+            user's line), ``"raise"`` (raise :class:`gradguard.GradientBugError`
+            at the offending ``step()``, ``zero_grad()`` or ``backward()``, before
+            the optimizer applies a bad update) or ``"record"`` (only collect).
+        ignore: rule codes (or prefixes) not to report, e.g. ``("GG107",)`` or ``"GG107,GG109"``.
+
+    Attributes:
+        findings: the :class:`gradguard.Finding` list, each reported once per
+            code and source line; it keeps growing if the watch is entered again.
+
+    Raises:
+        GradguardError: for an unknown mode or rule code.
+
+    >>> import torch, gradguard as gg
+    >>> model = torch.nn.Linear(2, 1)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with gg.watch(mode="record") as w:
+    ...     for _ in range(2):
+    ...         model(torch.ones(4, 2)).mean().backward()
+    ...         opt.step()          # no zero_grad: the second step reuses the first gradient
+    >>> [f.code for f in w.findings]
+    ['GG101']
+    """
+
+    def __init__(self, *, mode: str = "warn", ignore: Union[str, Iterable[str], None] = ()):
+        if mode not in _MODES:
+            raise GradguardError(f"watch(mode={mode!r}): mode must be one of {', '.join(map(repr, _MODES))}")
+        self.mode = mode
+        self.ignore = parse_codes(ignore)
+        self.findings: List[Finding] = []
+        self._engine = None
+
+    def __enter__(self) -> "watch":
+        if self._engine is not None:
+            raise GradguardError("this watch is already active: use a new gradguard.watch() for a nested block")
+        from ._engine import Engine
+
+        engine = Engine(self.mode, self.ignore, self.findings)
+        engine.install()
+        self._engine = engine
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> Optional[bool]:
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return None
+        # End-of-run rules only for a block that ended normally or by sys.exit():
+        # after a crash, gradients left in .grad say nothing about the loop.
+        if exc_type is None:
+            engine.close(check=True)  # may raise GradientBugError in "raise" mode
+        else:
+            try:
+                engine.close(check=issubclass(exc_type, SystemExit))
+            except GradguardError:
+                pass  # recorded in .findings; never mask the block's own exception
+        return None
+
+    @property
+    def codes(self) -> List[str]:
+        """Sorted codes of the findings so far.
+
+        >>> watch(mode="record").codes
+        []
+        """
+        return sorted({f.code for f in self.findings})
+
+    def __repr__(self) -> str:
+        return f"watch(mode={self.mode!r}, findings={len(self.findings)})"
+

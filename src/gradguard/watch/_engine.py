@@ -1,0 +1,391 @@
+"""The watch's machinery: what it installs, and what it records at each event.
+
+Installed for the duration of a watch, all removed on exit:
+
+* PyTorch's global optimizer step pre/post hooks (every optimizer, whenever it
+  was built) and its global module forward hook (which modules run, so that
+  parameters get their qualified names and batch-norm layers are noticed);
+* thin wrappers around ``torch.autograd.backward`` (which ``Tensor.backward``
+  calls) and around ``Optimizer.zero_grad`` / ``Module.zero_grad``. PyTorch has
+  no public hook that sees the root of a backward pass or a ``zero_grad`` call;
+  the wrappers cost one Python call per backward pass or clearing, where a
+  per-parameter tensor hook would cost one per parameter.
+
+The work per event is one pass over the parameters concerned, reading
+``p.grad`` and its ``_version``: no gradient values, no device syncs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .._errors import GradientBugError, GradientBugWarning
+from ..findings import Finding
+from ..rules import make_finding
+from . import _checks
+from ._graph import UNKNOWN, analyze_loss
+from ._marks import in_accumulator_backward
+from ._source import Site, user_site
+from ._state import OptState, ParamState, Pass, optimizer_moves_zero_grads
+
+_BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
+
+
+class _Patch:
+    """Replace ``owner.name`` by a wrapper until :meth:`undo`.
+
+    If someone else wrapped the attribute after us, undoing would drop their
+    wrapper; we then leave ours in place, switched off (it only forwards).
+    """
+
+    def __init__(self, owner, name: str, make):
+        self.owner, self.name = owner, name
+        self.orig = owner.__dict__[name]
+        self.on = True
+        self.wrapper = make(self.orig, self)
+        setattr(owner, name, self.wrapper)
+
+    def undo(self) -> None:
+        self.on = False
+        if self.owner.__dict__.get(self.name) is self.wrapper:
+            setattr(self.owner, self.name, self.orig)
+
+
+class Engine:
+    """The state of one active watch. Created on ``__enter__``, closed on ``__exit__``."""
+
+    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding]):
+        self.mode = mode
+        self.ignore = ignore
+        self.findings = findings
+        self._reported = set()  # (code, path, line): each finding once per location
+        self._queue: List[Finding] = []  # found during an event, emitted when it ends
+        self.params: Dict[int, ParamState] = {}
+        self._tracked: List[ParamState] = []
+        self._dirty = False
+        self.modules: Dict[int, torch.nn.Module] = {}
+        self.opts: Dict[int, OptState] = {}
+        self.bn_ran: Dict[int, int] = {}  # id(batch-norm module) -> clock when it last ran with batch statistics
+        self.bn_modules: Dict[int, torch.nn.Module] = {}
+        self.clock = 0  # ticks once per backward pass and per step
+        self.passes = 0
+        self.stepping = False  # between a step's pre and post hook (a closure runs in there)
+        self.deferred: list = []  # GG105 checks waiting for device-side item counts
+        self._names: Optional[Dict[int, str]] = None
+        self._handles: list = []
+        self._patches: List[_Patch] = []
+        self._module_hooks: list = []
+
+    # ------------------------------------------------------------ install
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_module
+
+        try:
+            self._handles.append(optim_module.register_optimizer_step_pre_hook(self._on_step_pre))
+            self._handles.append(optim_module.register_optimizer_step_post_hook(self._on_step_post))
+            self._handles.append(nn_module.register_module_forward_hook(self._on_forward))
+            self._patches.append(_Patch(torch.autograd, "backward", self._wrap_backward))
+            self._patches.append(_Patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad))
+            self._patches.append(_Patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad))
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def uninstall(self) -> None:
+        for h in self._handles + self._module_hooks:
+            h.remove()
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._handles, self._module_hooks, self._patches = [], [], []
+
+    # ------------------------------------------------------------ findings
+    def report(self, code: str, detail: str, site: Site, step: Optional[int], params: Sequence[ParamState] = ()) -> None:
+        """Queue a finding (once per code and location); emitted when the current event ends."""
+        if code in self.ignore:
+            return
+        key = (code, site[0], site[1])
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        names = self.param_names(params)
+        self._queue.append(make_finding(code, detail, path=site[0], line=site[1], step=step, params=names or None))
+
+    def flush(self) -> None:
+        """Emit queued findings: record, warn, or raise the first one."""
+        queue, self._queue = self._queue, []
+        for f in queue:
+            self.findings.append(f)
+        if self.mode == "warn":
+            for f in queue:
+                warnings.warn_explicit(f"{f.code} {f.message}", GradientBugWarning, f.path or "<unknown>", f.line or 0)
+        elif self.mode == "raise" and queue:
+            raise GradientBugError(queue[0])
+
+    # ------------------------------------------------------------ names
+    def param_names(self, states: Sequence[ParamState], limit: int = 10) -> List[str]:
+        if not states:
+            return []
+        if self._names is None:
+            self._names = self._build_names()
+        out = []
+        for st in states[:limit]:
+            name = self._names.get(id(st.p))
+            if name is None:
+                name = self._optimizer_slot(st) or f"<tensor {tuple(st.p.shape)}>"
+            out.append(name)
+        if len(states) > limit:
+            out.append(f"... ({len(states) - limit} more)")
+        return out
+
+    def _build_names(self) -> Dict[int, str]:
+        # Top-level modules are those seen in forward that are no other seen module's child.
+        children = set()
+        for m in self.modules.values():
+            for sub in m.modules():
+                if sub is not m:
+                    children.add(id(sub))
+        roots = [m for mid, m in self.modules.items() if mid not in children]
+        roots = [m for m in roots if next(m.parameters(), None) is not None]
+        prefix = len(roots) > 1  # two models (a GAN): say which one
+        names: Dict[int, str] = {}
+        for root in roots:
+            for name, p in root.named_parameters():
+                names.setdefault(id(p), f"{type(root).__name__}.{name}" if prefix else name)
+        return names
+
+    def _optimizer_slot(self, st: ParamState) -> Optional[str]:
+        for os in self.opts.values():
+            for gi, group in enumerate(os.opt.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    if p is st.p:
+                        return f"{os.name}.param_groups[{gi}]['params'][{pi}]"
+        return None
+
+    # ------------------------------------------------------------ tracking
+    def state(self, p: torch.Tensor) -> ParamState:
+        st = self.params.get(id(p))
+        if st is None:
+            st = self.params[id(p)] = ParamState(p)
+            self._dirty = True
+            g = p.grad
+            if g is not None:
+                # Gradient from before the watch or from an unseen source: it is
+                # "a gradient", but no watched pass made it.
+                st.consumed = False
+                st.remember(g)
+        return st
+
+    def tracked(self) -> List[ParamState]:
+        if self._dirty:
+            self._tracked = list(self.params.values())
+            self._dirty = False
+        return self._tracked
+
+    def opt_state(self, opt: torch.optim.Optimizer) -> OptState:
+        os = self.opts.get(id(opt))
+        if os is None or os.opt is not opt:
+            os = self.opts[id(opt)] = OptState(opt)
+        groups = opt.param_groups
+        sig = (len(groups), sum(len(g["params"]) for g in groups))
+        if sig != os.sig:  # new optimizer, or add_param_group
+            os.sig = sig
+            os.params = [self.state(p) for g in groups for p in g["params"]]
+            os.ids = frozenset(id(st.p) for st in os.params)
+            os.moves_zero = optimizer_moves_zero_grads(opt)
+            for st in os.params:
+                if st.opt is None:
+                    st.opt = os
+        return os
+
+    def observe(self, st: ParamState, clearing_site: Optional[Site] = None, zero_fill: bool = False) -> None:
+        """Account for what happened to ``st``'s buffer since it was last seen."""
+        g = st.p.grad
+        ref = st.ref
+        if g is None:
+            if ref is not None:
+                st.ref = None
+                self.cleared(st, clearing_site)
+            return
+        if ref is None or ref() is not g:
+            if ref is not None:
+                self.cleared(st, clearing_site)
+            # A buffer that no watched pass filled (assigned by hand, or filled
+            # by a backward the watch did not see): a gradient of unknown origin.
+            st.remember(g)
+            return
+        if g._version != st.ver:
+            st.ver = g._version
+            if zero_fill:
+                self.cleared(st, clearing_site)
+                st.zero = True
+            elif st.consumed and not st.pending:
+                # Only already-applied gradient was in there: this was a p.grad.zero_().
+                self.cleared(st, clearing_site)
+            else:
+                st.zero = False  # scaled or clipped: the gradient is still there
+
+    def cleared(self, st: ParamState, site: Optional[Site]) -> None:
+        """The buffer was emptied: passes whose last pending gradient this was are discarded (GG102)."""
+        st.consumed = False
+        st.zero = False
+        if not st.pending:
+            return
+        for ps in st.pending:
+            ps.live -= 1
+            if ps.live <= 0 and not ps.used and not ps.reported:
+                ps.reported = True
+                _checks.discarded(self, ps, st, site)
+        st.pending = []
+
+    # ------------------------------------------------------------ forward
+    def _on_forward(self, module, args, output):
+        if id(module) not in self.modules:
+            self._see_module(module)
+
+    def _see_module(self, module: torch.nn.Module) -> None:
+        self.modules[id(module)] = module
+        self._names = None
+        for p in module.parameters():
+            if p.requires_grad and id(p) not in self.params:
+                self.state(p)
+        if isinstance(module, _BATCH_STATS):
+            self.bn_modules[id(module)] = module
+            self._module_hooks.append(module.register_forward_hook(self._on_batch_stats_forward))
+
+    def _on_batch_stats_forward(self, module, args, output):
+        # Batch statistics are used in training mode, and always without running stats.
+        if module.training or getattr(module, "running_mean", None) is None:
+            self.bn_ran[id(module)] = self.clock + 1
+
+    # ------------------------------------------------------------ backward
+    def _wrap_backward(self, orig, patch):
+        engine = self
+
+        def backward(tensors, *args, **kwargs):
+            if not patch.on:
+                return orig(tensors, *args, **kwargs)
+            return engine.run_backward(orig, tensors, args, kwargs)
+
+        backward.__wrapped__ = orig
+        backward.__doc__ = orig.__doc__
+        return backward
+
+    def run_backward(self, orig, tensors, args, kwargs):
+        site = user_site()
+        info = UNKNOWN
+        grad_tensors = args[0] if args else kwargs.get("grad_tensors", kwargs.get("grad_variables"))
+        root = tensors
+        if isinstance(root, (tuple, list)) and len(root) == 1:
+            root = root[0]
+        if isinstance(root, torch.Tensor) and grad_tensors is None and root.numel() == 1:
+            try:
+                info = analyze_loss(root)
+            except Exception:  # never let an odd graph break the user's backward
+                info = UNKNOWN
+        tracked = self.tracked()
+        for st in tracked:
+            self.observe(st)
+        self.passes += 1
+        self.clock += 1
+        # A pass inside a step (an LBFGS or Lightning closure) is read by that step.
+        ps = Pass(self.passes, site, info, in_accumulator_backward(), used=self.stepping)
+        try:
+            return orig(tensors, *args, **kwargs)
+        finally:
+            for st in tracked:
+                g = st.p.grad
+                if g is None:
+                    continue
+                ref = st.ref
+                if ref is None or ref() is not g or g._version != st.ver:
+                    st.remember(g)
+                    st.add(ps)
+            self.flush()
+
+    # ------------------------------------------------------------ zero_grad
+    def _wrap_optimizer_zero_grad(self, orig, patch):
+        engine = self
+
+        def zero_grad(opt, *args, **kwargs):
+            if not patch.on:
+                return orig(opt, *args, **kwargs)
+            os = engine.opt_state(opt)
+            return engine.run_zero_grad(orig, opt, os.params, args, kwargs)
+
+        zero_grad.__wrapped__ = orig
+        zero_grad.__doc__ = orig.__doc__
+        return zero_grad
+
+    def _wrap_module_zero_grad(self, orig, patch):
+        engine = self
+
+        def zero_grad(module, *args, **kwargs):
+            if not patch.on:
+                return orig(module, *args, **kwargs)
+            states = [engine.state(p) for p in module.parameters() if p.requires_grad]
+            return engine.run_zero_grad(orig, module, states, args, kwargs)
+
+        zero_grad.__wrapped__ = orig
+        zero_grad.__doc__ = orig.__doc__
+        return zero_grad
+
+    def run_zero_grad(self, orig, owner, states: List[ParamState], args, kwargs):
+        for st in states:
+            self.observe(st)  # earlier changes are not this call's doing
+        try:
+            return orig(owner, *args, **kwargs)
+        finally:
+            site = user_site()
+            for st in states:
+                self.observe(st, clearing_site=site, zero_fill=True)
+            self.flush()
+
+    # ------------------------------------------------------------ step
+    def _on_step_pre(self, opt, args, kwargs):
+        os = self.opt_state(opt)
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        os.closure = closure is not None
+        if not os.closure:
+            # Checked before the optimizer reads anything, so "raise" stops a bad update.
+            _checks.step(self, os, user_site())
+            self.flush()
+        self.stepping = True
+
+    def _on_step_post(self, opt, args, kwargs):
+        self.stepping = False
+        os = self.opt_state(opt)
+        if os.closure:
+            # The closure's backward ran inside step(): only now is there something to check.
+            _checks.step(self, os, user_site())
+        self.clock += 1
+        for st in os.params:
+            g = st.p.grad
+            if g is None:
+                st.ref = None
+                continue
+            if st.pending:
+                for ps in st.pending:
+                    ps.used = True
+                st.pending = []
+                st.consumed = True
+            elif not st.zero:
+                st.consumed = True  # a gradient of unknown origin, now applied
+            st.remember(g)
+        os.steps += 1
+        os.clock = self.clock
+        self.flush()
+
+    # ------------------------------------------------------------ end
+    def close(self, check: bool) -> None:
+        """Uninstall; with ``check``, run the end-of-watch rules (GG103, GG105 deferred, GG106)."""
+        self.uninstall()
+        if check:
+            for st in self.tracked():
+                self.observe(st)
+            _checks.end(self)
+            self.flush()
+
