@@ -28,6 +28,7 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import sync_for
+from .watch._marks import accumulator_backward
 
 _FORMAT = "gradguard.Accumulator/1"
 _NONFINITE_MODES = ("raise", "skip")
@@ -255,7 +256,8 @@ class Accumulator:
         scaled = loss * weight if weight != 1 else loss
         if self.scaler is not None:
             scaled = self.scaler.scale(scaled)
-        scaled.backward()
+        with accumulator_backward():  # tells a running gradguard.watch that this loss is weighted
+            scaled.backward()
 
         # The backward pass succeeded: only now does the window take this micro-batch.
         self._ref = ref

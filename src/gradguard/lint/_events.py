@@ -38,7 +38,8 @@ class Event(NamedTuple):
     ``target`` is the source text of what it acts on (the optimizer of a step,
     the optimizer or module of a ``zero_grad``, the tensor of a backward); ``""``
     when unknown. ``stack`` lists the branches (and nested loops) of the iteration
-    that enclose the event: ``((id(if_node), taken), ...)`` and ``("loop", id)``.
+    that enclose the event: ``(if_test, taken)`` for each ``if`` and ``("loop", id)`` for
+    each nested loop.
     """
 
     kind: str

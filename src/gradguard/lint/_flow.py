@@ -185,7 +185,7 @@ class Walker:
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, stmt.test),))
-                inner = stack + ((id(stmt), takes_body),)
+                inner = stack + ((stmt.test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
 

@@ -1,0 +1,15 @@
+"""GG102: zero_grad() on every micro-batch discards all but the last of each window."""
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+accum = 4
+for i in range(8):
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    optimizer.zero_grad()  # BUG: clears the micro-batches accumulated so far
+    loss = F.mse_loss(model(x), y) / accum
+    loss.backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()

@@ -1,0 +1,15 @@
+"""GG104: four mean losses per step, none divided by the number of micro-batches."""
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+accum = 4
+for i in range(8):
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()  # BUG: not divided by accum
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
