@@ -70,41 +70,50 @@ def loss_of(model, x, y):
     return F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
 
 
-def hand_written(model, opt, windows, steps, variable):
-    for mbs in windows:
+class HandWritten:
+    """The correct loop a careful user writes: weights known in advance (look-ahead)."""
+
+    def __init__(self, model, opt, steps, variable):
+        self.model, self.opt, self.steps, self.variable = model, opt, steps, variable
+
+    def window(self, mbs):
         total = sum(c for _, _, c in mbs)
         for x, y, c in mbs:
-            weight = c / total if variable else 1 / steps
-            (loss_of(model, x, y) * weight).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+            weight = c / total if self.variable else 1 / self.steps
+            (loss_of(self.model, x, y) * weight).backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
 
 
-def with_gradguard(model, opt, windows, steps, variable):
-    acc = gg.Accumulator(opt, steps=steps)
-    for mbs in windows:
+class WithGradguard:
+    def __init__(self, model, opt, steps, variable):
+        self.model, self.acc = model, gg.Accumulator(opt, steps=steps)
+
+    def window(self, mbs):
         for x, y, c in mbs:
-            acc.backward(loss_of(model, x, y), count=c)
-            acc.step()
+            self.acc.backward(loss_of(self.model, x, y), count=c)
+            self.acc.step()
 
 
-def make_accelerate_runner(steps):
-    try:
+class WithAccelerate:
+    """HF Accelerate's accumulate(): divides each loss by the number of micro-batches."""
+
+    accelerator = None
+
+    def __init__(self, model, opt, steps, variable):
         from accelerate import Accelerator
-    except ImportError:
-        return None
-    accelerator = Accelerator(gradient_accumulation_steps=steps, cpu=True)
 
-    def run(model, opt, windows, steps_, variable):
-        model_p, opt_p = accelerator.prepare(model, opt)
-        for mbs in windows:
-            for x, y, c in mbs:
-                with accelerator.accumulate(model_p):
-                    accelerator.backward(loss_of(model_p, x, y))
-                    opt_p.step()
-                    opt_p.zero_grad()
+        if WithAccelerate.accelerator is None:  # Accelerate's state is a process-wide singleton
+            WithAccelerate.accelerator = Accelerator(gradient_accumulation_steps=steps, cpu=True)
+        self.model, self.opt = WithAccelerate.accelerator.prepare(model, opt)
 
-    return run
+    def window(self, mbs):
+        accelerator = WithAccelerate.accelerator
+        for x, y, c in mbs:
+            with accelerator.accumulate(self.model):
+                accelerator.backward(loss_of(self.model, x, y))
+                self.opt.step()
+                self.opt.zero_grad()
 
 
 def main(argv=None):
@@ -113,39 +122,44 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"))
     args = parser.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 15)
-    steps, micro, seq, n_windows = 4, 4, 64, (2 if args.quick else 6)
+    rounds = args.rounds or (4 if args.quick else 120)
+    steps, micro, seq = 4, 4, 64
     torch.manual_seed(0)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    methods = {"hand-written": hand_written, "gradguard": with_gradguard}
-    acc_runner = make_accelerate_runner(steps)
-    if acc_runner is not None:
-        methods["accelerate"] = acc_runner
+    methods = {"hand-written": HandWritten, "gradguard": WithGradguard}
+    try:
+        import accelerate  # noqa: F401
+
+        methods["accelerate"] = WithAccelerate
+    except ImportError:
+        print("(HF Accelerate not installed: its column is left out)")
 
     results = {}
     for workload, variable in (("equal counts", False), ("token counts", True)):
-        windows = make_windows(n_windows, steps, micro, seq, variable)
+        windows = make_windows(8, steps, micro, seq, variable)
         base = SmallTransformerLM()
-        times = {m: [] for m in methods}
-        for name, fn in methods.items():  # warm-up, untimed
+        runners = {}
+        for name, cls in methods.items():
             model = SmallTransformerLM()
             model.load_state_dict(base.state_dict())
-            fn(model, torch.optim.AdamW(model.parameters(), lr=1e-4), windows[:1], steps, variable)
+            runners[name] = cls(model, torch.optim.AdamW(model.parameters(), lr=1e-4), steps, variable)
+            runners[name].window(windows[0])  # warm-up, untimed
+        times = {m: [] for m in methods}
+        # One optimizer step per method per round, methods interleaved (order alternating):
+        # machine noise lands on all of them alike, and the ratio is taken round by round.
         for r in progress(range(rounds), desc=f"rounds ({workload})"):
-            order = list(methods.items())
+            order = list(runners.items())
             if r % 2:
-                order.reverse()  # alternate the order so no method always runs first
-            for name, fn in order:
-                model = SmallTransformerLM()
-                model.load_state_dict(base.state_dict())
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                order.reverse()
+            mbs = windows[r % len(windows)]
+            for name, runner in order:
                 t0 = time.perf_counter()
-                fn(model, opt, windows, steps, variable)
-                times[name].append((time.perf_counter() - t0) / n_windows)
+                runner.window(mbs)
+                times[name].append(time.perf_counter() - t0)
         ratios = {m: statistics.median(t / h for t, h in zip(times[m], times["hand-written"])) for m in methods}
         results[workload] = (times, ratios)
-        print(f"\n{workload}: {steps} micro-batches of {micro}x{seq} tokens per step, {rounds} rounds")
+        print(f"\n{workload}: {steps} micro-batches of {micro}x{seq} tokens per step, {rounds} interleaved rounds")
         print(f"  {'method':<14} {'median s/step':>14} {'steps/s':>9} {'time vs hand-written':>21}")
         for m in methods:
             med = statistics.median(times[m])

@@ -86,3 +86,83 @@ def summary_line(findings: Iterable[Finding]) -> str:
     parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
     noun = "finding" if len(findings) == 1 else "findings"
     return f"Found {len(findings)} {noun} ({', '.join(parts)})."
+
+
+#: SARIF ``level`` for each severity (SARIF has no "info"; "note" is its equivalent).
+_SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+def _sarif_uri(path: str) -> str:
+    """A relative URI reference for a path (forward slashes, spaces and the like escaped)."""
+    from pathlib import PureWindowsPath
+    from urllib.parse import quote
+
+    posix = PureWindowsPath(path).as_posix() if "\\" in path else path
+    return quote(posix, safe="/:@-._~!$&'()*+,;=")
+
+
+def to_sarif(findings: Iterable[Finding]) -> dict:
+    """The findings as one SARIF 2.1.0 log (a ``dict``; ``json.dumps`` it), for code-scanning upload.
+
+    Every rule of the catalogue is listed in the tool's driver (with its long
+    explanation as help), each finding is a result pointing at its rule, file,
+    1-based line and 1-based column (SARIF counts columns from 1).
+
+    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3, 4)
+    >>> log = to_sarif([f])
+    >>> log["version"], log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    ('2.1.0', {'startLine': 3, 'startColumn': 5})
+    """
+    from . import __version__
+    from .rules import RULES
+
+    codes = list(RULES)
+    rules = [
+        {
+            "id": r.code,
+            "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": f"{r.summary} {r.consequence}"},
+            "help": {"text": f"{r.fix}\n\n{r.explain()}", "markdown": r.explain()},
+            "defaultConfiguration": {"level": _SARIF_LEVELS.get(r.severity, "warning")},
+            "properties": {"tags": ["gradguard", "pytorch"]},
+        }
+        for r in RULES.values()
+    ]
+    results = []
+    for f in findings:
+        result = {
+            "ruleId": f.code,
+            "level": _SARIF_LEVELS.get(f.severity, "warning"),
+            "message": {"text": f.message},
+        }
+        if f.code in RULES:
+            result["ruleIndex"] = codes.index(f.code)
+        if f.path is not None:
+            location: dict = {"artifactLocation": {"uri": _sarif_uri(f.path)}}
+            if f.line is not None:
+                region = {"startLine": max(int(f.line), 1)}
+                if f.col is not None:
+                    region["startColumn"] = int(f.col) + 1
+                location["region"] = region
+            result["locations"] = [{"physicalLocation": location}]
+        results.append(result)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gradguard",
+                        "version": __version__,
+                        "informationUri": "https://pypi.org/project/gradguard/",
+                        "rules": rules,
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }

@@ -1,8 +1,64 @@
-"""``gradguard lint``."""
+"""``gradguard lint``: the static checker on files and folders.
+
+Output is ruff's: one ``path:line:col: CODE message`` line per finding and a
+summary, or ``--format json`` (SPEC §3) or ``--format sarif`` (SARIF 2.1.0 for
+code-scanning upload). Exit codes: 0 clean, 1 findings, 2 usage error.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 
-def register(sub) -> None:  # filled in by the issue that owns this subcommand
-    p = sub.add_parser("lint", help="(not built yet)")
-    p.set_defaults(handler=lambda args: (print("gradguard lint: not built yet"), 2)[1])
+EXAMPLES = """\
+examples:
+  gradguard lint train.py                      check one script
+  gradguard lint src/ --select GG1 --ignore GG107
+  gradguard lint . --format sarif > gradguard.sarif
+  gradguard rule GG101                         explain a finding
+
+Silence one line with `# gradguard: ignore[GG101]` (or a bare `# gradguard: ignore`).
+Defaults come from [tool.gradguard] select/ignore in the nearest pyproject.toml;
+--select/--ignore on the command line replace them.
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "lint",
+        help="find gradient-buffer bugs in training code before it runs",
+        description="Check Python files and folders for gradient-buffer bugs (SPEC rules GG1xx, GG201, GG000).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to check (default: the current folder)")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
+    p.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to report, e.g. GG101,GG2")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes not to report")
+    p.add_argument("--no-config", action="store_true", help="do not read [tool.gradguard] from pyproject.toml")
+    p.set_defaults(handler=handler)
+
+
+def handler(args) -> int:
+    from ..findings import summary_line, to_json, to_sarif
+    from ..lint import find_config, lint_paths
+    from ..rules import parse_codes
+
+    paths = args.paths or ["."]
+    config = None if args.no_config else find_config(paths)
+    select = args.select if args.select is not None else (config.select if config else None)
+    ignore = args.ignore if args.ignore is not None else (config.ignore if config else None)
+    parse_codes(select)  # unknown codes are a usage error before any file is read
+    parse_codes(ignore)
+    findings = lint_paths(paths, select=select, ignore=ignore)
+    out = sys.stdout
+    if args.format == "json":
+        out.write(to_json(findings) + "\n")
+    elif args.format == "sarif":
+        out.write(json.dumps(to_sarif(findings), indent=2) + "\n")
+    else:
+        for f in findings:
+            out.write(f.format() + "\n")
+        out.write(summary_line(findings) + "\n")
+    return 1 if findings else 0

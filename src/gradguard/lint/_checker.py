@@ -466,8 +466,14 @@ def check_unscaled_accumulation(loop: LoopInfo):
     windows = loop.window_paths(_is_boundary_test)
     if windows:
         candidates = [e for m in windows for e in m.events if e.kind == BACKWARD]
-    elif not loop.steps and isinstance(loop.node, (ast.For, ast.AsyncFor)) and _ACCUM_NAME.search(text(loop.node.iter) + text(loop.node.target)):
-        # nanoGPT's shape: `for micro_step in range(gradient_accumulation_steps): ... backward()`
+    elif (
+        not loop.steps
+        and isinstance(loop.node, (ast.For, ast.AsyncFor))
+        and _ACCUM_NAME.search(text(loop.node.iter) + text(loop.node.target))
+        and _steps_after(loop)
+    ):
+        # nanoGPT's shape: `for micro_step in range(gradient_accumulation_steps): ... backward()`,
+        # then one step for the window
         candidates = list(loop.backwards)
     else:
         return

@@ -26,8 +26,8 @@ def _at(site: Site) -> str:
     return f"{site[0]}:{site[1]}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _plural(n: int, word: str, many: str = "") -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _not_scaled_down(ps: Pass) -> bool:
@@ -73,7 +73,7 @@ def step(engine: "Engine", os: OptState, site: Site) -> None:
         engine.report(
             "GG101",
             f"{os.name}.step() (step {n}) used the .grad of {_plural(len(stale), 'parameter')} still holding gradient "
-            "that an earlier step had already applied: nothing cleared .grad after that step.",
+            "that an earlier step had already applied.",
             site, n, stale,
         )
     if graph:
@@ -206,7 +206,7 @@ def end(engine: "Engine") -> None:
     for site, (group, states, os) in waiting.items():
         engine.report(
             "GG103",
-            f"{_plural(len(group), 'backward pass')} at {_at(site)} put gradients into {os.name}'s parameters that "
+            f"{_plural(len(group), 'backward pass', 'backward passes')} at {_at(site)} put gradients into {os.name}'s parameters that "
             f"no optimizer step applied before the end (its last step was step {os.steps}).",
             site, os.steps, states,
         )

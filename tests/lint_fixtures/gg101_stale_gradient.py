@@ -1,0 +1,110 @@
+"""GG101: a loop that back-propagates and steps but clears nothing on some path."""
+import torch
+
+
+def forgot_zero_grad(model, loader, loss_fn):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()  # expect: GG101
+
+
+def while_loop(model, batches, loss_fn, opt):
+    it = iter(batches)
+    while True:
+        x, y = next(it)
+        with torch.autocast("cpu"):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()  # expect: GG101
+
+
+def clear_only_sometimes(model, loader, loss_fn, optimizer, log):
+    for i, (x, y) in enumerate(loader):
+        if log:
+            optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # expect: GG101
+
+
+def _update(optimizer):
+    optimizer.step()  # expect: GG101
+
+
+def step_in_a_helper(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _update(optimizer)
+
+
+def accumulate_without_clearing(model, loader, loss_fn, optimizer, accum):
+    for step in range(1000):
+        for micro_step in range(accum):
+            (loss_fn(model(step), micro_step) / accum).backward()
+        optimizer.step()  # expect: GG101
+
+
+class Trainer:  # a plain class, not a framework base
+    def fit(self, loader):
+        for x, y in loader:
+            self.loss(x, y).backward()
+            self.opt.step()  # expect: GG101
+
+
+# --- correct: no finding -------------------------------------------------------
+def zero_first(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def zero_after_step_in_helper(model, loader, loss_fn, optimizer):
+    def unused():
+        pass
+
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _step_and_clear(optimizer)
+
+
+def _step_and_clear(optimizer):
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def grads_to_none(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        for p in model.parameters():
+            p.grad = None
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def scheduler_is_not_an_optimizer(model, loader, loss_fn, scheduler):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        scheduler.step()
+
+
+def window_start_and_end(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+    optimizer.step()  # the last partial window
+
+
+def suppressed(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # gradguard: ignore[GG101]
+
+
+def suppressed_bare(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # gradguard: ignore

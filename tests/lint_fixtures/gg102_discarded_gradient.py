@@ -1,0 +1,82 @@
+"""GG102: clearing between backward and step, or on every micro-batch of a window."""
+import torch
+
+
+def zero_between_backward_and_step(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.zero_grad()  # expect: GG102
+        optimizer.step()
+
+
+def zero_every_microbatch(model, loader, loss_fn, accum):
+    optimizer = torch.optim.AdamW(model.parameters())
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()  # expect: GG102
+        loss = loss_fn(model(x), y) / accum
+        loss.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+    optimizer.step()
+
+
+def zero_every_microbatch_at_the_end(model, loader, loss_fn, accum, opt):
+    step = 0
+    while step < 100:
+        step += 1
+        (loss_fn(model(step), step) / accum).backward()
+        if step % accum == 0:
+            opt.step()
+        opt.zero_grad()  # expect: GG102
+
+
+def zero_inside_the_step_branch_too_early(model, loader, loss_fn, accum, optimizer):
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.zero_grad()  # expect: GG102
+            optimizer.step()
+    optimizer.step()
+
+
+# --- correct: no finding -------------------------------------------------------
+def skip_non_finite(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if not torch.isfinite(loss):
+            continue
+        optimizer.step()
+
+
+def skip_by_clearing(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if not torch.isfinite(loss):
+            optimizer.zero_grad()
+        optimizer.step()
+
+
+def gan_clears_the_other_optimizer(netD, netG, optD, optG, loader, loss_fn):
+    for x in loader:
+        optG.zero_grad()
+        lossG = loss_fn(netD(netG(x)))
+        lossG.backward()
+        optD.zero_grad()  # D's .grad was filled by lossG: cleared on purpose
+        optG.step()
+        lossD = loss_fn(netD(x))
+        lossD.backward()
+        optD.step()
+
+
+def accumulate_correctly(model, loader, loss_fn, accum, optimizer):
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0 or i + 1 == len(loader):
+            optimizer.step()
+            optimizer.zero_grad()

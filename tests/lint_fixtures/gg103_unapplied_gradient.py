@@ -1,0 +1,63 @@
+"""GG103: a conditional-step accumulation loop that drops the last partial window."""
+import torch
+
+
+def dropped_remainder(model, loader, loss_fn, accum):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(loader):  # expect: GG103
+        loss = loss_fn(model(x), y) / accum
+        loss.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def dropped_remainder_continue_form(model, epochs, loader, loss_fn, accum, optimizer):
+    for epoch in range(epochs):
+        for step, batch in enumerate(loader, start=1):  # expect: GG103
+            (loss_fn(model(batch)) / accum).backward()
+            if step % accum != 0:
+                continue
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        print("epoch", epoch)
+
+
+# --- correct: no finding -------------------------------------------------------
+def remainder_stepped_after(model, loader, loss_fn, accum, optimizer):
+    for step, (x, y) in enumerate(loader, start=1):
+        (loss_fn(model(x), y) / accum).backward()
+        if step % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    if step % accum != 0:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def remainder_in_condition(model, loader, loss_fn, accum, optimizer):
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0 or (i + 1) == len(loader):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def remainder_in_second_step(model, loader, loss_fn, accum, optimizer):
+    last = len(loader) - 1
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        elif i == last:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def whole_windows(model, data, loss_fn, accum, optimizer, steps):
+    for i in range(steps * accum):
+        (loss_fn(model(data[i])) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -1,0 +1,85 @@
+"""Each run-time rule against its fixture pair in tests/watch_scripts/.
+
+``ggXXX_bad.py`` must produce exactly that rule's code, ``ggXXX_good.py`` (the
+same loop, fixed) must produce nothing, both run through ``gradguard run
+--report`` as a user would. The pair makes each test able to fail both ways.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradguard.cli import main
+from gradguard.rules import RULES
+
+SCRIPTS = Path(__file__).parent / "watch_scripts"
+CODES = [f"GG1{n:02d}" for n in range(1, 11)]
+
+
+def run_script(tmp_path, script, *flags):
+    report = tmp_path / f"{script.stem}.json"
+    code = main(["run", "--mode", "record", "--report", str(report), *flags, str(script)])
+    return code, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_bad_script_triggers_exactly_its_rule(tmp_path, code):
+    exit_code, findings = run_script(tmp_path, SCRIPTS / f"{code.lower()}_bad.py")
+    assert [f["code"] for f in findings] == [code], findings
+    f = findings[0]
+    assert f["path"].endswith(f"{code.lower()}_bad.py") and isinstance(f["line"], int)
+    assert f["col"] is None
+    assert f["severity"] == RULES[code].severity and f["name"] == RULES[code].name
+    assert RULES[code].fix in f["message"]
+    assert exit_code == (1 if RULES[code].severity == "error" else 0)
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_good_twin_is_clean(tmp_path, code):
+    exit_code, findings = run_script(tmp_path, SCRIPTS / f"{code.lower()}_good.py")
+    assert findings == []
+    assert exit_code == 0
+
+
+def _line_of(script, marker):
+    for i, text in enumerate(script.read_text().splitlines(), 1):
+        if marker in text:
+            return i
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize(
+    "code, marker",
+    [
+        ("GG101", "optimizer.step()  # BUG"),
+        ("GG102", "optimizer.zero_grad()  # BUG"),
+        ("GG103", "loss.backward()"),
+        ("GG104", "loss.backward()  # BUG"),
+        ("GG105", "(loss / accum).backward()"),
+        ("GG106", ".backward()"),
+        ("GG107", "optimizer.step()"),
+        ("GG108", "optimizer.step()"),
+        ("GG109", "loss.backward()"),
+        ("GG110", "opt_teacher.step()  # BUG"),
+    ],
+)
+def test_finding_points_at_the_offending_line(tmp_path, code, marker):
+    script = SCRIPTS / f"{code.lower()}_bad.py"
+    _, findings = run_script(tmp_path, script)
+    assert findings[0]["line"] == _line_of(script, marker)
+
+
+def test_step_numbers_and_parameter_names(tmp_path):
+    _, findings = run_script(tmp_path, SCRIPTS / "gg101_bad.py")
+    assert findings[0]["step"] == 2  # the first step is fine, the second reuses its gradient
+    assert findings[0]["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    _, findings = run_script(tmp_path, SCRIPTS / "gg106_bad.py")
+    assert findings[0]["params"] == ["head.weight", "head.bias"]
+    _, findings = run_script(tmp_path, SCRIPTS / "gg107_bad.py")
+    assert findings[0]["params"] == ["b.weight", "b.bias"] and findings[0]["step"] == 2
+
+
+def test_ignore_flag(tmp_path):
+    exit_code, findings = run_script(tmp_path, SCRIPTS / "gg101_bad.py", "--ignore", "GG1")
+    assert findings == [] and exit_code == 0
