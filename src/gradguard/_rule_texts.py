@@ -20,7 +20,10 @@ RULE_LIST = [
             "earlier `optimizer.step()` already consumed: between the two steps nothing set `.grad`\n"
             "to None or zeroed it. At run time the watch sees the same gradient buffer, unmodified\n"
             "since that step, receive new gradient or reach the next step; the linter flags a loop\n"
-            "that calls `backward()` and `step()` on a path through an iteration that clears nothing."
+            "that calls `backward()` and `step()` on a path through an iteration that clears nothing\n"
+            "(helpers of the same module called from the loop are followed). Loops that a framework\n"
+            "drives (`with accelerator.accumulate(model):`, `accelerator.backward`, Lightning's\n"
+            "`training_step`, HF `Trainer` subclasses) are not checked: they clear for you."
         ),
         why=(
             "`backward()` does `.grad += new_gradient`; it never assigns. If the buffer is not\n"

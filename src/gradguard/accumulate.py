@@ -169,7 +169,7 @@ class Accumulator:
         False
         """
         ends_window = self._micro + 1 >= self.steps
-        self._in_no_sync = not ends_window and self._sync.world_size > 1
+        self._in_no_sync = not ends_window and self._sync.defers_sync
         try:
             with self._sync.microbatch(ends_window):
                 yield
@@ -232,9 +232,10 @@ class Accumulator:
 
         if n == 0:
             # Nothing to add. Its mean loss may be 0/0, so it is never back-propagated;
-            # a rank that must still join the gradient sync back-propagates zeros instead.
-            if self._sync.needs_empty_backward and not self._in_no_sync:
-                self._sync.empty_backward(self._params())
+            # under DDP/FSDP2 the rank back-propagates zeros instead: it must join the
+            # gradient sync, and FSDP2 also expects a backward after every forward.
+            if self._sync.needs_empty_backward:
+                self._sync.empty_backward(loss, self._params())
             self._last_synced = not self._in_no_sync
             self._commit_backward(counted, 0, None, reduction)
             return
@@ -324,22 +325,27 @@ class Accumulator:
         sync = self._sync
         sync.finish_window(params, self._last_synced)
 
-        total, loss_sum = self._total, self._loss_sum
+        total, loss_sum, bad = self._total, self._loss_sum, self._bad
         if sync.world_size > 1:
-            # One collective per window: the global item count and loss sum together.
+            # One collective per window: the global item count, loss sum and non-finite
+            # flag together. float64 on every rank: dtypes must match across ranks (a rank
+            # with 0 items has no loss dtype), and float32 rounds token totals above 2**24.
             device = loss_sum.device if loss_sum is not None else _device_of(params)
-            dtype = loss_sum.dtype if loss_sum is not None else torch.float64
-            both = torch.stack([torch.tensor(float(total), device=device, dtype=dtype),
-                                loss_sum if loss_sum is not None else torch.zeros((), device=device, dtype=dtype)])
+            zero = torch.zeros((), device=device, dtype=torch.float64)
+            both = torch.stack([zero + float(total),
+                                loss_sum.double() if loss_sum is not None else zero,
+                                bad.double() if bad is not None else zero])
             both = sync.reduce_sum(both)
-            total, loss_sum = float(both[0]), both[1]
+            total, loss_sum, bad = float(both[0]), both[1], both[2] > 0  # every rank drops, or none
 
-        if self._bad is not None and bool(self._bad):
+        if bad is not None and bool(bad):
             return self._drop_window(params)
         if total == 0:
             return self._drop_window(params)
 
-        factor = self._ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
+        # A rank whose window had 0 items never set a reference; distributed it is 1.
+        ref = self._ref if self._ref is not None else self._reference(1)
+        factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
         if factor != 1.0:
             grads = [p.grad for p in params if p.grad is not None]
             if grads:
@@ -394,6 +400,10 @@ class Accumulator:
         and scaler state beside it as usual.
         """
         in_flight = self._micro > 0 or self._has_backward
+        if in_flight:
+            # FSDP2 with deferred reduction keeps in-flight gradients inside FSDP:
+            # the sync object brings them into .grad (a collective: call on every rank).
+            self._sync.settle(self._params())
         return {
             "format": _FORMAT,
             "steps": self.steps,

@@ -38,6 +38,16 @@ def step_in_a_helper(model, loader, loss_fn, optimizer):
         _update(optimizer)
 
 
+def one_step(model, batch, optimizer):
+    model(batch).mean().backward()
+    optimizer.step()  # expect: GG101
+
+
+def everything_in_a_helper(model, loader, optimizer):
+    for batch in loader:
+        one_step(model, batch, optimizer)
+
+
 def accumulate_without_clearing(model, loader, loss_fn, optimizer, accum):
     for step in range(1000):
         for micro_step in range(accum):
@@ -78,6 +88,26 @@ def grads_to_none(model, loader, loss_fn, optimizer):
     for x, y in loader:
         for p in model.parameters():
             p.grad = None
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def grads_to_none_when_present(model, loader, loss_fn, optimizer, clear):
+    for x, y in loader:
+        if clear:
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.detach_()
+                    p.grad.zero_()
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # expect: GG101
+
+
+def grads_zeroed_when_present(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
         loss_fn(model(x), y).backward()
         optimizer.step()
 

@@ -80,3 +80,28 @@ def accumulate_correctly(model, loader, loss_fn, accum, optimizer):
         if (i + 1) % accum == 0 or i + 1 == len(loader):
             optimizer.step()
             optimizer.zero_grad()
+
+
+def drop_one_frozen_gradient(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        model.embedding.weight.grad = None  # keep the embedding fixed this step
+        optimizer.step()
+
+
+def freeze_encoder_for_this_step(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        model.encoder.zero_grad()
+        optimizer.step()
+
+
+def clear_per_optimizer(models, optimizers, loader, loss_fn):
+    for x, y in loader:
+        for opt in optimizers:
+            opt.zero_grad()
+        sum(loss_fn(m(x), y) for m in models).backward()
+        for opt in optimizers:
+            opt.step()

@@ -61,3 +61,35 @@ def whole_windows(model, data, loss_fn, accum, optimizer, steps):
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def stops_on_a_window_boundary(model, loader, loss_fn, accum, optimizer, max_steps):
+    steps = 0
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+            if steps == max_steps:
+                break
+
+
+def literal_data_fits_the_window(model, loss_fn, optimizer):
+    accum = 4
+    sizes = [40, 12, 33, 7, 25, 25, 9, 30]
+    for i, n in enumerate(sizes):
+        (loss_fn(model(n)) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def literal_data_leaves_a_remainder(model, loss_fn, optimizer):
+    accum = 4
+    sizes = [40, 12, 33, 7, 25, 25]
+    for i, n in enumerate(sizes):  # expect: GG103
+        (loss_fn(model(n)) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

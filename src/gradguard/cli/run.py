@@ -29,7 +29,9 @@ def register(sub) -> None:
         "record: only the summary at the end",
     )
     p.add_argument("--report", metavar="FILE", help="write the findings as a JSON array to FILE")
-    p.add_argument("--ignore", metavar="CODES", default="", help="comma-separated rule codes or prefixes to skip, e.g. GG107,GG109")
+    p.add_argument(
+        "--ignore", metavar="CODES", default="", help="comma-separated rule codes or prefixes to skip, e.g. GG107,GG109"
+    )
     p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     p.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to the script")
     p.set_defaults(handler=_handle)
@@ -56,7 +58,10 @@ def _handle(args) -> int:
     ignore = parse_codes(args.ignore)  # GradguardError -> usage error in main()
     script = args.script
     if not os.path.isfile(script):
-        print(f"gradguard run: error: no such script: {script!r} (usage: gradguard run [options] SCRIPT [ARGS...])", file=sys.stderr)
+        print(
+            f"gradguard run: error: no such script: {script!r} (usage: gradguard run [options] SCRIPT [ARGS...])",
+            file=sys.stderr,
+        )
         return USAGE_ERROR
     from ..watch import watch
 

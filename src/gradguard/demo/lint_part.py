@@ -32,7 +32,12 @@ def run_lint_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> d
 
     path = Path(buggy_loop.__file__).resolve()
     findings = lint_paths([str(path)])
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    try:  # a short path when the package sits below the current folder
+        shown = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        shown = str(path)
+    if shown.startswith(".."):
+        shown = str(path)
     print_fn("== The linter: gradguard lint on the bundled buggy loop (before it runs) ==")
     for f in findings:
         print_fn(f._replace(path=shown).format())

@@ -11,7 +11,7 @@ import ast
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Sequence, Union
 
 from .._errors import GradguardError
 from ..findings import Finding

@@ -25,19 +25,22 @@ from ._events import (
     CLEAR,
     CUTTING_ATTRS,
     MAYBE_CLEAR,
+    PARTIAL,
     STEP,
     Event,
     optimizer_constructor,
     terminal,
     text,
 )
-from ._flow import Path, TooComplex, Walker
+from ._flow import Path, TooComplex, Walker, condition_key
 from ._frameworks import is_framework_class, is_framework_hook
 
-# Words without which a line holds no gradient-buffer event.
-_KEYWORDS = re.compile(
-    r"backward|\.step\b|zero|\bgrad\b|create_graph|optim|add_|sub_|accumulate|no_backward_sync|"
-    r"SGD|Adam|RMSprop|Adagrad|Adadelta|Lion|LAMB|Lamb|Muon|clear_grad|reset_grad|free_grad|set_grad_none"
+# Words without which a line holds no gradient-buffer event (searched with str.find,
+# which is much faster than one regular expression with many alternatives).
+_KEYWORDS = (
+    "backward", ".step", "zero", ".grad", "create_graph", "optim", "add_", "sub_", "accumulate",
+    "no_backward_sync", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon",
+    "clear_grad", "reset_grad", "free_grad", "set_grad_none",
 )
 # Where a scope computes higher-order gradients on purpose (GG108 stays silent).
 _HIGHER_ORDER = re.compile(r"autograd\.grad\b|autograd\.functional|torch\.func\b|functorch|\bgrad\(|\bhvp\b|\bvhp\b|hessian")
@@ -70,12 +73,14 @@ class LoopInfo:
         events = [e for p in paths for e in p.events]
         self.steps = [e for e in events if e.kind == STEP]
         self.clears = [e for e in events if e.kind == CLEAR]
+        # zero_grad() calls: the clearings that wipe every gradient of an optimizer or module
+        self.full_clears = [e for e in self.clears if e.target != PARTIAL]
         self.backwards = [e for e in events if e.kind == BACKWARD]
         self.complete = [p for p in paths if p.end in (None, "continue")]
         self.step_paths = [p for p in self.complete if STEP in p.kinds()]
         # paths that back-propagate and do not step: micro-batches of a window
         self.micro_paths = [p for p in self.complete if BACKWARD in p.kinds() and STEP not in p.kinds()]
-        self._single = len({e.target for e in self.steps}) == 1 and len({e.target for e in self.clears}) == 1
+        self._single = len({e.target for e in self.steps}) == 1 and len({e.target for e in self.full_clears}) == 1
 
     def related(self, clear: Event, step: Event) -> bool:
         """Whether ``clear`` wipes the gradients that ``step`` reads (same optimizer or its module)."""
@@ -84,7 +89,8 @@ class LoopInfo:
         model = self.module.optimizer_models.get(step.target)
         if model is not None and clear.target:
             return clear.target == model
-        return self._single
+        # one optimizer and one cleared object (not a submodule such as model.encoder)
+        return self._single and re.fullmatch(r"(?:self\.)?\w+", clear.target) is not None
 
     def window_paths(self, is_boundary: Callable[[ast.expr], bool]) -> List[Path]:
         """Micro paths that skip the step only because of a window-boundary test.
@@ -128,11 +134,19 @@ class Checker:
         self._source_lines: Optional[List[str]] = None
 
     # -- cheap pre-filter ----------------------------------------------------------
-    def _mark_lines(self, pattern: re.Pattern) -> None:
-        source, line, pos, found = self.source, 1, 0, set(self._lines)
-        for m in pattern.finditer(source):
-            line += source.count("\n", pos, m.start())
-            pos = m.start()
+    def _mark_lines(self, words) -> None:
+        """Adds the numbers of the lines that contain any of ``words``."""
+        source, hits = self.source, []
+        for word in words:
+            pos = source.find(word)
+            while pos != -1:
+                hits.append(pos)
+                pos = source.find(word, pos + len(word))
+        hits.sort()
+        found, line, last = set(self._lines), 1, 0
+        for pos in hits:
+            line += source.count("\n", last, pos)
+            last = pos
             found.add(line)
         self._lines = sorted(found)
 
@@ -150,8 +164,13 @@ class Checker:
         if "backward" not in self.source and "zero_grad" not in self.source:
             return []
         self._mark_lines(_KEYWORDS)
-        self._visit(self.tree.body, None, None, ())
+        for stmt in self.tree.body:  # helpers first, so that lines calling them count as interesting
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                self.methods[id(stmt)] = _methods(stmt)
         self._mark_helper_calls()
+        self._visit(self.tree.body, None, None, ())
         found: Dict[Tuple[str, int, int], Finding] = {}
         for code, node, detail in self._check_all():
             line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
@@ -169,21 +188,19 @@ class Checker:
             if not names:
                 return
             marked |= names
-            self._mark_lines(re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(names)))))
+            self._mark_lines([f"{name}(" for name in sorted(names)])
 
     def _visit(self, stmts, scope, cls, after: tuple) -> None:
         for i, stmt in enumerate(stmts):
+            if not self.interesting(stmt):
+                continue  # nothing on its lines can be an event
             rest = (stmts[i + 1 :],) + after
             if isinstance(stmt, ast.ClassDef):
                 if is_framework_class(stmt):
                     continue  # Lightning modules, HF Trainer subclasses: the framework runs the loop
-                self.methods[id(stmt)] = {
-                    s.name: s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                }
+                self.methods.setdefault(id(stmt), _methods(stmt))
                 self._visit(stmt.body, None, stmt, ())
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if scope is None and cls is None:
-                    self.functions[stmt.name] = stmt
                 if is_framework_hook(stmt):
                     continue
                 self._visit(stmt.body, stmt, cls, ())
@@ -252,6 +269,10 @@ class Checker:
 # ---------------------------------------------------------------------------
 # Small AST helpers
 # ---------------------------------------------------------------------------
+def _methods(cls: ast.ClassDef) -> Dict[str, ast.AST]:
+    return {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
 def _keyword_is(call: ast.Call, name: str, value) -> bool:
     return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
 
@@ -348,6 +369,21 @@ def _dominates(outer: Event, inner: Event) -> bool:
     return inner.stack[: len(outer.stack)] == outer.stack
 
 
+def _reaches(event: Event, path: Path) -> bool:
+    """Whether ``path`` takes the branches that lead to ``event``'s nested loop."""
+    for entry in event.stack:
+        if entry[0] == "loop":
+            return True
+        test, taken = entry
+        if not isinstance(test, ast.expr):
+            continue  # a match case: assume it is reached
+        key, negated = condition_key(test)
+        value = path.decided(key)
+        if value is None or (value != negated) != taken:
+            return False
+    return True
+
+
 def _describe(event: Event, what: str) -> str:
     return f"`{event.target}.{what}()`" if event.target and event.target != "<manual>" else f"`{what}()`"
 
@@ -358,9 +394,14 @@ def _describe(event: Event, what: str) -> str:
 def check_stale_gradient(loop: LoopInfo):
     """GG101: a path through the iteration back-propagates and steps but clears nothing."""
     has_clear = bool(loop.clears)
+    # `for p in params: if p.grad is not None: p.grad = None` forks inside the nested loop;
+    # such a clearing counts on every path that reaches its loop
+    nested = [e for p in loop.paths for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR) and any(s[0] == "loop" for s in e.stack)]
     for p in loop.step_paths:
         kinds = p.kinds()
         if BACKWARD not in kinds or CLEAR in kinds or MAYBE_CLEAR in kinds:
+            continue
+        if any(_reaches(e, p) for e in nested):
             continue
         if has_clear and any(_is_boundary_test(t) for _, _, t in p.decisions):
             # clearing and stepping on different window tests (`i % k == 0` vs
@@ -379,7 +420,7 @@ def check_discarded_gradient(loop: LoopInfo):
     for p in loop.paths:
         evs = [e for e in p.events if e.kind in (BACKWARD, STEP, CLEAR)]
         for i, e in enumerate(evs):
-            if e.kind != CLEAR:
+            if e.kind != CLEAR or e.target == PARTIAL:
                 continue
             before = next((x for x in reversed(evs[:i]) if x.kind != CLEAR), None)
             after = next((x for x in evs[i + 1 :] if x.kind != CLEAR), None)
@@ -395,7 +436,7 @@ def check_discarded_gradient(loop: LoopInfo):
     windows = loop.window_paths(_is_boundary_test)
     if not windows:
         return
-    for clear in loop.clears:
+    for clear in loop.full_clears:
         if clear.stack or not any(clear in m.events for m in windows):
             continue
         if any(loop.related(clear, s) for s in loop.steps):
@@ -409,12 +450,14 @@ def check_unapplied_gradient(loop: LoopInfo):
     """GG103: a for loop steps on a modulo window and nothing steps the remainder after it."""
     if not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop.node):
         return
+    if any(p.end in ("break", "return") for p in loop.paths):
+        return  # `if steps == max_steps: break` may end the loop on a window boundary
     for s in loop.steps:
         for entry in s.stack:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not _is_modulo_test(entry[0]):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
     windows = [m for m in loop.window_paths(_is_boundary_test) if all(_is_modulo_test(t) for _, _, t in m.decisions)]
-    if not windows or _steps_after(loop):
+    if not windows or _steps_after(loop) or _divides_evenly(loop, windows):
         return
     yield loop.node, (
         "This accumulation loop steps only when a modulo window closes, and nothing after the loop steps "
@@ -429,8 +472,55 @@ def _window_fits(loop: ast.AST) -> bool:
         it = it.args[0]
     if isinstance(it, ast.Call) and terminal(it.func) == "range" and it.args:
         stop = it.args[-1] if len(it.args) < 3 else it.args[1]
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(stop)) or isinstance(stop, ast.Constant)
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(stop))
     return False
+
+
+def _divides_evenly(loop: LoopInfo, windows: List[Path]) -> bool:
+    """The loop runs over a literal (``range(8)``, a bound list of 8) and the window size
+    is a literal that divides it: there is no partial window to drop."""
+    length = _literal_length(loop.node.iter, loop)
+    if length is None:
+        return False
+    for m in windows:
+        for _, _, test in m.decisions:
+            for node in ast.walk(test):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+                    k = _literal_int(node.right, loop)
+                    if k is None or k <= 0 or length % k:
+                        return False
+    return True
+
+
+def _binding(name: str, loop: LoopInfo) -> Optional[ast.expr]:
+    """The value of the one assignment to ``name`` in the loop's scope (None if not exactly one)."""
+    scope = loop.scope if loop.scope is not None else loop.module.tree
+    values = [
+        n.value
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
+    ]
+    return values[0] if len(values) == 1 else None
+
+
+def _literal_int(node: ast.expr, loop: LoopInfo) -> Optional[int]:
+    if isinstance(node, ast.Name):
+        node = _binding(node.id, loop)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def _literal_length(node: ast.expr, loop: LoopInfo) -> Optional[int]:
+    if isinstance(node, ast.Call) and terminal(node.func) == "enumerate" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Name):
+        node = _binding(node.id, loop)
+    if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+        return len(node.elts)
+    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
+        return _literal_int(node.args[0], loop)
+    return None
 
 
 def _steps_after(loop: LoopInfo) -> bool:
@@ -644,7 +734,8 @@ def _grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 
 def _backwarded_later(loop: LoopInfo, name: str) -> bool:
     """The running total is itself back-propagated somewhere in the scope (a summed loss, not a log)."""
-    return re.search(r"\b%s\s*\.backward\s*\(|backward\(\s*%s\b" % (re.escape(name), re.escape(name)), loop.module.scope_text(loop.scope)) is not None
+    pattern = r"\b%s\b[^\n]*\.backward\s*\(|backward\([^\n]*\b%s\b" % (re.escape(name), re.escape(name))
+    return re.search(pattern, loop.module.scope_text(loop.scope)) is not None
 
 
 # ---------------------------------------------------------------------------

@@ -31,6 +31,11 @@ CLEAR = "clear"
 MAYBE_CLEAR = "maybe-clear"
 FRAMEWORK = "framework"
 
+#: The target of a clearing that touches named tensors only (``p.grad = None``,
+#: ``p.grad.zero_()``): enough to count as clearing, never proof that *all*
+#: gradients were discarded (dropping one frozen parameter's gradient is legitimate).
+PARTIAL = "<grad>"
+
 
 class Event(NamedTuple):
     """One gradient-buffer event on a path through a loop iteration.
@@ -152,14 +157,14 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
         if attr == "zero_grad":
             return CLEAR, text(recv)
         if attr == "zero_" and _is_grad_tensor(recv):
-            return CLEAR, text(recv)
+            return CLEAR, PARTIAL
         if attr in ("add_", "sub_") and isinstance(recv, ast.Attribute) and recv.attr == "data":
             # word_language_model: p.data.add_(p.grad, alpha=-lr) is a hand-written step
             if any(_mentions_grad(a) for a in call.args) or any(_mentions_grad(k.value) for k in call.keywords):
                 return STEP, "<manual>"
             return None
         if attr == "_foreach_zero_":
-            return CLEAR, ""
+            return CLEAR, PARTIAL
         if _MAYBE_CLEAR_NAME.search(attr):
             return MAYBE_CLEAR, text(recv)
         return None
@@ -175,13 +180,13 @@ def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
         if any(_is_grad_tensor(t) for t in stmt.targets):
             value = stmt.value
             if isinstance(value, ast.Constant) and value.value is None:
-                return CLEAR, ""
+                return CLEAR, PARTIAL
             if isinstance(value, ast.Call) and terminal(value.func) in ("zeros_like", "zeros"):
-                return CLEAR, ""
+                return CLEAR, PARTIAL
         return None
     if isinstance(stmt, ast.Delete):
         if any(_is_grad_tensor(t) for t in stmt.targets):
-            return CLEAR, ""
+            return CLEAR, PARTIAL
         return None
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
         target = stmt.target

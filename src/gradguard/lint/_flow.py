@@ -69,7 +69,12 @@ class Path(NamedTuple):
 
 
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
-    """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``)."""
+    """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``).
+
+    >>> a, b = (condition_key(ast.parse(t, mode="eval").body) for t in ("i % k == 0", "i % k != 0"))
+    >>> a[0] == b[0], a[1], b[1]
+    (True, False, True)
+    """
     negated = False
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, not negated
@@ -88,6 +93,11 @@ class Walker:
         functions: module-level functions by name (inlined when called).
         methods: methods of the class around the loop (inlined for ``self.m()``).
         optimizers: source texts of names bound to optimizer constructors.
+
+    >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
+    >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
+    >>> [[e.kind for e in p.events] for p in paths]
+    [['clear', 'backward', 'step'], ['backward', 'step']]
     """
 
     def __init__(

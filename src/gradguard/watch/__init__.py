@@ -1,5 +1,11 @@
 """The run-time watch: ``gradguard.watch`` and what ``gradguard run`` uses.
 
+Usage (see :class:`watch`)::
+
+    with gradguard.watch(mode="raise") as w:     # or "warn" (default), "record"
+        train()
+    print(w.findings)
+
 Modules: ``_engine`` (hooks and bookkeeping), ``_state`` (the records),
 ``_checks`` (the rules GG101–GG110), ``_graph`` (reading a loss's autograd
 graph), ``_source`` (the user's line), ``_marks`` (the Accumulator's mark).
@@ -64,6 +70,7 @@ class watch(ContextDecorator):
         self.mode = mode
         self.ignore = parse_codes(ignore)
         self.findings: List[Finding] = []
+        self._reported: set = set()
         self._engine = None
 
     def __enter__(self) -> "watch":
@@ -71,7 +78,7 @@ class watch(ContextDecorator):
             raise GradguardError("this watch is already active: use a new gradguard.watch() for a nested block")
         from ._engine import Engine
 
-        engine = Engine(self.mode, self.ignore, self.findings)
+        engine = Engine(self.mode, self.ignore, self.findings, self._reported)
         engine.install()
         self._engine = engine
         return self
@@ -102,7 +109,6 @@ class watch(ContextDecorator):
 
     def __repr__(self) -> str:
         return f"watch(mode={self.mode!r}, findings={len(self.findings)})"
-
 
 
 class _CallableModule(types.ModuleType):

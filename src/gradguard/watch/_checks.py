@@ -9,6 +9,7 @@ line, how many passes).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
@@ -20,10 +21,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._engine import Engine
 
 
-def _at(site: Site) -> str:
+def _at(site: Site, here: Optional[Site] = None) -> str:
+    """``line 12`` when in the finding's own file, else a short ``path:line``."""
     if site[0] is None:
         return "an unknown location"
-    return f"{site[0]}:{site[1]}"
+    if here is not None and here[0] == site[0]:
+        return f"line {site[1]}"
+    path = site[0]
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return f"{path}:{site[1]}"
 
 
 def _plural(n: int, word: str, many: str = "") -> str:
@@ -37,16 +48,16 @@ def _not_scaled_down(ps: Pass) -> bool:
     return info.factor is not None and abs(info.factor) >= 1.0
 
 
-def step(engine: "Engine", os: OptState, site: Site) -> None:
+def step(engine: "Engine", ost: OptState, site: Site) -> None:
     """Checks at ``optimizer.step()``: GG101, GG104, GG105, GG107, GG108, GG109, GG110."""
-    n = os.steps + 1
+    n = ost.steps + 1
     with_grad: List[ParamState] = []
     stale: List[ParamState] = []
     graph: List[ParamState] = []
     zero_only: List[ParamState] = []
     passes: Dict[int, Pass] = {}
-    for st in os.params:
-        engine.observe(st)
+    engine.observe_all(ost.params)
+    for st in ost.params:
         g = st.p.grad
         if g is None:
             continue
@@ -65,41 +76,43 @@ def step(engine: "Engine", os: OptState, site: Site) -> None:
         how = " (their .grad was zero-filled by zero_grad(set_to_none=False) with no backward pass since)" if zero_only else ""
         engine.report(
             "GG110",
-            f"{os.name}.step() (step {n}) ran while none of its {_plural(len(os.params), 'parameter')} had a gradient{how}.",
+            f"{ost.name}.step() (step {n}) ran while none of its {_plural(len(ost.params), 'parameter')} had a gradient{how}.",
             site, n, zero_only,
         )
         return
     if stale:
         engine.report(
             "GG101",
-            f"{os.name}.step() (step {n}) used the .grad of {_plural(len(stale), 'parameter')} still holding gradient "
+            f"{ost.name}.step() (step {n}) used the .grad of {_plural(len(stale), 'parameter')} still holding gradient "
             "that an earlier step had already applied.",
             site, n, stale,
         )
     if graph:
         engine.report(
             "GG108",
-            f"At {os.name}.step() (step {n}) the .grad of {_plural(len(graph), 'parameter')} requires grad: "
+            f"At {ost.name}.step() (step {n}) the .grad of {_plural(len(graph), 'parameter')} requires grad: "
             "it holds an autograd graph (backward(create_graph=True)).",
             site, n, graph,
         )
-    if zero_only and os.moves_zero:
+    if zero_only and ost.moves_zero:
         engine.report(
             "GG107",
-            f"At {os.name}.step() (step {n}) {_plural(len(zero_only), 'parameter')} had a zero-filled .grad "
+            f"At {ost.name}.step() (step {n}) {_plural(len(zero_only), 'parameter')} had a zero-filled .grad "
             "(zero_grad(set_to_none=False)) and no gradient since; this optimizer uses momentum, Adam moments "
             "or weight decay, so it still moves them.",
             site, n, zero_only,
         )
-    _accumulation(engine, os, n, passes, with_grad)
+    _accumulation(engine, ost, n, passes, with_grad)
 
 
-def _accumulation(engine: "Engine", os: OptState, n: int, passes: Dict[int, Pass], params: List[ParamState]) -> None:
+def _accumulation(engine: "Engine", ost: OptState, n: int, passes: Dict[int, Pass], params: List[ParamState]) -> None:
     """GG104, GG105, GG109: a step fed by several passes of one backward call (an accumulation loop).
 
     Passes from *different* lines are different losses added on purpose (a
     GAN discriminator's real and fake terms, a multi-task loss), which is not
     accumulation; only repeated passes of the same call are micro-batches.
+    Neither are passes that keep their graph (``retain_graph=True``): several
+    losses of one forward pass, back-propagated one by one in a loop.
     """
     by_site: Dict[Site, List[Pass]] = {}
     for ps in passes.values():
@@ -107,9 +120,9 @@ def _accumulation(engine: "Engine", os: OptState, n: int, passes: Dict[int, Pass
             by_site.setdefault(ps.site, []).append(ps)
     for site, group in by_site.items():
         k = len(group)
-        if k < 2:
+        if k < 2 or any(ps.retained for ps in group):
             continue
-        _batch_stats(engine, os, n, site, k, params)
+        _batch_stats(engine, ost, n, site, k, params)
         if any(ps.managed for ps in group):
             continue  # the Accumulator weights these losses itself
         infos = [ps.info for ps in group]
@@ -118,7 +131,7 @@ def _accumulation(engine: "Engine", os: OptState, n: int, passes: Dict[int, Pass
         if all(_not_scaled_down(ps) for ps in group):
             engine.report(
                 "GG104",
-                f"{os.name}.step() (step {n}) used {k} backward passes of the mean-reduced loss at {_at(site)}, "
+                f"{ost.name}.step() (step {n}) used {k} backward passes of the mean-reduced loss at {_at(site, site)}, "
                 "none of them scaled down.",
                 site, n, params,
             )
@@ -128,9 +141,9 @@ def _accumulation(engine: "Engine", os: OptState, n: int, passes: Dict[int, Pass
         counts = [i.count for i in infos]
         if any(isinstance(c, torch.Tensor) for c in counts):
             if len(engine.deferred) < 256:  # item counts on a device: read them once, at the end
-                engine.deferred.append((site, n, os.name, counts, params))
+                engine.deferred.append((site, n, ost.name, counts, params))
             continue
-        _unequal(engine, site, n, os.name, counts, params)
+        _unequal(engine, site, n, ost.name, counts, params)
 
 
 def _unequal(engine: "Engine", site: Site, n: int, opt_name: str, counts, params) -> None:
@@ -141,35 +154,35 @@ def _unequal(engine: "Engine", site: Site, n: int, opt_name: str, counts, params
         shown = ", ".join(f"{c:g}" for c in counts[:8]) + (", ..." if len(counts) > 8 else "")
         engine.report(
             "GG105",
-            f"{opt_name}.step() (step {n}) averaged {len(counts)} mean-reduced losses from {_at(site)} over "
+            f"{opt_name}.step() (step {n}) averaged {len(counts)} mean-reduced losses from {_at(site, site)} over "
             f"different numbers of items ({shown}) with equal weights.",
             site, n, params,
         )
 
 
-def _batch_stats(engine: "Engine", os: OptState, n: int, site: Site, k: int, params: List[ParamState]) -> None:
+def _batch_stats(engine: "Engine", ost: OptState, n: int, site: Site, k: int, params: List[ParamState]) -> None:
     if not engine.bn_ran:
         return
-    ran = [engine.bn_modules[mid] for mid, t in engine.bn_ran.items() if t > os.clock]
+    ran = [engine.bn_modules[mid] for mid, t in engine.bn_ran.items() if t > ost.clock]
     if not ran:
         return
-    mine = [m for m in ran if _feeds(engine, m, os)]
+    mine = [m for m in ran if _feeds(engine, m, ost)]
     if mine:
         names = sorted({type(m).__name__ for m in mine})
         engine.report(
             "GG109",
-            f"{os.name}.step() (step {n}) accumulated {k} backward passes from {_at(site)} through "
+            f"{ost.name}.step() (step {n}) accumulated {k} backward passes from {_at(site, site)} through "
             f"{_plural(len(mine), 'layer')} using batch statistics in training mode ({', '.join(names)}).",
             site, n, [engine.state(p) for m in mine for p in m.parameters()] or params,
         )
 
 
-def _feeds(engine: "Engine", bn: torch.nn.Module, os: OptState) -> bool:
+def _feeds(engine: "Engine", bn: torch.nn.Module, ost: OptState) -> bool:
     """Does this batch-norm layer belong to a model this optimizer trains?"""
-    if any(id(p) in os.ids for p in bn.parameters()):
+    if any(id(p) in ost.ids for p in bn.parameters()):
         return True
     for m in engine.modules.values():
-        if m is bn or not any(id(p) in os.ids for p in m.parameters()):
+        if m is bn or not any(id(p) in ost.ids for p in m.parameters()):
             continue
         if any(sub is bn for sub in m.modules()):
             return True
@@ -179,41 +192,41 @@ def _feeds(engine: "Engine", bn: torch.nn.Module, os: OptState) -> bool:
 def discarded(engine: "Engine", ps: Pass, st: ParamState, site: Optional[Site]) -> None:
     """GG102: every gradient of ``ps`` was cleared before any step applied it."""
     where = site if site is not None and site[0] is not None else ps.site
-    cleared = f" (cleared at {_at(site)})" if site is not None and site[0] is not None else ""
+    cleared = f" (cleared at {_at(site, where)})" if site is not None and site[0] is not None else ""
     step_no = st.opt.steps + 1 if st.opt is not None else None
     engine.report(
         "GG102",
-        f"The backward pass at {_at(ps.site)} put gradients into .grad and all of them were cleared{cleared} "
-        "before any optimizer step used them.",
-        where, step_no, [st],
+        f"The backward pass at {_at(ps.site, where)} put gradients into {_plural(len(ps.params), 'parameter')} and all of "
+        f"them were cleared{cleared} before any optimizer step used them.",
+        where, step_no, ps.params,
     )
 
 
 def end(engine: "Engine") -> None:
     """Checks when the watch ends: GG103, GG106, and GG105 with item counts read from a device."""
-    stepped = [os for os in engine.opts.values() if os.steps > 0]
+    stepped = [ost for ost in engine.opts.values() if ost.steps > 0]
     # GG103: passes never used by any step whose gradient still waits in a stepped optimizer's buffers.
     waiting: Dict[Site, Tuple[Dict[int, Pass], List[ParamState], OptState]] = {}
-    for os in stepped:
-        for st in os.params:
+    for ost in stepped:
+        for st in ost.params:
             for ps in st.pending:
                 if ps.used:
                     continue
-                entry = waiting.setdefault(ps.site, ({}, [], os))
+                entry = waiting.setdefault(ps.site, ({}, [], ost))
                 entry[0][ps.index] = ps
                 if not entry[1] or entry[1][-1] is not st:
                     entry[1].append(st)
-    for site, (group, states, os) in waiting.items():
+    for site, (group, states, ost) in waiting.items():
         engine.report(
             "GG103",
-            f"{_plural(len(group), 'backward pass', 'backward passes')} at {_at(site)} put gradients into {os.name}'s parameters that "
-            f"no optimizer step applied before the end (its last step was step {os.steps}).",
-            site, os.steps, states,
+            f"{_plural(len(group), 'backward pass', 'backward passes')} at {_at(site, site)} put gradients into "
+            f"{ost.name}'s parameters that no optimizer step applied before the end (its last step was step {ost.steps}).",
+            site, ost.steps, states,
         )
     if stepped:
         held = set()
-        for os in engine.opts.values():
-            held |= os.ids
+        for ost in engine.opts.values():
+            held |= ost.ids
         orphans: Dict[Site, List[ParamState]] = {}
         for st in engine.params.values():
             if st.got and id(st.p) not in held:
@@ -221,12 +234,13 @@ def end(engine: "Engine") -> None:
         for site, states in orphans.items():
             engine.report(
                 "GG106",
-                f"{_plural(len(states), 'parameter')} received gradients from the backward pass at {_at(site)} "
+                f"{_plural(len(states), 'parameter')} received gradients from the backward pass at {_at(site, site)} "
                 "but no optimizer holds them.",
                 site, None, states,
             )
     if engine.deferred:
         deferred, engine.deferred = engine.deferred, []
         for site, n, opt_name, counts, params in deferred:
+            # One read per count, once, after training: the only device syncs the watch makes.
             values = [float(c.detach().cpu()) if isinstance(c, torch.Tensor) else c for c in counts]
             _unequal(engine, site, n, opt_name, values, params)

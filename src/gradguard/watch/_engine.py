@@ -6,9 +6,10 @@ Installed for the duration of a watch, all removed on exit:
   was built) and its global module forward hook (which modules run, so that
   parameters get their qualified names and batch-norm layers are noticed);
 * thin wrappers around ``torch.autograd.backward`` (which ``Tensor.backward``
-  calls) and around ``Optimizer.zero_grad`` / ``Module.zero_grad``. PyTorch has
-  no public hook that sees the root of a backward pass or a ``zero_grad`` call;
-  the wrappers cost one Python call per backward pass or clearing, where a
+  calls), ``Optimizer.zero_grad`` / ``Module.zero_grad`` and
+  ``torch.amp.GradScaler.scale``. PyTorch has no public hook that sees the root
+  of a backward pass, a ``zero_grad`` call, or a loss scaled for AMP; the
+  wrappers cost one Python call per backward pass, clearing or scaling, where a
   per-parameter tensor hook would cost one per parameter.
 
 The work per event is one pass over the parameters concerned, reading
@@ -18,18 +19,19 @@ The work per event is one pass over the parameters concerned, reading
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from .._errors import GradientBugError, GradientBugWarning
+from .._errors import GradguardError, GradientBugError, GradientBugWarning
 from ..findings import Finding
 from ..rules import make_finding
 from . import _checks
 from ._graph import UNKNOWN, analyze_loss
 from ._marks import in_accumulator_backward
 from ._source import Site, user_site
-from ._state import OptState, ParamState, Pass, optimizer_moves_zero_grads
+from ._state import MAX_PENDING, OptState, ParamState, Pass, optimizer_moves_zero_grads
 
 _BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
 
@@ -57,11 +59,12 @@ class _Patch:
 class Engine:
     """The state of one active watch. Created on ``__enter__``, closed on ``__exit__``."""
 
-    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding]):
+    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: Optional[set] = None):
         self.mode = mode
         self.ignore = ignore
         self.findings = findings
-        self._reported = set()  # (code, path, line): each finding once per location
+        # (code, path, line): each finding once per location, also across re-entries of one watch.
+        self._reported = set() if reported is None else reported
         self._queue: List[Finding] = []  # found during an event, emitted when it ends
         self.params: Dict[int, ParamState] = {}
         self._tracked: List[ParamState] = []
@@ -73,9 +76,20 @@ class Engine:
         self.clock = 0  # ticks once per backward pass and per step
         self.passes = 0
         self.stepping = False  # between a step's pre and post hook (a closure runs in there)
+        self.broken = False  # an internal error turned the watch off (see guard)
+        self.in_pass = False  # inside a watched backward call (on any thread: one pass at a time)
+        self.amp_roots: "weakref.WeakSet[torch.Tensor]" = weakref.WeakSet()  # losses GradScaler.scale returned
         self.deferred: list = []  # GG105 checks waiting for device-side item counts
         self._names: Optional[Dict[int, str]] = None
         self._handles: list = []
+        # The global forward hook learns which models run (for parameter names and
+        # GG106), but it moves every module call onto nn.Module's slow path. So it
+        # is on for the first two steps, then again for one step at steps 8, 16,
+        # 32, ... to catch models that first run later: the cost fades out.
+        self._fwd = None
+        self._steps = 0
+        self._discover_until = 2
+        self._next_discovery = 8
         self._patches: List[_Patch] = []
         self._module_hooks: list = []
 
@@ -87,10 +101,11 @@ class Engine:
         try:
             self._handles.append(optim_module.register_optimizer_step_pre_hook(self._on_step_pre))
             self._handles.append(optim_module.register_optimizer_step_post_hook(self._on_step_post))
-            self._handles.append(nn_module.register_module_forward_hook(self._on_forward))
+            self._fwd = nn_module.register_module_forward_hook(self._on_forward)
             self._patches.append(_Patch(torch.autograd, "backward", self._wrap_backward))
             self._patches.append(_Patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad))
             self._patches.append(_Patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad))
+            self._patches.append(_Patch(torch.amp.GradScaler, "scale", self._wrap_scaler_scale))
         except BaseException:
             self.uninstall()
             raise
@@ -98,9 +113,33 @@ class Engine:
     def uninstall(self) -> None:
         for h in self._handles + self._module_hooks:
             h.remove()
+        if self._fwd is not None:
+            self._fwd.remove()
+            self._fwd = None
         for patch in reversed(self._patches):
             patch.undo()
         self._handles, self._module_hooks, self._patches = [], [], []
+
+    # ------------------------------------------------------------ safety
+    def guard(self, fn, *args):
+        """Run a piece of bookkeeping; a bug in it must never break the user's training.
+
+        On an unexpected error the watch warns once and turns itself off (its
+        wrappers only forward from then on). Findings raised in "raise" mode pass.
+        """
+        try:
+            return fn(*args)
+        except GradguardError:
+            raise
+        except Exception as exc:
+            self.broken = True
+            warnings.warn(
+                f"gradguard.watch stopped watching after an internal error ({type(exc).__name__}: {exc}); "
+                "training continues unwatched. Please report this with the traceback.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
 
     # ------------------------------------------------------------ findings
     def report(self, code: str, detail: str, site: Site, step: Optional[int], params: Sequence[ParamState] = ()) -> None:
@@ -158,11 +197,11 @@ class Engine:
         return names
 
     def _optimizer_slot(self, st: ParamState) -> Optional[str]:
-        for os in self.opts.values():
-            for gi, group in enumerate(os.opt.param_groups):
+        for ost in self.opts.values():
+            for gi, group in enumerate(ost.opt.param_groups):
                 for pi, p in enumerate(group["params"]):
                     if p is st.p:
-                        return f"{os.name}.param_groups[{gi}]['params'][{pi}]"
+                        return f"{ost.name}.param_groups[{gi}]['params'][{pi}]"
         return None
 
     # ------------------------------------------------------------ tracking
@@ -186,20 +225,37 @@ class Engine:
         return self._tracked
 
     def opt_state(self, opt: torch.optim.Optimizer) -> OptState:
-        os = self.opts.get(id(opt))
-        if os is None or os.opt is not opt:
-            os = self.opts[id(opt)] = OptState(opt)
+        ost = self.opts.get(id(opt))
+        if ost is None or ost.opt is not opt:
+            ost = self.opts[id(opt)] = OptState(opt)
         groups = opt.param_groups
         sig = (len(groups), sum(len(g["params"]) for g in groups))
-        if sig != os.sig:  # new optimizer, or add_param_group
-            os.sig = sig
-            os.params = [self.state(p) for g in groups for p in g["params"]]
-            os.ids = frozenset(id(st.p) for st in os.params)
-            os.moves_zero = optimizer_moves_zero_grads(opt)
-            for st in os.params:
+        if sig != ost.sig:  # new optimizer, or add_param_group
+            ost.sig = sig
+            ost.params = [self.state(p) for g in groups for p in g["params"]]
+            ost.ids = frozenset(id(st.p) for st in ost.params)
+            ost.moves_zero = optimizer_moves_zero_grads(opt)
+            for st in ost.params:
                 if st.opt is None:
-                    st.opt = os
-        return os
+                    st.opt = ost
+        return ost
+
+    def observe_all(self, states: List[ParamState], clearing_site: Optional[Site] = None, zero_fill: bool = False) -> None:
+        """:meth:`observe` each state; the common case (nothing changed) is inlined, it runs per parameter per event."""
+        observe = self.observe
+        for st in states:
+            g = st.p.grad
+            ref = st.ref
+            if g is None:
+                if ref is None:
+                    continue
+                if not st.pending:  # set to None with nothing waiting in it: the usual clearing
+                    st.ref = None
+                    st.consumed = st.zero = False
+                    continue
+            elif ref is not None and g._version == st.ver and ref() is g:
+                continue
+            observe(st, clearing_site, zero_fill)
 
     def observe(self, st: ParamState, clearing_site: Optional[Site] = None, zero_fill: bool = False) -> None:
         """Account for what happened to ``st``'s buffer since it was last seen."""
@@ -226,7 +282,12 @@ class Engine:
                 # Only already-applied gradient was in there: this was a p.grad.zero_().
                 self.cleared(st, clearing_site)
             else:
-                st.zero = False  # scaled or clipped: the gradient is still there
+                # Scaled, clipped or unscaled in place: the gradient is still there, and
+                # some code has looked at it. GradScaler.step() unscales and then skips the
+                # optimizer step on inf/NaN; clearing such a buffer is not "discarded unseen".
+                st.zero = False
+                for ps in st.pending:
+                    ps.used = True
 
     def cleared(self, st: ParamState, site: Optional[Site]) -> None:
         """The buffer was emptied: passes whose last pending gradient this was are discarded (GG102)."""
@@ -234,17 +295,26 @@ class Engine:
         st.zero = False
         if not st.pending:
             return
+        if st.opt is None:
+            # No optimizer holds this parameter (manual SGD reads .grad itself):
+            # "used by a step" has no meaning, so neither has "discarded".
+            for ps in st.pending:
+                ps.live -= 1
+            st.pending = []
+            return
         for ps in st.pending:
             ps.live -= 1
-            if ps.live <= 0 and not ps.used and not ps.reported:
+            # An Accumulator drops a window on purpose (a non-finite loss), and a
+            # GradScaler skips the step on inf/NaN (unseen: it only calls step() or not).
+            if ps.live <= 0 and not ps.used and not ps.reported and not ps.managed and not ps.info.amp:
                 ps.reported = True
                 _checks.discarded(self, ps, st, site)
         st.pending = []
 
     # ------------------------------------------------------------ forward
     def _on_forward(self, module, args, output):
-        if id(module) not in self.modules:
-            self._see_module(module)
+        if id(module) not in self.modules and not self.broken:
+            self.guard(self._see_module, module)
 
     def _see_module(self, module: torch.nn.Module) -> None:
         self.modules[id(module)] = module
@@ -275,6 +345,26 @@ class Engine:
         return backward
 
     def run_backward(self, orig, tensors, args, kwargs):
+        if self.broken or self.in_pass:
+            # A backward inside a backward (reentrant checkpointing) is part of the outer pass.
+            return orig(tensors, *args, **kwargs)
+        before = self.guard(self._before_pass, tensors, args, kwargs)
+        if before is None:
+            return orig(tensors, *args, **kwargs)
+        self.in_pass = True
+        try:
+            result = orig(tensors, *args, **kwargs)
+        except BaseException:
+            self.in_pass = False
+            self.guard(self._after_pass, *before)  # what did arrive is still gradient
+            self._queue = []  # but the user's own error comes first
+            raise
+        self.in_pass = False
+        self.guard(self._after_pass, *before)
+        self.flush()
+        return result
+
+    def _before_pass(self, tensors, args, kwargs):
         site = user_site()
         info = UNKNOWN
         grad_tensors = args[0] if args else kwargs.get("grad_tensors", kwargs.get("grad_variables"))
@@ -282,39 +372,72 @@ class Engine:
         if isinstance(root, (tuple, list)) and len(root) == 1:
             root = root[0]
         if isinstance(root, torch.Tensor) and grad_tensors is None and root.numel() == 1:
-            try:
-                info = analyze_loss(root)
-            except Exception:  # never let an odd graph break the user's backward
-                info = UNKNOWN
+            info = analyze_loss(root, amp_root=root in self.amp_roots)
         tracked = self.tracked()
-        for st in tracked:
-            self.observe(st)
+        self.observe_all(tracked)
         self.passes += 1
         self.clock += 1
         # A pass inside a step (an LBFGS or Lightning closure) is read by that step.
         ps = Pass(self.passes, site, info, in_accumulator_backward(), used=self.stepping)
-        try:
-            return orig(tensors, *args, **kwargs)
-        finally:
-            for st in tracked:
-                g = st.p.grad
-                if g is None:
-                    continue
-                ref = st.ref
-                if ref is None or ref() is not g or g._version != st.ver:
-                    st.remember(g)
-                    st.add(ps)
-            self.flush()
+        # Tensor.backward passes (gradient, retain_graph, create_graph) positionally.
+        retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
+        create = args[2] if len(args) > 2 else kwargs.get("create_graph", False)
+        ps.retained = bool(retain) or bool(create)
+        return ps, tracked
+
+    def _after_pass(self, ps: Pass, tracked: List[ParamState]) -> None:
+        # Whatever changed during the pass is its gradient arriving (accumulated in
+        # place, or a new tensor where .grad was None or autograd replaced it).
+        reached = ps.params
+        for st in tracked:
+            g = st.p.grad
+            if g is None:
+                continue
+            ref = st.ref
+            if ref is None or ref() is not g:
+                st.ref = weakref.ref(g)
+            elif g._version == st.ver:
+                continue
+            st.ver = g._version
+            # ParamState.add, inlined: this loop runs per parameter per pass.
+            pending = st.pending
+            if len(pending) >= MAX_PENDING:
+                pending[:] = [q for q in pending if not q.used]
+            pending.append(ps)
+            reached.append(st)
+            st.zero = False
+            if not st.got:
+                st.got = True
+                st.first_site = ps.site
+        ps.live = len(reached)
+
+    # ------------------------------------------------------------ GradScaler
+    def _wrap_scaler_scale(self, orig, patch):
+        engine = self
+
+        def scale(scaler, outputs):
+            out = orig(scaler, outputs)
+            # Remember the scaled loss (weakly): when it is back-propagated, its top factor
+            # is the scaler's, and the scaler may skip the step on inf/NaN without a trace.
+            if patch.on and out is not outputs and isinstance(out, torch.Tensor):
+                engine.amp_roots.add(out)
+            return out
+
+        scale.__wrapped__ = orig
+        scale.__doc__ = orig.__doc__
+        return scale
 
     # ------------------------------------------------------------ zero_grad
     def _wrap_optimizer_zero_grad(self, orig, patch):
         engine = self
 
         def zero_grad(opt, *args, **kwargs):
-            if not patch.on:
+            if not patch.on or engine.broken:
                 return orig(opt, *args, **kwargs)
-            os = engine.opt_state(opt)
-            return engine.run_zero_grad(orig, opt, os.params, args, kwargs)
+            ost = engine.guard(engine.opt_state, opt)
+            if ost is None:
+                return orig(opt, *args, **kwargs)
+            return engine.run_zero_grad(orig, opt, ost.params, args, kwargs)
 
         zero_grad.__wrapped__ = orig
         zero_grad.__doc__ = orig.__doc__
@@ -324,9 +447,11 @@ class Engine:
         engine = self
 
         def zero_grad(module, *args, **kwargs):
-            if not patch.on:
+            if not patch.on or engine.broken:
                 return orig(module, *args, **kwargs)
-            states = [engine.state(p) for p in module.parameters() if p.requires_grad]
+            states = engine.guard(lambda: [engine.state(p) for p in module.parameters() if p.requires_grad])
+            if states is None:
+                return orig(module, *args, **kwargs)
             return engine.run_zero_grad(orig, module, states, args, kwargs)
 
         zero_grad.__wrapped__ = orig
@@ -334,35 +459,46 @@ class Engine:
         return zero_grad
 
     def run_zero_grad(self, orig, owner, states: List[ParamState], args, kwargs):
-        for st in states:
-            self.observe(st)  # earlier changes are not this call's doing
-        try:
-            return orig(owner, *args, **kwargs)
-        finally:
-            site = user_site()
-            for st in states:
-                self.observe(st, clearing_site=site, zero_fill=True)
-            self.flush()
+        # Account for earlier changes first: an in-place unscale or clip since the last
+        # event is not this call's doing (and tells that the gradient was looked at).
+        self.guard(self.observe_all, states)
+        result = orig(owner, *args, **kwargs)
+        self.guard(lambda: self.observe_all(states, clearing_site=user_site(), zero_fill=True))
+        self.flush()
+        return result
 
     # ------------------------------------------------------------ step
     def _on_step_pre(self, opt, args, kwargs):
-        os = self.opt_state(opt)
+        if not self.broken:
+            self.guard(self._step_pre, opt, args, kwargs)
+            try:
+                self.flush()
+            except GradguardError:
+                self.stepping = False  # "raise": the step will not run, so no post hook either
+                raise
+
+    def _step_pre(self, opt, args, kwargs):
+        ost = self.opt_state(opt)
         closure = args[1] if len(args) > 1 else kwargs.get("closure")
-        os.closure = closure is not None
-        if not os.closure:
+        ost.closure = closure is not None
+        if not ost.closure:
             # Checked before the optimizer reads anything, so "raise" stops a bad update.
-            _checks.step(self, os, user_site())
-            self.flush()
+            _checks.step(self, ost, user_site())
         self.stepping = True
 
     def _on_step_post(self, opt, args, kwargs):
         self.stepping = False
-        os = self.opt_state(opt)
-        if os.closure:
+        if not self.broken:
+            self.guard(self._step_post, opt)
+            self.flush()
+
+    def _step_post(self, opt):
+        ost = self.opt_state(opt)
+        if ost.closure:
             # The closure's backward ran inside step(): only now is there something to check.
-            _checks.step(self, os, user_site())
+            _checks.step(self, ost, user_site())
         self.clock += 1
-        for st in os.params:
+        for st in ost.params:
             g = st.p.grad
             if g is None:
                 st.ref = None
@@ -374,18 +510,32 @@ class Engine:
                 st.consumed = True
             elif not st.zero:
                 st.consumed = True  # a gradient of unknown origin, now applied
-            st.remember(g)
-        os.steps += 1
-        os.clock = self.clock
-        self.flush()
+            ref = st.ref
+            if ref is None or ref() is not g:
+                st.ref = weakref.ref(g)
+            st.ver = g._version
+        ost.steps += 1
+        ost.clock = self.clock
+        self._discovery()
+
+    def _discovery(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        self._steps += 1
+        if self._fwd is not None:
+            if self._steps >= self._discover_until:
+                self._fwd.remove()
+                self._fwd = None
+        elif self._steps == self._next_discovery:
+            self._fwd = nn_module.register_module_forward_hook(self._on_forward)
+            self._discover_until = self._steps + 1
+            self._next_discovery *= 2
 
     # ------------------------------------------------------------ end
     def close(self, check: bool) -> None:
         """Uninstall; with ``check``, run the end-of-watch rules (GG103, GG105 deferred, GG106)."""
         self.uninstall()
-        if check:
-            for st in self.tracked():
-                self.observe(st)
-            _checks.end(self)
+        if check and not self.broken:
+            self.guard(self.observe_all, self.tracked())
+            self.guard(_checks.end, self)
             self.flush()
-

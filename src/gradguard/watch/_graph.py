@@ -50,12 +50,14 @@ class LossInfo(NamedTuple):
     count: the number of items the mean ran over (see :data:`Count`).
     scaled: a constant factor multiplied the reduced loss.
     factor: that factor when known on the host (1.0 when unscaled), else None.
+    amp: the loss came from ``GradScaler.scale``, which may skip the step.
     """
 
     kind: Optional[str] = None
     count: Count = None
     scaled: bool = False
     factor: Optional[float] = 1.0
+    amp: bool = False
 
 
 UNKNOWN = LossInfo()
@@ -74,22 +76,26 @@ def _is_constant(edge) -> bool:
     return edge[0] is None
 
 
-def analyze_loss(root: torch.Tensor) -> LossInfo:
+def analyze_loss(root: torch.Tensor, amp_root: bool = False) -> LossInfo:
     """Read the reduction, item count and scaling of a scalar loss from its graph.
+
+    ``amp_root``: ``root`` is what ``GradScaler.scale`` returned; its top
+    multiplication is the scaler's factor, not a weighting of the loss.
 
     >>> x = torch.ones(6, 2, requires_grad=True)
     >>> analyze_loss((x * 3).mean() / 4)
-    LossInfo(kind='mean', count=12, scaled=True, factor=0.25)
+    LossInfo(kind='mean', count=12, scaled=True, factor=0.25, amp=False)
     >>> analyze_loss(x.sum()).kind
     'sum'
     """
     node = root.grad_fn
     scaled = False
     factor: Optional[float] = 1.0
+    amp = False
     # Strip the chain of constant scalings and casts above the reduction.
     for _ in range(16):
         if node is None:
-            return UNKNOWN
+            return LossInfo(amp=amp)
         name = node.name()
         if name in _IDENTITY:
             node = node.next_functions[0][0]
@@ -102,41 +108,46 @@ def analyze_loss(root: torch.Tensor) -> LossInfo:
         if name in _SCALE or name in _ADD:
             live = [e for e in edges if not _is_constant(e)]
             if len(live) != 1:
-                return UNKNOWN  # e.g. loss_a + loss_b, loss * learnable: not a plain scaling
+                return LossInfo(amp=amp)  # e.g. loss_a + loss_b, loss * learnable: not a plain scaling
             if name in _SCALE:
-                scaled = True
-                value = _scale_value(node, name, edges)
-                factor = None if (value is None or factor is None) else factor * value
+                if amp_root and node is root.grad_fn:
+                    # GradScaler.scale's own factor: unscale_ divides it back out of .grad
+                    # before the step, so it does not change the step's gradient.
+                    amp = True
+                else:
+                    scaled = True
+                    value = _scale_value(node, name, edges)
+                    factor = None if (value is None or factor is None) else factor * value
             node = live[0][0]
             continue
         break
     else:
-        return UNKNOWN
+        return LossInfo(amp=amp)
     name = node.name()
     if name == "MeanBackward0":
-        return LossInfo("mean", int(node._saved_self_sym_numel), scaled, factor)
+        return LossInfo("mean", int(node._saved_self_sym_numel), scaled, factor, amp)
     if name == "MeanBackward1":
         sizes = node._saved_self_sym_sizes
         dims = node._saved_dim or range(len(sizes))
-        return LossInfo("mean", int(math.prod(sizes[d] for d in dims)), scaled, factor)
+        return LossInfo("mean", int(math.prod(sizes[d] for d in dims)), scaled, factor, amp)
     if name in ("SumBackward0", "SumBackward1"):
-        return LossInfo("sum", None, scaled, factor)
+        return LossInfo("sum", None, scaled, factor, amp)
     reduction = getattr(node, "_saved_reduction", None)
     if reduction == _SUM:
-        return LossInfo("sum", None, scaled, factor)
+        return LossInfo("sum", None, scaled, factor, amp)
     if reduction != _MEAN:
-        return UNKNOWN
+        return LossInfo(amp=amp)
     if name in _NLL:
         # The mean divides by total_weight: the number of non-ignored targets
         # (their summed class weights with ``weight=``). It is a tensor on the
         # loss's device; on a GPU it is read once at the end of the watch.
         total = node._saved_total_weight
         value = _host_number(total)
-        return LossInfo("mean", value if value is not None else total.detach(), scaled, factor)
+        return LossInfo("mean", value if value is not None else total.detach(), scaled, factor, amp)
     saved = getattr(node, "_saved_self", None)
     if isinstance(saved, torch.Tensor):  # element-wise losses: MSE, BCE, Huber, ...
-        return LossInfo("mean", saved.numel(), scaled, factor)
-    return UNKNOWN
+        return LossInfo("mean", saved.numel(), scaled, factor, amp)
+    return LossInfo(amp=amp)
 
 
 def _scale_value(node, name: str, edges) -> Optional[float]:

@@ -39,5 +39,9 @@ def accumulator_backward() -> Iterator[None]:
 
 
 def in_accumulator_backward() -> bool:
-    """True inside :func:`accumulator_backward` (on this thread)."""
+    """True inside :func:`accumulator_backward` (on this thread).
+
+    >>> in_accumulator_backward()
+    False
+    """
     return getattr(_local, "depth", 0) > 0

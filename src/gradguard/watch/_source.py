@@ -73,14 +73,3 @@ def user_site(depth: int = 1) -> Site:
             fallback = (filename, frame.f_lineno)
         frame = frame.f_back
     return fallback
-
-
-def called_from(filename_suffix: str, depth: int = 1, limit: int = 8) -> bool:
-    """True when one of the ``limit`` innermost frames is in a file ending so."""
-    frame = sys._getframe(depth)
-    while frame is not None and limit > 0:
-        if frame.f_code.co_filename.endswith(filename_suffix):
-            return True
-        frame = frame.f_back
-        limit -= 1
-    return False

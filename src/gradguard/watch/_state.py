@@ -34,7 +34,7 @@ class Pass:
     applied any of it.
     """
 
-    __slots__ = ("index", "site", "info", "managed", "used", "live", "reported")
+    __slots__ = ("index", "site", "info", "managed", "used", "live", "reported", "params", "retained")
 
     def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False):
         self.index = index
@@ -44,12 +44,14 @@ class Pass:
         self.used = used
         self.live = 0
         self.reported = False
+        self.params: List["ParamState"] = []  # the parameters it reached, for the findings' names
+        self.retained = False  # backward(retain_graph=True): its graph is shared with another pass
 
 
 # A buffer that kept growing without any step or clearing (a parameter that no
 # optimizer holds) would keep every pass alive; past this many entries only the
 # passes that matter for a finding (not yet used by any step) are kept.
-_MAX_PENDING = 32
+MAX_PENDING = 32
 
 
 class ParamState:
@@ -76,18 +78,6 @@ class ParamState:
             if self.ref is None or self.ref() is not g:
                 self.ref = weakref.ref(g)
             self.ver = g._version
-
-    def add(self, ps: Pass) -> None:
-        """A backward pass added its gradient to this buffer."""
-        pending = self.pending
-        if len(pending) >= _MAX_PENDING:
-            pending[:] = [q for q in pending if not q.used]
-        pending.append(ps)
-        ps.live += 1
-        self.zero = False
-        if not self.got:
-            self.got = True
-            self.first_site = ps.site
 
 
 class OptState:

@@ -1,0 +1,149 @@
+"""Overhead of ``gradguard.watch`` on a small transformer training loop (issue 3).
+
+Three conditions in one process, interleaved round by round (and rotated within
+each round) so that machine noise (other processes, frequency changes) hits all
+of them alike:
+
+* ``plain``: the loop as is;
+* ``watch``: the same loop inside ``gradguard.watch(mode="record")``;
+* ``anomaly``: inside ``torch.autograd.set_detect_anomaly(True)``, the usual
+  "debug mode" of autograd, for scale.
+
+Step time is measured as CPU time of the process (``time.process_time``, with one
+torch thread), which a busy shared machine disturbs far less than wall-clock time;
+the wall-clock figures are printed beside it. Prints the median step time of each
+condition, its ratio to ``plain`` (pooled, and the median of per-round paired
+ratios), and writes a PNG into ``benchmarks/out/``. Example::
+
+    python benchmarks/bench_watch.py --rounds 15 --steps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CONDITIONS = ("plain", "watch", "anomaly")
+
+
+class Model(nn.Module):
+    def __init__(self, vocab: int, dim: int, layers: int):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, nhead=4, dim_feedforward=4 * dim, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        return self.head(self.encoder(self.emb(idx)))
+
+
+def _context(name: str):
+    if name == "watch":
+        import gradguard
+
+        return gradguard.watch(mode="record")
+    if name == "anomaly":
+        return torch.autograd.set_detect_anomaly(True)
+    return contextlib.nullcontext()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per condition per round (default 10)")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier timings)")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    vocab = 256
+    model = Model(vocab, args.dim, args.layers)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, vocab, (args.batch, args.seq))
+    y = torch.randint(0, vocab, (args.batch, args.seq))
+    n_params = sum(1 for _ in model.parameters())
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):  # warm-up: allocator, kernels, lazy optimizer state
+        step()
+
+    times = {c: [] for c in CONDITIONS}
+    per_round = {c: [] for c in CONDITIONS}  # each round's median: paired ratios cancel slow drift
+    wall = {c: [] for c in CONDITIONS}
+    findings = 0
+    for r in range(args.rounds):
+        order = CONDITIONS[r % 3:] + CONDITIONS[: r % 3]
+        for cond in order:
+            ctx = _context(cond)
+            with ctx:
+                step()  # untimed: the first step inside a fresh watch learns the model
+                this_round = []
+                for _ in range(args.steps):
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    step()
+                    this_round.append(time.process_time() - c0)
+                    wall[cond].append(time.perf_counter() - w0)
+                times[cond].extend(this_round)
+                per_round[cond].append(statistics.median(this_round))
+            if cond == "watch":
+                findings += len(ctx.findings)
+
+    med = {c: statistics.median(v) for c, v in times.items()}
+    wmed = {c: statistics.median(v) for c, v in wall.items()}
+    print(f"model: {args.layers}-layer TransformerEncoder, dim {args.dim}, batch {args.batch}x{args.seq}, "
+          f"{n_params} parameter tensors, AdamW; torch {torch.__version__}, {args.threads} thread(s), CPU")
+    print(f"{args.rounds} interleaved rounds x {args.steps} steps per condition; findings under watch: {findings}")
+    print(f"{'condition':<10} {'CPU ms/step':>12} {'ratio':>7} {'paired':>7} {'wall ms/step':>13} {'ratio':>7}")
+    for c in CONDITIONS:
+        paired_c = statistics.median(a / b for a, b in zip(per_round[c], per_round["plain"]))
+        print(f"{c:<10} {med[c] * 1e3:>12.2f} {med[c] / med['plain']:>7.3f} {paired_c:>7.3f} "
+              f"{wmed[c] * 1e3:>13.2f} {wmed[c] / wmed['plain']:>7.3f}")
+    overhead = (med["watch"] / med["plain"] - 1) * 100
+    paired = statistics.median(w / p for w, p in zip(per_round["watch"], per_round["plain"]))
+    print(f"watch overhead: {overhead:+.1f}% of the median step (paired per-round median ratio: {paired:.3f}; "
+          f"target <= 3%); anomaly mode: {(med['anomaly'] / med['plain'] - 1) * 100:+.0f}%")
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", file=sys.stderr)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.boxplot([[t * 1e3 for t in times[c]] for c in CONDITIONS], showfliers=False)
+    ax.set_xticks(range(1, len(CONDITIONS) + 1), [f"{c}\n×{med[c] / med['plain']:.3f}" for c in CONDITIONS])
+    ax.set_ylabel("CPU time per step (ms)")
+    ax.set_title(f"gradguard.watch overhead: {overhead:+.1f}% (median)")
+    fig.tight_layout()
+    path = out / "bench_watch.png"
+    fig.savefig(path, dpi=120)
+    print(f"wrote {os.path.relpath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""Exact accumulation across real process groups (2 gloo ranks on CPU).
+
+Every check is against the single-process, full-batch, float64 gradient on the
+union of the ranks' data (tests/_dist_helpers.py builds both), with unequal
+item counts per rank, empty micro-batches, a rank with 0 items in a window,
+and partial windows stepped by flush().
+"""
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import _dist_helpers as h
+import gradguard as gg
+from gradguard.distributed import LocalSync, _zeroed_backward, sync_for
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
+TOL = dict(rtol=1e-10, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return h.reference()
+
+
+@pytest.fixture(scope="module")
+def ddp():
+    return h.run_ranks(h.scenario_ddp)
+
+
+def _check_against_reference(ranks, ref, tol=TOL):
+    for rank, out in enumerate(ranks):
+        assert len(out["grads"]) == len(ref["grads"]), f"rank {rank} stepped {len(out['grads'])} times"
+        for w, (got, want) in enumerate(zip(out["grads"], ref["grads"])):
+            for g, r in zip(got, want):
+                assert_close(g, r, **tol, msg=lambda m: f"rank {rank}, window {w}: {m}")
+        for p, r in zip(out["params"], ref["params"]):
+            assert_close(p, r, **tol)
+        for got, want in zip(out["losses"], ref["losses"]):
+            assert math.isclose(got, want, rel_tol=max(1e-12, tol["rtol"])), (rank, got, want)
+
+
+def test_ddp_gradients_params_and_loss_equal_full_batch(ddp, ref):
+    _check_against_reference(ddp, ref)
+
+
+def test_ddp_non_final_microbatches_send_no_gradients(ddp):
+    for rank, out in enumerate(ddp):
+        for window, micro, allreduces in out["per_micro"]:
+            full_window = len(h.SCHEDULE[window][rank]) == h.STEPS
+            if full_window and micro == h.STEPS - 1:
+                assert allreduces >= 1, f"rank {rank}: window {window} ended without DDP's all-reduce"
+            else:
+                # Non-final micro-batches, and partial windows (reduced by finish_window, not by DDP).
+                assert allreduces == 0, f"rank {rank}: window {window} micro-batch {micro} sent {allreduces} all-reduces"
+
+
+def test_ddp_naive_scaling_is_wrong_gradguard_is_exact():
+    ranks = h.run_ranks(h.scenario_ddp_naive)
+    ref = h.reference(schedule=h.NAIVE_SCHEDULE)
+    worst = max(
+        (g - r).abs().max().item()
+        for g, r in zip(ranks[0]["naive"]["grads"][0], ref["grads"][0])
+    )
+    assert worst > 1e-3, f"the negative control should be off, was within {worst}"
+    for rank, out in enumerate(ranks):
+        for got, want in zip(out["gradguard"]["grads"], ref["grads"]):
+            for g, r in zip(got, want):
+                assert_close(g, r, **TOL)
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
+def test_resume_mid_window_matches_uninterrupted(kind):
+    ranks = h.run_ranks(h.scenario_resume, kind=kind)
+    want = h.reference_prefix([0, 1, 2])
+    for out in ranks:
+        for p, r in zip(out["params"], want):
+            assert_close(p, r, **TOL)
+
+
+@pytest.mark.parametrize("defer_reduce", [False, True], ids=["reduce-every-micro-batch", "defer-to-window-end"])
+def test_fsdp2_gradients_params_and_loss_equal_full_batch(defer_reduce, ref):
+    pytest.importorskip("torch.distributed.fsdp")
+    ranks = h.run_ranks(h.scenario_fsdp2, defer_reduce=defer_reduce)
+    assert all(out["defers_sync"] == defer_reduce for out in ranks)
+    _check_against_reference(ranks, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_ddp_on_cuda_tensors_equals_full_batch(ref):
+    # nccl needs one GPU per rank; gloo reduces CUDA tensors too, so two ranks can share one GPU
+    # and every tensor the accumulator and the sync object create must be on the right device.
+    _check_against_reference(h.run_ranks(h.scenario_ddp, device="cuda"), ref)
+
+
+def test_fsdp2_deferred_with_mixed_precision_flushes_fsdp_own_buffer(ref):
+    # reduce_dtype != param_dtype: the deferred gradient lives in FSDP's float64 buffer, which
+    # flush() must reach (else the partial windows lose their gradients, an O(1) error).
+    ranks = h.run_ranks(h.scenario_fsdp2, defer_reduce=True, mixed_precision=True)
+    _check_against_reference(ranks, ref, tol=dict(rtol=1e-5, atol=1e-6))  # float32 compute
+
+
+# ------------------------------------------------------ one-process units
+def test_sync_for_plain_models_and_passthrough():
+    assert isinstance(sync_for(None), LocalSync)
+    assert isinstance(sync_for(torch.nn.Linear(2, 1)), LocalSync)
+    sync = LocalSync()
+    assert sync_for(sync) is sync
+    with pytest.raises(gg.GradguardError, match="torch.nn.Module"):
+        sync_for("model")
+
+
+def test_zeroed_backward_adds_exact_zeros_even_through_nan():
+    model = torch.nn.Linear(3, 2).double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    model(x).sum().backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    mask = torch.zeros(4, dtype=torch.float64)
+    loss = (model(x).sum(dim=1) * mask).sum() / mask.sum()  # 0/0: its real gradient is NaN
+    assert _zeroed_backward(loss) == 2
+    for p, b in zip(model.parameters(), before):
+        assert torch.equal(p.grad, b)
+    detached = torch.zeros((), requires_grad=True) * 0
+    assert _zeroed_backward(detached.detach().requires_grad_()) == 0
+
+
+def test_ddp_nonfinite_skip_drops_the_window_on_every_rank():
+    ranks = h.run_ranks(h.scenario_ddp_nonfinite_skip)
+    assert [(r["skipped"], r["steps"]) for r in ranks] == [(1, 1), (1, 1)]
+    # The one window that stepped is window 1, on the union of both ranks' items.
+    model = h.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=h.LR, momentum=h.MOMENTUM)
+    xs, ys = zip(*[h.micro_batch(1, r, m, 2)[:2] for r in range(2) for m in range(h.STEPS)])
+    x, y = torch.cat([t[:2] for t in xs]), torch.cat([t[:2] for t in ys])
+    ((model(x) - y) ** 2).sum(dim=1).mean().backward()
+    opt.step()
+    for out in ranks:
+        for p, r in zip(out["params"], model.parameters()):
+            assert_close(p, r.detach(), **TOL)
+
+
+def test_under_torchrun(tmp_path, ref):
+    """The real launcher: env:// rendezvous, 2 gloo ranks, DDP, the same exact result."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, sys, torch, torch.distributed as dist\n"
+        f"sys.path.insert(0, {os.path.dirname(h.__file__)!r})\n"
+        "import _dist_helpers as h\n"
+        "torch.set_num_threads(1)\n"
+        "dist.init_process_group('gloo')\n"
+        "out = h.scenario_ddp(dist.get_rank(), dist.get_world_size())\n"
+        "torch.save(out, sys.argv[1] + f'/rank{dist.get_rank()}.pt')\n"
+        "dist.destroy_process_group()\n"
+    )
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(h.free_port()), str(script), str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    _check_against_reference(ranks, ref)

@@ -1,0 +1,147 @@
+"""``gradguard lint`` and ``gradguard rule``: output formats, exit codes, configuration."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradguard import RULES
+from gradguard.cli import main
+from gradguard.findings import JSON_KEYS
+
+BUGGY = textwrap.dedent(
+    """
+    total = 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss
+    """
+)
+CLEAN = "for x in loader:\n    optimizer.zero_grad()\n    model(x).backward()\n    optimizer.step()\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(BUGGY)
+    (tmp_path / "clean.py").write_text(CLEAN)
+    return tmp_path
+
+
+def test_text_output_ruff_style(project, capsys):
+    assert main(["lint", "train.py"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("train.py:6:4: GG101 ")
+    assert lines[1].startswith("train.py:7:4: GG201 ")
+    assert lines[-1] == "Found 2 findings (1 error, 1 warning)."
+
+
+def test_clean_exit_zero(project, capsys):
+    assert main(["lint", "clean.py"]) == 0
+    assert capsys.readouterr().out.strip() == "No findings."
+
+
+def test_default_path_is_current_folder(project, capsys):
+    assert main(["lint"]) == 1
+    assert "train.py:6:4: GG101" in capsys.readouterr().out
+
+
+def test_json_output(project, capsys):
+    assert main(["lint", "--format", "json", "train.py", "clean.py"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [d["code"] for d in data] == ["GG101", "GG201"]
+    for d in data:
+        assert tuple(d) == JSON_KEYS
+        assert d["path"] == "train.py" and d["step"] is None and d["params"] is None
+
+
+def test_sarif_output(project, capsys):
+    assert main(["lint", "--format", "sarif", "train.py"]) == 1
+    log = json.loads(capsys.readouterr().out)
+    assert log["version"] == "2.1.0"
+    results = log["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == ["GG101", "GG201"]
+    region = results[0]["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 6, "startColumn": 5}
+    assert results[0]["level"] == "error" and results[1]["level"] == "warning"
+
+
+def test_select_ignore(project, capsys):
+    assert main(["lint", "--select", "GG2", "train.py"]) == 1
+    assert "GG101" not in capsys.readouterr().out
+    assert main(["lint", "--ignore", "GG101,GG201", "train.py"]) == 0
+
+
+def test_usage_errors(project, capsys):
+    assert main(["lint", "missing.py"]) == 2
+    assert "missing.py" in capsys.readouterr().err
+    assert main(["lint", "--select", "GG999", "train.py"]) == 2
+    assert "GG999" in capsys.readouterr().err
+    assert main(["lint", "--format", "xml", "train.py"]) == 2
+
+
+def test_syntax_error_reported_and_rest_checked(project, capsys):
+    Path("broken.py").write_text("for x in y\n    pass\n")
+    assert main(["lint", "broken.py", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "broken.py:1:10: GG000" in out and "train.py:6:4: GG101" in out
+
+
+def test_pyproject_config_and_cli_wins(project, capsys):
+    sub = project / "sub"
+    sub.mkdir()
+    (sub / "train.py").write_text(BUGGY)
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.gradguard]\nignore = ["GG201"]\n')
+    assert main(["lint", "sub/train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GG101" in out and "GG201" not in out
+    # the flag replaces the configured list
+    assert main(["lint", "--ignore", "GG101", "sub/train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GG201" in out and "GG101" not in out
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nselect = ["GG2"]\n')
+    assert main(["lint", "sub/train.py"]) == 1
+    assert "GG101" not in capsys.readouterr().out
+    assert main(["lint", "--no-config", "sub/train.py"]) == 1
+    assert "GG101" in capsys.readouterr().out
+
+
+def test_bad_config_is_a_usage_error(project, capsys):
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG999"]\n')
+    assert main(["lint", "train.py"]) == 2
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nselct = ["GG1"]\n')
+    assert main(["lint", "train.py"]) == 2
+    assert "selct" in capsys.readouterr().err
+
+
+def test_suppression_in_cli(project, capsys):
+    Path("s.py").write_text(BUGGY.replace("optimizer.step()", "optimizer.step()  # gradguard: ignore[GG101]"))
+    assert main(["lint", "--select", "GG101", "s.py"]) == 0
+
+
+def test_lint_help_has_example(capsys):
+    assert main(["lint", "--help"]) == 0
+    assert "gradguard lint train.py" in capsys.readouterr().out
+
+
+# --- gradguard rule --------------------------------------------------------------------
+@pytest.mark.parametrize("code", list(RULES))
+def test_rule_explains(code, capsys):
+    assert main(["rule", code.lower()]) == 0
+    out = capsys.readouterr().out
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert heading in out
+    assert out == RULES[code].explain()
+
+
+def test_rule_unknown_and_list(capsys):
+    assert main(["rule", "GG999"]) == 2
+    assert "GG999" in capsys.readouterr().err
+    assert main(["rule"]) == 0
+    out = capsys.readouterr().out
+    assert all(code in out for code in RULES)
+    assert main(["rule", "--help"]) == 0
+    assert "gradguard rule GG101" in capsys.readouterr().out

@@ -1,0 +1,51 @@
+"""docs/rules.md is generated from the catalogue; the pre-commit hook and the demo part."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("gen_rules_md", ROOT / "scripts" / "gen_rules_md.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rules_md_is_up_to_date():
+    script = _load_script()
+    current = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert current == script.render(), "docs/rules.md is stale: run python scripts/gen_rules_md.py"
+
+
+def test_rules_md_has_every_rule_and_heading():
+    text = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    from gradguard import RULES
+
+    for code in RULES:
+        assert f"\n## {code}\n" in text
+    for heading in ("### What it does", "### Why is this bad?", "### Example", "### Use instead"):
+        assert text.count(heading) == len(RULES)
+
+
+def test_pre_commit_hook_definition():
+    yaml = pytest.importorskip("yaml")
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    (hook,) = hooks
+    assert hook["id"] == "gradguard-lint"
+    assert hook["entry"] == "gradguard lint"
+    assert hook["language"] == "python" and hook["types"] == ["python"]
+
+
+def test_demo_lint_part(tmp_path, capsys):
+    from gradguard.demo.lint_part import run_lint_part
+
+    summary = run_lint_part(tmp_path)
+    out = capsys.readouterr().out
+    assert summary["findings"] == sum(summary["by_code"].values()) >= 5
+    assert summary["codes"] == ["GG101", "GG102", "GG103", "GG104", "GG201"]
+    assert out.splitlines()[0].startswith("== The linter")
+    assert "buggy_loop.py:22:8: GG101" in out
