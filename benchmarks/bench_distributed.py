@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     print(f"2 gloo ranks on CPU, MLP {args.layers}x{args.dim} ({params / 1e6:.2f} M parameters), "
           f"{args.rows} rows per micro-batch, median of {args.rounds} rounds x {args.windows} steps "
           f"({time.time() - t0:.0f} s)\n")
-    head = f"| micro-batches | method | ms / optimizer step | gradient all-reduce calls (DDP buckets) / step | other collectives / step |"
+    head = "| micro-batches | method | ms / optimizer step | gradient all-reduce calls (DDP buckets) / step | other collectives / step |"
     print(head)
     print("|---|---|---|---|---|")
     for r in results.values():

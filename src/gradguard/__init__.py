@@ -26,6 +26,7 @@ __all__ = [
     "lint_source",
     "lint_paths",
     "measure_memory",
+    "accumulate_batch",
     "Finding",
     "RULES",
     "GradguardError",
@@ -42,6 +43,7 @@ _LAZY = {
     "lint_source": ".lint",
     "lint_paths": ".lint",
     "measure_memory": ".memory",
+    "accumulate_batch": ".auto_microbatch",
 }
 
 
@@ -61,6 +63,7 @@ def __dir__():
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .accumulate import Accumulator
     from .lint import lint_paths, lint_source
+    from .auto_microbatch import accumulate_batch
     from .memory import measure_memory
     from .semantics import check_equivalence, grads_per_step
     from .watch import watch
