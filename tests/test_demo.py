@@ -19,7 +19,7 @@ def test_demo_runs_and_writes_its_plots(tmp_path, capsys):
         assert float(naive) > 1e-3 and float(exact) < 1e-12
     assert re.search(r"^\s+gradguard\s+[\d.e+-]+\s+[\d.e+-]+\s+[\d.]+", text, flags=re.M)
     # Parts 3 and 4: the watch and the linter both catch the bundled loop's bugs.
-    watch_part, lint_part = text.split("== 3.")[1].split("== 4.")
+    watch_part, lint_part = text.split("== The run-time watch")[1].split("== The linter")
     for code in ("GG101", "GG102", "GG103", "GG104"):
         assert code in watch_part and code in lint_part
     assert "GG201" in lint_part

@@ -10,7 +10,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_module
 
 import gradguard as gg
-from gradguard.watch._graph import LossInfo, analyze_loss
+from gradguard.watcher._graph import LossInfo, analyze_loss
 
 THIS_FILE = __file__
 
@@ -293,7 +293,7 @@ def test_unequal_token_counts_from_ignore_index():
 
 def test_item_counts_on_a_device_are_read_at_the_end(monkeypatch):
     # Simulates counts living on a GPU: the check is deferred, not dropped, and never syncs per step.
-    import gradguard.watch._graph as graph
+    import gradguard.watcher._graph as graph
 
     real = graph._host_number
 
@@ -388,7 +388,7 @@ def test_analyze_loss():
 
 
 def test_an_internal_error_turns_the_watch_off_not_the_training(monkeypatch):
-    import gradguard.watch._checks as checks
+    import gradguard.watcher._checks as checks
 
     def broken(*args):
         raise KeyError("bug")

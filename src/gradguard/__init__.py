@@ -39,7 +39,7 @@ _LAZY = {
     "Accumulator": ".accumulate",
     "grads_per_step": ".semantics",
     "check_equivalence": ".semantics",
-    "watch": ".watch",
+    "watch": ".watcher",
     "lint_source": ".lint",
     "lint_paths": ".lint",
     "measure_memory": ".memory",
@@ -66,4 +66,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .auto_microbatch import accumulate_batch
     from .memory import measure_memory
     from .semantics import check_equivalence, grads_per_step
-    from .watch import watch
+    from .watcher import watch

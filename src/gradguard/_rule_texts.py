@@ -19,7 +19,8 @@ RULE_LIST = [
             "Flags an optimizer step whose parameters' `.grad` still holds a contribution that an\n"
             "earlier `optimizer.step()` already consumed: between the two steps nothing set `.grad`\n"
             "to None or zeroed it. At run time the watch sees the same gradient buffer, unmodified\n"
-            "since that step, receive new gradient or reach the next step; the linter flags a loop\n"
+            "since that step, reach the next step (new gradient landing in it is not enough: a GAN\n"
+            "generator's pass fills the discriminator's buffer on purpose); the linter flags a loop\n"
             "that calls `backward()` and `step()` on a path through an iteration that clears nothing\n"
             "(helpers of the same module called from the loop are followed). Loops that a framework\n"
             "drives (`with accelerator.accumulate(model):`, `accelerator.backward`, Lightning's\n"
@@ -225,8 +226,9 @@ model.head.requires_grad_(False)
         fix="Clear with set_to_none=True (the default of optimizer.zero_grad() since PyTorch 2.0).",
         what=(
             "Flags an optimizer step with momentum or weight decay in which a parameter's `.grad`\n"
-            "is a zero-filled tensor left by `zero_grad(set_to_none=False)` (or `p.grad.zero_()`)\n"
-            "and no backward pass since the last clearing reached it. The linter flags\n"
+            "is a zero-filled tensor left by `zero_grad(set_to_none=False)` and no backward pass\n"
+            "since that clearing reached it (a manual `p.grad.zero_()` is not seen: telling it apart\n"
+            "from other in-place changes would mean reading gradient values). The linter flags\n"
             "`zero_grad(set_to_none=False)` in a scope that builds such an optimizer."
         ),
         why=(
@@ -281,8 +283,8 @@ penalty = sum(g.pow(2).sum() for g in grads)
         fix="Expect a difference from the full batch; use GroupNorm/LayerNorm, larger micro-batches, or SyncBatchNorm-style statistics if equivalence matters (gradguard.check_equivalence measures it).",
         what=(
             "Flags an optimizer step built from more than one backward pass through a module with\n"
-            "batch statistics (BatchNorm1d/2d/3d, SyncBatchNorm, InstanceNorm with\n"
-            "track_running_stats) in training mode."
+            "batch statistics (BatchNorm1d/2d/3d, SyncBatchNorm) in training mode. InstanceNorm is\n"
+            "not flagged: it normalises each example on its own, so accumulation stays exact."
         ),
         why=(
             "Equivalence of accumulation with the full batch assumes an additive per-example loss\n"

@@ -28,7 +28,7 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import sync_for
-from .watch._marks import accumulator_backward
+from .watcher._marks import accumulator_backward
 
 _FORMAT = "gradguard.Accumulator/1"
 _NONFINITE_MODES = ("raise", "skip")

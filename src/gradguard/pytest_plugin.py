@@ -64,7 +64,7 @@ class _WatchEachTest:
         import warnings
 
         from ._errors import GradientBugWarning
-        from .watch import watch
+        from .watcher import watch
 
         ignore = self.ignore
         marker = item.get_closest_marker("gradguard")

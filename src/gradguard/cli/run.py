@@ -63,7 +63,7 @@ def _handle(args) -> int:
             file=sys.stderr,
         )
         return USAGE_ERROR
-    from ..watch import watch
+    from ..watcher import watch
 
     saved_argv, saved_path0 = sys.argv, (sys.path[0] if sys.path else None)
     sys.argv = [script, *args.args]

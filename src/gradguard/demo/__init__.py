@@ -42,12 +42,14 @@ def run_demo(out_dir: str = "gradguard-demo", steps: Optional[int] = None) -> in
     _print_training(windows, curves, final)
     plots = _plot(out, sweep, curves)
 
-    summary = {}
-    for part, title in (("watch_part", "3. The run-time watch on a buggy loop"), ("lint_part", "4. The linter on the same loop")):
-        _heading(title)
-        summary[part] = _run_part(part, out)
-
+    # Parts 3 and 4 print their own headings.
     print()
+    watch_summary = _run_part("watch_part", out)
+    print()
+    lint_summary = _run_part("lint_part", out)
+
+    print(f"\nThe watch found {watch_summary['findings']} findings ({', '.join(watch_summary['codes'])}) at run time; "
+          f"the linter found {lint_summary['findings']} ({', '.join(lint_summary['codes'])}) before anything ran.")
     for path in plots:
         print(f"wrote {path}")
     print(f"demo finished in {time.perf_counter() - start:.1f} s")

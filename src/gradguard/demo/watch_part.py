@@ -29,7 +29,7 @@ def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> 
     from torch import nn
 
     from ..findings import summary_line
-    from ..watch import watch
+    from ..watcher import watch
     from . import buggy_loop
 
     print_fn("== The run-time watch: each buggy loop under gradguard.watch(mode='record') ==")

@@ -1,4 +1,6 @@
-"""The run-time watch: ``gradguard.watch`` and what ``gradguard run`` uses.
+"""The run-time watch: :class:`watch` (``gradguard.watch``) and what ``gradguard run`` uses.
+
+The package is named ``watcher`` so that ``gradguard.watch`` is always the class.
 
 Usage (see :class:`watch`)::
 
@@ -13,8 +15,6 @@ graph), ``_source`` (the user's line), ``_marks`` (the Accumulator's mark).
 
 from __future__ import annotations
 
-import sys
-import types
 from contextlib import ContextDecorator
 from typing import Iterable, List, Optional, Union
 
@@ -109,20 +109,3 @@ class watch(ContextDecorator):
 
     def __repr__(self) -> str:
         return f"watch(mode={self.mode!r}, findings={len(self.findings)})"
-
-
-class _CallableModule(types.ModuleType):
-    """Lets ``gradguard.watch(...)`` work whichever object that name holds.
-
-    ``gradguard.watch`` names both this package and the class above. The
-    package's ``__getattr__`` hands out the class, but once anything imports the
-    subpackage first (``import gradguard.watch``, or the Accumulator importing
-    ``gradguard.watch._marks``), Python binds the package attribute to this
-    module instead. Calling the module then builds a :class:`watch` all the same.
-    """
-
-    def __call__(self, *, mode: str = "warn", ignore: Union[str, Iterable[str], None] = ()) -> watch:
-        return watch(mode=mode, ignore=ignore)
-
-
-sys.modules[__name__].__class__ = _CallableModule
