@@ -96,6 +96,13 @@ def test_bad_options(kwargs, message):
         gg.Accumulator(torch.optim.SGD(model.parameters(), lr=0.1), steps=2, **kwargs)
 
 
+def test_plateau_scheduler_is_refused_with_advice():
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(gg.GradguardError, match="ReduceLROnPlateau.*scheduler.step\\(val_loss\\)"):
+        gg.Accumulator(opt, steps=2, scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau(opt))
+
+
 def test_not_an_optimizer():
     with pytest.raises(gg.GradguardError, match="must be a torch.optim.Optimizer, got Linear"):
         gg.Accumulator(nn.Linear(2, 1), steps=2)

@@ -99,6 +99,13 @@ class Accumulator:
             isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, Real) or not max_grad_norm > 0 or math.isinf(max_grad_norm)
         ):
             raise GradguardError(f"max_grad_norm must be a positive finite number or None, got {max_grad_norm!r}")
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            raise GradguardError(
+                "scheduler is a ReduceLROnPlateau, which steps on a metric (usually a validation loss, once per epoch): "
+                "do not pass it to the Accumulator; call scheduler.step(val_loss) yourself"
+            )
+        if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+            raise GradguardError(f"scheduler must have a step() method (an LR scheduler), got {type(scheduler).__name__}")
         if nonfinite not in _NONFINITE_MODES:
             raise GradguardError(f"nonfinite must be one of {_NONFINITE_MODES}, got {nonfinite!r}")
         self.optimizer = optimizer
