@@ -47,6 +47,7 @@ def _assert_unchanged(model, acc, snap):
         (lambda m, x: m(x).pow(2).mean(), {"count": True}, "count must be an int"),
         (lambda m, x: m(x).pow(2).mean(), {"count": "4"}, "count must be an int"),
         (lambda m, x: m(x).pow(2).mean(), {"count": torch.ones(2)}, "0-dim tensor"),
+        (lambda m, x: m(x).pow(2).mean(), {"count": torch.tensor([4])}, r"0-dim tensor, got a tensor of shape \(1,\)"),
         (lambda m, x: m(x).pow(2).mean(), {"count": None}, "pass a count for every micro-batch"),
         (lambda m, x: m(x).pow(2).mean(), {"count": 4, "reduction": "none"}, "reduction must be 'mean' or 'sum'"),
         (lambda m, x: m(x).pow(2).mean() * math.nan, {"count": 4}, "loss is nan at micro-batch 1"),

@@ -100,6 +100,8 @@ def test_load_state_dict_rejects_mismatches_and_changes_nothing():
         acc.load_state_dict(bad)
     with pytest.raises(gg.GradguardError, match="not a gradguard Accumulator state"):
         acc.load_state_dict({"format": "something else"})
+    with pytest.raises(gg.GradguardError, match="missing 'micro'"):
+        acc.load_state_dict({k: v for k, v in sd.items() if k != "micro"})
     assert acc.micro_step == 2
     for p, g in zip(model.parameters(), grads_before):
         assert torch.equal(p.grad, g)
@@ -179,3 +181,80 @@ def test_loss_is_exact_window_mean_and_none_before_first_step():
     # Negative control: the mean of the two micro-batch means is a different number.
     mean_of_means = (nn.functional.mse_loss(model(x[:2]), y[:2]) + nn.functional.mse_loss(model(x[2:]), y[2:])).item() / 2
     assert abs(acc.loss - mean_of_means) > 1e-3
+
+
+class _FailsOnce(CaptureOptimizer):
+    """Raises on its first step (like an out-of-memory error while creating optimizer state)."""
+
+    failed = False
+
+    def step(self, closure=None):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("simulated out of memory in optimizer.step()")
+        return super().step(closure)
+
+
+def test_a_failed_step_can_be_retried_without_normalising_twice():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1).double()
+    x, y = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+    full = full_batch_grads(model, nn.functional.mse_loss(model(x), y))
+    opt = _FailsOnce(model.parameters())
+    acc = gg.Accumulator(opt, steps=2)
+    acc.backward(nn.functional.mse_loss(model(x[:1]), y[:1]), count=1)
+    acc.step()
+    acc.backward(nn.functional.mse_loss(model(x[1:]), y[1:]), count=4)
+    with pytest.raises(RuntimeError, match="simulated"):
+        acc.step()
+    assert acc.flush() is True  # the pending window, stepped again
+    assert rel_error(opt.captured[0], full) < 1e-12
+
+
+def test_in_flight_gradients_stay_near_a_mean_loss_scale_with_skewed_counts():
+    """Counts [1, 2000]: the reference is the last window's mean count, not the first count."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1).double()
+    capture = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(capture, steps=2)
+    xs = [torch.randn(n, 4, dtype=torch.float64) for n in (1, 2000, 1, 2000)]
+    norms = []
+    for x in xs:
+        loss = model(x).pow(2).mean()
+        acc.backward(loss, count=x.shape[0])
+        norms.append(model.weight.grad.norm().item())
+        acc.step()
+    mean_loss_norm = torch.autograd.grad(model(xs[1]).pow(2).mean(), model.weight)[0].norm().item()
+    # Second window: scaled by the first window's mean count (1000.5), so within a small factor of a mean loss.
+    assert norms[3] < 10 * mean_loss_norm
+    # Negative control: the first window (reference = its first count, 1) is ~1000x larger.
+    assert norms[1] > 100 * mean_loss_norm
+    for got, (a, b) in zip(capture.captured, ((0, 2), (2, 4))):
+        x = torch.cat(xs[a:b])
+        assert rel_error(got, full_batch_grads(model, model(x).pow(2).mean())) < 1e-12
+
+
+def test_sparse_gradients_with_clipping_get_a_clear_error_and_keep_the_window():
+    emb = nn.Embedding(10, 3, sparse=True).double()
+    opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+    acc = gg.Accumulator(opt, steps=2, max_grad_norm=1.0)
+    acc.backward(emb(torch.tensor([1, 2])).pow(2).mean(), count=2)
+    acc.step()
+    acc.backward(emb(torch.tensor([3, 4, 5])).pow(2).mean(), count=3)
+    before = emb.weight.grad.to_dense().clone()
+    with pytest.raises(gg.GradguardError, match="sparse"):
+        acc.step()
+    assert torch.equal(emb.weight.grad.to_dense(), before)
+    acc.max_grad_norm = None
+    assert acc.flush() is True
+
+
+def test_disabled_scaler_steps_every_window():
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    acc = gg.Accumulator(opt, steps=1, scaler=torch.amp.GradScaler("cpu", enabled=False), scheduler=sched)
+    for _ in range(3):
+        acc.backward(model(torch.randn(2, 3)).pow(2).mean(), count=2)
+        assert acc.step() is True
+    assert sched.last_epoch == 3 and acc.skipped_windows == 0

@@ -14,6 +14,8 @@ def test_grads_per_step_shows_accumulation_and_clearing():
     assert gg.grads_per_step(x, 3, clear=False) == [[2.0] * 3, [4.0] * 3, [6.0] * 3]
     assert gg.grads_per_step(x, 3) == [[2.0] * 3] * 3
     assert gg.grads_per_step(x, 0) == []
+    x.grad = torch.full((3,), 5.0)  # whatever was there before does not leak into the exercise
+    assert gg.grads_per_step(x, 2, clear=False) == [[2.0] * 3, [4.0] * 3]
 
 
 def test_grads_per_step_custom_fn_matches_autograd():

@@ -123,7 +123,7 @@ acc.flush()        # steps the partial window with its exact weights
         name="unscaled-accumulation",
         severity="warning",
         summary="One optimizer step used K > 1 backward passes of mean-reduced losses that were not scaled down.",
-        consequence="The step's gradient is the sum of K means, K times the mean gradient: the effective learning rate is K times larger than intended.",
+        consequence="The step's gradient is the sum of K means, K times the mean gradient: with SGD the step is K times too large; with Adam-type optimizers the direction survives but gradient clipping, epsilon and weight decay now act on a K-times larger gradient.",
         fix="Divide each micro-batch loss by the number of micro-batches (loss / accum_steps), or weight it by its share of the items, or use gradguard.Accumulator.",
         what=(
             "Flags an optimizer step whose gradient came from more than one backward pass of a\n"
@@ -134,9 +134,11 @@ acc.flush()        # steps the partial window with its exact weights
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
             "is what repeated `backward()` does in `.grad`) gives K times the full-batch mean\n"
-            "gradient. Training with accumulation then diverges or needs a K-times smaller learning\n"
-            "rate: 'if training diverges right after introducing accumulation, first check whether\n"
-            "you forgot loss / accum_steps'."
+            "gradient. With SGD every step is K times too large, and training that was stable\n"
+            "diverges: 'if training diverges right after introducing accumulation, first check\n"
+            "whether you forgot loss / accum_steps'. Adam-type optimizers normalise the scale away\n"
+            "in part, but gradient clipping thresholds, epsilon and weight decay then act on a\n"
+            "K-times larger gradient, so the run still differs from the one you configured."
         ),
         example="""
 for i, (x, y) in enumerate(loader):

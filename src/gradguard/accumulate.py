@@ -10,11 +10,14 @@ once, when the window ends and its total is known: no look-ahead, so it works on
 streaming data (the torchtune recipe: multiply by the token count, scale once).
 
 To keep that extra pass off the common path, each loss is scaled by
-``n_i / (ref * steps)`` where ``ref`` is the window's first count. When every
-micro-batch of a full window has the same count, the end-of-window factor
-``ref * steps / N`` is exactly 1 and the pass is skipped (``loss / steps`` is
-already exact then). The same scaling keeps gradient magnitudes near those of
-a single mean loss, which matters for fp16 gradients under a GradScaler.
+``n_i / (ref * steps)`` where ``ref`` is the mean count per micro-batch of the
+previous window (the first window uses its first count; a distributed first
+window uses 1, the same on every rank). When every micro-batch of a full window
+has the same count as before, the end-of-window factor ``ref * steps / N`` is
+exactly 1 and the pass is skipped (``loss / steps`` is already exact then). The
+same scaling keeps gradient magnitudes near those of a single mean loss, which
+matters for fp16 gradients under a GradScaler. ``ref`` only sets the scale of
+the in-flight sum; the result is exact whatever it is.
 """
 
 from __future__ import annotations
@@ -28,9 +31,13 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import sync_for
-from .watcher._marks import accumulator_backward
+from .watcher._marks import accumulator_backward, accumulator_clearing
 
 _FORMAT = "gradguard.Accumulator/1"
+_STATE_KEYS = frozenset({
+    "format", "steps", "micro", "has_backward", "counted", "ref", "total", "loss_sum", "bad",
+    "optimizer_steps", "skipped_windows", "last_loss", "ref_hint", "hint_counted", "normalised", "grads",
+})
 _NONFINITE_MODES = ("raise", "skip")
 _REDUCTIONS = ("mean", "sum")
 
@@ -126,6 +133,10 @@ class Accumulator:
         #: total gradient norm before clipping of the last window (a tensor), when ``max_grad_norm`` is set.
         self.grad_norm: Optional[torch.Tensor] = None
         self._last_loss: Union[torch.Tensor, float, None] = None
+        # Mean count per micro-batch of the last window, and whether it was counted:
+        # the next window's scale reference (see the module docstring).
+        self._ref_hint: Optional[float] = None
+        self._hint_counted: Optional[bool] = None
         self._reset_window()
 
     # ------------------------------------------------------------------ window
@@ -139,6 +150,7 @@ class Accumulator:
         self._bad: Optional[torch.Tensor] = None  # any non-finite loss ("skip" mode, device flag)
         self._in_no_sync = False  # inside microbatch() that defers gradient sync
         self._last_synced = True  # did the last backward run with gradient sync?
+        self._normalised = False  # the end-of-window factor is in .grad (a retried step must not apply it twice)
 
     @property
     def micro_step(self) -> int:
@@ -193,7 +205,8 @@ class Accumulator:
                 or a 0-dim tensor (a tensor is read once, one device sync: pass an
                 int when you have one). 0 is legal: the micro-batch contributes
                 nothing, even if its mean loss is 0/0. ``None``: every micro-batch
-                of the window weighs the same.
+                of the window weighs the same (the mean of the micro-batch means,
+                or with ``reduction="sum"`` the mean of the micro-batch sums).
             reduction: ``"mean"`` or ``"sum"``.
 
         Raises:
@@ -259,7 +272,7 @@ class Accumulator:
         else:
             bad = ~torch.isfinite(detached)
 
-        ref = self._ref if self._ref is not None else self._reference(n if counted else 1)
+        ref = self._ref if self._ref is not None else self._reference(n if counted else 1, counted)
         weight = (n if reduction == "mean" else 1) / (ref * self.steps)
         scaled = loss * weight if weight != 1 else loss
         if self.scaler is not None:
@@ -274,9 +287,13 @@ class Accumulator:
             self._bad = bad if self._bad is None else (self._bad | bad)
         self._commit_backward(counted, n, detached, reduction)
 
-    def _reference(self, first_count: float) -> float:
+    def _reference(self, first_count: float, counted: bool) -> float:
+        if self._ref_hint is not None and self._hint_counted == counted:
+            # The last window's global mean count: the same on every rank (it comes
+            # from the all-reduced total), and steady where first counts vary.
+            return self._ref_hint
         # Ranks must scale identically before their gradients are averaged, and they
-        # see different counts: the distributed reference is 1 on every rank.
+        # see different counts: the distributed first window uses 1 on every rank.
         return 1 if self._sync.world_size > 1 else first_count
 
     def _commit_backward(self, counted: bool, n: float, detached: Optional[torch.Tensor], reduction: str) -> None:
@@ -346,18 +363,29 @@ class Accumulator:
             total, loss_sum, bad = float(both[0]), both[1], both[2] > 0  # every rank drops, or none
 
         if bad is not None and bool(bad):
-            return self._drop_window(params)
+            return self._drop_window()
         if total == 0:
-            return self._drop_window(params)
+            return self._drop_window()
+        if self.max_grad_norm is not None and any(p.grad is not None and p.grad.is_sparse for p in params):
+            raise GradguardError(
+                "max_grad_norm is set but some gradients are sparse (nn.Embedding(sparse=True)): "
+                "torch.nn.utils.clip_grad_norm_ cannot clip sparse gradients; use max_grad_norm=None "
+                "or a dense embedding. The window is kept: call acc.flush() after fixing the set-up"
+            )
 
-        # A rank whose window had 0 items never set a reference; distributed it is 1.
-        ref = self._ref if self._ref is not None else self._reference(1)
+        # A rank whose window had 0 items never set a reference; use the one it would have.
+        ref = self._ref if self._ref is not None else self._reference(1, bool(self._counted))
         factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
-        if factor != 1.0:
+        if factor != 1.0 and not self._normalised:
             grads = [p.grad for p in params if p.grad is not None]
             if grads:
                 torch._foreach_mul_(grads, factor)
+        # If the update below raises (an out-of-memory error in the optimizer, say), the
+        # window stays pending and a retried step() or flush() does not scale it again.
+        self._normalised = True
         window_loss = loss_sum / total if loss_sum is not None else None
+        self._ref_hint = total / (self._micro * sync.world_size)
+        self._hint_counted = bool(self._counted)
 
         stepped = self._apply_update(params)
         if stepped:
@@ -367,7 +395,8 @@ class Accumulator:
             self._last_loss = window_loss
         else:
             self.skipped_windows += 1
-        self.optimizer.zero_grad(set_to_none=self.set_to_none)
+        with accumulator_clearing():  # the watch knows this clearing is the Accumulator's own
+            self.optimizer.zero_grad(set_to_none=self.set_to_none)
         self._reset_window()
         return stepped
 
@@ -381,15 +410,21 @@ class Accumulator:
         if scaler is None:
             self.optimizer.step()
             return True
-        scale_before = scaler.get_scale()
-        scaler.step(self.optimizer)
+        # scaler.step() calls optimizer.step() only when the gradients are finite: a
+        # post-hook (public API, removed right after) sees whether it did.
+        stepped = []
+        handle = self.optimizer.register_step_post_hook(lambda *_: stepped.append(True))
+        try:
+            scaler.step(self.optimizer)
+        finally:
+            handle.remove()
         scaler.update()
-        # update() lowers the scale exactly when it found inf/NaN and skipped the step.
-        return scaler.get_scale() >= scale_before
+        return bool(stepped)
 
-    def _drop_window(self, params: List[torch.Tensor]) -> bool:
-        for p in params:  # leave no gradient behind, whatever set_to_none says
-            p.grad = None
+    def _drop_window(self) -> bool:
+        """End a window without stepping: clear its gradients (a NaN window's are poison)."""
+        with accumulator_clearing():
+            self.optimizer.zero_grad(set_to_none=self.set_to_none)
         self.skipped_windows += 1
         self._reset_window()
         return False
@@ -424,6 +459,9 @@ class Accumulator:
             "optimizer_steps": self.optimizer_steps,
             "skipped_windows": self.skipped_windows,
             "last_loss": self._last_loss,
+            "ref_hint": self._ref_hint,
+            "hint_counted": self._hint_counted,
+            "normalised": self._normalised,
             "grads": [p.grad.detach() if p.grad is not None else None for p in self._params()] if in_flight else [],
         }
 
@@ -441,6 +479,9 @@ class Accumulator:
                 f"not a gradguard Accumulator state (format {sd.get('format') if isinstance(sd, dict) else type(sd).__name__!r}, "
                 f"expected {_FORMAT!r}): pass the dict returned by acc.state_dict()"
             )
+        missing = sorted(_STATE_KEYS - set(sd))
+        if missing:
+            raise GradguardError(f"the Accumulator state is missing {', '.join(map(repr, missing))}: it was not made by acc.state_dict()")
         if sd["steps"] != self.steps:
             raise GradguardError(
                 f"the state was saved with steps={sd['steps']} but this Accumulator has steps={self.steps}: "
@@ -459,9 +500,10 @@ class Accumulator:
                     "the state belongs to a different model"
                 )
         # Validated: now change things.
-        for i, p in enumerate(params):
-            g = grads[i] if grads else None
-            p.grad = None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
+        with accumulator_clearing():  # replacing .grad wholesale is this object's own doing
+            for i, p in enumerate(params):
+                g = grads[i] if grads else None
+                p.grad = None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
         self._reset_window()
         self._micro = sd["micro"]
         self._has_backward = sd["has_backward"]
@@ -473,6 +515,9 @@ class Accumulator:
         self.optimizer_steps = sd["optimizer_steps"]
         self.skipped_windows = sd["skipped_windows"]
         self._last_loss = sd["last_loss"]
+        self._ref_hint = sd["ref_hint"]
+        self._hint_counted = sd["hint_counted"]
+        self._normalised = sd["normalised"]
 
     def __repr__(self) -> str:
         return (
@@ -486,7 +531,7 @@ def _count_value(count: Count) -> float:
     if count is None:
         return 1
     if isinstance(count, torch.Tensor):
-        if count.numel() != 1 or count.dim() > 1:
+        if count.dim() != 0:
             raise GradguardError(f"count must be an int or a 0-dim tensor, got a tensor of shape {tuple(count.shape)}")
         if count.dtype == torch.bool:
             raise GradguardError("count must be a number of items, got a bool tensor: use mask.sum()")

@@ -17,8 +17,8 @@ def grads_per_step(x: torch.Tensor, steps: int, fn: Optional[Callable[[torch.Ten
     """Run ``steps`` independent backward passes of ``fn(x)`` and record ``x.grad`` after each.
 
     Each call of ``fn(x)`` builds a new graph, so these are separate backward
-    passes. With ``clear=True``, ``x.grad`` is set to None before each pass and
-    every entry is the same; with ``clear=False`` the passes add up in ``x.grad``.
+    passes. ``x.grad`` starts empty. With ``clear=True`` it is set to None before
+    each pass and every entry is the same; with ``clear=False`` the passes add up.
 
     Args:
         x: a leaf tensor with ``requires_grad=True``.
@@ -44,6 +44,7 @@ def grads_per_step(x: torch.Tensor, steps: int, fn: Optional[Callable[[torch.Ten
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise GradguardError(f"steps must be an int >= 0, got {steps!r}")
     fn = fn if fn is not None else (lambda t: (t * 2).sum())
+    x.grad = None  # start from an empty accumulator, so that a rerun shows the same thing
     out = []
     for _ in range(steps):
         if clear:

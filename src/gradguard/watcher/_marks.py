@@ -45,3 +45,30 @@ def in_accumulator_backward() -> bool:
     False
     """
     return getattr(_local, "depth", 0) > 0
+
+
+@contextmanager
+def accumulator_clearing() -> Iterator[None]:
+    """Mark the clearing of ``.grad`` done inside the block as the Accumulator's own.
+
+    ``gradguard.Accumulator`` clears gradients after a step and when it drops a
+    window on purpose; the watch does not report those (GG102). Any other
+    clearing of an Accumulator's in-flight gradients (a ``zero_grad()`` left in
+    the loop) is a discarded gradient like any other.
+
+    >>> from gradguard.watcher._marks import accumulator_clearing, in_accumulator_clearing
+    >>> with accumulator_clearing():
+    ...     in_accumulator_clearing()
+    True
+    """
+    depth = getattr(_local, "clearing", 0)
+    _local.clearing = depth + 1
+    try:
+        yield
+    finally:
+        _local.clearing = depth
+
+
+def in_accumulator_clearing() -> bool:
+    """True inside :func:`accumulator_clearing` (on this thread)."""
+    return getattr(_local, "clearing", 0) > 0
