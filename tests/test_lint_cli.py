@@ -109,6 +109,45 @@ def test_pyproject_config_and_cli_wins(project, capsys):
     assert "GG101" in capsys.readouterr().out
 
 
+def test_flag_select_beats_config_ignore(project, capsys):
+    # config ignore + flag select: the code asked for on the command line is reported
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG101"]\n')
+    assert main(["lint", "train.py"]) == 1
+    assert "GG101" not in capsys.readouterr().out
+    assert main(["lint", "--select", "GG101", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "train.py:6:4: GG101" in out and "GG201" not in out
+    # a broader configured ignore does not hide an explicitly selected code either
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG1", "GG2"]\n')
+    assert main(["lint", "train.py"]) == 0
+    capsys.readouterr()
+    assert main(["lint", "--select", "gg101", "train.py"]) == 1
+    assert "GG101" in capsys.readouterr().out
+    # a configured ignore narrower than the --select entry still applies
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG201"]\n')
+    assert main(["lint", "--select", "GG", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GG101" in out and "GG201" not in out
+    # both flags: the configuration is not used at all
+    assert main(["lint", "--select", "GG201", "--ignore", "GG101", "train.py"]) == 1
+    assert "GG201" in capsys.readouterr().out
+
+
+def test_flag_ignore_beats_config_select(project, capsys):
+    # config select + flag ignore: the flag's ignore applies within the configured select
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nselect = ["GG101", "GG201"]\n')
+    assert main(["lint", "--ignore", "GG101", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GG201" in out and "GG101" not in out
+    assert main(["lint", "--ignore", "GG101,GG201", "train.py"]) == 0
+    assert capsys.readouterr().out.strip() == "No findings."
+    # a flag --ignore replaces a configured ignore (it does not add to it)
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nselect = ["GG1", "GG2"]\nignore = ["GG101"]\n')
+    assert main(["lint", "--ignore", "GG201", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GG101" in out and "GG201" not in out
+
+
 def test_bad_config_is_a_usage_error(project, capsys):
     (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG999"]\n')
     assert main(["lint", "train.py"]) == 2

@@ -46,4 +46,4 @@ def test_every_static_rule_has_a_fixture_with_a_finding():
 
 def test_correct_fixtures_exist():
     names = {p.stem for p in FIXTURES.glob("ok_*.py")}
-    assert {"ok_mnist", "ok_nanogpt", "ok_dcgan", "ok_word_language_model", "ok_accelerate", "ok_lightning", "ok_hf_trainer"} <= names
+    assert {"ok_mnist", "ok_nanogpt", "ok_dcgan", "ok_word_language_model", "ok_accelerate", "ok_lightning", "ok_hf_trainer", "ok_recipes"} <= names

@@ -133,14 +133,21 @@ def test_raise_mode_stops_an_unscaled_accumulation_step():
 
 
 def test_raise_mode_stops_at_the_discarding_zero_grad():
+    # zero_grad on every micro-batch: reported at the zero_grad in the third window
+    # (GG102 waits for a discard in three consecutive step intervals), before its step.
     model, opt = make()
-    before = [p.detach().clone() for p in model.parameters()]
+    stepped = []
     with gg.watch(mode="raise"):
-        x, y = batch()
-        F.mse_loss(model(x), y).backward()
-        with pytest.raises(gg.GradientBugError, match="GG102"):
-            opt.zero_grad()
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+        with pytest.raises(gg.GradientBugError, match="GG102") as info:
+            for i in range(12):
+                x, y = batch()
+                opt.zero_grad(); line = sys._getframe().f_lineno  # noqa: E702
+                (F.mse_loss(model(x), y) / 4).backward()
+                if (i + 1) % 4 == 0:
+                    opt.step()
+                    stepped.append(i)
+    assert stepped == [3, 7] and i == 9  # the first discard of the third window
+    assert info.value.finding.line == line and info.value.finding.step == 3
 
 
 def test_warn_mode_warns_at_the_users_line():
@@ -187,13 +194,96 @@ def test_every_way_of_clearing_counts():
 def test_manual_clearing_between_backward_and_step_is_discarded_gradient():
     model, opt = make()
     with gg.watch(mode="record") as w:
-        for _ in range(2):
+        for _ in range(3):
             x, y = batch()
             F.mse_loss(model(x), y).backward()
             for p in model.parameters():
                 p.grad = None  # the gradient just computed is gone
             opt.step()
-    assert codes(w) == ["GG102", "GG110"]
+    assert codes(w) == ["GG102"]  # one finding: the step without gradient is its consequence, not GG110
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_between_backward_and_step_is_one_finding(set_to_none):
+    model, opt = make()
+    with gg.watch(mode="record") as w:
+        for _ in range(4):
+            x, y = batch()
+            F.mse_loss(model(x), y).backward()
+            opt.zero_grad(set_to_none=set_to_none); line = sys._getframe().f_lineno  # noqa: E702
+            opt.step()
+    assert codes(w) == ["GG102"]
+    assert w.findings[0].line == line and w.findings[0].step == 3
+    assert "3 consecutive optimizer-step intervals" in w.findings[0].message
+    # Twin: the same loop, once: an occasional discard is not systematic; nor is its step GG110.
+    with gg.watch(mode="record") as w:
+        x, y = batch()
+        F.mse_loss(model(x), y).backward()
+        opt.zero_grad(set_to_none=set_to_none)
+        opt.step()
+        for _ in range(3):
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+    assert w.findings == []
+
+
+def _skip_loop(bad, zero_grad_only_when_bad=False, n=12, accum=1):
+    """backward; skip the update when the gradient norm is not finite (NaN loss at iterations ``bad``); zero_grad."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    o = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    with gg.watch(mode="raise") as w:
+        for i in range(n):
+            loss = F.mse_loss(m(x), y)
+            if i in bad:
+                loss = loss * float("nan")
+            (loss / accum).backward()
+            if (i + 1) % accum:
+                continue
+            gn = torch.nn.utils.get_total_norm([p.grad for p in m.parameters()])
+            if zero_grad_only_when_bad:
+                if not torch.isfinite(gn):
+                    o.zero_grad()
+                o.step()  # steps on no gradient when it cleared: a deliberate no-op
+            elif torch.isfinite(gn):
+                o.step()
+            o.zero_grad()
+    return w
+
+
+def test_skipping_a_nonfinite_update_is_not_discarded_gradient():
+    # The LLM pattern: if torch.isfinite(grad_norm): step(); then zero_grad() either way.
+    assert _skip_loop(bad={3}).findings == []
+    assert _skip_loop(bad={2, 4, 6, 8, 10}).findings == []  # every other update skipped, all NaN
+    assert _skip_loop(bad=set(range(1, 12))).findings == []  # NaN from the second step on
+    assert _skip_loop(bad={2, 4, 6, 8}, zero_grad_only_when_bad=True).findings == []
+    assert _skip_loop(bad={3, 7, 11}, accum=2).findings == []
+
+
+def test_skipping_an_update_on_a_spike_is_not_discarded_gradient():
+    def spike_loop(skip_every, n=16):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        o = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        with gg.watch(mode="record") as w:
+            for i in range(n):
+                x, y = batch()
+                loss = F.mse_loss(m(x), y)
+                loss.backward()
+                spike = skip_every and i % skip_every == skip_every - 1  # finite gradients
+                if not spike:
+                    o.step()
+                o.zero_grad(); line = sys._getframe().f_lineno  # noqa: E702
+        return w, line
+
+    assert spike_loop(skip_every=3)[0].findings == []  # skip, step, step, skip, ...
+    assert spike_loop(skip_every=0)[0].findings == []
+    # A skip "rule" that fires on every other step from its first firing on is systematic:
+    # half the batches are thrown away, which is the accumulation bug's shape.
+    w, line = spike_loop(skip_every=2)
+    assert codes(w) == ["GG102"] and w.findings[0].line == line
 
 
 def test_clipping_does_not_hide_a_missing_zero_grad():
@@ -367,6 +457,35 @@ def test_two_models_get_prefixed_names():
             opt.step()
             opt.zero_grad()
     assert codes(w) == ["GG106"]
+    assert w.findings[0].params == ("Linear#1.weight", "Linear#1.bias")  # G ran first: Linear#1; D is Linear#2
+
+
+def test_names_of_models_of_different_classes_and_of_one_layer():
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(2, 2)), nn.Linear(2, 1)
+    opt = torch.optim.SGD(D.parameters(), lr=0.1)
+    with gg.watch(mode="record") as w:
+        for _ in range(2):
+            D(G(torch.randn(3, 2))).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    assert w.findings[0].params == ("Sequential.0.weight", "Sequential.0.bias")
+    # Models kept in a ModuleDict (which never runs itself): each one is a root.
+    models = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.Linear(2, 2)})
+    opt = torch.optim.SGD(models["b"].parameters(), lr=0.1)
+    with gg.watch(mode="record") as w:
+        for _ in range(2):
+            models["b"](models["a"](torch.randn(3, 2))).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    assert w.findings[0].params == ("Linear#1.weight", "Linear#1.bias")
+    # A single one-layer model: its class names it (not a bare "weight").
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gg.watch(mode="record") as w:
+        for _ in range(2):
+            model(torch.randn(3, 2)).mean().backward()
+            opt.step()
     assert w.findings[0].params == ("Linear.weight", "Linear.bias")
 
 

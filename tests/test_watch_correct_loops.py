@@ -5,6 +5,8 @@ test also runs a one-line mutation of the same loop and expects a finding, so
 that a watch that saw nothing at all could not pass.
 """
 
+import sys
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -249,15 +251,100 @@ def test_accumulator_count_none_and_sum_reduction_are_clean():
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     with gg.watch(mode="raise") as w:
         acc = gg.Accumulator(opt, steps=2)
-        for n in (3, 5, 2, 6):
+        for n in (4, 4, 4, 4):
             x, y = torch.randn(n, 4), torch.randn(n, 1)
-            acc.backward(F.mse_loss(model(x), y))  # count=None: equal weights, the user's choice
+            acc.backward(F.mse_loss(model(x), y))  # count=None, equal sizes: equal weights are exact
             acc.step()
         acc = gg.Accumulator(opt, steps=2, set_to_none=False)
         for n in (3, 5, 2, 6):
             x, y = torch.randn(n, 4), torch.randn(n, 1)
             acc.backward(F.mse_loss(model(x), y, reduction="sum"), count=n, reduction="sum")
             acc.step()
+        acc = gg.Accumulator(opt, steps=2)
+        for n in (3, 5, 2, 6):
+            x, y = torch.randn(n, 4), torch.randn(n, 1)
+            acc.backward(F.mse_loss(model(x), y), count=n)  # counted: exact weights
+            acc.step()
+    assert w.findings == []
+
+
+def test_accumulator_without_counts_over_unequal_sizes_is_a_mean_of_means():
+    # count=None weighs micro-batches equally: with different item counts that is GG105,
+    # exactly as for a plain loss / steps.
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gg.watch(mode="record") as w:
+        acc = gg.Accumulator(opt, steps=2)
+        for n in (3, 5, 2, 6):
+            x, y = torch.randn(n, 4), torch.randn(n, 1)
+            acc.backward(F.mse_loss(model(x), y)); line = sys._getframe().f_lineno  # noqa: E702
+            acc.step()
+    assert codes(w) == ["GG105"]
+    assert w.findings[0].line == line and "(3, 5)" in w.findings[0].message
+
+
+def test_uncounted_accumulator_mark_gets_gg105_counted_does_not():
+    # The watch's side of the mark, without the Accumulator: accumulator_backward(counted=...).
+    from gradguard.watcher._marks import accumulator_backward
+
+    def run(counted):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with gg.watch(mode="record") as w:
+            for n in (3, 5):
+                x, y = torch.randn(n, 4), torch.randn(n, 1)
+                with accumulator_backward(counted=counted):
+                    (F.mse_loss(model(x), y) * 0.5).backward()  # not scaled exactly: GG104 is never claimed
+            opt.step()
+        return codes(w)
+
+    assert run(counted=False) == ["GG105"]
+    assert run(counted=True) == []
+
+
+def _accumulator_with_zero_grad(leftover, n=12, nan_at=()):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    acc = gg.Accumulator(opt, steps=4, nonfinite="skip")
+    with gg.watch(mode="record") as w:
+        for i in range(n):
+            x, y = torch.randn(2 + i % 3, 4), torch.randn(2 + i % 3, 1)
+            if leftover:
+                opt.zero_grad(); line = sys._getframe().f_lineno  # noqa: E702
+            loss = F.mse_loss(model(x), y)
+            if i in nan_at:
+                loss = loss * float("nan")
+            acc.backward(loss, count=len(x))
+            acc.step()
+    return w, (line if leftover else None)
+
+
+def test_leftover_zero_grad_with_the_accumulator_is_discarded_gradient():
+    w, line = _accumulator_with_zero_grad(leftover=True)
+    assert codes(w) == ["GG102"] and w.findings[0].line == line
+    assert _accumulator_with_zero_grad(leftover=False)[0].findings == []
+    # Windows the Accumulator drops on purpose (a NaN loss with nonfinite="skip") are its own clearing.
+    w, _ = _accumulator_with_zero_grad(leftover=False, n=16, nan_at={1, 5, 9, 13})
+    assert w.findings == []
+
+
+def test_accumulator_resumed_mid_window_is_clean():
+    # load_state_dict replaces .grad wholesale (inside the Accumulator's clearing mark).
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    acc = gg.Accumulator(opt, steps=4)
+    with gg.watch(mode="raise") as w:
+        for i in range(14):
+            x, y = torch.randn(4, 4), torch.randn(4, 1)
+            acc.backward(F.mse_loss(model(x), y), count=4)
+            acc.step()
+            if i % 3 == 1:
+                acc.load_state_dict(acc.state_dict())
+        acc.flush()
     assert w.findings == []
 
 
@@ -404,3 +491,37 @@ def test_grad_scaler_accumulation_is_judged_without_the_scale():
 
     assert run(divide=True) == []
     assert run(divide=False) == ["GG104"]
+
+
+# --------------------------------------------------------------- SAM
+def test_sam_two_pass_update_is_not_discarded_gradient():
+    # Sharpness-aware minimisation: backward, perturb the weights along p.grad, zero_grad,
+    # second backward at the perturbed point, restore, step.
+    def sam_loop(perturb=True, second_pass=True, rho=0.05):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        base = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        with gg.watch(mode="record") as w:
+            for _ in range(6):
+                x, y = torch.randn(8, 4), torch.randn(8, 1)
+                F.mse_loss(m(x), y).backward()
+                with torch.no_grad():
+                    norm = torch.nn.utils.get_total_norm([p.grad for p in m.parameters()])
+                    eps = [p.grad * (rho / (norm + 1e-12)) for p in m.parameters()]
+                    if perturb:
+                        for p, e in zip(m.parameters(), eps):
+                            p.add_(e)
+                base.zero_grad()
+                if second_pass:
+                    F.mse_loss(m(x), y).backward()
+                with torch.no_grad():
+                    if perturb:
+                        for p, e in zip(m.parameters(), eps):
+                            p.sub_(e)
+                base.step()
+                base.zero_grad()
+        return codes(w)
+
+    assert sam_loop() == []
+    assert sam_loop(perturb=False) == []  # the step is fed by the second backward line
+    assert sam_loop(perturb=False, second_pass=False) == ["GG102"]  # the mutation: nothing feeds the step

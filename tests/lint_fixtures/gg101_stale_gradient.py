@@ -28,6 +28,25 @@ def clear_only_sometimes(model, loader, loss_fn, optimizer, log):
         optimizer.step()  # expect: GG101
 
 
+def clear_every_fourth_step_every_time(model, loader, loss_fn, opt):
+    # zero_grad on every 4th iteration only, step on every one: 3 of 4 steps reuse gradients
+    for i, (x, y) in enumerate(loader):
+        if i % 4 == 0:
+            opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()  # expect: GG101
+
+
+def clear_every_fourth_in_train_mode(model, loader, loss_fn, opt, training):
+    for i, (x, y) in enumerate(loader):
+        if i % 4 == 0:
+            opt.zero_grad()
+        if training:
+            loss_fn(model(x), y).backward()
+            opt.step()  # expect: GG101
+
+
 def _update(optimizer):
     optimizer.step()  # expect: GG101
 
@@ -126,6 +145,27 @@ def window_start_and_end(model, loader, loss_fn, optimizer, k):
         if (i + 1) % k == 0:
             optimizer.step()
     optimizer.step()  # the last partial window
+
+
+def window_start_and_continue(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k != 0:
+            continue
+        optimizer.step()
+    optimizer.step()
+
+
+def window_start_and_named_end(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        do_update = (i + 1) % k == 0 or i + 1 == len(loader)
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if do_update:
+            optimizer.step()
 
 
 def suppressed(model, loader, loss_fn, optimizer):

@@ -24,7 +24,86 @@ def weighted_total(model, loader, loss_fn, optimizer):
     return running
 
 
+def epoch_loss_times_batch(model, loader, loss_fn, optimizer):
+    epoch_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss * x.size(0)  # expect: GG201
+    return epoch_loss
+
+
+def scaled_loss_logged_raw(model, loader, loss_fn, optimizer, accum):
+    logged = 0.0
+    for i, (x, y) in enumerate(loader):
+        raw = loss_fn(model(x), y)
+        scaled = raw / accum
+        scaled.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        shown = raw.float()
+        logged += shown  # expect: GG201
+    optimizer.step()
+
+
 # --- correct: no finding -------------------------------------------------------
+def cifar_tutorial_counts(net, trainloader, criterion, optimizer, accum):
+    # PyTorch's CIFAR-10 tutorial with accuracy bookkeeping next to the loss
+    correct, total = 0, 0
+    for i, (inputs, labels) in enumerate(trainloader):
+        optimizer.zero_grad()
+        outputs = net(inputs)
+        loss = criterion(outputs, labels) / accum
+        loss.backward()
+        optimizer.step()
+        _, predicted = torch.max(outputs.data, 1)
+        total += labels.size(0)
+        correct += (predicted == labels).sum().item()
+        total = total + labels.size(0)
+    return correct / total
+
+
+def masked_token_count(model, loader, optimizer):
+    tokens = 0
+    for x, y, mask in loader:
+        optimizer.zero_grad()
+        loss = (model(x, y) * mask).sum() / mask.sum()
+        loss.backward()
+        optimizer.step()
+        tokens += mask.sum()
+    return tokens
+
+
+def regulariser_weight(model, loader, loss_fn, optimizer, lam, loss_weight):
+    reg_total, weight_total = 0.0, 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_weight * loss_fn(model(x), y) + lam * model.penalty()
+        loss.backward()
+        optimizer.step()
+        reg_total += lam
+        weight_total += loss_weight
+
+
+def token_weighted_loss(model, loader, loss_fn, optimizer):
+    # torchtune: the loss is weighted by the micro-batch's token count
+    num_tokens = 0
+    running_loss = 0
+    for batch in loader:
+        optimizer.zero_grad()
+        labels = batch["labels"]
+        current_num_tokens = (labels != -100).sum()
+        loss = loss_fn(model(batch["tokens"]), labels) * current_num_tokens
+        num_tokens += current_num_tokens
+        running_loss += loss.detach()
+        running_loss += loss.cpu().numpy()
+        loss.backward()
+        optimizer.step()
+
+
 def with_item(model, loader, loss_fn, optimizer):
     total_loss = 0.0
     for x, y in loader:

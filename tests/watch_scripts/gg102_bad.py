@@ -1,4 +1,4 @@
-"""GG102: zero_grad() on every micro-batch discards all but the last of each window."""
+"""GG102: zero_grad() on every micro-batch discards all but the last of each window (reported in the third window)."""
 import torch
 import torch.nn.functional as F
 
@@ -6,7 +6,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 accum = 4
-for i in range(8):
+for i in range(12):
     x, y = torch.randn(16, 8), torch.randn(16, 1)
     optimizer.zero_grad()  # BUG: clears the micro-batches accumulated so far
     loss = F.mse_loss(model(x), y) / accum

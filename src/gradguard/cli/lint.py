@@ -19,8 +19,10 @@ examples:
   gradguard rule GG101                         explain a finding
 
 Silence one line with `# gradguard: ignore[GG101]` (or a bare `# gradguard: ignore`).
-Defaults come from [tool.gradguard] select/ignore in the nearest pyproject.toml;
---select/--ignore on the command line replace them.
+Defaults come from [tool.gradguard] select/ignore in the nearest pyproject.toml.
+Command-line flags win: --select replaces the configured select and --ignore the
+configured ignore; a code asked for with --select is reported even if the
+configuration ignores it (or a prefix of it).
 """
 
 
@@ -43,14 +45,12 @@ def register(sub) -> None:
 def handler(args) -> int:
     from ..findings import summary_line, to_json, to_sarif
     from ..lint import find_config, lint_paths
-    from ..rules import parse_codes
+    from ..lint._config import merge as merge_config
 
     paths = args.paths or ["."]
     config = None if args.no_config else find_config(paths)
-    select = args.select if args.select is not None else (config.select if config else None)
-    ignore = args.ignore if args.ignore is not None else (config.ignore if config else None)
-    parse_codes(select)  # unknown codes are a usage error before any file is read
-    parse_codes(ignore)
+    # unknown codes are a usage error before any file is read
+    select, ignore = merge_config(config, args.select, args.ignore)
     findings = lint_paths(paths, select=select, ignore=ignore)
     out = sys.stdout
     if args.format == "json":

@@ -397,22 +397,53 @@ def check_stale_gradient(loop: LoopInfo):
     # `for p in params: if p.grad is not None: p.grad = None` forks inside the nested loop;
     # such a clearing counts on every path that reaches its loop
     nested = [e for p in loop.paths for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR) and any(s[0] == "loop" for s in e.stack)]
+    # the tests that guard a clearing (`if i % k == 0:` of `optimizer.zero_grad()`)
+    clear_keys = {
+        condition_key(t)[0]
+        for q in loop.paths
+        for e in q.events
+        if e.kind in (CLEAR, MAYBE_CLEAR)
+        for t, _ in _tests(e)
+        if isinstance(t, ast.expr)
+    }
     for p in loop.step_paths:
         kinds = p.kinds()
         if BACKWARD not in kinds or CLEAR in kinds or MAYBE_CLEAR in kinds:
             continue
         if any(_reaches(e, p) for e in nested):
             continue
+        step = _first(p, STEP)
         if has_clear and any(_is_boundary_test(t) for _, _, t in p.decisions):
             # clearing and stepping on different window tests (`i % k == 0` vs
-            # `(i + 1) % k == 0`): we cannot tell whether they line up, so say nothing
-            continue
-        step = _first(p, STEP)
+            # `(i + 1) % k == 0`): we cannot tell whether they line up, so say nothing;
+            # but a step that runs whenever the backward does (`if i % 4 == 0: zero_grad()`,
+            # then backward() and step() every iteration) steps stale gradients
+            if any(_is_boundary_test(t) and k not in clear_keys for k, _, t in p.decisions):
+                continue  # the path also passed a window test that does not guard a clearing
+            step = next((s for s in p.events if s.kind == STEP and _steps_with_backward(s, p)), None)
+            if step is None:
+                continue
         where = "on some path through this loop" if p.decisions else "in this loop"
         yield step.node, (
             f"{_describe(step, 'step')} reuses gradients an earlier step already applied: {where} backward() "
             f"and step() run but nothing clears .grad (no zero_grad())."
         )
+
+
+def _tests(event: Event) -> list:
+    return [entry for entry in event.stack if entry[0] != "loop"]
+
+
+def _steps_with_backward(step: Event, path: Path) -> bool:
+    """``step`` runs under no window test and under no condition that a backward on
+    ``path`` does not share: it runs on every iteration that back-propagates."""
+    tests = _tests(step)
+    if any(isinstance(t, ast.expr) and _is_boundary_test(t) for t, _ in tests):
+        return False
+    return any(
+        b.kind == BACKWARD and all(t in _tests(b) for t in tests)
+        for b in path.events[: path.events.index(step)]
+    )
 
 
 def check_discarded_gradient(loop: LoopInfo):
@@ -666,21 +697,139 @@ def _self_ref(value, name: str) -> bool:
     return isinstance(value, ast.AST) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
 
 
+# Tensor methods whose result still carries the receiver's autograd graph (GG201).
+_GRAPH_METHODS = frozenset(
+    {
+        "mean", "sum", "float", "double", "half", "bfloat16", "to", "cuda", "cpu", "squeeze", "unsqueeze",
+        "view", "reshape", "flatten", "contiguous", "clone", "abs", "sqrt", "exp", "log", "pow", "neg",
+        "add", "sub", "mul", "div", "type_as", "nanmean", "nansum", "stack", "cat",
+    }
+)
+# Receivers that are modules, not tensors: ``torch.mean(loss)`` carries ``loss``, not ``torch``.
+_MODULE_NAMES = frozenset({"torch", "F", "nn", "functional", "np", "numpy", "math", "jnp"})
+# A factor named like a loss (``loss``, ``nll``) and not like a weight (``loss_weight``).
+_LOSS_NAME = re.compile(r"loss|nll|cost", re.IGNORECASE)
+_WEIGHT_NAME = re.compile(r"weight|scale|coef|factor|lambda|alpha|beta|ratio|num|count|tokens", re.IGNORECASE)
+# Reading one of these gives a number or a new tensor without the receiver's graph.
+_NO_GRAPH_ATTRS = frozenset({"size", "shape", "numel", "dim", "ndim", "ndimension", "dtype", "device", "argmax", "argmin", "requires_grad", "grad_fn", "is_cuda"})
+
+
+def _is_weight(node: ast.expr, loop_names) -> bool:
+    """A factor that scales a loss rather than being one: a literal, a name the loop
+    never assigns (a hyperparameter), a count (``x.size(0)``, ``len(batch)``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id not in loop_names
+    if isinstance(node, ast.UnaryOp):
+        return _is_weight(node.operand, loop_names)
+    if isinstance(node, ast.BinOp):
+        return _is_weight(node.left, loop_names) and _is_weight(node.right, loop_names)
+    if isinstance(node, ast.Attribute):
+        return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and node.value.id in ("self", "args", "cfg", "config"))
+    if isinstance(node, ast.Call):
+        return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
+            isinstance(n, ast.Compare) for n in ast.walk(node)
+        )
+    return False
+
+
+def _loss_carriers(expr, loop_names) -> set:
+    """The names whose tensor *is* the loss in ``expr`` (not every name it mentions).
+
+    ``loss / accum`` -> ``{"loss"}``; ``loss_fn(out, labels) * n_tokens`` -> ``set()``
+    (the loss is the call's result, ``n_tokens`` only weights it); ``scaler.scale(loss)``
+    -> ``{"loss"}``; ``loss.detach()`` -> ``set()``. In a product, a bare name counts when
+    it says so (``loss``) or when the other factor is a weight (``l * 0.5``, ``l * x.size(0)``).
+    """
+    if not isinstance(expr, ast.AST):
+        return set()
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    if isinstance(expr, ast.Attribute):  # outputs.loss
+        return set() if expr.attr in CUTTING_ATTRS or expr.attr in _NO_GRAPH_ATTRS else _loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.Subscript):  # outputs[0], losses["total"]
+        return _loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.Starred):
+        return _loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.UnaryOp):
+        return _loss_carriers(expr.operand, loop_names)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, (ast.Add, ast.Sub)):
+            return _loss_carriers(expr.left, loop_names) | _loss_carriers(expr.right, loop_names)
+        if isinstance(expr.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+            return _loss_carriers(expr.left, loop_names)
+        if isinstance(expr.op, ast.Mult):
+            out = set()
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if isinstance(side, ast.Name):
+                    if (_LOSS_NAME.search(side.id) and not _WEIGHT_NAME.search(side.id)) or _is_weight(other, loop_names):
+                        out.add(side.id)
+                elif not _is_weight(side, loop_names):
+                    out |= _loss_carriers(side, loop_names)
+            return out
+        return set()
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = terminal(func)
+        if re.search(r"scale", name, re.IGNORECASE) and expr.args:  # scaler.scale(loss), amp.scale_loss(loss, opt)
+            return _loss_carriers(expr.args[0], loop_names)
+        if isinstance(func, ast.Attribute) and name in _GRAPH_METHODS:
+            if isinstance(func.value, ast.Name) and func.value.id in _MODULE_NAMES:
+                return _loss_carriers(expr.args[0], loop_names) if expr.args else set()  # torch.mean(loss)
+            return _loss_carriers(func.value, loop_names)
+        if isinstance(func, ast.Name) and func.id == "sum" and expr.args:  # sum(losses)
+            return _loss_carriers(expr.args[0], loop_names)
+        return set()  # criterion(outputs, labels): the result is the loss, its arguments are not
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return set().union(*(_loss_carriers(e, loop_names) for e in expr.elts)) if expr.elts else set()
+    return set()
+
+
+def _loss_names(loop: LoopInfo, assigns: Dict[str, list]) -> set:
+    """The names in the loop that hold a loss tensor with its graph.
+
+    The tensors back-propagated (``loss`` of ``loss.backward()``), the names they were
+    built from without cutting the graph (``scaled = loss / k`` adds ``loss``), and the
+    names assigned from any of these without cutting it (``logged = loss * x.size(0)``).
+    Data, counts and weights that only enter the loss (``labels``, ``mask.sum()``,
+    ``n_tokens`` of ``loss_fn(...) * n_tokens``, a float ``lam``) are not losses.
+    """
+    loop_names = set(assigns)
+    losses: set = set()
+    for b in loop.backwards:
+        losses |= _loss_carriers(_backward_tensor(b.node), loop_names)
+    pending = list(losses)
+    while pending:  # back: what the loss tensors were built from
+        name = pending.pop()
+        for v in assigns.get(name, []):
+            for n in _loss_carriers(v, loop_names) - losses:
+                losses.add(n)
+                pending.append(n)
+    # forward: names assigned from a loss tensor with its graph kept (not running totals)
+    sources = [
+        (name, v, _loss_carriers(v, loop_names))
+        for name, values in assigns.items()
+        if name not in losses
+        for v in values
+        if isinstance(v, ast.AST) and not _self_ref(v, name)
+    ]
+    sources = [entry for entry in sources if entry[2]]
+    changed = True
+    while changed:
+        changed = False
+        for name, v, carriers in sources:
+            if name not in losses and any(n in losses and _keeps_graph(v, n) for n in carriers):
+                losses.add(name)
+                changed = True
+    # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
+    return {n for n in losses if not any(isinstance(v, ast.AST) and not _keeps_graph(v, n) and _self_ref(v, n) for v in assigns.get(n, []))}
+
+
 def check_graph_kept_by_logging(loop: LoopInfo):
     """GG201: ``total += loss`` on a loss tensor that this loop back-propagates."""
-    losses = set()
     assigns = _assignments(loop.node)
-    for b in loop.backwards:
-        tensor = _backward_tensor(b.node)
-        for n in ast.walk(tensor) if tensor is not None else ():
-            if isinstance(n, ast.Name):
-                losses.add(n.id)
-    for name in list(losses):  # `loss = loss / accum` keeps the name; `scaled = loss / k` adds `loss`
-        for v in assigns.get(name, []):
-            if isinstance(v, ast.BinOp):
-                losses |= {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
-    # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
-    losses = {n for n in losses if not any(isinstance(v, ast.AST) and not _keeps_graph(v, n) and _self_ref(v, n) for v in assigns.get(n, []))}
+    losses = _loss_names(loop, assigns)
     if not losses:
         return
     backwarded = {n.id for b in loop.backwards for n in ast.walk(_backward_tensor(b.node) or ast.Pass()) if isinstance(n, ast.Name)}
@@ -694,7 +843,9 @@ def check_graph_kept_by_logging(loop: LoopInfo):
                 total, value = node.targets[0], node.value
         if total is None or terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if any(_keeps_graph(value, name) for name in losses) and not _backwarded_later(loop, terminal(total)):
+        if any(_keeps_graph(value, name) for name in _loss_carriers(value, set(assigns)) & losses) and not _backwarded_later(
+            loop, terminal(total)
+        ):
             yield node, f"`{text(total)}` accumulates the loss tensor itself, not a number or a detached tensor."
 
 
@@ -703,7 +854,7 @@ def _keeps_graph(expr: ast.AST, name: str) -> bool:
     if isinstance(expr, ast.Name):
         return expr.id == name
     if isinstance(expr, ast.Attribute):
-        return expr.attr not in CUTTING_ATTRS and _keeps_graph(expr.value, name)
+        return expr.attr not in CUTTING_ATTRS and expr.attr not in _NO_GRAPH_ATTRS and _keeps_graph(expr.value, name)
     if isinstance(expr, ast.Call):
         func = expr.func
         if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "str", "round", "bool", "isinstance", "print"):

@@ -2,14 +2,14 @@
 
 The file is found the way ruff finds its own: walk up from each linted path
 (then from the current directory) to the first ``pyproject.toml`` that has a
-``[tool.gradguard]`` table. Command-line flags win over it.
+``[tool.gradguard]`` table. Command-line flags win over it (:func:`merge`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, NamedTuple, Optional
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._errors import GradguardError
 
@@ -100,3 +100,60 @@ def find_config(paths: Iterable[str] = (), cwd: Optional[str] = None) -> Config:
                 if config is not None:
                     return config
     return Config()
+
+
+def _entries(codes: Union[str, Sequence[str], None]) -> List[str]:
+    """``"GG101, gg2"`` or ``["GG101", "GG2"]`` -> ``["GG101", "GG2"]``."""
+    if not codes:
+        return []
+    items = codes.split(",") if isinstance(codes, str) else [c for t in codes for c in str(t).split(",")]
+    return [i.strip().upper() for i in items if i.strip()]
+
+
+def merge(
+    config: Optional[Config], select: Union[str, Sequence[str], None], ignore: Union[str, Sequence[str], None]
+) -> Tuple[Optional[list], Optional[list]]:
+    """The ``(select, ignore)`` to lint with, from the command-line flags and ``config``.
+
+    Command-line flags win:
+
+    * a flag replaces the configuration's value for its own key (``--select``
+      replaces ``select``, ``--ignore`` replaces ``ignore``); a key without a flag
+      keeps the configured value;
+    * ``--select`` also beats the configured ``ignore`` for what it names: a code
+      that a ``--select`` entry asks for is reported although an ``ignore`` entry
+      as broad or broader (the same code, or a prefix of it) is configured. A
+      configured ``ignore`` narrower than the ``--select`` entry still applies
+      (``ignore = ["GG107"]`` with ``--select GG1``: every GG1 rule but GG107),
+      as in ruff, where the more specific selector wins.
+
+    Raises:
+        GradguardError: an unknown code, in the flags or in the configuration.
+
+    >>> merge(Config(ignore=["GG101"]), "GG101", None)
+    (['GG101'], [])
+    >>> merge(Config(ignore=["GG1"]), "GG101,GG2", None)
+    (['GG101', 'GG2'], ['GG102', 'GG103', 'GG104', 'GG105', 'GG106', 'GG107', 'GG108', 'GG109', 'GG110'])
+    >>> merge(Config(select=["GG2"]), None, "GG201")
+    (['GG2'], ['GG201'])
+    >>> merge(Config(select=["GG1"], ignore=["GG107"]), "GG1", None)
+    (['GG1'], ['GG107'])
+    """
+    from ..rules import parse_codes
+
+    config = config or Config()
+    flag_select, flag_ignore = _entries(select), _entries(ignore)
+    for entry in flag_select + flag_ignore + _entries(config.select) + _entries(config.ignore):
+        parse_codes(entry)  # an unknown code is an error wherever it is written
+    out_select = flag_select if select is not None else (_entries(config.select) or None)
+    if ignore is not None:
+        return out_select, flag_ignore
+    if select is None:
+        return out_select, _entries(config.ignore) or None
+    ignored = []
+    for entry in _entries(config.ignore):
+        for code in sorted(parse_codes(entry)):
+            asked = any(code.startswith(s) and len(s) >= len(entry) for s in flag_select)
+            if not asked and code not in ignored:
+                ignored.append(code)
+    return out_select, ignored

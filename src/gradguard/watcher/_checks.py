@@ -73,6 +73,11 @@ def step(engine: "Engine", ost: OptState, site: Site) -> None:
             passes[ps.index] = ps
 
     if not with_grad:
+        if ost.discard_at == ost.steps:
+            # The gradient was there and was cleared unused in this interval: that clearing
+            # is the cause, and GG102 judges it (a systematic discard is reported once, as
+            # GG102 at the clearing line; a deliberate skip is not reported at all).
+            return
         how = " (their .grad was zero-filled by zero_grad(set_to_none=False) with no backward pass since)" if zero_only else ""
         engine.report(
             "GG110",
@@ -123,12 +128,15 @@ def _accumulation(engine: "Engine", ost: OptState, n: int, passes: Dict[int, Pas
         if k < 2 or any(ps.retained for ps in group):
             continue
         _batch_stats(engine, ost, n, site, k, params)
-        if any(ps.managed for ps in group):
-            continue  # the Accumulator weights these losses itself
+        managed = any(ps.managed for ps in group)
+        if managed and not all(ps.managed and not ps.counted for ps in group):
+            continue  # the Accumulator weights these losses itself, exactly (it has their item counts)
+        # An Accumulator without item counts (count=None) scales every micro-batch by the
+        # same 1/steps: GG104 cannot apply, GG105 does exactly as for a plain loss / steps.
         infos = [ps.info for ps in group]
         if not all(i.kind == "mean" for i in infos):
             continue
-        if all(_not_scaled_down(ps) for ps in group):
+        if not managed and all(_not_scaled_down(ps) for ps in group):
             engine.report(
                 "GG104",
                 f"{ost.name}.step() (step {n}) used {k} backward passes of the mean-reduced loss at {_at(site, site)}, "
@@ -189,15 +197,21 @@ def _feeds(engine: "Engine", bn: torch.nn.Module, ost: OptState) -> bool:
     return False
 
 
-def discarded(engine: "Engine", ps: Pass, st: ParamState, site: Optional[Site]) -> None:
-    """GG102: every gradient of ``ps`` was cleared before any step applied it."""
+def discarded(engine: "Engine", ps: Pass, st: ParamState, site: Optional[Site], intervals: int = 1) -> None:
+    """GG102: every gradient of ``ps`` was cleared before any step applied it, systematically.
+
+    ``Engine.discard`` decides when a discard is systematic: the same clearing line
+    discarded finite gradient in ``intervals`` consecutive optimizer-step intervals
+    from its first discard on (an occasional deliberate skip is not reported).
+    """
     where = site if site is not None and site[0] is not None else ps.site
     cleared = f" (cleared at {_at(site, where)})" if site is not None and site[0] is not None else ""
     step_no = st.opt.steps + 1 if st.opt is not None else None
+    every = f"; this clearing did so in {intervals} consecutive optimizer-step intervals" if intervals > 1 else ""
     engine.report(
         "GG102",
         f"The backward pass at {_at(ps.site, where)} put gradients into {_plural(len(ps.params), 'parameter')} and all of "
-        f"them were cleared{cleared} before any optimizer step used them.",
+        f"them were cleared{cleared} before any optimizer step used them{every}.",
         where, step_no, ps.params,
     )
 

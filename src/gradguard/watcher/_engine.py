@@ -13,7 +13,11 @@ Installed for the duration of a watch, all removed on exit:
   per-parameter tensor hook would cost one per parameter.
 
 The work per event is one pass over the parameters concerned, reading
-``p.grad`` and its ``_version``: no gradient values, no device syncs.
+``p.grad`` and its ``_version``: no gradient values, no device syncs. The one
+exception is rare by construction: just before a ``zero_grad`` would report a
+discarded gradient (GG102) for the first time at its line, the watch checks
+whether that gradient is finite (one foreach norm, one sync), because clearing
+a NaN/Inf gradient instead of stepping is deliberate (see :meth:`Engine.discard`).
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from ..findings import Finding
 from ..rules import make_finding
 from . import _checks
 from ._graph import UNKNOWN, analyze_loss
-from ._marks import in_accumulator_backward
+from . import _marks
+from ._marks import accumulator_counted, in_accumulator_clearing
 from ._source import Site, user_site
-from ._state import MAX_PENDING, OptState, ParamState, Pass, optimizer_moves_zero_grads
+from ._state import DISCARD_RUN, MAX_PENDING, DiscardLine, OptState, ParamState, Pass, optimizer_moves_zero_grads
 
 _BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
 
@@ -92,6 +97,14 @@ class Engine:
         self._next_discovery = 8
         self._patches: List[_Patch] = []
         self._module_hooks: list = []
+        # GG102 bookkeeping (see discard): per (clearing line, optimizer) its DiscardLine;
+        # the passes not yet used by a step whose gradient is still somewhere (pruned lazily);
+        # whether the clearing being handled is the Accumulator's own; and the verdict of the
+        # finiteness check made just before a zero_grad that is about to report.
+        self.discards: Dict[tuple, DiscardLine] = {}
+        self._open: List[Pass] = []
+        self._own = False
+        self._nonfinite = False
 
     # ------------------------------------------------------------ install
     def install(self) -> None:
@@ -106,6 +119,7 @@ class Engine:
             self._patches.append(_Patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad))
             self._patches.append(_Patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad))
             self._patches.append(_Patch(torch.amp.GradScaler, "scale", self._wrap_scaler_scale))
+            _marks._clearing_listeners.append(self._on_accumulator_clearing)
         except BaseException:
             self.uninstall()
             raise
@@ -119,6 +133,10 @@ class Engine:
         for patch in reversed(self._patches):
             patch.undo()
         self._handles, self._module_hooks, self._patches = [], [], []
+        listeners = _marks._clearing_listeners
+        for i in range(len(listeners) - 1, -1, -1):
+            if getattr(listeners[i], "__self__", None) is self:
+                del listeners[i]
 
     # ------------------------------------------------------------ safety
     def guard(self, fn, *args):
@@ -189,11 +207,24 @@ class Engine:
                     children.add(id(sub))
         roots = [m for mid, m in self.modules.items() if mid not in children]
         roots = [m for m in roots if next(m.parameters(), None) is not None]
-        prefix = len(roots) > 1  # two models (a GAN): say which one
+        # One model: its qualified names (encoder.layer.0.weight), as the user knows them.
+        # Several (a GAN, models kept in a ModuleDict): prefixed by the model's class, and
+        # by its class and number in the order they first ran (Linear#1, Linear#2) when
+        # two share a class. A single model that is one layer (nn.Linear) gets its class
+        # too: a bare "weight" names nothing.
+        classes: Dict[str, int] = {}
+        for root in roots:
+            classes[type(root).__name__] = classes.get(type(root).__name__, 0) + 1
+        seen: Dict[str, int] = {}
         names: Dict[int, str] = {}
         for root in roots:
-            for name, p in root.named_parameters():
-                names.setdefault(id(p), f"{type(root).__name__}.{name}" if prefix else name)
+            cls = type(root).__name__
+            seen[cls] = seen.get(cls, 0) + 1
+            label = f"{cls}#{seen[cls]}" if classes[cls] > 1 else cls
+            named = list(root.named_parameters())
+            prefix = len(roots) > 1 or not root._modules
+            for name, p in named:
+                names.setdefault(id(p), f"{label}.{name}" if prefix else name)
         return names
 
     def _optimizer_slot(self, st: ParamState) -> Optional[str]:
@@ -302,14 +333,119 @@ class Engine:
                 ps.live -= 1
             st.pending = []
             return
+        # The Accumulator's own clearing (after its step, or dropping a window on purpose)
+        # discards nothing; any other clearing of its passes' gradient (a zero_grad left in
+        # the loop) is judged like any other. A GradScaler skips the step on inf/NaN
+        # (unseen: it only calls step() or not), so its passes are never judged.
+        own = self._own or in_accumulator_clearing()
         for ps in st.pending:
             ps.live -= 1
-            # An Accumulator drops a window on purpose (a non-finite loss), and a
-            # GradScaler skips the step on inf/NaN (unseen: it only calls step() or not).
-            if ps.live <= 0 and not ps.used and not ps.reported and not ps.managed and not ps.info.amp:
+            if ps.live <= 0 and not ps.used and not ps.reported and not own and not ps.info.amp:
                 ps.reported = True
-                _checks.discarded(self, ps, st, site)
+                self.discard(ps, st, site)
         st.pending = []
+
+    # ------------------------------------------------------------ GG102
+    # A discard (a pass whose every gradient was cleared before any step used it) is
+    # reported only when it is systematic, as SPEC's GG102 describes it: a zero_grad
+    # between backward and step, or on every micro-batch of a window, discards in
+    # every step interval. Skipping an update on purpose (a NaN/Inf or a loss/grad-norm
+    # spike: backward, no step, zero_grad) discards now and then. So, per clearing line
+    # and optimizer (a DiscardLine):
+    #   (a) a discard of non-finite gradient is never counted (checked only when about
+    #       to report, before a zero_grad clears it: one foreach norm, one sync);
+    #   (b) a line is reported at its first discard in the DISCARD_RUN-th (3rd)
+    #       consecutive step interval, counted from its first discard ever, where every
+    #       earlier interval closed with a step that had no gradient at all (zero_grad
+    #       between backward and step) or was fed by the same backward line as the
+    #       discarded passes (the last micro-batch of the window). An interval without a
+    #       discard from the line, or closed by a step fed only by other backward lines
+    #       (SAM: first pass, perturb, zero_grad, second pass, step), marks the line as
+    #       deliberate for good;
+    #   (c) a pass whose parameters were modified in place after it (SAM's perturbation
+    #       p.add_(e_w), a hand-written update) had its gradient used: no discard.
+    # Each bug is caught in its third step interval (raise mode stops it there, at the
+    # zero_grad); an occasional skip would need three skips in three consecutive
+    # intervals right from its first one (skip, step, skip, step, skip) to be reported.
+    def discard(self, ps: Pass, st: ParamState, site: Optional[Site]) -> None:
+        """``ps`` lost all its gradient to a clearing at ``site`` (None: seen later, made by hand)."""
+        if ps.moved():
+            return  # (c)
+        ost = st.opt
+        j = ost.steps
+        ost.discard_at = j  # GG110 then leaves this interval's step to GG102
+        if self._nonfinite:
+            return  # (a)
+        where = site if site is not None and site[0] is not None else ps.site
+        key = (where, id(ost))
+        line = self.discards.get(key)
+        if line is None:
+            line = self.discards[key] = DiscardLine(j)
+        if line.banned:
+            return
+        if line.last != j:
+            if line.last != j - 1 or line.confirmed != j - 1:
+                line.banned = True  # (b): an interval went by without a (confirmed) discard
+                return
+            line.last = j
+            line.sources = set()
+        line.sources.add(ps.site)
+        if not ost.open_lines or ost.open_lines[-1] is not line:
+            ost.open_lines.append(line)
+        if line.run >= DISCARD_RUN - 1:
+            _checks.discarded(self, ps, st, site, line.run + 1)
+
+    def _close_interval(self, ost: OptState) -> None:
+        """At a step: confirm or dismiss the lines that discarded in the interval it ends."""
+        lines, ost.open_lines = ost.open_lines, []
+        j = ost.steps
+        fed = {ps.site for st in ost.params for ps in st.pending}
+        for line in lines:
+            if line.banned or line.last != j:
+                continue
+            if not fed or fed & line.sources:
+                line.run += 1
+                line.confirmed = j
+            else:
+                line.banned = True
+
+    def _would_report(self, states: List[ParamState], site: Site) -> List[torch.Tensor]:
+        """Before a zero_grad at ``site``: the gradients it would report as discarded, if any (else [])."""
+        open_ = [ps for ps in self._open if not ps.used and ps.live > 0 and not ps.reported]
+        self._open = open_
+        if not open_ or "GG102" in self.ignore or ("GG102", site[0], site[1]) in self._reported:
+            return []
+        ids = None
+        grads: List[torch.Tensor] = []
+        for ps in open_:
+            if ps.info.amp:
+                continue
+            live = [q for q in ps.params if ps in q.pending]
+            if not live or live[0].opt is None:
+                continue
+            if ids is None:
+                ids = {id(q.p) for q in states}
+            if not all(id(q.p) in ids for q in live):
+                continue
+            ost = live[0].opt
+            line = self.discards.get((site, id(ost)))
+            if line is None or line.banned or line.run < DISCARD_RUN - 1:
+                continue
+            j = ost.steps
+            if line.last == j or (line.last == j - 1 and line.confirmed == j - 1):
+                grads.extend(q.p.grad for q in live if q.p.grad is not None)
+        return grads
+
+    def _on_accumulator_clearing(self) -> None:
+        # The Accumulator cleared .grad (maybe by hand: p.grad = None when it drops a window):
+        # account for it now, while it is still known to be the Accumulator's own.
+        if self.broken or not self._open:
+            return
+        self._own = True
+        try:
+            self.guard(self.observe_all, self.tracked())
+        finally:
+            self._own = False
 
     # ------------------------------------------------------------ forward
     def _on_forward(self, module, args, output):
@@ -378,7 +514,8 @@ class Engine:
         self.passes += 1
         self.clock += 1
         # A pass inside a step (an LBFGS or Lightning closure) is read by that step.
-        ps = Pass(self.passes, site, info, in_accumulator_backward(), used=self.stepping)
+        counted = accumulator_counted()
+        ps = Pass(self.passes, site, info, counted is not None, used=self.stepping, counted=counted is not False)
         # Tensor.backward passes (gradient, retain_graph, create_graph) positionally.
         retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
         create = args[2] if len(args) > 2 else kwargs.get("create_graph", False)
@@ -410,6 +547,11 @@ class Engine:
                 st.got = True
                 st.first_site = ps.site
         ps.live = len(reached)
+        if reached and not ps.used:
+            ps.pver = tuple((q.p, q.p._version) for q in reached[:4])
+            if len(self._open) >= 4 * MAX_PENDING:
+                self._open = [q for q in self._open if not q.used and q.live > 0]
+            self._open.append(ps)
 
     # ------------------------------------------------------------ GradScaler
     def _wrap_scaler_scale(self, orig, patch):
@@ -462,8 +604,18 @@ class Engine:
         # Account for earlier changes first: an in-place unscale or clip since the last
         # event is not this call's doing (and tells that the gradient was looked at).
         self.guard(self.observe_all, states)
-        result = orig(owner, *args, **kwargs)
-        self.guard(lambda: self.observe_all(states, clearing_site=user_site(), zero_fill=True))
+        site = None
+        if self._open and not self.broken and not in_accumulator_clearing():
+            site = self.guard(user_site)
+            grads = self.guard(self._would_report, states, site) if site is not None else None
+            if grads:
+                # About to report GG102 at this line for the first time: is the gradient finite?
+                self._nonfinite = not _all_finite(grads)
+        try:
+            result = orig(owner, *args, **kwargs)
+            self.guard(lambda: self.observe_all(states, clearing_site=site or user_site(), zero_fill=True))
+        finally:
+            self._nonfinite = False
         self.flush()
         return result
 
@@ -498,6 +650,8 @@ class Engine:
             # The closure's backward ran inside step(): only now is there something to check.
             _checks.step(self, ost, user_site())
         self.clock += 1
+        if ost.open_lines:
+            self._close_interval(ost)
         for st in ost.params:
             g = st.p.grad
             if g is None:
@@ -516,6 +670,8 @@ class Engine:
             st.ver = g._version
         ost.steps += 1
         ost.clock = self.clock
+        if self._open:
+            self._open = [ps for ps in self._open if not ps.used and ps.live > 0]
         self._discovery()
 
     def _discovery(self) -> None:
@@ -539,3 +695,17 @@ class Engine:
             self.guard(self.observe_all, self.tracked())
             self.guard(_checks.end, self)
             self.flush()
+
+
+def _all_finite(grads: List[torch.Tensor]) -> bool:
+    """Whether every value of ``grads`` is finite: one foreach max-norm, one device sync.
+
+    The max-norm (not the 2-norm) cannot overflow a float16 gradient whose values are finite.
+    Where it cannot be computed (sparse gradients), the gradient counts as finite.
+    """
+    try:
+        norms = torch._foreach_norm(grads, float("inf"))
+        device = norms[0].device
+        return bool(torch.isfinite(torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])).all())
+    except Exception:
+        return True

@@ -34,18 +34,57 @@ class Pass:
     applied any of it.
     """
 
-    __slots__ = ("index", "site", "info", "managed", "used", "live", "reported", "params", "retained")
+    __slots__ = ("index", "site", "info", "managed", "counted", "used", "live", "reported", "params", "retained", "pver")
 
-    def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False):
+    def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
         self.index = index
         self.site = site
         self.info = info
-        self.managed = managed
+        self.managed = managed  # made inside the Accumulator's backward (its loss weighted by it)
+        self.counted = counted  # ... with item counts (exact weights); False: count=None, equal weights
         self.used = used
         self.live = 0
-        self.reported = False
+        self.reported = False  # its discarding was already judged (GG102)
         self.params: List["ParamState"] = []  # the parameters it reached, for the findings' names
         self.retained = False  # backward(retain_graph=True): its graph is shared with another pass
+        # (parameter, its _version) for the first few parameters reached, right after the
+        # pass: a parameter modified in place before the gradient is cleared means the
+        # gradient was used by hand (SAM's perturbation, a hand-written update).
+        self.pver: tuple = ()
+
+    def moved(self) -> bool:
+        """Some parameter it reached was modified in place since the pass (not by a watched step)."""
+        return any(p._version != v for p, v in self.pver)
+
+
+# GG102 is reported for a clearing line only when it discarded gradient in this many
+# consecutive optimizer-step intervals, from its first discard on (see DiscardLine).
+DISCARD_RUN = 3
+
+
+class DiscardLine:
+    """What one clearing line (or, for a clearing by hand, one backward line) did to one optimizer's gradients.
+
+    The step intervals of an optimizer are numbered by its completed steps: interval
+    ``j`` runs from step ``j`` to step ``j + 1``. ``first``/``last``: the intervals of
+    the line's first and latest discard; ``sources``: the backward lines whose passes
+    it discarded in interval ``last``; ``run``: how many consecutive intervals, from
+    ``first`` on, closed with a step that confirmed the discard (it had no gradient at
+    all, or was fed by one of ``sources``); ``confirmed``: the last such interval.
+    ``banned``: an interval since ``first`` had no discard from this line, or closed
+    with a step fed only by other backward lines: the line discards on purpose
+    (a skipped update, SAM's first pass) and is never reported.
+    """
+
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned")
+
+    def __init__(self, j: int):
+        self.first = j
+        self.last = j
+        self.sources: set = set()
+        self.run = 0
+        self.confirmed = -1
+        self.banned = False
 
 
 # A buffer that kept growing without any step or clearing (a parameter that no
@@ -83,7 +122,7 @@ class ParamState:
 class OptState:
     """A watched optimizer: its parameters' states and its step count."""
 
-    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name")
+    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "discard_at", "open_lines")
 
     def __init__(self, opt: torch.optim.Optimizer):
         self.opt = opt
@@ -95,6 +134,8 @@ class OptState:
         self.moves_zero = False
         self.closure = False
         self.name = type(opt).__name__
+        self.discard_at = -1  # the step interval of the latest discard of its parameters' gradient
+        self.open_lines: List[DiscardLine] = []  # lines that discarded in the current interval
 
 
 def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
