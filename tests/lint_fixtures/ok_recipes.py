@@ -228,3 +228,26 @@ def timm_accumulating(model, loader, optimizer, loss_fn, loss_scaler, accum_step
         if not need_update:
             continue
         optimizer.zero_grad()
+
+
+def torchtune_running_loss_reset_each_window(model, dataloader, loss_fn, optimizer, gradient_accumulation_steps):
+    # torchtune's own form: the loss tensor itself is summed, but the total is reset at every
+    # window's end, so the graphs it links never outlive one window (no growing leak).
+    running_loss = 0
+    num_tokens = 0
+    for idx, batch in enumerate(dataloader):
+        labels = batch["labels"]
+        current_num_tokens = (labels != -100).sum()
+        num_tokens += current_num_tokens
+        current_loss = loss_fn(model(batch["tokens"]), labels) * current_num_tokens
+        running_loss += current_loss
+        current_loss.backward()
+        if ((idx + 1) % gradient_accumulation_steps) == 0:
+            scale_grads(model, 1 / num_tokens)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            print(running_loss.item() / num_tokens)
+            running_loss = 0
+            num_tokens = 0
+    if num_tokens:
+        optimizer.step()

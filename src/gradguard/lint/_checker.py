@@ -843,10 +843,27 @@ def check_graph_kept_by_logging(loop: LoopInfo):
                 total, value = node.targets[0], node.value
         if total is None or terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if any(_keeps_graph(value, name) for name in _loss_carriers(value, set(assigns)) & losses) and not _backwarded_later(
-            loop, terminal(total)
+        if any(_keeps_graph(value, name) for name in _loss_carriers(value, set(assigns)) & losses) and not (
+            _backwarded_later(loop, terminal(total)) or _reset_in_loop(loop, text(total))
         ):
             yield node, f"`{text(total)}` accumulates the loss tensor itself, not a number or a detached tensor."
+
+
+def _reset_in_loop(loop: LoopInfo, total: str) -> bool:
+    """The loop itself sets the total back to a constant (torchtune logs per window this way).
+
+    The chain of graphs it links then spans one reset period, whose activations
+    backward() has already freed: bounded, not a leak growing with the run.
+    """
+    for stmt in _grad_enabled_statements(loop.node.body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
+            value = stmt.value
+            if isinstance(value, ast.Constant) or (
+                isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
+                and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
+            ):
+                return True
+    return False
 
 
 def _keeps_graph(expr: ast.AST, name: str) -> bool:
