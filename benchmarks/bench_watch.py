@@ -16,6 +16,12 @@ condition, its ratio to ``plain`` (pooled, and the median of per-round paired
 ratios), and writes a PNG into ``benchmarks/out/``. Example::
 
     python benchmarks/bench_watch.py --rounds 15 --steps 10
+
+``--tensors N`` swaps the transformer for a stack of N/2 tiny ``nn.Linear``
+layers (N parameter tensors, almost no compute): the worst case for the
+watch's per-parameter work. Example::
+
+    python benchmarks/bench_watch.py --tensors 2000 --dim 4 --batch 2 --rounds 10 --steps 10
 """
 
 from __future__ import annotations
@@ -47,6 +53,19 @@ class Model(nn.Module):
         return self.head(self.encoder(self.emb(idx)))
 
 
+class Stack(nn.Module):
+    """Many parameter tensors, tiny compute: ``layers`` x Linear(dim, dim)."""
+
+    def __init__(self, dim: int, layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(dim, dim) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
 def _context(name: str):
     if name == "watch":
         import gradguard
@@ -66,21 +85,35 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier timings)")
+    parser.add_argument("--tensors", type=int, default=0,
+                        help="instead of the transformer: a stack of N/2 Linear(dim, dim) layers (N parameter tensors)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     vocab = 256
-    model = Model(vocab, args.dim, args.layers)
+    if args.tensors:
+        model = Stack(args.dim, max(1, args.tensors // 2))
+        x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, args.dim)
+        described = f"stack of {len(model.layers)} Linear({args.dim}, {args.dim}), batch {args.batch}"
+
+        def loss_fn():
+            return F.mse_loss(model(x), y)
+    else:
+        model = Model(vocab, args.dim, args.layers)
+        x = torch.randint(0, vocab, (args.batch, args.seq))
+        y = torch.randint(0, vocab, (args.batch, args.seq))
+        described = f"{args.layers}-layer TransformerEncoder, dim {args.dim}, batch {args.batch}x{args.seq}"
+
+        def loss_fn():
+            return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, vocab, (args.batch, args.seq))
-    y = torch.randint(0, vocab, (args.batch, args.seq))
     n_params = sum(1 for _ in model.parameters())
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss = loss_fn()
         loss.backward()
         opt.step()
 
@@ -110,7 +143,7 @@ def main(argv=None) -> int:
 
     med = {c: statistics.median(v) for c, v in times.items()}
     wmed = {c: statistics.median(v) for c, v in wall.items()}
-    print(f"model: {args.layers}-layer TransformerEncoder, dim {args.dim}, batch {args.batch}x{args.seq}, "
+    print(f"model: {described}, "
           f"{n_params} parameter tensors, AdamW; torch {torch.__version__}, {args.threads} thread(s), CPU")
     print(f"{args.rounds} interleaved rounds x {args.steps} steps per condition; findings under watch: {findings}")
     print(f"{'condition':<10} {'CPU ms/step':>12} {'ratio':>7} {'paired':>7} {'wall ms/step':>13} {'ratio':>7}")
@@ -139,7 +172,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("CPU time per step (ms)")
     ax.set_title(f"gradguard.watch overhead: {overhead:+.1f}% (median)")
     fig.tight_layout()
-    path = out / "bench_watch.png"
+    path = out / ("bench_watch.png" if not args.tensors else f"bench_watch_{n_params}_tensors.png")
     fig.savefig(path, dpi=120)
     print(f"wrote {os.path.relpath(path)}")
     return 0

@@ -63,6 +63,10 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str, fn: Callable, k
         result = {"ok": False, "error": traceback.format_exc()}
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
+    # Leave without running C++ static destructors: on a loaded machine a gloo or DDP
+    # background thread still being torn down can abort the exiting process ("terminate
+    # called without an active exception") after the work and its result are complete.
+    os._exit(0)
 
 
 def run_ranks(fn: Callable, world_size: int = 2, timeout: float = 90.0, **kwargs) -> List:

@@ -18,3 +18,7 @@ try:
     settings.load_profile("gradguard")
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
     pass
+
+# Scripts and fixtures that the tests run or lint themselves; not modules to import
+# (the run scripts train at import time), so keep them out of doctest collection.
+collect_ignore_glob = ["watch_scripts/*", "lint_fixtures/*"]

@@ -525,3 +525,66 @@ def test_sam_two_pass_update_is_not_discarded_gradient():
     assert sam_loop() == []
     assert sam_loop(perturb=False) == []  # the step is fed by the second backward line
     assert sam_loop(perturb=False, second_pass=False) == ["GG102"]  # the mutation: nothing feeds the step
+
+
+class SAM(torch.optim.Optimizer):
+    """The usual SAM wrapper (a base optimizer inside; step(closure) calls the base's step)."""
+
+    def __init__(self, params, base_optimizer, rho=0.05, zero_first=True, **kwargs):
+        super().__init__(params, dict(rho=rho, **kwargs))
+        self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+        self.zero_first = zero_first
+
+    @torch.no_grad()
+    def first_step(self, zero_grad=False):
+        norm = torch.norm(torch.stack([p.grad.norm() for g in self.param_groups for p in g["params"] if p.grad is not None]))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p]["old_p"] = p.data.clone()
+                    p.add_(p.grad * (group["rho"] / (norm + 1e-12)))
+        if zero_grad:
+            self.zero_grad()
+
+    @torch.no_grad()
+    def second_step(self, zero_grad=False):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.data = self.state[p]["old_p"]
+        self.base_optimizer.step()
+        if zero_grad:
+            self.zero_grad()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.first_step(zero_grad=self.zero_first)
+        torch.enable_grad()(closure)()
+        self.second_step()
+
+
+def test_sam_optimizer_two_steps_and_closure_are_clean():
+    def run(form, zero_first=True, zero_grad=True):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = SAM(m.parameters(), torch.optim.SGD, lr=0.1, momentum=0.9, zero_first=zero_first)
+        with gg.watch(mode="record") as w:
+            for _ in range(6):
+                x, y = torch.randn(8, 4), torch.randn(8, 1)
+                if form == "two steps":
+                    F.mse_loss(m(x), y).backward()
+                    opt.first_step(zero_grad=True)
+                    F.mse_loss(m(x), y).backward()
+                    opt.second_step(zero_grad=True)
+                else:
+                    F.mse_loss(m(x), y).backward()
+                    opt.step(lambda: F.mse_loss(m(x), y).backward())
+                    if zero_grad:
+                        opt.zero_grad()
+        return codes(w)
+
+    assert run("two steps") == []
+    assert run("closure") == []  # the base optimizer's step inside SAM's step applied the gradient
+    # The mutation: no clearing anywhere, so each step also applies the previous one's gradient.
+    assert run("closure", zero_first=False, zero_grad=False) == ["GG101"]

@@ -60,7 +60,10 @@ for x, y in loader:
             "between `backward()` and `step()`, or a `zero_grad()` on every micro-batch of an\n"
             "accumulation window while `step()` runs only every k-th iteration. A pass that also\n"
             "fed a step (a GAN generator loss that fills the discriminator's `.grad` too, which the\n"
-            "discriminator clears later) is not a finding."
+            "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
+            "its discarding is systematic (three step intervals in a row, as both bugs do); an\n"
+            "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
+            "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
         ),
         why=(
             "`zero_grad()` is the reset of the accumulator; placed after `backward()` it erases the\n"

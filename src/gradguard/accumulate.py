@@ -277,7 +277,7 @@ class Accumulator:
         scaled = loss * weight if weight != 1 else loss
         if self.scaler is not None:
             scaled = self.scaler.scale(scaled)
-        with accumulator_backward():  # tells a running gradguard.watch that this loss is weighted
+        with accumulator_backward(counted=counted):  # a running gradguard.watch: this loss is weighted (or not)
             scaled.backward()
 
         # The backward pass succeeded: only now does the window take this micro-batch.

@@ -37,7 +37,11 @@ class watch(ContextDecorator):
     and reports the run-time rules GG101–GG110 (``gradguard rule CODE``).
     Everything it installs is removed on exit, also when the block raises.
     End-of-run rules (GG103 unapplied gradient, GG106 orphan gradient) are
-    checked when the block ends normally.
+    checked when the block ends normally. A discarded gradient (GG102) is
+    reported once it is systematic: the same clearing line discarded finite
+    gradient in three consecutive optimizer-step intervals (a ``zero_grad``
+    between ``backward`` and ``step``, or on every micro-batch); skipping an
+    update on purpose now and then (NaN/Inf, a loss spike) is not reported.
 
     Args:
         mode: ``"warn"`` (emit a :class:`gradguard.GradientBugWarning` at the

@@ -56,22 +56,33 @@ def step(engine: "Engine", ost: OptState, site: Site) -> None:
     graph: List[ParamState] = []
     zero_only: List[ParamState] = []
     passes: Dict[int, Pass] = {}
-    engine.observe_all(ost.params)
+    # Engine.observe_all fused with the classification: one read of .grad per parameter.
+    observe = engine.observe
+    graphs = engine.graph_grads  # only backward(create_graph=True) leaves a graph in .grad
+    last = None
     for st in ost.params:
         g = st.p.grad
+        ref = st.ref
         if g is None:
+            if ref is not None:
+                observe(st)  # cleared since the last event
             continue
-        if st.zero and not st.pending:
+        if ref is None or g._version != st.ver or ref() is not g:
+            observe(st)
+        pending = st.pending
+        if st.zero and not pending:
             zero_only.append(st)
             continue
         with_grad.append(st)
         if st.consumed:
             stale.append(st)
-        if g.requires_grad:
+        if graphs and g.requires_grad:
             graph.append(st)
-        for ps in st.pending:
-            passes[ps.index] = ps
+        for ps in pending:
+            if ps is not last:
+                passes[ps.index] = last = ps
 
+    ost.fed = passes  # every pending pass is in there (a parameter without one is not in with_grad)
     if not with_grad:
         if ost.discard_at == ost.steps:
             # The gradient was there and was cleared unused in this interval: that clearing

@@ -38,7 +38,7 @@ def accumulator_backward(*, counted: bool = True) -> Iterator[None]:
             checks GG105 as for a plain ``loss / steps``: means over different
             numbers of items weighted equally are a mean of means.
 
-    >>> from gradguard.watch import accumulator_backward, in_accumulator_backward
+    >>> from gradguard.watcher._marks import accumulator_backward, accumulator_counted, in_accumulator_backward
     >>> with accumulator_backward():
     ...     in_accumulator_backward(), accumulator_counted()
     (True, True)

@@ -122,7 +122,7 @@ class ParamState:
 class OptState:
     """A watched optimizer: its parameters' states and its step count."""
 
-    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "discard_at", "open_lines")
+    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "discard_at", "open_lines", "fed")
 
     def __init__(self, opt: torch.optim.Optimizer):
         self.opt = opt
@@ -136,6 +136,7 @@ class OptState:
         self.name = type(opt).__name__
         self.discard_at = -1  # the step interval of the latest discard of its parameters' gradient
         self.open_lines: List[DiscardLine] = []  # lines that discarded in the current interval
+        self.fed: Optional[dict] = None  # {index: Pass} feeding the step in progress (set by its checks)
 
 
 def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
