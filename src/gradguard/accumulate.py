@@ -302,9 +302,12 @@ class Accumulator:
         weight_items = n if counted else 1
         self._total += weight_items
         if detached is not None:
-            dtype = torch.promote_types(detached.dtype, torch.float32)
-            item_loss_sum = detached.to(dtype) * (weight_items if reduction == "mean" else 1)
-            self._loss_sum = item_loss_sum if self._loss_sum is None else self._loss_sum + item_loss_sum
+            w = weight_items if reduction == "mean" else 1
+            if self._loss_sum is None:
+                # Accumulate in at least float32 (a bf16 sum of many losses would round).
+                self._loss_sum = detached.to(torch.promote_types(detached.dtype, torch.float32)) * w
+            else:
+                self._loss_sum = self._loss_sum.add(detached, alpha=w)  # one kernel, no host sync
 
     # ------------------------------------------------------------------ step
     def step(self) -> bool:
