@@ -29,3 +29,13 @@ def test_import_gradguard_does_not_import_torch():
     code = "import sys, gradguard; assert 'torch' not in sys.modules; gradguard.RULES['GG101']; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_rules_carry_spec_fields_and_the_explanation_rule_prints(capsys):
+    import gradguard as gg
+
+    for code, rule in gg.RULES.items():
+        assert rule.code == code and rule.name and rule.severity in ("error", "warning", "info") and rule.summary
+        assert "## Why is this bad?" in rule.explanation
+    assert main(["rule", "GG101"]) == 0
+    assert gg.RULES["GG101"].why.splitlines()[0] in capsys.readouterr().out

@@ -45,6 +45,11 @@ class Rule(NamedTuple):
             f"## Use instead\n```python\n{self.instead.strip()}\n```\n"
         )
 
+    @property
+    def explanation(self) -> str:
+        """The longer explanation of SPEC §1 (the text of ``gradguard rule CODE``)."""
+        return self.explain()
+
 
 from ._rule_texts import RULE_LIST  # noqa: E402  (the data, kept apart from the type)
 
