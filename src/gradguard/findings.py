@@ -16,6 +16,33 @@ SEVERITIES = ("error", "warning", "info")
 JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params")
 
 
+class Edit(NamedTuple):
+    """Replace the text from (``line``, ``col``) up to (``end_line``, ``end_col``) with ``content``.
+
+    Lines and columns are 1-based like :class:`Finding`'s; the end is exclusive
+    (ruff's and SARIF's convention). An insertion has start == end.
+    """
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    content: str
+
+
+class Fix(NamedTuple):
+    """A repair of one finding: its edits, applied together or not at all.
+
+    ``applicability`` is ``"safe"`` (keeps the program's meaning, applied by
+    ``--fix``) or ``"unsafe"`` (changes numbers a user sees, e.g. reweighting
+    micro-batches; applied only with ``--unsafe-fixes``), as in ruff.
+    """
+
+    message: str
+    edits: Tuple[Edit, ...]
+    applicability: str = "safe"
+
+
 class Finding(NamedTuple):
     """One gradient-buffer problem.
 
@@ -29,6 +56,7 @@ class Finding(NamedTuple):
         col: its column (0-based, lint only; ``None`` at run time).
         step: the optimizer step at which it happened (run time only).
         params: names of the parameters concerned (run time only).
+        fix: the repair ``gradguard lint --fix`` can apply (lint only), or ``None``.
 
     >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3)
     >>> f.format()
@@ -44,6 +72,7 @@ class Finding(NamedTuple):
     col: Optional[int] = None
     step: Optional[int] = None
     params: Optional[Tuple[str, ...]] = None
+    fix: Optional[Fix] = None
 
     def location(self) -> str:
         """``path:line:col`` as far as it is known (ruff's form)."""
