@@ -33,7 +33,7 @@ def test_fixture(fixture):
     for f in found:
         assert f.path == str(fixture)
         assert f.step is None and f.params is None
-        assert isinstance(f.col, int) and f.col >= 0
+        assert isinstance(f.col, int) and f.col >= 1  # 1-based, like ruff and SARIF
         assert f.name == gg.RULES[f.code].name and f.severity == gg.RULES[f.code].severity
 
 

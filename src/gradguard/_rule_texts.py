@@ -170,7 +170,9 @@ for i, (x, y) in enumerate(loader):
             "Flags an optimizer step whose backward passes were mean-reduced losses over different\n"
             "numbers of items (examples, or non-ignored target tokens) that were all scaled by the\n"
             "same factor, such as `loss / accum_steps`. The watch reads the number of items each\n"
-            "mean ran over from the loss's autograd graph."
+            "mean ran over from the loss's autograd graph. The linter flags the static form: a loss\n"
+            "divided by the running micro-step counter (`loss / (micro_step + 1)`, `/ (i % accum + 1)`),\n"
+            "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal."
         ),
         why=(
             "`loss / accum_steps` reproduces the full-batch mean only when every micro-batch has\n"
@@ -192,7 +194,7 @@ for batch in loader:
     acc.step()
 acc.flush()
 """,
-        static=False,
+        static=True,
     ),
     Rule(
         code="GG106",
@@ -336,14 +338,21 @@ optimizer.zero_grad()
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
-        summary="A loss tensor is accumulated for logging without .item() or .detach(), so every step's graph stays alive.",
-        consequence="The running total is a tensor whose autograd history links every step's graph: activation memory grows with the number of steps until the process runs out of memory.",
-        fix="Accumulate a Python number (total += loss.item()) or a detached tensor (total += loss.detach()).",
-        what="Lint only: flags `total += loss` (or `total = total + loss`) inside a loop where `loss` is a tensor that reaches `backward()`.",
+        summary="A loss tensor is accumulated (total += loss) without .item() or .detach(), so its autograd graph stays alive.",
+        consequence="The running total links the graph of every iteration: after backward() only the graph's nodes stay (backward freed their saved activations, so memory grows slowly), but in a loop without backward() and without torch.no_grad(), such as an evaluation loop, every batch's activations stay alive until the process runs out of memory.",
+        fix="Accumulate a Python number (total += loss.item()) or a detached tensor (total += loss.detach()), and evaluate under torch.no_grad().",
+        what=(
+            "Lint only: flags `total += loss` (or `total = total + loss`) inside a loop where `loss` is a\n"
+            "tensor that reaches `backward()`, and inside a loop that computes a loss without `backward()`\n"
+            "and without `torch.no_grad()` (an evaluation loop)."
+        ),
         why=(
-            "A loss tensor carries its graph. Adding it to a running total builds a new tensor\n"
-            "whose history includes every loss so far, so no step's saved activations can be freed\n"
-            "even after backward(). `.item()` (a Python float) or `.detach()` cut that link."
+            "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"
+            "history includes every loss so far. After backward() that history is only the graph's\n"
+            "nodes (their saved activations are already freed), a slow growth. In an evaluation loop\n"
+            "that runs with gradients enabled nothing frees them: measured, four batches of a small\n"
+            "model kept 168 MiB alive against 8 MiB with `.item()`. `.item()` (a Python float) or\n"
+            "`.detach()` cut the link; `torch.no_grad()` keeps the graph from being built at all."
         ),
         example="""
 total_loss = 0
@@ -379,5 +388,44 @@ for x in loader:
     loss.backward()
 """,
         runtime=False,
+    ),
+    Rule(
+        code="GG301",
+        name="ignored-num-items-in-batch",
+        severity="warning",
+        summary="A Trainer subclass's compute_loss accepts num_items_in_batch and never uses it.",
+        consequence="With gradient accumulation the HF Trainer expects the loss summed over the micro-batch and divided by num_items_in_batch (the item count of the whole window) and then does not divide by the number of micro-batches itself; a per-micro-batch mean returned instead makes the step's gradient K times too large (or, in versions that rescale, weights micro-batches with different item counts equally).",
+        fix="Reduce the loss with reduction='sum' and divide by num_items_in_batch when it is given (or drop the parameter so the Trainer scales the mean for you).",
+        what=(
+            "Lint only: flags a `compute_loss(self, model, inputs, return_outputs=False,\n"
+            "num_items_in_batch=None)` override, in a class deriving from a `*Trainer`, whose body\n"
+            "never reads `num_items_in_batch`."
+        ),
+        why=(
+            "Accepting `num_items_in_batch` tells the Trainer that the loss is already normalised by\n"
+            "the number of items of the whole accumulation window, so the Trainer stops averaging the\n"
+            "micro-batches itself. A body that ignores the argument returns a per-micro-batch mean:\n"
+            "the window's gradient becomes the sum of K means, K times the mean gradient."
+        ),
+        example="""
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        loss = F.cross_entropy(outputs.logits.flatten(0, 1), inputs["labels"].flatten())
+        return (loss, outputs) if return_outputs else loss
+""",
+        instead="""
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        logits, labels = outputs.logits.flatten(0, 1), inputs["labels"].flatten()
+        if num_items_in_batch is None:
+            loss = F.cross_entropy(logits, labels, ignore_index=-100)
+        else:
+            loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / num_items_in_batch
+        return (loss, outputs) if return_outputs else loss
+""",
+        runtime=False,
+        static=True,
     ),
 ]

@@ -16,10 +16,12 @@ def train(model, optimizer, dataloader, scheduler, loss_fn):
             optimizer.zero_grad()
 
 
-def train_plain_backward(model, optimizer, dataloader, loss_fn, accelerator):
+
+def train_plain_backward_with_window(model, optimizer, dataloader, loss_fn, accelerator, accum):
+    # no accumulate(): Accelerate neither divides nor gates; the loop does both itself
     for step, batch in enumerate(dataloader):
-        loss = loss_fn(model(batch))
+        loss = loss_fn(model(batch)) / accum
         accelerator.backward(loss)
-        if step % 4 == 0:
+        if (step + 1) % accum == 0 or step + 1 == len(dataloader):
             optimizer.step()
-        optimizer.zero_grad()
+            optimizer.zero_grad()

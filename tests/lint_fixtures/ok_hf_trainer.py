@@ -7,7 +7,11 @@ class WeightedTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs.pop("labels")
         outputs = model(**inputs)
-        loss = torch.nn.functional.cross_entropy(outputs.logits.view(-1, outputs.logits.size(-1)), labels.view(-1))
+        logits = outputs.logits.view(-1, outputs.logits.size(-1))
+        if num_items_in_batch is None:
+            loss = torch.nn.functional.cross_entropy(logits, labels.view(-1))
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, labels.view(-1), reduction="sum") / num_items_in_batch
         return (loss, outputs) if return_outputs else loss
 
     def training_step(self, model, inputs, num_items_in_batch=None):

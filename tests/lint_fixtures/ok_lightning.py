@@ -13,11 +13,11 @@ class LitModel(L.LightningModule):
     def training_step(self, batch, batch_idx):
         opt = self.optimizers()
         x, y = batch
-        loss = F.cross_entropy(self.net(x), y)
+        loss = F.cross_entropy(self.net(x), y) / 4
         self.manual_backward(loss)
         if (batch_idx + 1) % 4 == 0:
             opt.step()
-        opt.zero_grad()
+            opt.zero_grad()
         return loss
 
     def configure_optimizers(self):

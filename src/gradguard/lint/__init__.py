@@ -1,8 +1,13 @@
 """The static checker: gradient-buffer bugs in training code, before it runs.
 
 Works on Python's own :mod:`ast` and never imports torch, so it is fast enough
-for pre-commit. The rules are the static forms of SPEC §2 (see
-``gradguard rule CODE``); what fires where is in :mod:`._checker`.
+for pre-commit. The rules are the static forms of the rule catalogue (see
+``gradguard rule CODE``), one module each in :mod:`.rules`; the program model
+they read is built once per file by :mod:`._model` (driver: :mod:`._checker`).
+
+Loops the analysis cannot follow are never dropped silently: :func:`check_source`
+and :func:`check_paths` return them as :class:`Skipped` records next to the
+findings (``gradguard lint --show-skipped`` prints them).
 """
 
 from __future__ import annotations
@@ -11,16 +16,34 @@ import ast
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable, Iterator, List, Sequence, Union
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from .._errors import GradguardError
 from ..findings import Finding
 from ..rules import RULES, make_finding, parse_codes
 from ._checker import Checker
 from ._config import Config, find_config
+from ._model import Skipped
 from ._suppress import find_suppressions, is_suppressed
+from .rules.gg000_syntax_error import check_parse
 
-__all__ = ["lint_source", "lint_paths", "iter_python_files", "find_config", "Config"]
+__all__ = [
+    "lint_source", "lint_paths", "check_source", "check_paths", "LintResult", "Skipped",
+    "iter_python_files", "find_config", "Config",
+]
+
+
+class LintResult(NamedTuple):
+    """What a lint run found and what it could not check.
+
+    Attributes:
+        findings: the findings, as :func:`lint_source`/:func:`lint_paths` return them.
+        skipped: :class:`Skipped` records ``(path, line, reason)``: loops beyond the
+            analysis, and files only a newer Python can parse.
+    """
+
+    findings: List[Finding]
+    skipped: List[Skipped]
 
 #: Folders never descended into when a folder is linted.
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv", "site-packages", "build", "dist"})
@@ -46,22 +69,22 @@ def _decode(source: Union[str, bytes]) -> str:
         return source.decode("utf-8", errors="replace")
 
 
-def _lint(source: Union[str, bytes], filename: str, chosen: frozenset) -> List[Finding]:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning for invalid escapes in old code
-            tree = ast.parse(source, filename=filename)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        line = getattr(exc, "lineno", None) or 1
-        offset = getattr(exc, "offset", None)
-        detail = f"cannot parse this file: {getattr(exc, 'msg', None) or exc}."
-        findings = [make_finding("GG000", detail, path=filename, line=line, col=max((offset or 1) - 1, 0))]
+def _lint(source: Union[str, bytes], filename: str, chosen: frozenset, skipped: Optional[list] = None) -> List[Finding]:
+    # the parser counts "\r\n", "\r" and "\n" as line ends: so must the checker's text
+    text = _decode(source).replace("\r\n", "\n").replace("\r", "\n")
+    parsed = check_parse(source, filename, text)
+    if parsed.tree is None:
+        findings = []
+        if parsed.error is not None:
+            line, col, detail = parsed.error
+            findings = [make_finding("GG000", detail, path=filename, line=line, col=col)]
+        elif skipped is not None:
+            skipped.append(Skipped(filename, parsed.newer[0], parsed.newer[1]))
     else:
-        text = _decode(source)
-        try:
-            findings = Checker(tree, text, filename).run()
-        except RecursionError:  # pathologically nested code: nothing we can be sure about
-            findings = []
+        checker = Checker(parsed.tree, text, filename)
+        findings = checker.run()
+        if skipped is not None:
+            skipped.extend(checker.skipped)
         if findings:
             suppressions = find_suppressions(text)
             findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
@@ -100,9 +123,28 @@ def lint_source(
     ...     optimizer.step()
     ... '''
     >>> [(f.code, f.line, f.col) for f in lint_source(src)]
-    [('GG101', 5, 4)]
+    [('GG101', 5, 5)]
     """
     return _lint(source, filename, _chosen(select, ignore))
+
+
+def check_source(
+    source: Union[str, bytes],
+    filename: str = "<string>",
+    *,
+    select: Codes = None,
+    ignore: Codes = None,
+) -> LintResult:
+    """:func:`lint_source`, plus the loops it could not check.
+
+    >>> src = "type Vec = list[float]\\n"
+    >>> result = check_source(src, "new.py")
+    >>> result.findings, [s.line for s in result.skipped] if result.skipped else "parsed"  # doctest: +ELLIPSIS
+    ([], ...)
+    """
+    skipped: List[Skipped] = []
+    findings = _lint(source, filename, _chosen(select, ignore), skipped)
+    return LintResult(findings, skipped)
 
 
 def iter_python_files(paths: Iterable[Union[str, os.PathLike]]) -> Iterator[str]:
@@ -132,6 +174,7 @@ def lint_paths(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    skipped: Optional[List[Skipped]] = None,
 ) -> List[Finding]:
     """Lint files and folders (``.py`` files, recursively).
 
@@ -143,6 +186,8 @@ def lint_paths(
         paths: a path or several.
         select: codes (or prefixes) to report; default all.
         ignore: codes (or prefixes) not to report.
+        skipped: a list to which the :class:`Skipped` records are appended
+            (what could not be checked); :func:`check_paths` returns both.
 
     Raises:
         GradguardError: a path that does not exist, or an unknown code.
@@ -163,7 +208,19 @@ def lint_paths(
             data = Path(file).read_bytes()
         except OSError as exc:
             if "GG000" in chosen:
-                findings.append(make_finding("GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=0))
+                findings.append(make_finding("GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=1))
             continue
-        findings.extend(_lint(data, file, chosen))
+        findings.extend(_lint(data, file, chosen, skipped))
     return findings
+
+
+def check_paths(
+    paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]],
+    *,
+    select: Codes = None,
+    ignore: Codes = None,
+) -> LintResult:
+    """:func:`lint_paths`, plus the loops and files it could not check."""
+    skipped: List[Skipped] = []
+    findings = lint_paths(paths, select=select, ignore=ignore, skipped=skipped)
+    return LintResult(findings, skipped)

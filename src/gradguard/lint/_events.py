@@ -4,16 +4,21 @@ Three kinds of event matter to every rule (seed 000: ``backward()`` adds into
 ``.grad``, the optimizer reads it, clearing resets it):
 
 * ``BACKWARD``: ``loss.backward()``, ``scaler.scale(loss).backward()``,
-  ``torch.autograd.backward(...)``;
+  ``torch.autograd.backward(...)``, and the frameworks' own backward passes
+  (``accelerator.backward(loss)``, ``fabric.backward(loss)``,
+  ``self.manual_backward(loss)``): none of them clears or steps for the user;
 * ``STEP``: ``optimizer.step()``, ``scaler.step(optimizer)``, or a manual SGD
   update that reads ``.grad`` (``p.data.add_(p.grad, alpha=-lr)``);
 * ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
 
 ``MAYBE_CLEAR`` is a call we cannot see into whose name says it clears
-(``reset_grads(model)``): it silences "nothing was cleared" but never counts as
-a clearing that discards gradients. ``FRAMEWORK`` is a backward done by a
-framework object (``accelerator.backward(loss)``): such a loop is not the raw
-loop the rules describe.
+gradients (``reset_grads(model)``, ``zero_gradients(x)``): it silences "nothing
+was cleared" but never counts as a clearing that discards gradients. A name
+that merely contains "zero" (``torch.zeros``, ``nonzero``, ``h.zero_()``) is no
+event. ``READ`` is code that reads ``.grad`` itself (SAM's perturbation, a copy
+into the user's own buffer): the gradients were used even if cleared afterwards.
+``torch.distributed.autograd.backward`` keeps its gradients in a context, not in
+``.grad``: it is no event.
 
 Everything here is name-based and deliberately narrow: a call we are not sure
 about is no event at all, because a missed bug costs less than a false alarm.
@@ -29,7 +34,7 @@ BACKWARD = "backward"
 STEP = "step"
 CLEAR = "clear"
 MAYBE_CLEAR = "maybe-clear"
-FRAMEWORK = "framework"
+READ = "read"
 
 #: The target of a clearing that touches named tensors only (``p.grad = None``,
 #: ``p.grad.zero_()``): enough to count as clearing, never proof that *all*
@@ -68,12 +73,9 @@ OPTIMIZER_CLASSES = frozenset(
 # optD, opt_g, g_opt ... but not "options" or "adopt".
 _OPT_NAME = re.compile(r"optim|^(?:[a-z0-9]*_)?opts?(?:_?[a-z0-9]{0,2})?$")
 
-# Objects that own the backward pass themselves (Accelerate, Fabric, DeepSpeed,
-# ColossalAI, Lightning): they scale for accumulation and skip steps internally.
-_FRAMEWORK_RECEIVER = re.compile(r"accelerator|fabric|engine|deepspeed|trainer|strategy|booster|precision", re.I)
-
-# A call we cannot see into that probably clears gradients (GG101 stays silent).
-_MAYBE_CLEAR_NAME = re.compile(r"zero|clear_grad|reset_grad|free_grad|clear_grads|set_grad_none", re.I)
+# A call we cannot see into that probably clears gradients (GG101 stays silent):
+# the name must speak of gradients, not merely of zeros.
+_MAYBE_CLEAR_NAME = re.compile(r"zero_?grad|clear_?grad|reset_?grad|free_?grad|set_grads?_(?:to_)?none|grads?_to_none", re.I)
 
 # Reading a tensor with one of these cuts its autograd history (GG201).
 CUTTING_ATTRS = frozenset({"item", "detach", "data", "tolist", "numpy", "detach_"})
@@ -138,15 +140,14 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
     func = call.func
     if isinstance(func, ast.Attribute):
         attr, recv = func.attr, func.value
-        if attr == "backward":
+        if attr in ("backward", "manual_backward"):
             recv_text = text(recv)
-            if _FRAMEWORK_RECEIVER.search(recv_text):
-                return FRAMEWORK, recv_text
-            if recv_text in ("torch.autograd", "autograd"):
+            if "dist_autograd" in recv_text or recv_text.endswith("distributed.autograd"):
+                return None  # gradients stay in the distributed-autograd context
+            if recv_text in ("torch.autograd", "autograd") or _is_framework_object(recv) or attr == "manual_backward":
+                # torch.autograd.backward(loss), accelerator.backward(loss), self.manual_backward(loss)
                 return BACKWARD, text(call.args[0]) if call.args else ""
             return BACKWARD, recv_text
-        if attr == "manual_backward":  # Lightning manual optimization
-            return FRAMEWORK, text(recv)
         if attr == "step":
             name = terminal(recv).lower()
             if "scaler" in name:  # GradScaler.step(optimizer) steps that optimizer
@@ -171,6 +172,26 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
     if isinstance(func, ast.Name) and _MAYBE_CLEAR_NAME.search(func.id):
         return MAYBE_CLEAR, ""
     return None
+
+
+def _is_framework_object(recv: ast.AST) -> bool:
+    """``accelerator``, ``self.fabric``, ``engine``: an object whose ``backward(loss)`` takes the loss."""
+    return bool(_FRAMEWORK_RECEIVER.search(terminal(recv)))
+
+
+# Objects whose backward(loss) takes the loss as an argument (Accelerate, Fabric,
+# DeepSpeed, ColossalAI): still a backward pass the user's loop must clear after.
+_FRAMEWORK_RECEIVER = re.compile(r"accelerator|fabric|engine|deepspeed|booster|strategy|precision", re.I)
+
+
+def reads_grad(node: ast.AST) -> bool:
+    """Whether ``node`` reads some ``.grad`` as a value (not only tests it for None)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Compare) and all(isinstance(c, ast.Constant) and c.value is None for c in n.comparators):
+            continue
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load):
+            return True
+    return False
 
 
 def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:

@@ -27,10 +27,13 @@ import ast
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
-    FRAMEWORK,
+    READ,
+    STEP,
     Event,
     classify_call,
     classify_statement,
+    reads_grad,
+    text,
 )
 
 #: More paths than this through one iteration: give up on the loop (no findings).
@@ -90,9 +93,12 @@ class Walker:
     Args:
         interesting: ``(node) -> bool``, whether a node's lines may hold an event
             (a cheap pre-filter computed from the source text).
-        functions: module-level functions by name (inlined when called).
+        functions: the functions callable by name from the loop: the module's
+            and the closures of the enclosing functions (inlined when called).
         methods: methods of the class around the loop (inlined for ``self.m()``).
         optimizers: source texts of names bound to optimizer constructors.
+        instances: ``receiver text -> methods`` of objects built from a class of
+            this module (a wrapper's ``opt_wrapper.step()`` is inlined too).
 
     >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
     >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
@@ -106,18 +112,24 @@ class Walker:
         functions: Dict[str, ast.AST],
         methods: Dict[str, ast.AST],
         optimizers: frozenset,
+        instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
     ):
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
-        self.framework = False  # set when the walk meets Accelerate/Fabric/Lightning machinery
+        self.instances = instances or {}
+        #: the ``with accelerator.accumulate(...)`` blocks met: Accelerate's K-micro-batch window
+        self.accumulate: List[ast.AST] = []
         self._inlining: List[ast.AST] = []
+        self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST) -> List[Path]:
         """All paths through one iteration of ``loop`` (its ``else`` excluded).
+
+        A function (Lightning's manual ``training_step``) is one iteration too.
 
         Raises:
             TooComplex: more than :data:`MAX_PATHS` paths.
@@ -144,11 +156,10 @@ class Walker:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 expr = item.context_expr
-                if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-                    # `with accelerator.accumulate(model):` / Fabric's `no_backward_sync`:
-                    # the framework decides when step() and zero_grad() really run.
-                    if expr.func.attr in ("accumulate", "no_backward_sync"):
-                        self.framework = True
+                if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "accumulate":
+                    # `with accelerator.accumulate(model):` Accelerate divides the loss and
+                    # makes step()/zero_grad() act at the window's end only
+                    self.accumulate.append(stmt)
                 states = self.expr(expr, states, stack)
             return self.block(stmt.body, states, stack)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
@@ -180,9 +191,15 @@ class Walker:
         states = self.expr(stmt, states, stack)
         special = classify_statement(stmt)
         if special is not None:
-            ev = Event(special[0], stmt, special[1], stack)
-            states = [s._replace(events=s.events + (ev,)) for s in states]
+            states = self._add(states, Event(special[0], stmt, special[1], stack))
+        elif reads_grad(stmt) and not any(classify_call(c, self.optimizers) for c in _calls(stmt)):
+            # SAM's perturbation, a copy into the user's own buffer: the gradients were used
+            states = self._add(states, Event(READ, stmt, "", stack))
         return states
+
+    @staticmethod
+    def _add(states, ev: Event) -> List[Path]:
+        return [s._replace(events=s.events + (ev,)) for s in states]
 
     def _if(self, stmt: ast.If, states, stack):
         states = self.expr(stmt.test, states, stack)
@@ -222,48 +239,70 @@ class Walker:
         """Adds the events of the calls in ``node`` (in evaluation order) to every state."""
         if node is None or not self.interesting(node):
             return states
-        calls = []
-        pending = [node]
-        while pending:  # ast.walk without entering nested function bodies
-            n = pending.pop()
-            if isinstance(n, ast.Call):
-                calls.append(n)
-            for child in ast.iter_child_nodes(n):
-                if not isinstance(child, _DEFS):
-                    pending.append(child)
-        # an inner call finishes before the call that contains it
-        calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
-        for call in calls:
+        for call in _calls(node):
+            wrapper = self._wrapper_method(call)
+            if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
+                states = self._inline(wrapper[1], states, stack, receiver=wrapper[0])
+                continue
             found = classify_call(call, self.optimizers)
             if found is not None:
                 kind, target = found
-                if kind == FRAMEWORK:
-                    self.framework = True
-                    continue
-                ev = Event(kind, call, target, stack)
-                states = [s._replace(events=s.events + (ev,)) for s in states]
+                if kind == STEP:  # optimizer.step(closure): the closure runs first (LBFGS)
+                    for arg in list(call.args) + [k.value for k in call.keywords]:
+                        states = self._call_closure(arg, states, stack)
+                states = self._add(states, Event(kind, call, self._rebase(target), stack))
                 continue
             helper = self._helper(call)
             if helper is not None:
                 states = self._inline(helper, states, stack)
         return states
 
+    def _call_closure(self, arg, states, stack):
+        if isinstance(arg, ast.Lambda):
+            return self.expr(arg.body, states, stack)
+        if isinstance(arg, ast.Name) and arg.id in self.functions:
+            return self._inline(self.functions[arg.id], states, stack)
+        return states
+
+    def _rebase(self, target: str) -> str:
+        """``self.opt`` inside a wrapper's method -> ``wrapper.opt`` (the object it was called on)."""
+        if self._receivers and (target == "self" or target.startswith("self.")):
+            return self._receivers[-1][0] + target[4:]
+        return target
+
+    def _wrapper_method(self, call: ast.Call):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and self.instances):
+            return None
+        recv = text(func.value)
+        methods = self.instances.get(recv)
+        if methods is None or func.attr not in methods:
+            return None
+        return recv, methods[func.attr]
+
     def _helper(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
             return self.functions.get(func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            if self._receivers:  # inside a wrapper's method: its own class's methods
+                return self._receivers[-1][1].get(func.attr)
             return self.methods.get(func.attr)
         return None
 
-    def _inline(self, fn, states, stack):
-        if len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
+    def _inline(self, fn, states, stack, receiver: Optional[str] = None):
+        if fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
             return states
         self._inlining.append(fn)
+        pushed = receiver is not None
+        if pushed:
+            self._receivers.append((receiver, self.instances[receiver]))
         try:
             ran = self.block(fn.body, states, stack)
         finally:
             self._inlining.pop()
+            if pushed:
+                self._receivers.pop()
         # a return ends the helper, not the loop iteration
         return self._resume(ran, ("return",))
 
@@ -276,6 +315,21 @@ class Walker:
             cached = self.interesting(node) or _has_jump(node)
             self._relevant[key] = cached
         return cached
+
+
+def _calls(node: ast.AST) -> List[ast.Call]:
+    """The calls in ``node`` in evaluation order (an inner call finishes first), nested defs excluded."""
+    calls = []
+    pending = [node]
+    while pending:  # ast.walk without entering nested function bodies
+        n = pending.pop()
+        if isinstance(n, ast.Call):
+            calls.append(n)
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(child, _DEFS):
+                pending.append(child)
+    calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
+    return calls
 
 
 def _has_jump(node: ast.AST) -> bool:

@@ -5,8 +5,9 @@ an HF ``Trainer`` subclass overrides ``compute_loss``/``training_step`` while th
 Trainer owns the loop; inside ``with accelerator.accumulate(model):`` Accelerate
 divides the loss and turns ``optimizer.step()``/``zero_grad()`` into no-ops on
 the micro-batches that do not end a window. Read as raw PyTorch, all of these
-look like bugs, so the linter stays silent on them (the walker in ``_flow``
-flags the Accelerate/Fabric forms it meets inside a loop).
+look like bugs, so the linter stays silent on them. Lightning's manual
+optimization (``self.automatic_optimization = False``) is the user's own loop:
+its ``training_step`` is checked like one iteration of a raw loop.
 """
 
 from __future__ import annotations
@@ -57,3 +58,33 @@ def is_framework_class(cls: ast.ClassDef) -> bool:
 def is_framework_hook(fn: ast.AST) -> bool:
     """A function named like a framework hook (``training_step``, ``compute_loss``, ...)."""
     return getattr(fn, "name", None) in FRAMEWORK_HOOKS
+
+
+def is_hf_trainer_class(cls: ast.ClassDef) -> bool:
+    """A subclass of the HF ``Trainer`` (``Trainer``, ``Seq2SeqTrainer``, ``SFTTrainer``, ...).
+
+    >>> is_hf_trainer_class(ast.parse("class T(transformers.Trainer): pass").body[0])
+    True
+    """
+    return any(terminal(base).endswith("Trainer") for base in cls.bases)
+
+
+def is_manual_lightning(cls: ast.ClassDef) -> bool:
+    """A Lightning module with manual optimization (``self.automatic_optimization = False``):
+    its ``training_step`` does backward, step and clearing itself, like a raw loop.
+
+    >>> src = "class M(L.LightningModule):\\n    def __init__(self):\\n        self.automatic_optimization = False"
+    >>> is_manual_lightning(ast.parse(src).body[0])
+    True
+    """
+    if not is_framework_class(cls) or is_hf_trainer_class(cls):
+        return False
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is False:
+            if any(isinstance(t, ast.Attribute) and t.attr == "automatic_optimization" for t in node.targets):
+                return True
+        if isinstance(node, ast.FunctionDef) and node.name == "automatic_optimization":
+            returns = [r.value for r in ast.walk(node) if isinstance(r, ast.Return)]
+            if returns and all(isinstance(v, ast.Constant) and v.value is False for v in returns):
+                return True
+    return False

@@ -1,0 +1,85 @@
+"""GG102 discarded-gradient: clearing between backward and step, on every micro-batch
+of a window, or inside a nested micro-step loop whose window steps after it (nanoGPT's shape)."""
+
+from __future__ import annotations
+
+from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP
+from .._model import Loop, Report, describe, dominates, tests
+
+CODE = "GG102"
+
+
+def check_loop(loop: Loop, report: Report) -> None:
+    if not loop.trains:
+        return
+    _between_backward_and_step(loop, report)
+    _every_micro_batch(loop, report)
+    _inside_micro_step_loop(loop, report)
+
+
+def _between_backward_and_step(loop: Loop, report: Report) -> None:
+    for p in loop.paths:
+        # a read of .grad between the backward and the clearing (SAM's perturbation,
+        # a copy into a buffer) used the gradients: clearing them afterwards is deliberate
+        evs = [e for e in p.events if e.kind in (BACKWARD, STEP, CLEAR, READ)]
+        for i, e in enumerate(evs):
+            if e.kind != CLEAR or e.target == PARTIAL:
+                continue
+            before = next((x for x in reversed(evs[:i]) if x.kind != CLEAR), None)
+            after = next((x for x in evs[i + 1 :] if x.kind != CLEAR), None)
+            if (
+                before is not None and before.kind == BACKWARD
+                and after is not None and after.kind == STEP
+                and loop.related(e, after) and dominates(e, after)
+            ):
+                report(
+                    CODE,
+                    e.node,
+                    f"{describe(e, 'zero_grad')} runs between backward() and {describe(after, 'step')}: "
+                    f"it clears the gradients before the step uses them.",
+                    loop=loop, optimizer=after.target, backward=before.node, step=after.node, clear=e.node,
+                )
+
+
+def _every_micro_batch(loop: Loop, report: Report) -> None:
+    windows = loop.window_paths()
+    if not windows:
+        return
+    for clear in loop.full_clears:
+        if clear.stack or not any(clear in m.events for m in windows):
+            continue
+        step = next((s for s in loop.steps if loop.related(clear, s)), None)
+        if step is not None:
+            report(
+                CODE,
+                clear.node,
+                f"{describe(clear, 'zero_grad')} runs on every micro-batch while the step runs only when an "
+                f"accumulation window closes: each micro-batch's gradients are cleared before a step uses them.",
+                loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
+            )
+
+
+def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
+    """``for micro_step in range(accum): zero_grad(); loss.backward()`` then ``step()``."""
+    for p in loop.complete:
+        for clear in p.events:
+            if clear.kind != CLEAR or clear.target == PARTIAL or not clear.stack or clear.stack[-1][0] != "loop":
+                continue  # only a clearing that runs on every pass of its nested loop
+            inner = clear.stack[-1]
+            depth = len(clear.stack)
+            in_inner = [e for e in p.events if len(e.stack) >= depth and e.stack[:depth] == clear.stack]
+            if not any(e.kind == BACKWARD for e in in_inner) or any(e.kind == STEP for e in in_inner):
+                continue
+            step = next(
+                (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
+                None,
+            )
+            if step is None or tests(step) != tests(clear)[: len(tests(step))]:
+                continue
+            report(
+                CODE,
+                clear.node,
+                f"{describe(clear, 'zero_grad')} runs on every pass of the micro-step loop while "
+                f"{describe(step, 'step')} runs once after it: only the last micro-batch's gradients reach the step.",
+                loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
+            )

@@ -1,0 +1,110 @@
+"""GG105 unequal-weighting (static form): in an accumulation loop, the loss is divided
+by the running micro-step counter (``loss / (micro_step + 1)``, ``loss / (i % accum + 1)``),
+which weights the micro-batches of a window 1, 1/2, 1/3, ... instead of equally."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from .._events import text
+from .._model import ACCUM_NAME, Loop, Report, backward_tensor, steps_after
+
+CODE = "GG105"
+
+
+def check_loop(loop: Loop, report: Report) -> None:
+    if not loop.trains or not _accumulates(loop):
+        return
+    counters = _counters(loop)
+    if not counters:
+        return
+    assigns = loop.assignments()
+    for b in dict.fromkeys(loop.backwards):
+        division = _counter_division(backward_tensor(b.node), assigns, counters, 0)
+        if division is not None:
+            divisor = division.right if isinstance(division, ast.BinOp) else division.value
+            report(
+                CODE,
+                division,
+                f"the loss back-propagated by `{text(b.node.func)}()` is divided by `{text(divisor)}`, which grows "
+                f"with the micro-step counter: the micro-batches of a window are weighted 1, 1/2, 1/3, ... instead of "
+                f"equally (divide by the number of micro-batches, or weight by item counts).",
+                loop=loop, backward=b.node, accum=divisor,
+            )
+
+
+def _accumulates(loop: Loop) -> bool:
+    """Several backward passes per step: a window test, a micro-step loop, Accelerate's window."""
+    if loop.accumulate or loop.window_paths():
+        return True
+    node = loop.node
+    return (
+        not loop.steps
+        and isinstance(node, (ast.For, ast.AsyncFor))
+        and bool(ACCUM_NAME.search(text(node.iter) + text(node.target)))
+        and steps_after(loop)
+    )
+
+
+def _counters(loop: Loop) -> set:
+    """Names that count iterations: loop targets (``micro_step``, ``i`` of ``enumerate``) and
+    names the loop increments by one (``step += 1``)."""
+    names = set()
+    node = loop.node
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        names |= _index_names(node)
+    for n in ast.walk(node) if loop.kind != "training_step" else ():
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n is not node:
+            names |= _index_names(n)
+    for n in ast.walk(node):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+            if isinstance(n.value, ast.Constant) and n.value.value == 1:
+                names.add(n.target.id)
+    if loop.kind == "training_step":
+        names |= {"batch_idx", "batch_nb", "batch_index"}
+    return names
+
+
+def _index_names(loop: ast.AST) -> set:
+    """``i`` of ``for i in range(...)`` or ``for i, batch in enumerate(...)`` (not the batch)."""
+    target, it = loop.target, loop.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
+        if it.func.id == "range" and isinstance(target, ast.Name):
+            return {target.id}
+        if it.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
+            return {target.elts[0].id}
+    return set()
+
+
+def _counter_division(expr, assigns, counters, depth) -> Optional[ast.AST]:
+    """The division of the loss by a counter-dependent divisor, following the loop's assignments."""
+    if expr is None or depth > 4:
+        return None
+    if isinstance(expr, tuple):  # ("aug", op, node): loss /= (micro_step + 1)
+        node = expr[2]
+        if isinstance(expr[1], ast.Div) and _mentions(node.value, counters):
+            return node
+        return None
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, ast.Div) and _mentions(expr.right, counters):
+            return expr
+        if isinstance(expr.op, (ast.Div, ast.Mult, ast.Add, ast.Sub)):
+            return _counter_division(expr.left, assigns, counters, depth + 1) or (
+                _counter_division(expr.right, assigns, counters, depth + 1) if not isinstance(expr.op, ast.Div) else None
+            )
+        return None
+    if isinstance(expr, ast.Name):
+        for value in assigns.get(expr.id, ()):
+            found = _counter_division(value, {**assigns, expr.id: []}, counters, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale" and expr.args:
+        return _counter_division(expr.args[0], assigns, counters, depth + 1)  # scaler.scale(loss)
+    return None
+
+
+def _mentions(node: ast.AST, names: set) -> bool:
+    """A divisor built from a counter (not ``len(batch)`` or a constant)."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))

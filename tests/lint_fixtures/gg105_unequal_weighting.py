@@ -1,0 +1,69 @@
+"""GG105 (static form): a loss divided by the running micro-step counter."""
+import torch
+
+
+def nanogpt_running_counter(model, get_batch, optimizer, gradient_accumulation_steps, max_iters):
+    for it in range(max_iters):
+        for micro_step in range(gradient_accumulation_steps):
+            x, y = get_batch("train")
+            logits, loss = model(x, y)
+            loss = loss / (micro_step + 1)  # expect: GG105
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def modulo_counter(model, loader, loss_fn, optimizer, accum):
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        (loss / (i % accum + 1)).backward()  # expect: GG105
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    optimizer.step()
+
+
+def in_place_division(model, loader, loss_fn, optimizer, accum):
+    micro = 0
+    for x, y in loader:
+        micro += 1
+        loss = loss_fn(model(x), y)
+        loss /= micro  # expect: GG105
+        loss.backward()
+        if micro == accum:
+            optimizer.step()
+            optimizer.zero_grad()
+            micro = 0
+    optimizer.step()
+
+
+# --- correct: no finding -------------------------------------------------------
+def divide_by_window_size(model, get_batch, optimizer, gradient_accumulation_steps, max_iters):
+    for it in range(max_iters):
+        for micro_step in range(gradient_accumulation_steps):
+            x, y = get_batch("train")
+            logits, loss = model(x, y)
+            loss = loss / gradient_accumulation_steps
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def running_average_for_logging(model, loader, loss_fn, optimizer):
+    total = 0.0
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        avg = total / (i + 1)
+        print(avg)
+
+
+def no_accumulation(model, loader, loss_fn, optimizer):
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y) / (i + 1)  # a decaying weight, but one backward per step
+        loss.backward()
+        optimizer.step()
