@@ -27,6 +27,7 @@ import ast
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
+    CLEAR,
     READ,
     STEP,
     Event,
@@ -242,7 +243,14 @@ class Walker:
         for call in _calls(node):
             wrapper = self._wrapper_method(call)
             if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
+                before = [len(s.events) for s in states]
                 states = self._inline(wrapper[1], states, stack, receiver=wrapper[0])
+                kind = _WRAPPED.get(call.func.attr)
+                if kind and len(states) == len(before) and not any(
+                    e.kind == kind for s, n in zip(states, before) for e in s.events[n:]
+                ) and _calls_method(wrapper[1], call.func.attr):
+                    # `self.inner.step()` inside the wrapper's step(): the wrapped object is an optimizer
+                    states = self._add(states, Event(kind, call, wrapper[0], stack))
                 continue
             found = classify_call(call, self.optimizers)
             if found is not None:
@@ -315,6 +323,14 @@ class Walker:
             cached = self.interesting(node) or _has_jump(node)
             self._relevant[key] = cached
         return cached
+
+
+#: A wrapper's method of this name that calls the same method on something it holds is that event.
+_WRAPPED = {"step": STEP, "zero_grad": CLEAR}
+
+
+def _calls_method(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name for n in ast.walk(fn))
 
 
 def _calls(node: ast.AST) -> List[ast.Call]:

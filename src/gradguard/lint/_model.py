@@ -505,6 +505,24 @@ def no_grad_with(stmt: ast.AST) -> bool:
     return False
 
 
+def _local_defs(fn: ast.AST) -> Dict[str, ast.AST]:
+    """The functions defined in ``fn``'s body (in loops and branches too, not in nested defs): its closures."""
+    out: Dict[str, ast.AST] = {}
+    pending = list(fn.body)
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(stmt.name, stmt)
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            pending.extend(getattr(stmt, field, None) or ())
+        for h in getattr(stmt, "handlers", None) or ():
+            pending.extend(h.body)
+    return out
+
+
 def _no_grad_function(fn: ast.AST) -> bool:
     return any(terminal(d) in _NO_GRAD_CONTEXTS for d in getattr(fn, "decorator_list", ()))
 
@@ -616,10 +634,7 @@ class _Builder:
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_framework_hook(stmt) and id(cls) not in self.manual:
                     continue
-                inner = dict(closures)
-                for s in stmt.body:
-                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        inner[s.name] = s
+                inner = {**closures, **_local_defs(stmt)}
                 fn_no_grad = no_grad or _no_grad_function(stmt) or stmt.name in self.no_grad_callees
                 self._visit(stmt.body, stmt, cls, (), inner, fn_no_grad)
             else:
