@@ -259,3 +259,92 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0
+
+
+# --- what cannot be checked is said, never dropped ----------------------------------
+def _many_paths_loop(n_ifs=9):
+    branches = "".join(f"    if c{i}:\n        opt{i}.zero_grad()\n" for i in range(n_ifs))
+    return f"for x in loader:\n{branches}    model(x).backward()\n    optimizer.step()\n"
+
+
+def test_skipped_loops_are_reported():
+    result = gg.lint.check_source(_many_paths_loop(), "t.py")
+    assert result.findings == []
+    (skip,) = result.skipped
+    assert (skip.path, skip.line) == ("t.py", 1) and "paths" in skip.reason
+    assert skip.format().startswith("t.py:1: not checked: ")
+    # a smaller loop of the same shape is checked (and its bug found): the skip is about size only
+    small = gg.lint.check_source(_many_paths_loop(3))
+    assert small.skipped == [] and [f.code for f in small.findings] == ["GG101"]
+
+
+def test_check_paths_collects_skipped(tmp_path):
+    (tmp_path / "a.py").write_text(_many_paths_loop())
+    (tmp_path / "b.py").write_text(BUGGY)
+    result = gg.lint.check_paths([str(tmp_path)])
+    assert [f.path for f in result.findings] == [str(tmp_path / "b.py")]
+    assert [s.path for s in result.skipped] == [str(tmp_path / "a.py")]
+    assert gg.lint.lint_paths([str(tmp_path)]) == result.findings
+
+
+def test_cli_show_skipped(tmp_path, capsys):
+    from gradguard.cli import main
+
+    (tmp_path / "a.py").write_text(_many_paths_loop())
+    assert main(["lint", "--no-config", str(tmp_path / "a.py")]) == 0
+    assert "not checked" not in capsys.readouterr().err
+    assert main(["lint", "--no-config", "--show-skipped", str(tmp_path / "a.py")]) == 0
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'a.py'}:1: not checked:" in err and "paths" in err
+
+
+def test_recursion_error_costs_only_that_loop():
+    terms = " + ".join(f"l{i}" for i in range(600))
+    src = f"for x in loader:\n    loss = {terms}\n    loss.backward()\n    opt.step()\n\n" + BUGGY
+    found = gg.lint_source(src)
+    gg000 = [f for f in found if f.code == "GG000"]
+    assert len(gg000) == 1 and gg000[0].line == 1 and "could not be checked" in gg000[0].message
+    assert "cannot parse" not in gg000[0].message
+    # the rules that finished still report, on both loops
+    assert [(f.code, f.line) for f in found if f.code != "GG000"] == [("GG101", 4), ("GG101", 10)]
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n"])
+def test_carriage_return_line_ends(newline):
+    src = "# header" + newline + "import torch" + newline + BUGGY.replace("\n", newline)
+    assert [(f.code, f.line, f.col) for f in gg.lint_source(src)] == [("GG101", 7, 5)]
+    # a lone \r in the middle of a file that otherwise uses \n
+    mixed = "x = 1\rz = 2\n" + BUGGY
+    assert [(f.code, f.line) for f in gg.lint_source(mixed)] == [("GG101", 7)]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses 3.12 syntax itself")
+@pytest.mark.parametrize(
+    "line",
+    ["type Batch = list[int]", "def first[T](xs: list[T]) -> T:\n    return xs[0]", "class Box[T]:\n    pass", "x = f\"{'a' + f\"{1}\"}\""],
+)
+def test_newer_python_syntax_is_not_an_error(line, tmp_path, capsys):
+    from gradguard.cli import main
+
+    src = line + "\n" + BUGGY
+    result = gg.lint.check_source(src, "new.py")
+    assert result.findings == []
+    (skip,) = result.skipped
+    assert skip.line == 1 and "Python 3.12" in skip.reason and "3.11" in skip.reason
+    path = tmp_path / "new.py"
+    path.write_text(src)
+    assert main(["lint", "--no-config", str(path)]) == 0
+    assert "Python 3.12" in capsys.readouterr().err
+    # a real syntax error is still GG000, with a 1-based column
+    (f,) = gg.lint_source("def f(:\n    pass\n")
+    assert (f.code, f.line, f.col) == ("GG000", 1, 7)
+
+
+def test_many_helpers():
+    """A module of many helper functions calling each other: the call graph is followed
+    (its speed is measured in benchmarks/bench_lint.py --helpers, not asserted here)."""
+    helpers = "".join(f"def h{i}(model, x):\n    y = model(x)\n    return h{i + 1}(model, y) if x else y\n\n" for i in range(1000))
+    src = helpers + "def train(model, loader, opt):\n    for x in loader:\n        h0(model, x).backward()\n        opt.step()\n"
+    assert [(f.code, f.line) for f in gg.lint_source(src)] == [("GG101", 4004)]
+    fixed = src.replace("        opt.step()\n", "        opt.step()\n        opt.zero_grad()\n")
+    assert gg.lint_source(fixed) == []

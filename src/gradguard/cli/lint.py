@@ -39,6 +39,9 @@ def register(sub) -> None:
     p.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to report, e.g. GG101,GG2")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes not to report")
     p.add_argument("--no-config", action="store_true", help="do not read [tool.gradguard] from pyproject.toml")
+    p.add_argument(
+        "--show-skipped", action="store_true", help="also list the loops the analysis could not follow, with the reason (on stderr)"
+    )
     p.set_defaults(handler=handler)
 
 
@@ -51,7 +54,12 @@ def handler(args) -> int:
     config = None if args.no_config else find_config(paths)
     # unknown codes are a usage error before any file is read
     select, ignore = merge_config(config, args.select, args.ignore)
-    findings = lint_paths(paths, select=select, ignore=ignore)
+    skipped: list = []
+    findings = lint_paths(paths, select=select, ignore=ignore, skipped=skipped)
+    # a file only a newer Python parses is always worth a word; skipped loops on request
+    for s in skipped:
+        if args.show_skipped or "syntax of Python" in s.reason:
+            sys.stderr.write(f"warning: {s.format()}\n")
     out = sys.stdout
     if args.format == "json":
         out.write(to_json(findings) + "\n")

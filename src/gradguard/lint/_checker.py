@@ -54,20 +54,21 @@ class Checker:
         failed: List[Finding] = []
         for loop in model.loops:
             report = Report()
-            try:
-                for code, check in LOOP_RULES:
+            broken = []
+            for code, check in LOOP_RULES:
+                try:
                     check(loop, report)
-            except RecursionError:
-                failed.append(self._not_checked(loop.node, "this loop"))
-                continue
+                except RecursionError:
+                    broken.append(code)
             diagnostics += report.diagnostics
+            if broken:
+                failed.append(self._not_checked(loop.node, f"this loop (rule {', '.join(broken)})"))
         for code, check in MODULE_RULES:
             report = Report()
             try:
                 check(model, report)
             except RecursionError:
-                failed.append(self._not_checked(None, f"rule {code}"))
-                continue
+                failed.append(self._not_checked(None, f"this file (rule {code})"))
             diagnostics += report.diagnostics
         found: Dict[Tuple[str, int, int], Finding] = {}
         for d in diagnostics:

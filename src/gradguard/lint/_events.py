@@ -184,13 +184,19 @@ def _is_framework_object(recv: ast.AST) -> bool:
 _FRAMEWORK_RECEIVER = re.compile(r"accelerator|fabric|engine|deepspeed|booster|strategy|precision", re.I)
 
 
-def reads_grad(node: ast.AST) -> bool:
-    """Whether ``node`` reads some ``.grad`` as a value (not only tests it for None)."""
-    for n in ast.walk(node):
+def reads_grad(node: ast.AST, keep=None) -> bool:
+    """Whether ``node`` reads some ``.grad`` as a value (not only tests it for None).
+
+    ``keep(sub_expression)`` may prune the search (sub-expressions on lines without ``.grad``).
+    """
+    pending = [node]
+    while pending:
+        n = pending.pop()
         if isinstance(n, ast.Compare) and all(isinstance(c, ast.Constant) and c.value is None for c in n.comparators):
             continue
         if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load):
             return True
+        pending.extend(c for c in ast.iter_child_nodes(n) if keep is None or not isinstance(c, ast.expr) or keep(c))
     return False
 
 

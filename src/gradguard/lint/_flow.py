@@ -41,13 +41,16 @@ from ._events import (
 MAX_PATHS = 256
 #: How deep helper functions are inlined.
 MAX_INLINE_DEPTH = 3
+#: Statement visits (summed over paths) allowed for one iteration, helpers included.
+MAX_WORK = 8000
 
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 class TooComplex(Exception):
-    """The iteration has more than :data:`MAX_PATHS` paths."""
+    """The iteration has more than :data:`MAX_PATHS` paths, or needs more than
+    :data:`MAX_WORK` statement visits; the message says which, for the user."""
 
 
 class Path(NamedTuple):
@@ -114,12 +117,17 @@ class Walker:
         methods: Dict[str, ast.AST],
         optimizers: frozenset,
         instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
+        mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
     ):
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
         self.instances = instances or {}
+        self.mentions_grad = mentions_grad or (lambda node: True)
+        self._work = 0
+        self._keys: Dict[int, Tuple[str, bool]] = {}
+        self._call_cache: Dict[int, List[ast.Call]] = {}
         #: the ``with accelerator.accumulate(...)`` blocks met: Accelerate's K-micro-batch window
         self.accumulate: List[ast.AST] = []
         self._inlining: List[ast.AST] = []
@@ -144,9 +152,12 @@ class Walker:
             if not live:
                 break
             ended = [s for s in states if s.end is not None]
+            self._work += len(live)
+            if self._work > MAX_WORK:
+                raise TooComplex(f"following this loop through its helpers takes more than {MAX_WORK} statement visits")
             states = ended + self.statement(stmt, live, stack)
             if len(states) > MAX_PATHS:
-                raise TooComplex
+                raise TooComplex(f"more than {MAX_PATHS} paths through one iteration (too many independent branches to follow)")
         return states
 
     def statement(self, stmt: ast.stmt, states: List[Path], stack: Tuple) -> List[Path]:
@@ -193,7 +204,7 @@ class Walker:
         special = classify_statement(stmt)
         if special is not None:
             states = self._add(states, Event(special[0], stmt, special[1], stack))
-        elif reads_grad(stmt) and not any(classify_call(c, self.optimizers) for c in _calls(stmt)):
+        elif self.mentions_grad(stmt) and reads_grad(stmt, self.mentions_grad) and not any(classify_call(c, self.optimizers) for c in self._calls(stmt)):
             # SAM's perturbation, a copy into the user's own buffer: the gradients were used
             states = self._add(states, Event(READ, stmt, "", stack))
         return states
@@ -206,7 +217,10 @@ class Walker:
         states = self.expr(stmt.test, states, stack)
         if not self.relevant(stmt):
             return states
-        key, negated = condition_key(stmt.test)
+        cached = self._keys.get(id(stmt.test))
+        if cached is None:
+            cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
+        key, negated = cached
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
@@ -240,7 +254,7 @@ class Walker:
         """Adds the events of the calls in ``node`` (in evaluation order) to every state."""
         if node is None or not self.interesting(node):
             return states
-        for call in _calls(node):
+        for call in self._calls(node):
             wrapper = self._wrapper_method(call)
             if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
                 before = [len(s.events) for s in states]
@@ -264,6 +278,14 @@ class Walker:
             if helper is not None:
                 states = self._inline(helper, states, stack)
         return states
+
+    def _calls(self, node: ast.AST) -> List[ast.Call]:
+        """:func:`_calls` of the parts of ``node`` on interesting lines (a statement is
+        visited once per path: the answer is kept)."""
+        found = self._call_cache.get(id(node))
+        if found is None:
+            found = self._call_cache[id(node)] = _calls(node, self.interesting)
+        return found
 
     def _call_closure(self, arg, states, stack):
         if isinstance(arg, ast.Lambda):
@@ -333,8 +355,10 @@ def _calls_method(fn: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name for n in ast.walk(fn))
 
 
-def _calls(node: ast.AST) -> List[ast.Call]:
-    """The calls in ``node`` in evaluation order (an inner call finishes first), nested defs excluded."""
+def _calls(node: ast.AST, interesting: Optional[Callable[[ast.AST], bool]] = None) -> List[ast.Call]:
+    """The calls in ``node`` in evaluation order (an inner call finishes first), nested defs
+    excluded, and sub-expressions on lines ``interesting`` rejects skipped (a 5000-line dict
+    literal with one interesting line costs that line)."""
     calls = []
     pending = [node]
     while pending:  # ast.walk without entering nested function bodies
@@ -342,7 +366,7 @@ def _calls(node: ast.AST) -> List[ast.Call]:
         if isinstance(n, ast.Call):
             calls.append(n)
         for child in ast.iter_child_nodes(n):
-            if not isinstance(child, _DEFS):
+            if not isinstance(child, _DEFS) and (interesting is None or not isinstance(child, ast.expr) or interesting(child)):
                 pending.append(child)
     calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
     return calls

@@ -47,10 +47,12 @@ from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_cl
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
 # which is much faster than one regular expression with many alternatives).
+# (A manual update `p.data.add_(p.grad)` or `p.grad.zero_()` is found by ".grad".)
 _KEYWORDS = (
-    "backward", ".step", "zero_grad", "zero_", ".grad", "create_graph", "optim", "add_", "sub_", "accumulate",
-    "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon",
-    "clear_grad", "reset_grad", "free_grad", "set_grad", "grads_to_none", "num_items_in_batch",
+    "backward", ".step", "zero_grad", ".grad", "create_graph", "optim", "accumulate",
+    "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon", "_foreach_zero_",
+    "clear_grad", "reset_grad", "free_grad", "grad_none", "grads_none", "grads_to_none", "grad_to_none",
+    "num_items_in_batch",
 )
 # Names that say "accumulation window" in a condition or a micro-batch loop.
 ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
@@ -348,6 +350,8 @@ class Module:
         self.compute_losses: List[Tuple[ast.AST, ast.ClassDef]] = []
         self.skipped: List[Skipped] = []
         self._lines: List[int] = []
+        self._grad_lines: List[int] = []
+        self._backward_lines: List[int] = []
         self._sum_lines: List[int] = []
         self._source_lines: Optional[List[str]] = None
 
@@ -374,6 +378,10 @@ class Module:
     def interesting(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines may hold a gradient-buffer event."""
         return _overlaps(self._lines, node)
+
+    def mentions_grad(self, node: ast.AST) -> bool:
+        """Whether ``node``'s lines contain ``.grad`` (a cheap test before looking for reads)."""
+        return _overlaps(self._grad_lines, node)
 
     def scope_text(self, scope: Optional[ast.AST]) -> str:
         if scope is None:
@@ -537,10 +545,12 @@ class _Builder:
         self.manual: set = set()  # ids of Lightning modules with manual optimization
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
+        self.class_calls: List[int] = []
 
     def run(self) -> None:
         m = self.m
         m._mark_lines(_KEYWORDS)
+        m._grad_lines = _lines_of(m.source, _find_all(m.source, (".grad",)))
         self._mark_sum_lines()
         for stmt in m.tree.body:  # helpers first, so that lines calling them count as interesting
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -553,7 +563,7 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
-        self._bind_instances()
+        self._bound = False
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
 
@@ -571,10 +581,11 @@ class _Builder:
     def _mark_sum_lines(self) -> None:
         """Calls that sum rather than average (``reduction="sum"``), and the names bound to them."""
         m = self.m
-        if "reduction" not in m.source and "size_average" not in m.source:
+        words = _lines_of(m.source, _find_all(m.source, ("reduction", "size_average")))
+        if not words:
             return
         lines = set()
-        for node in ast.walk(m.tree):
+        for node in _walk_lines(m.tree, words):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _sums(node.value):
                 m.sum_losses.update(terminal(t) for t in node.targets)
             if isinstance(node, ast.Call) and _sums(node):
@@ -582,28 +593,26 @@ class _Builder:
         m._sum_lines = sorted(lines)
 
     def _mark_helper_calls(self) -> None:
-        """Lines that call a helper holding events are interesting too (to a fixed point).
+        """Lines that call a helper holding events are interesting too (to a fixed point);
+        likewise for the lines that (through helpers) can reach a backward pass.
 
         The call sites of every name are found in one pass over the text, so the
         cost stays linear in the size of the file whatever the number of helpers.
         """
         m = self.m
         helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
-        if not helpers:
+        m._backward_lines = _lines_of(m.source, _find_all(m.source, ("backward",)))
+        if not helpers and not m.classes:
             return
         sites: Dict[str, List[int]] = {}
-        names = {name for name, _ in helpers}
+        names = {name for name, _ in helpers} | set(m.classes)
         for match in _CALL_SITE.finditer(m.source):
             name = match.group(1)
             if name in names:
                 sites.setdefault(name, []).append(match.start())
-        marked: set = set()
-        for _ in range(4):
-            fresh = {name for name, fn in helpers if name not in marked and name in sites and m.interesting(fn)}
-            if not fresh:
-                return
-            marked |= fresh
-            m._add_positions([pos for name in fresh for pos in sites[name]])
+        self.class_calls = _lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
+        m._lines = _propagate(m, m._lines, helpers, sites)
+        m._backward_lines = _propagate(m, m._backward_lines, helpers, sites)
 
     def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
         m, candidates = self.m, self.sum_candidates
@@ -676,7 +685,7 @@ class _Builder:
                 for t in targets:
                     for name in [t] + list(getattr(t, "elts", [])):
                         m.optimizer_names.add(text(name))
-        for node in ast.walk(stmt):
+        for node in _walk_lines(stmt, m._lines):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             if node.func.attr == "zero_grad" and keeps_zeros(node):
@@ -689,9 +698,9 @@ class _Builder:
     def _bind_instances(self) -> None:
         """``wrapper = OptimWrapper(opt)`` / ``self.opt = OptimWrapper(...)`` with a class of this module."""
         m = self.m
-        if not m.classes:
+        if not self.class_calls:
             return
-        for node in ast.walk(m.tree):
+        for node in _walk_lines(m.tree, self.class_calls):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
                 cls = m.classes.get(node.value.func.id)
                 if cls is None or any(terminal(b).endswith(("Optimizer", "Module")) for b in cls.bases):
@@ -701,24 +710,23 @@ class _Builder:
 
     def _loop(self, node, scope, cls, after, closures) -> None:
         m = self.m
+        if not (_overlaps(m._backward_lines, node) or (scope is not None and _overlaps(m._backward_lines, scope))):
+            return  # no backward pass can run in it (directly, through helpers or closures): no rule applies
+        if not self._bound:
+            self._bound = True
+            self._bind_instances()
         methods = m.methods.get(id(cls), {}) if cls is not None else {}
         functions = {**m.functions, **closures} if closures else m.functions
-        walker = Walker(m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances)
+        walker = Walker(m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad)
         try:
             paths = walker.iteration_paths(node)
-        except TooComplex:
-            m.skip(node, f"more than {_flow_max_paths()} paths through one iteration (too many independent branches to follow)")
+        except TooComplex as exc:
+            m.skip(node, str(exc))
             return
         except RecursionError:
             m.skip(node, "nested too deeply to follow")
             return
         m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate)))
-
-
-def _flow_max_paths() -> int:
-    from ._flow import MAX_PATHS
-
-    return MAX_PATHS
 
 
 def build(tree: ast.Module, source: str, filename: str) -> Module:
@@ -732,6 +740,27 @@ def build(tree: ast.Module, source: str, filename: str) -> Module:
     module = Module(tree, source, filename)
     _Builder(module).run()
     return module
+
+
+def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:
+    """``lines`` plus the call sites of every helper that overlaps them, to a fixed point (4 rounds)."""
+    marked: set = set()
+    for _ in range(4):
+        fresh = {name for name, fn in helpers if name not in marked and name in sites and _overlaps(lines, fn)}
+        if not fresh:
+            break
+        marked |= fresh
+        lines = sorted(set(lines).union(_lines_of(m.source, [pos for name in fresh for pos in sites[name]])))
+    return lines
+
+
+def _walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
+    """``ast.walk`` that enters only the nodes whose lines include one of ``lines``."""
+    pending = [node]
+    while pending:
+        n = pending.pop()
+        yield n
+        pending.extend(c for c in ast.iter_child_nodes(n) if not hasattr(c, "lineno") or _overlaps(lines, c))
 
 
 def _find_all(source: str, words) -> List[int]:
