@@ -92,6 +92,34 @@ def time_torchfix(sources):
     return time.perf_counter() - start, n
 
 
+def helper_module(n: int) -> str:
+    """``n`` helper functions calling each other (5 lines each), each holding a backward pass,
+    and one training loop that calls the first: the shape that once made the checker quadratic."""
+    helpers = "".join(
+        f"def h{i}(model, x):\n    y = model(x)\n    z = y.backward() if x else y\n    return h{i + 1}(model, y) if x else y\n\n"
+        for i in range(n)
+    )
+    return helpers + "def train(model, loader, opt):\n    for x in loader:\n        h0(model, x).backward()\n        opt.step()\n"
+
+
+def time_helpers(counts):
+    """``[(helpers, lines, parse_s, lint_s)]``: lint time against parse time as the helpers grow."""
+    from gradguard.lint import lint_source
+
+    rows = []
+    for n in counts:
+        src = helper_module(n)
+        start = time.perf_counter()
+        ast.parse(src)
+        parse_s = time.perf_counter() - start
+        start = time.perf_counter()
+        found = lint_source(src)
+        lint_s = time.perf_counter() - start
+        assert [f.code for f in found] == ["GG101"], found
+        rows.append((n, src.count("\n"), parse_s, lint_s))
+    return rows
+
+
 def plot(results, path):
     import matplotlib
 
@@ -154,7 +182,18 @@ def markdown(results):
         )
     else:
         lines.append("TorchFix was not installed for this run (`pip install torchfix` to add its row).")
-    lines.append("")
+    if results.get("helpers"):
+        lines += [
+            "",
+            "Many helper functions (each holding a backward pass, each calling the next; one training loop "
+            "calling the first): the call graph is read in one pass over the text, so the time grows "
+            "linearly with the file, like the parse.",
+            "",
+            "| helpers | lines | `ast.parse` s | lint s (parse included) | vs `ast.parse` |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [f"| {n} | {n_lines} | {p:.2f} | {l:.2f} | {l / p:.2f}x |" for n, n_lines, p, l in results["helpers"]]
+    lines += ["", ""]
     return "\n".join(lines)
 
 
@@ -175,6 +214,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="runs of parse and lint; the best is kept (default 7)")
     parser.add_argument("--no-torchfix", action="store_true", help="skip TorchFix even if it is installed")
+    parser.add_argument(
+        "--helpers", type=int, nargs="*", default=[2000, 8000, 32000],
+        help="helper counts of the call-graph scaling rows (5 lines each; default 2000 8000 32000)",
+    )
     parser.add_argument("--update-docs", action="store_true", help=f"rewrite '{HEADING}' in docs/benchmarks.md")
     args = parser.parse_args(argv)
 
@@ -205,6 +248,7 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
         "cpus": os.cpu_count(),
+        "helpers": time_helpers(args.helpers) if args.helpers else [],
     }
     if torchfix_s is not None:
         from importlib.metadata import version

@@ -248,6 +248,8 @@ def test_property_accumulation(cond, scaled, remainder):
         "gradguard.lint._events",
         "gradguard.lint._flow",
         "gradguard.lint._frameworks",
+        "gradguard.lint._model",
+        "gradguard.lint.rules.gg000_syntax_error",
         "gradguard.lint._suppress",
         "gradguard.findings",
         "gradguard.demo.lint_part",

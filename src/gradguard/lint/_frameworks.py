@@ -2,10 +2,10 @@
 
 Lightning calls ``training_step`` and does backward, step and zero_grad itself;
 an HF ``Trainer`` subclass overrides ``compute_loss``/``training_step`` while the
-Trainer owns the loop; inside ``with accelerator.accumulate(model):`` Accelerate
-divides the loss and turns ``optimizer.step()``/``zero_grad()`` into no-ops on
-the micro-batches that do not end a window. Read as raw PyTorch, all of these
-look like bugs, so the linter stays silent on them. Lightning's manual
+Trainer owns the loop. Read as raw PyTorch, these look like bugs, so the linter
+stays silent on them (except GG301, about the ``compute_loss`` override itself).
+Accelerate and Fabric loops are the user's own (see :mod:`._flow` for
+``accelerator.accumulate``'s window). Lightning's manual
 optimization (``self.automatic_optimization = False``) is the user's own loop:
 its ``training_step`` is checked like one iteration of a raw loop.
 """
