@@ -458,6 +458,92 @@ def evaluate(lint: Optional[Callable] = None, root: Path = CORPUS) -> dict:
     }
 
 
+def _same_params(a: list, b: list, tol: float = 1e-12) -> bool:
+    import torch
+
+    return len(a) == len(b) and all(x.shape == y.shape and torch.allclose(x, y, rtol=0, atol=tol) for x, y in zip(a, b))
+
+
+def evaluate_fixes(root: Path = CORPUS, unsafe: bool = True) -> dict:
+    """``gradguard lint --fix`` on every mutant: how many it repairs, per operator.
+
+    A mutant is *repaired* when a fix applied, the result parses, lints as clean as the
+    original (no finding the original does not have) and, for a runnable program, trains to
+    the original's parameters (float64, 1e-12). ``oracle`` rows give the GG105 generator the
+    mutated line directly, since the linter does not report GG105 statically yet.
+    """
+    from gradguard import Finding
+    from gradguard.lint.fix import fix_source
+    from gradguard.lint.fixes import attach_fixes
+
+    per_op = {op: {"expect": code, "mutants": 0, "fixed": 0, "repaired": 0, "failed": []} for op, (code, _) in OPERATORS.items()}
+    oracle = {"mutants": 0, "fixed": 0, "repaired": 0, "failed": []}
+    for name, source in corpus(root):
+        base = sorted(f.code for f in _lint(source, name))
+        reference = train(source, name) if is_runnable(source) else None
+        for m in mutants(name, source):
+            row = per_op[m.operator]
+            row["mutants"] += 1
+            result = fix_source(m.source, name, unsafe=unsafe)
+            texts = [(row, result.text)] if result.fixed else []
+            if m.operator == "divide-by-micro-step":
+                line = _changed_line(source, m.source)
+                finding = Finding("GG105", "unequal-weighting", "warning", "", name, line, 0)
+                fixed = attach_fixes([finding], m.source)[0].fix
+                oracle["mutants"] += 1
+                if fixed is not None:
+                    from gradguard.lint.fix import apply_edits
+
+                    texts.append((oracle, apply_edits(m.source, fixed.edits)))
+            for target, text in texts:
+                target["fixed"] += 1
+                ok = _parses(text) and sorted(f.code for f in _lint(text, name)) == base
+                if ok and reference is not None:
+                    ok = _same_params(reference, train(text, name))
+                if ok:
+                    target["repaired"] += 1
+                else:
+                    target["failed"].append(f"{name}#{m.index}")
+    for r in [*per_op.values(), oracle]:
+        r["share"] = r["repaired"] / r["mutants"] if r["mutants"] else None
+    total = sum(r["mutants"] for r in per_op.values())
+    repaired = sum(r["repaired"] for r in per_op.values())
+    return {"mutants": total, "repaired": repaired, "share": repaired / total if total else None, "operators": per_op, "gg105_oracle": oracle}
+
+
+def _lint(text: str, name: str):
+    from gradguard import lint_source
+
+    return lint_source(text, name)
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False
+
+
+def _changed_line(old: str, new: str) -> int:
+    for i, (a, b) in enumerate(zip(old.splitlines(), new.splitlines()), 1):
+        if a != b:
+            return i
+    return 1
+
+
+def _fix_table(report: dict, verbose: bool) -> str:
+    lines = [f"{'operator':<24}{'expect':<8}{'mutants':>8}{'fixed':>7}{'repaired':>10}{'share':>8}"]
+    rows = list(report["operators"].items()) + [("GG105 generator, oracle line", {**report["gg105_oracle"], "expect": "GG105"})]
+    for op, r in rows:
+        share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
+        lines.append(f"{op:<24}{r['expect']:<8}{r['mutants']:>8}{r['fixed']:>7}{r['repaired']:>10}{share:>8}")
+        if verbose and r["failed"]:
+            lines.append("    fixed but not repaired: " + ", ".join(r["failed"]))
+    lines.append(f"{'overall':<32}{report['mutants']:>8}{'':>7}{report['repaired']:>10}{100 * (report['share'] or 0):>7.0f}%")
+    return "\n".join(lines)
+
+
 def _table(report: dict, verbose: bool) -> str:
     lines = [
         f"corpus: {report['programs']} programs ({report['runnable']} runnable), {report['mutants']} mutants",
@@ -481,11 +567,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="list the missed mutants")
+    parser.add_argument("--fix", action="store_true", help="measure `lint --fix` on the mutants instead of recall")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    report = evaluate()
+    report = evaluate_fixes() if args.fix else evaluate()
+    table = _fix_table if args.fix else _table
     try:
-        print(json.dumps(report, indent=2) if args.json else _table(report, args.verbose))
+        print(json.dumps(report, indent=2) if args.json else table(report, args.verbose))
     except BrokenPipeError:  # `| head`
         sys.stderr.close()
     return 0
