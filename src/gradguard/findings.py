@@ -12,8 +12,8 @@ from typing import Iterable, NamedTuple, Optional, Tuple
 
 SEVERITIES = ("error", "warning", "info")
 
-#: The keys of a finding's JSON object, in the order of SPEC §3.
-JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params")
+#: The keys of a finding's JSON object, in the order of SPEC §3, and the fix (null where none).
+JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params", "fix")
 
 
 class Edit(NamedTuple):
@@ -92,6 +92,12 @@ class Finding(NamedTuple):
         d = {key: getattr(self, key) for key in JSON_KEYS}
         if d["params"] is not None:
             d["params"] = list(d["params"])
+        if self.fix is not None:
+            d["fix"] = {
+                "message": self.fix.message,
+                "applicability": self.fix.applicability,
+                "edits": [e._asdict() for e in self.fix.edits],
+            }
         return d
 
 
@@ -102,8 +108,10 @@ def to_json(findings: Iterable[Finding], indent: Optional[int] = 2) -> str:
 
 def from_dict(d: dict) -> Finding:
     """The inverse of :meth:`Finding.to_dict` (reads a ``--report`` file back)."""
-    params = d.get("params")
-    return Finding(**{**{k: d.get(k) for k in JSON_KEYS}, "params": tuple(params) if params is not None else None})
+    params, fix = d.get("params"), d.get("fix")
+    if fix is not None:
+        fix = Fix(fix["message"], tuple(Edit(**e) for e in fix["edits"]), fix.get("applicability", "safe"))
+    return Finding(**{**{k: d.get(k) for k in JSON_KEYS}, "params": tuple(params) if params is not None else None, "fix": fix})
 
 
 def summary_line(findings: Iterable[Finding]) -> str:
@@ -129,6 +137,22 @@ def _sarif_uri(path: str) -> str:
 
     posix = PureWindowsPath(path).as_posix() if "\\" in path else path
     return quote(posix, safe="/:@-._~!$&'()*+,;=")
+
+
+def _sarif_fix(fix: Fix, path: str) -> dict:
+    """A SARIF ``fix``: the edits as replacements (regions 1-based, end column exclusive, like :class:`Edit`)."""
+    replacements = [
+        {
+            "deletedRegion": {"startLine": e.line, "startColumn": e.col, "endLine": e.end_line, "endColumn": e.end_col},
+            "insertedContent": {"text": e.content},
+        }
+        for e in fix.edits
+    ]
+    return {
+        "description": {"text": fix.message},
+        "artifactChanges": [{"artifactLocation": {"uri": _sarif_uri(path)}, "replacements": replacements}],
+        "properties": {"applicability": fix.applicability},
+    }
 
 
 def to_sarif(findings: Iterable[Finding]) -> dict:
@@ -176,6 +200,8 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
                     region["startColumn"] = int(f.col) + 1
                 location["region"] = region
             result["locations"] = [{"physicalLocation": location}]
+        if f.fix is not None and f.path is not None:
+            result["fixes"] = [_sarif_fix(f.fix, f.path)]
         results.append(result)
     return {
         "$schema": SARIF_SCHEMA,

@@ -42,7 +42,8 @@ class Rule(NamedTuple):
             f"{self.code} {self.name} ({self.severity})\n\n{self.summary}\n\n"
             f"## What it does\n{self.what}\n\n## Why is this bad?\n{self.why}\n\n"
             f"## Example\n```python\n{self.example.strip()}\n```\n\n"
-            f"## Use instead\n```python\n{self.instead.strip()}\n```\n"
+            f"## Use instead\n```python\n{self.instead.strip()}\n```\n\n"
+            f"## Fix\n{fix_availability(self.code)}\n"
         )
 
     @property
@@ -55,6 +56,27 @@ from ._rule_texts import RULE_LIST  # noqa: E402  (the data, kept apart from the
 
 #: code -> :class:`Rule`, in code order.
 RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
+
+#: code -> the applicability of the repair ``gradguard lint --fix`` makes: ``"safe"`` (applied by
+#: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
+#: not listed have no automatic fix.
+FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
+    {"GG101": "safe", "GG102": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG201": "safe"}
+)
+
+
+def fix_availability(code: str) -> str:
+    """One line for ``gradguard rule CODE``: whether the rule has a safe, an unsafe or no fix.
+
+    >>> fix_availability("GG105")
+    'Fix: unsafe (applied by `gradguard lint --fix --unsafe-fixes`).'
+    """
+    kind = FIX_APPLICABILITY.get(code)
+    if kind == "safe":
+        return "Fix: safe (applied by `gradguard lint --fix`)."
+    if kind == "unsafe":
+        return "Fix: unsafe (applied by `gradguard lint --fix --unsafe-fixes`)."
+    return "Fix: none (no automatic fix; see Use instead)."
 
 
 def make_finding(

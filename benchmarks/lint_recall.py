@@ -1,0 +1,583 @@
+"""Recall of ``gradguard lint`` on seeded bugs: a corpus of correct training programs, mutated.
+
+The corpus (``tests/lint_corpus/*.py``) holds correct training programs in the styles real
+projects use. Five mutation operators put one kind of gradient-buffer bug into them,
+mechanically (``ast`` + source positions, never by hand):
+
+=========================  ======  ===============================================================
+operator                   expect  what it does
+=========================  ======  ===============================================================
+remove-clear               GG101   delete every gradient clearing (``zero_grad()``, ``p.grad = None``,
+                                   ``p.grad.zero_()``, ``for p in ...: p.grad = None``)
+clear-before-backward      GG102   in an accumulation loop, move the clearing that ends the window to
+                                   just before the backward pass
+drop-loss-division         GG104   remove the division of the loss by the accumulation count
+loss-tensor-in-sum         GG201   ``total += loss.item()`` -> ``total += loss`` (outside ``no_grad``)
+divide-by-micro-step       GG105   divide the loss by the running micro-step counter instead of the
+                                   accumulation count (weights 1, 1/2, 1/3, ...)
+=========================  ======  ===============================================================
+
+A mutant is caught when the linter reports more findings of the expected code on it than
+on the original. The originals must give no finding at all (false positives).
+A corpus file opts out of an operator with a first-lines comment
+``# mutation: skip OPERATOR (why)`` when the mutant would not be a bug (an equivalent mutant).
+
+Usage (from the repository root)::
+
+    python benchmarks/lint_recall.py            # table
+    python benchmarks/lint_recall.py --json     # machine-readable report
+    python benchmarks/lint_recall.py -v         # also list every missed mutant
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "lint_corpus"
+
+# ---------------------------------------------------------------------------------------------
+# source editing by position
+
+
+class Mutant(NamedTuple):
+    program: str  # corpus file name
+    operator: str
+    expect: str  # the rule code the bug should raise
+    index: int  # which site of the program (0.. for operators with one mutant per site)
+    source: str
+
+
+def _line_starts(source: str) -> List[int]:
+    starts = [0]
+    for m in re.finditer(r"\r\n|\r|\n", source):
+        starts.append(m.end())
+    return starts
+
+
+class _Src:
+    """A source text with ast positions (1-based line, UTF-8 byte column) mapped to offsets."""
+
+    def __init__(self, source: str):
+        self.text = source
+        self.starts = _line_starts(source)
+
+    def offset(self, line: int, col: int) -> int:
+        start = self.starts[line - 1]
+        end = self.starts[line] if line < len(self.starts) else len(self.text)
+        prefix = self.text[start:end].encode("utf-8")[:col].decode("utf-8", errors="ignore")
+        return start + len(prefix)
+
+    def span(self, node: ast.AST) -> Tuple[int, int]:
+        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+
+    def segment(self, node: ast.AST) -> str:
+        a, b = self.span(node)
+        return self.text[a:b]
+
+    def line_span(self, node: ast.stmt) -> Tuple[int, int]:
+        """The whole lines of a statement, newline included."""
+        a = self.starts[node.lineno - 1]
+        b = self.starts[node.end_lineno] if node.end_lineno < len(self.starts) else len(self.text)
+        return a, b
+
+    def indent(self, node: ast.stmt) -> str:
+        a = self.starts[node.lineno - 1]
+        line = self.text[a : self.offset(node.lineno, node.col_offset)]
+        return line if not line.strip() else " " * node.col_offset
+
+
+def _apply(text: str, edits: Sequence[Tuple[int, int, str]]) -> str:
+    for a, b, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def _newline(text: str) -> str:
+    m = re.search(r"\r\n|\r|\n", text)
+    return m.group(0) if m else "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# what the statements are (small, syntactic: the mutants need no program model)
+
+_BACKWARD_FUNCS = {"backward", "manual_backward"}
+
+
+def _calls(node: ast.AST) -> Iterator[ast.Call]:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            yield n
+
+
+def _attr(call: ast.Call) -> Optional[str]:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def is_backward_stmt(stmt: ast.stmt) -> bool:
+    """``loss.backward()``, ``scaler.scale(l).backward()``, ``accelerator.backward(l)``, ``self.manual_backward(l)``."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    return any(_attr(c) in _BACKWARD_FUNCS for c in _calls(stmt.value))
+
+
+def _is_scheduler(expr: ast.AST) -> bool:
+    text = ast.unparse(expr).lower()
+    return "sched" in text or text.endswith("lr") or "ema" in text
+
+
+def is_step_stmt(stmt: ast.stmt) -> bool:
+    """``opt.step()`` / ``scaler.step(opt)`` / ``optimizer.step(closure)``, not an LR scheduler's or an EMA's."""
+    if not isinstance(stmt, (ast.Expr, ast.Assign)):
+        return False
+    call = stmt.value
+    return isinstance(call, ast.Call) and _attr(call) == "step" and not _is_scheduler(call.func.value)
+
+
+def _is_grad(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr == "grad"
+
+
+def is_clear_stmt(stmt: ast.stmt) -> bool:
+    """A statement whose whole effect is clearing gradients."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        attr = _attr(stmt.value)
+        if attr == "zero_grad":
+            return True
+        if attr in ("zero_", "detach_") and _is_grad(stmt.value.func.value):
+            return True
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value is None:
+        return all(_is_grad(t) for t in stmt.targets)
+    if isinstance(stmt, ast.For) and not stmt.orelse:
+        return all(is_clear_stmt(s) for s in stmt.body)
+    return False
+
+
+_NO_GRAD = re.compile(r"\b(no_grad|inference_mode)\b")
+
+
+class _Tree:
+    """The parsed program with parent links and the statement lists each statement sits in."""
+
+    def __init__(self, source: str):
+        self.src = _Src(source)
+        self.tree = ast.parse(source)
+        self.parent: Dict[ast.AST, ast.AST] = {}
+        self.block: Dict[ast.stmt, List[ast.stmt]] = {}
+        for node in ast.walk(self.tree):
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    for s in stmts:
+                        if isinstance(s, ast.stmt):
+                            self.block[s] = stmts
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+        self.stmts = [n for n in ast.walk(self.tree) if isinstance(n, ast.stmt)]
+        self.stmts.sort(key=lambda s: (s.lineno, s.col_offset))
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        while node in self.parent:
+            node = self.parent[node]
+            yield node
+
+    def contains(self, outer: ast.AST, inner: ast.AST) -> bool:
+        return inner is outer or outer in set(self.ancestors(inner))
+
+    def in_no_grad(self, node: ast.AST) -> bool:
+        for a in self.ancestors(node):
+            if isinstance(a, (ast.With, ast.AsyncWith)) and any(_NO_GRAD.search(ast.unparse(i.context_expr)) for i in a.items):
+                return True
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_NO_GRAD.search(ast.unparse(d)) for d in a.decorator_list):
+                return True
+        return False
+
+    def top_clears(self) -> List[ast.stmt]:
+        """Clearing statements, outermost only (a clearing ``for`` loop, not its body)."""
+        found = [s for s in self.stmts if is_clear_stmt(s)]
+        return [s for s in found if not any(self.contains(o, s) for o in found if o is not s)]
+
+    def remove(self, stmts: Sequence[ast.stmt]) -> List[Tuple[int, int, str]]:
+        """Edits deleting whole statements; a block left empty keeps a ``pass``."""
+        edits = []
+        gone = set(map(id, stmts))
+        for s in stmts:
+            a, b = self.src.line_span(s)
+            block = self.block[s]
+            survivors = [t for t in block if id(t) not in gone]
+            if not survivors and s is block[0]:
+                nl = _newline(self.src.text)
+                edits.append((a, b, f"{self.src.indent(s)}pass{nl}"))
+            else:
+                edits.append((a, b, ""))
+        return edits
+
+
+# ---------------------------------------------------------------------------------------------
+# accumulation windows: a backward and the step that ends its window
+
+
+class Window(NamedTuple):
+    scope: ast.AST  # the innermost loop or function holding both
+    backward: ast.stmt
+    step: ast.stmt
+    counts: Tuple[str, ...]  # source of the accumulation count(s): `K` of `i % K` / `range(K)`
+    counter: Optional[str]  # source of the running micro-step number (1, 2, ..., K)
+
+
+_SCOPES = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _operand(node: ast.AST, t: _Tree) -> str:
+    text = t.src.segment(node)
+    return text if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)) else f"({text})"
+
+
+def _mod_counter(mod: ast.BinOp, t: _Tree) -> str:
+    """The micro-step number 1..K of a window closed by ``L % K``: ``(N % K + 1)`` for ``L = N + 1``."""
+    k = _operand(mod.right, t)
+    left = mod.left
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.right, ast.Constant) and left.right.value == 1:
+        left = left.left
+    return f"({_operand(left, t)} % {k} + 1)"
+
+
+def find_windows(t: _Tree) -> List[Window]:
+    windows: List[Window] = []
+    backwards = [s for s in t.stmts if is_backward_stmt(s)]
+    for step in (s for s in t.stmts if is_step_stmt(s)):
+        for scope in (a for a in t.ancestors(step) if isinstance(a, _SCOPES)):
+            before = [b for b in backwards if t.contains(scope, b) and b.lineno < step.lineno]
+            if not before:
+                continue
+            back = before[-1]
+            step_path = [a for a in t.ancestors(step) if t.contains(scope, a) and a is not scope]
+            back_path = [a for a in t.ancestors(back) if t.contains(scope, a) and a is not scope]
+            guarded = any(isinstance(a, ast.If) and not t.contains(a, back) for a in step_path)
+            inner = [a for a in back_path if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) and not t.contains(a, step)]
+            accumulate = any(
+                isinstance(a, (ast.With, ast.AsyncWith)) and any(".accumulate(" in ast.unparse(i.context_expr) for i in a.items)
+                for a in t.ancestors(step)
+            )
+            if guarded or inner or accumulate:
+                # counts, counter, clears and divisions are looked for in the loop around the step
+                # (timm divides in a `_forward` closure and steps in a `_backward` one, both in the loop)
+                region = next((a for a in t.ancestors(step) if isinstance(a, (ast.For, ast.While, ast.AsyncFor))), scope)
+                counts, counter = [], None
+                for loop in inner:
+                    it = getattr(loop, "iter", None)
+                    if isinstance(it, ast.Call) and ast.unparse(it.func) == "range" and len(it.args) == 1:
+                        counts.append(t.src.segment(it.args[0]))
+                        if counter is None and isinstance(loop.target, ast.Name):
+                            counter = f"({loop.target.id} + 1)"
+                for n in ast.walk(region):
+                    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                        counts.append(t.src.segment(n.right))
+                        counter = counter or _mod_counter(n, t)
+                if all(w.backward is not back for w in windows):  # one window per backward: the first step ends it
+                    windows.append(Window(region, back, step, tuple(dict.fromkeys(counts)), counter))
+            break
+    return windows
+
+
+def _divisions(t: _Tree, w: Window) -> List[ast.AST]:
+    """Divisions of a loss by the window's accumulation count, inside the window's scope."""
+    found = []
+    for n in ast.walk(w.scope):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and t.src.segment(n.right) in w.counts:
+            if not t.in_no_grad(n) and "item()" not in t.src.segment(n.left):
+                found.append(n)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and t.src.segment(n.value) in w.counts:
+            found.append(n)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# the operators: program text -> mutant texts
+
+
+def remove_clear(t: _Tree) -> List[str]:
+    clears = t.top_clears()
+    return [_apply(t.src.text, t.remove(clears))] if clears else []
+
+
+def clear_before_backward(t: _Tree) -> List[str]:
+    out = []
+    for w in find_windows(t):
+        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        if not clears:
+            continue
+        clear = clears[0]
+        nl = _newline(t.src.text)
+        a, b = t.src.line_span(clear)
+        old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
+        lines = t.src.text[a:b].splitlines(keepends=True)
+        moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
+        if not moved.endswith(("\n", "\r")):
+            moved += nl
+        at = t.src.line_span(w.backward)[0]
+        out.append(_apply(t.src.text, t.remove([clear]) + [(at, at, moved)]))
+    return list(dict.fromkeys(out))
+
+
+def drop_loss_division(t: _Tree) -> List[str]:
+    out = []
+    for w in find_windows(t):
+        for d in _divisions(t, w):
+            if isinstance(d, ast.AugAssign):
+                edits = t.remove([d])
+            else:
+                parent = t.parent.get(d)
+                if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and t.src.segment(parent.targets[0]) == t.src.segment(d.left):
+                    edits = t.remove([parent])  # `loss = loss / K`: the whole statement goes
+                else:
+                    a, b = t.src.span(d)
+                    left = t.src.segment(d.left)
+                    simple = isinstance(d.left, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+                    edits = [(a, b, left if simple else f"({left})")]
+            out.append(_apply(t.src.text, edits))
+    return list(dict.fromkeys(out))
+
+
+def divide_by_micro_step(t: _Tree) -> List[str]:
+    out = []
+    for w in find_windows(t):
+        if w.counter is None:
+            continue
+        # only a division of the loss before its backward weights micro-batches (one of the
+        # step's buffer, after the window, divides by the counter's last value: K)
+        for d in (d for d in _divisions(t, w) if d.lineno <= w.backward.end_lineno):
+            divisor = d.value if isinstance(d, ast.AugAssign) else d.right
+            a, b = t.src.span(divisor)
+            out.append(_apply(t.src.text, [(a, b, w.counter)]))
+    return list(dict.fromkeys(out))
+
+
+def loss_tensor_in_sum(t: _Tree) -> List[str]:
+    out = []
+    for s in t.stmts:
+        if not (isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add)) or t.in_no_grad(s):
+            continue
+        for call in _calls(s.value):
+            if _attr(call) == "item" and not call.args and "loss" in t.src.segment(call.func.value).lower():
+                a, b = t.src.span(call)
+                out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
+    return out
+
+
+#: name -> (expected code, operator)
+OPERATORS: Dict[str, Tuple[str, Callable[[_Tree], List[str]]]] = {
+    "remove-clear": ("GG101", remove_clear),
+    "clear-before-backward": ("GG102", clear_before_backward),
+    "drop-loss-division": ("GG104", drop_loss_division),
+    "loss-tensor-in-sum": ("GG201", loss_tensor_in_sum),
+    "divide-by-micro-step": ("GG105", divide_by_micro_step),
+}
+
+_SKIP = re.compile(r"^#\s*mutation:\s*skip\s+([\w-]+)", re.M)
+
+
+def corpus(root: Path = CORPUS) -> List[Tuple[str, str]]:
+    """``(file name, source)`` of every corpus program, sorted."""
+    return [(p.name, p.read_text()) for p in sorted(root.glob("*.py")) if not p.name.startswith(("_", "conftest"))]
+
+
+def mutants(name: str, source: str, operators: Sequence[str] = tuple(OPERATORS)) -> List[Mutant]:
+    skipped = set(_SKIP.findall(source[:2000]))
+    t = _Tree(source)
+    found = []
+    for op in operators:
+        if op in skipped:
+            continue
+        code, fn = OPERATORS[op]
+        for i, text in enumerate(fn(t)):
+            if text != source:
+                found.append(Mutant(name, op, code, i, text))
+    return found
+
+
+def is_runnable(source: str) -> bool:
+    """A corpus program with a ``main()`` that trains and returns the final parameters."""
+    return re.search(r"^def main\(\):", source, re.M) is not None
+
+
+def train(source: str, name: str = "<corpus>") -> list:
+    """Run a runnable program's ``main()`` in this process (its prints swallowed): the final parameters."""
+    import contextlib
+    import io
+
+    namespace = {"__name__": "gradguard_corpus_program", "__file__": name}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(source, name, "exec"), namespace)
+        return namespace["main"]()
+
+
+# ---------------------------------------------------------------------------------------------
+# the measurement
+
+
+def evaluate(lint: Optional[Callable] = None, root: Path = CORPUS) -> dict:
+    """Lint every original and every mutant; the report as a dict (see ``--json``)."""
+    if lint is None:
+        from gradguard import lint_source as lint
+    programs = corpus(root)
+    false_positives = []
+    per_op = {op: {"expect": code, "mutants": 0, "caught": 0, "missed": []} for op, (code, _) in OPERATORS.items()}
+    for name, source in programs:
+        base = lint(source, name)
+        false_positives += [{"program": name, "code": f.code, "line": f.line} for f in base]
+        base_counts: Dict[str, int] = {}
+        for f in base:
+            base_counts[f.code] = base_counts.get(f.code, 0) + 1
+        for m in mutants(name, source):
+            got = sum(f.code == m.expect for f in lint(m.source, name))
+            row = per_op[m.operator]
+            row["mutants"] += 1
+            if got > base_counts.get(m.expect, 0):
+                row["caught"] += 1
+            else:
+                row["missed"].append(f"{name}#{m.index}")
+    total = sum(r["mutants"] for r in per_op.values())
+    caught = sum(r["caught"] for r in per_op.values())
+    for r in per_op.values():
+        r["recall"] = r["caught"] / r["mutants"] if r["mutants"] else None
+    return {
+        "programs": len(programs),
+        "runnable": sum(is_runnable(s) for _, s in programs),
+        "mutants": total,
+        "caught": caught,
+        "recall": caught / total if total else None,
+        "operators": per_op,
+        "false_positives": false_positives,
+    }
+
+
+def _same_params(a: list, b: list, tol: float = 1e-12) -> bool:
+    import torch
+
+    return len(a) == len(b) and all(x.shape == y.shape and torch.allclose(x, y, rtol=0, atol=tol) for x, y in zip(a, b))
+
+
+def evaluate_fixes(root: Path = CORPUS, unsafe: bool = True) -> dict:
+    """``gradguard lint --fix`` on every mutant: how many it repairs, per operator.
+
+    A mutant is *repaired* when a fix applied, the result parses, lints as clean as the
+    original (no finding the original does not have) and, for a runnable program, trains to
+    the original's parameters (float64, 1e-12). ``oracle`` rows give the GG105 generator the
+    mutated line directly, since the linter does not report GG105 statically yet.
+    """
+    from gradguard import Finding
+    from gradguard.lint.fix import fix_source
+    from gradguard.lint.fixes import attach_fixes
+
+    per_op = {op: {"expect": code, "mutants": 0, "fixed": 0, "repaired": 0, "failed": []} for op, (code, _) in OPERATORS.items()}
+    oracle = {"mutants": 0, "fixed": 0, "repaired": 0, "failed": []}
+    for name, source in corpus(root):
+        base = sorted(f.code for f in _lint(source, name))
+        reference = train(source, name) if is_runnable(source) else None
+        for m in mutants(name, source):
+            row = per_op[m.operator]
+            row["mutants"] += 1
+            result = fix_source(m.source, name, unsafe=unsafe)
+            texts = [(row, result.text)] if result.fixed else []
+            if m.operator == "divide-by-micro-step":
+                line = _changed_line(source, m.source)
+                finding = Finding("GG105", "unequal-weighting", "warning", "", name, line, 0)
+                fixed = attach_fixes([finding], m.source)[0].fix
+                oracle["mutants"] += 1
+                if fixed is not None:
+                    from gradguard.lint.fix import apply_edits
+
+                    texts.append((oracle, apply_edits(m.source, fixed.edits)))
+            for target, text in texts:
+                target["fixed"] += 1
+                ok = _parses(text) and sorted(f.code for f in _lint(text, name)) == base
+                if ok and reference is not None:
+                    ok = _same_params(reference, train(text, name))
+                if ok:
+                    target["repaired"] += 1
+                else:
+                    target["failed"].append(f"{name}#{m.index}")
+    for r in [*per_op.values(), oracle]:
+        r["share"] = r["repaired"] / r["mutants"] if r["mutants"] else None
+    total = sum(r["mutants"] for r in per_op.values())
+    repaired = sum(r["repaired"] for r in per_op.values())
+    return {"mutants": total, "repaired": repaired, "share": repaired / total if total else None, "operators": per_op, "gg105_oracle": oracle}
+
+
+def _lint(text: str, name: str):
+    from gradguard import lint_source
+
+    return lint_source(text, name)
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False
+
+
+def _changed_line(old: str, new: str) -> int:
+    for i, (a, b) in enumerate(zip(old.splitlines(), new.splitlines()), 1):
+        if a != b:
+            return i
+    return 1
+
+
+def _fix_table(report: dict, verbose: bool) -> str:
+    lines = [f"{'operator':<24}{'expect':<8}{'mutants':>8}{'fixed':>7}{'repaired':>10}{'share':>8}"]
+    rows = list(report["operators"].items()) + [("GG105 generator, oracle line", {**report["gg105_oracle"], "expect": "GG105"})]
+    for op, r in rows:
+        share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
+        lines.append(f"{op:<24}{r['expect']:<8}{r['mutants']:>8}{r['fixed']:>7}{r['repaired']:>10}{share:>8}")
+        if verbose and r["failed"]:
+            lines.append("    fixed but not repaired: " + ", ".join(r["failed"]))
+    lines.append(f"{'overall':<32}{report['mutants']:>8}{'':>7}{report['repaired']:>10}{100 * (report['share'] or 0):>7.0f}%")
+    return "\n".join(lines)
+
+
+def _table(report: dict, verbose: bool) -> str:
+    lines = [
+        f"corpus: {report['programs']} programs ({report['runnable']} runnable), {report['mutants']} mutants",
+        "",
+        f"{'operator':<24}{'expect':<8}{'mutants':>8}{'caught':>8}{'recall':>9}",
+    ]
+    for op, r in report["operators"].items():
+        rec = "-" if r["recall"] is None else f"{100 * r['recall']:.0f}%"
+        lines.append(f"{op:<24}{r['expect']:<8}{r['mutants']:>8}{r['caught']:>8}{rec:>9}")
+        if verbose and r["missed"]:
+            lines.append("    missed: " + ", ".join(r["missed"]))
+    lines.append(f"{'overall':<32}{report['mutants']:>8}{report['caught']:>8}{100 * (report['recall'] or 0):>8.0f}%")
+    lines.append("")
+    fps = report["false_positives"]
+    lines.append(f"false positives on the originals: {len(fps)}")
+    lines += [f"    {fp['program']}:{fp['line']}: {fp['code']}" for fp in fps]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="list the missed mutants")
+    parser.add_argument("--fix", action="store_true", help="measure `lint --fix` on the mutants instead of recall")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    report = evaluate_fixes() if args.fix else evaluate()
+    table = _fix_table if args.fix else _table
+    try:
+        print(json.dumps(report, indent=2) if args.json else table(report, args.verbose))
+    except BrokenPipeError:  # `| head`
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""The linter's recall on seeded bugs: correct programs stay silent, mutated ones are caught.
+
+The corpus is ``tests/lint_corpus`` and the mutation operators are in
+``benchmarks/lint_recall.py`` (the same code the benchmark runs).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradguard as gg
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("lint_recall", ROOT / "benchmarks" / "lint_recall.py")
+lint_recall = importlib.util.module_from_spec(_spec)
+sys.modules["lint_recall"] = lint_recall
+_spec.loader.exec_module(lint_recall)
+
+PROGRAMS = lint_recall.corpus()
+RUNNABLE = [(name, src) for name, src in PROGRAMS if lint_recall.is_runnable(src)]
+
+#: Targets (overall and per operator).
+RECALL_OVERALL = 0.90
+RECALL_PER_OPERATOR = 0.80
+
+#: Correct programs on which the linter as of this writing still reports something (the
+#: false positives the program-model rewrite removes). Each entry is xfail, not strict,
+#: so that the fixed linter passes them without an edit here; remove them then.
+KNOWN_FALSE_POSITIVES = {
+    "dist_autograd_rpc.py": "GG101 on distributed autograd (gradients live in the context, not .grad)",
+    "run_accum_enumerate.py": "GG102 when the epoch function is called from a loop and flushes its last window",
+    "run_buffer_accum.py": "GG102/GG104 on accumulation in the user's own buffers (Opacus-style)",
+    "seq2seq_two_optimizers.py": "GG201 on a running sum of floats returned by a helper",
+}
+
+
+@pytest.fixture(scope="module")
+def report():
+    return lint_recall.evaluate()
+
+
+def test_corpus_is_large_and_varied():
+    assert len(PROGRAMS) >= 40
+    assert len(RUNNABLE) >= 10
+    for name, source in PROGRAMS:
+        ast.parse(source, name)  # every program is valid Python
+    counts = {op: 0 for op in lint_recall.OPERATORS}
+    for name, source in PROGRAMS:
+        for m in lint_recall.mutants(name, source):
+            counts[m.operator] += 1
+    assert all(n >= 10 for n in counts.values()), counts
+
+
+def test_mutants_parse_and_differ():
+    for name, source in PROGRAMS:
+        for m in lint_recall.mutants(name, source):
+            assert m.source != source
+            ast.parse(m.source, f"{name} ({m.operator})")
+
+
+def test_operators_find_nothing_to_mutate_where_the_pattern_is_absent():
+    # negative control: the framework-driven loops have no clearing, no accumulation division
+    sources = dict(PROGRAMS)
+    assert lint_recall.mutants("lightning_auto.py", sources["lightning_auto.py"]) == []
+    assert lint_recall.mutants("dist_autograd_rpc.py", sources["dist_autograd_rpc.py"]) == []
+    # no accumulation window in a plain epoch loop: only the clearing and the .item() operators apply
+    ops = {m.operator for m in lint_recall.mutants("run_plain_epoch.py", sources["run_plain_epoch.py"])}
+    assert ops == {"remove-clear", "loss-tensor-in-sum"}
+
+
+@pytest.mark.parametrize("name,source", PROGRAMS, ids=[n for n, _ in PROGRAMS])
+def test_original_is_clean(name, source, request):
+    if name in KNOWN_FALSE_POSITIVES:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=KNOWN_FALSE_POSITIVES[name]))
+    assert [f.format() for f in gg.lint_source(source, name)] == []
+
+
+@pytest.mark.parametrize("name,source", RUNNABLE, ids=[n for n, _ in RUNNABLE])
+def test_mutants_of_runnable_programs_are_real_bugs(name, source):
+    """Each mutant trains to other parameters than the original (float64, same seed): it is a bug,
+    not a rewrite of the same program. The .item() operator changes memory, not the numbers."""
+    reference = lint_recall.train(source, name)
+    assert reference and all(p.dtype == torch.float64 for p in reference)
+    again = lint_recall.train(source, name)
+    assert all(torch.equal(a, b) for a, b in zip(reference, again))  # deterministic, so a change means something
+    for m in lint_recall.mutants(name, source):
+        params = lint_recall.train(m.source, name)
+        same = all(torch.equal(a, b) for a, b in zip(reference, params))
+        assert same == (m.operator == "loss-tensor-in-sum"), f"{name} {m.operator}#{m.index}"
+
+
+def test_report_counts_add_up(report):
+    assert report["programs"] == len(PROGRAMS)
+    rows = report["operators"].values()
+    assert report["mutants"] == sum(r["mutants"] for r in rows)
+    assert report["caught"] == sum(r["caught"] for r in rows)
+    for r in rows:
+        assert r["caught"] + len(r["missed"]) == r["mutants"]
+
+
+@pytest.mark.xfail(strict=False, reason="recall targets of the linter's program-model rewrite; baseline 46% overall")
+def test_recall_meets_targets(report):
+    per_op = {op: r["recall"] for op, r in report["operators"].items()}
+    assert report["recall"] >= RECALL_OVERALL, report["recall"]
+    assert all(r >= RECALL_PER_OPERATOR for r in per_op.values()), per_op
