@@ -45,7 +45,8 @@ def batches(rank: int, n: int = BATCHES, equal: bool = False):
 
 def make_model() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(IN, HID), nn.Tanh(), nn.Linear(HID, OUT)).double()
+    f32 = torch.float32  # the same initial values whatever the default dtype
+    return nn.Sequential(nn.Linear(IN, HID, dtype=f32), nn.Tanh(), nn.Linear(HID, OUT, dtype=f32)).double()
 
 
 def loss_fn(model, x, y):
