@@ -67,6 +67,10 @@ class Accumulator:
             ``backward()`` for a NaN/Inf loss, before it touches ``.grad`` (this
             reads one value from the device per micro-batch); ``"skip"`` drops
             the whole window that contained it instead, checked once per window.
+        accelerator: an ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``
+            that prepared ``optimizer`` (and ``model``): its backward, no_sync and
+            clipping are used, and its optimizer steps once per window (see
+            :mod:`gradguard.integrations.accelerators`).
 
     Raises:
         GradguardError: for ``steps`` < 1, a non-optimizer, or a bad ``max_grad_norm``.
@@ -94,6 +98,7 @@ class Accumulator:
         max_grad_norm: Optional[float] = None,
         set_to_none: bool = True,
         nonfinite: str = "raise",
+        accelerator=None,
     ) -> None:
         if not (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))):
             raise GradguardError(
@@ -123,7 +128,12 @@ class Accumulator:
         self.max_grad_norm = max_grad_norm
         self.set_to_none = set_to_none
         self.nonfinite = nonfinite
-        self._sync = sync_for(model)
+        if accelerator is not None:
+            from .integrations.accelerators import accelerator_sync  # the frameworks stay optional
+
+            self._sync = accelerator_sync(accelerator, optimizer, model=model, scaler=scaler)
+        else:
+            self._sync = sync_for(model)
 
         #: optimizer steps taken (windows that stepped).
         self.optimizer_steps = 0
@@ -278,7 +288,7 @@ class Accumulator:
         if self.scaler is not None:
             scaled = self.scaler.scale(scaled)
         with accumulator_backward(counted=counted):  # a running gradguard.watch: this loss is weighted (or not)
-            scaled.backward()
+            self._sync.backward(scaled)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
         self._ref = ref
@@ -409,16 +419,16 @@ class Accumulator:
         if scaler is not None and self.max_grad_norm is not None:
             scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
         if self.max_grad_norm is not None:
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
         if scaler is None:
-            self.optimizer.step()
+            self._sync.step(self.optimizer)
             return True
         # scaler.step() calls optimizer.step() only when the gradients are finite: a
         # post-hook (public API, removed right after) sees whether it did.
         stepped = []
         handle = self.optimizer.register_step_post_hook(lambda *_: stepped.append(True))
         try:
-            scaler.step(self.optimizer)
+            self._sync.step(self.optimizer, scaler)
         finally:
             handle.remove()
         scaler.update()

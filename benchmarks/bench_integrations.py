@@ -1,0 +1,236 @@
+"""Cost of the framework integrations, side by side with each framework's own accumulation.
+
+    PYTHONPATH=src python benchmarks/bench_integrations.py [--rounds 5] [--no-ddp]
+
+1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
+   with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
+2. Accelerate: ``Accumulator(opt, 4, accelerator=acc)`` vs Accelerate's own
+   ``accelerator.accumulate()`` loop, interleaved rounds, median ratio.
+3. Host reads (``aten._local_scalar_dense``, counted by a TorchDispatchMode)
+   per window, with and without gradguard, in both.
+4. With 2 CPU processes on gloo: DDP gradient all-reduces (buckets, counted
+   by a DDP comm hook) per window and other all-reduces per window.
+
+A model big enough that the step is not all framework overhead (an MLP of
+about 1.1 M parameters, micro-batches of 64 rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+K, MICRO, WIDTH, BATCHES = 4, 64, 512, 32
+
+
+class HostReads(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def data(rank=0, n=BATCHES):
+    g = torch.Generator().manual_seed(rank)
+    sizes = [MICRO - (i * 7) % 24 for i in range(n)]  # unequal micro-batches
+    return [(torch.randn(s, WIDTH, generator=g), torch.randn(s, 1, generator=g)) for s in sizes]
+
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(WIDTH, 1024), nn.ReLU(), nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 1))
+
+
+# ------------------------------------------------------------------ Lightning
+def lightning_fit(batches, exact, world_size=1, comm_hook=None):
+    import lightning.pytorch as L
+    from gradguard.integrations.lightning import ExactAccumulation
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = model()
+
+        def training_step(self, batch, i):
+            return F.mse_loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    class CountBuckets(L.Callback):
+        # Lightning registers DDP comm hooks on CUDA only; register the counting one here.
+        def on_train_start(self, trainer, pl_module):
+            trainer.strategy.model.register_comm_hook(None, comm_hook)
+
+    callbacks = [ExactAccumulation(log_name=None)] if exact else []
+    if comm_hook is not None:
+        callbacks.append(CountBuckets())
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=world_size, strategy="ddp" if world_size > 1 else "auto",
+                        accumulate_grad_batches=K, callbacks=callbacks,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, use_distributed_sampler=False)
+    loader = torch.utils.data.DataLoader(batches, batch_size=None)
+    t = time.perf_counter()
+    trainer.fit(Module(), loader)
+    return (time.perf_counter() - t) / trainer.global_step, trainer.global_step
+
+
+# ----------------------------------------------------------------- Accelerate
+def accelerate_run(batches, exact):
+    import gradguard as gg
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=1 if exact else K)
+    m = model()
+    m, opt = accelerator.prepare(m, torch.optim.AdamW(m.parameters(), lr=1e-4))
+    steps = 0
+    t = time.perf_counter()
+    if exact:
+        acc = gg.Accumulator(opt, K, model=m, accelerator=accelerator)
+        for x, y in batches:
+            with acc.microbatch():
+                acc.backward(F.mse_loss(m(x), y), count=len(x))
+            steps += acc.step()
+        steps += acc.flush()
+    else:
+        for x, y in batches:
+            with accelerator.accumulate(m):
+                accelerator.backward(F.mse_loss(m(x), y))
+                opt.step()
+                opt.zero_grad()
+                steps += accelerator.sync_gradients
+    return (time.perf_counter() - t) / steps, steps
+
+
+def interleaved(fn, rounds):
+    base, ours = [], []
+    batches = data()
+    for _ in range(rounds):
+        b, _ = fn(batches, False)
+        o, _ = fn(batches, True)
+        base.append(b)
+        ours.append(o)
+    return statistics.median(base), statistics.median(ours), statistics.median(ours) / statistics.median(base)
+
+
+def host_reads(fn):
+    out = []
+    for exact in (False, True):
+        with HostReads() as mode:
+            _, steps = fn(data(), exact)
+        out.append(mode.n / steps)
+    return out
+
+
+# ------------------------------------------------------------------ 2 processes
+def _ddp_counts(rank, world_size):
+    import torch.distributed as dist
+
+    counts = {}
+
+    def counting_hook(state, bucket):
+        counts["buckets"] = counts.get("buckets", 0) + 1
+        fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0] / world_size)
+
+    real_all_reduce = dist.all_reduce
+
+    def all_reduce(*a, **kw):
+        counts["other"] = counts.get("other", 0) + 1
+        return real_all_reduce(*a, **kw)
+
+    result = {}
+    for exact in (False, True):
+        counts.clear()
+        dist.all_reduce = all_reduce
+        try:
+            _, steps = lightning_fit(data(rank, 16), exact, world_size, comm_hook=counting_hook)
+        finally:
+            dist.all_reduce = real_all_reduce
+        buckets = counts.get("buckets", 0)  # the hook's own all_reduce calls are in "other" too
+        result[("lightning", exact)] = (buckets / steps, (counts.get("other", 0) - buckets) / steps)
+
+    for exact in (False, True):
+        from accelerate import Accelerator
+        from accelerate.state import GradientState
+
+        import gradguard as gg
+
+        GradientState._reset_state()
+        accelerator = Accelerator(cpu=True, gradient_accumulation_steps=1 if exact else K)
+        m = model()
+        m, opt = accelerator.prepare(m, torch.optim.AdamW(m.parameters(), lr=1e-4))
+        m.register_comm_hook(None, counting_hook)
+        counts.clear()
+        dist.all_reduce = all_reduce
+        steps = 0
+        try:
+            if exact:
+                acc = gg.Accumulator(opt, K, model=m, accelerator=accelerator)
+                for x, y in data(rank, 16):
+                    with acc.microbatch():
+                        acc.backward(F.mse_loss(m(x), y), count=len(x))
+                    steps += acc.step()
+            else:
+                for x, y in data(rank, 16):
+                    with accelerator.accumulate(m):
+                        accelerator.backward(F.mse_loss(m(x), y))
+                        opt.step()
+                        opt.zero_grad()
+                        steps += accelerator.sync_gradients
+        finally:
+            dist.all_reduce = real_all_reduce
+        buckets = counts.get("buckets", 0)
+        result[("accelerate", exact)] = (buckets / steps, (counts.get("other", 0) - buckets) / steps)
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--no-ddp", action="store_true", help="skip the 2-process collective counts")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+
+    print(f"K={K}, {BATCHES} micro-batches of {MICRO - 23}..{MICRO} rows, MLP {WIDTH}-1024-512-1, 1 thread, median of {args.rounds} interleaved rounds")
+    b, o, r = interleaved(lightning_fit, args.rounds)
+    print(f"Lightning   step: without {b * 1e3:.1f} ms, with ExactAccumulation {o * 1e3:.1f} ms, ratio {r:.3f}")
+    b, o, r = interleaved(accelerate_run, args.rounds)
+    print(f"Accelerate  step: accumulate() {b * 1e3:.1f} ms, Accumulator(accelerator=) {o * 1e3:.1f} ms, ratio {r:.3f}")
+    for name, fn in (("Lightning", lightning_fit), ("Accelerate", accelerate_run)):
+        base, ours = host_reads(fn)
+        print(f"{name:11s} host reads per window: framework alone {base:.2f}, with gradguard {ours:.2f}")
+    if not args.no_ddp:
+        from _integrations import spawn
+
+        res = spawn(_ddp_counts, 2, timeout=600)[0]
+        for fw in ("lightning", "accelerate"):
+            (gb, ob), (gg_, og) = res[(fw, False)], res[(fw, True)]
+            print(f"{fw:11s} 2 processes, per window: gradient bucket all-reduces {gb:.2f} alone vs {gg_:.2f} with "
+                  f"gradguard; other all-reduces {ob:.2f} vs {og:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""gradguard inside the frameworks people train with.
+
+Each submodule imports its framework at the top and is itself imported only
+when the user asks for it, so ``import gradguard`` never pulls in Lightning,
+Accelerate or Transformers:
+
+* :mod:`gradguard.integrations.lightning`: ``ExactAccumulation`` (a Lightning
+  callback that makes ``Trainer(accumulate_grad_batches=K)`` exact) and
+  ``Watch`` (the run-time watch over ``fit``).
+* :mod:`gradguard.integrations.transformers`: ``check_trainer`` (is an HF
+  ``Trainer``'s accumulated gradient the full-batch one?) and ``Watch`` (a
+  ``TrainerCallback``).
+* :mod:`gradguard.integrations.accelerators`: the drivers behind
+  ``gradguard.Accumulator(..., accelerator=acc)`` for an
+  ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``.
+"""

@@ -1,0 +1,125 @@
+"""The run-time watch inside a framework's loop, with findings that fit the framework.
+
+Inside ``trainer.fit()`` or ``trainer.train()`` the framework makes the
+backward passes and the optimizer steps, so the innermost frame of the user's
+own code is the ``fit``/``train`` call: a finding would point there and
+suggest a hand-written ``gradguard.Accumulator`` loop that the framework's
+automatic optimization cannot use. :class:`FrameworkWatch` runs an ordinary
+:class:`gradguard.watch` and rewrites each finding before it is recorded,
+warned or raised: what pointed at the ``fit`` call points at the line that
+made the loss (in ``training_step`` or ``compute_loss``), and the advice is the
+framework's (a callback, a check) instead of a raw loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Dict, Optional
+
+from ..rules import RULES
+from ..watcher import watch
+from ..watcher._checks import _at
+from ..watcher._source import Site, user_site
+
+
+class FrameworkWatch:
+    """A :class:`gradguard.watch` whose findings are relocated and re-advised (see the module docstring)."""
+
+    def __init__(self, mode: str, ignore, advice: Dict[str, str]) -> None:
+        self._watch = watch(mode=mode, ignore=ignore)  # validates mode and codes now, at construction
+        self.advice = advice
+        self._from: Site = (None, None)
+        self._to: Site = (None, None)
+
+    @property
+    def findings(self):
+        return self._watch.findings
+
+    @property
+    def active(self) -> bool:
+        return self._watch._engine is not None
+
+    def start(self, loss_site: Site) -> None:
+        """Enter the watch; findings at the caller's user line move to ``loss_site``."""
+        if self.active:
+            self.stop()  # a previous run that crashed without telling us
+        self._from = user_site(2)  # the user's trainer.fit(...) / trainer.train() line
+        self._to = loss_site if loss_site[0] is not None else self._from
+        self._watch.__enter__()
+        engine = self._watch._engine
+        emit = engine.flush
+
+        # The engine queues a run's findings and emits them (record, warn or raise) in
+        # flush(); rewriting the queue first makes every mode see the rewritten finding.
+        def flush() -> None:
+            engine._queue = [self._rewrite(f) for f in engine._queue]
+            emit()
+
+        engine.flush = flush
+
+    def stop(self, exc: Optional[BaseException] = None) -> None:
+        """Leave the watch (end-of-run rules run when ``exc`` is None; may raise in ``"raise"`` mode)."""
+        if not self.active:
+            return
+        if exc is None:
+            self._watch.__exit__(None, None, None)
+        else:
+            self._watch.__exit__(type(exc), exc, exc.__traceback__)
+
+    def _rewrite(self, f):
+        message = f.message
+        path, line = f.path, f.line
+        if self._to != self._from and self._from[0] is not None and (path, line) in (self._from, (None, None)):
+            path, line = self._to
+            message = message.replace(_at(self._from, self._from), _at(self._to, self._to))
+        advice = self.advice.get(f.code)
+        rule = RULES[f.code]
+        if advice and rule.fix and message.endswith(rule.fix):
+            message = message[: -len(rule.fix)] + advice
+        return f._replace(path=path, line=line, message=message)
+
+
+def loss_line(fn) -> Site:
+    """``(file, line)`` where ``fn`` (a ``training_step``, a ``compute_loss``) makes the loss it returns.
+
+    The last ``return`` of the function; when it returns a name (``return loss``,
+    ``return {"loss": loss}``), the last assignment to that name before it.
+    ``(None, None)`` when the source cannot be read.
+
+    >>> def training_step(self, batch, i):
+    ...     x, y = batch
+    ...     loss = (x - y).pow(2).mean()
+    ...     return loss
+    >>> loss_line(training_step)[1] - training_step.__code__.co_firstlineno
+    2
+    """
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        path = inspect.getsourcefile(fn)
+    except (OSError, TypeError, SyntaxError):
+        return (None, None)
+    func = tree.body[0]
+    returns = [n for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
+    if not returns:
+        return (None, None)
+    ret = max(returns, key=lambda n: n.lineno)
+    value = ret.value
+    if isinstance(value, ast.Dict):
+        value = next((v for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant) and k.value == "loss"), value)
+    elif isinstance(value, ast.Tuple) and value.elts:
+        value = value.elts[0]
+    target = ret.lineno
+    if isinstance(value, ast.Name):
+        assigned = [
+            n.lineno for n in ast.walk(func)
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.lineno < ret.lineno
+            and any(isinstance(t, ast.Name) and t.id == value.id
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in ast.walk(t))
+        ]
+        if assigned:
+            target = max(assigned)
+    return (path, first + target - 1)

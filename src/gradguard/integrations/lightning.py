@@ -1,0 +1,318 @@
+"""Exact gradient accumulation and the run-time watch for PyTorch Lightning.
+
+``Trainer(accumulate_grad_batches=K)`` divides every micro-batch's loss by K:
+micro-batches with different numbers of items (tokens) weigh the same, and
+the epoch's final partial window of m < K micro-batches is still divided by K
+(its gradient is m/K of the mean). :class:`ExactAccumulation` repairs both
+without touching the user's ``training_step``::
+
+    trainer = L.Trainer(accumulate_grad_batches=8,
+                        callbacks=[ExactAccumulation(count_fn=lambda b: int((b["labels"] != -100).sum()))])
+
+How: Lightning calls ``on_before_backward(loss)`` with the loss already
+divided by K, and a hook on that tensor scales the gradient flowing into
+``.grad`` by the micro-batch's item count (over a reference count, so that
+magnitudes stay near a plain mean's, which matters for fp16 gradients).
+``on_before_optimizer_step`` runs on the stepping micro-batch after AMP
+unscaling and before Lightning's gradient clipping: there the summed gradient
+is multiplied once by ``ref * K * world_size / N`` (N: the window's item
+count over all ranks, one all-reduce per window), which makes it the exact
+full-window mean; clipping then clips the exact gradient. The factor is
+exactly 1 (and skipped) for full windows of equal counts.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any, Callable, Optional
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
+
+from .._errors import GradguardError
+from ..watcher._marks import accumulator_backward
+from ._watch import FrameworkWatch, loss_line
+
+__all__ = ["ExactAccumulation", "Watch", "default_count"]
+
+
+def default_count(batch: Any) -> int:
+    """The number of items in ``batch``: the dim-0 size of its first tensor.
+
+    A tensor, or the first tensor found in a tuple, list or dict (Lightning hands
+    ``(x, y)`` batches over as lists).
+
+    >>> default_count([torch.zeros(5, 3), torch.zeros(5)])
+    5
+    """
+    seen = [batch]
+    while seen:
+        item = seen.pop(0)
+        if isinstance(item, torch.Tensor):
+            if item.dim() == 0:
+                raise GradguardError(
+                    "the batch's first tensor is a scalar, so it has no item count along dim 0: "
+                    "pass ExactAccumulation(count_fn=...) returning the number of items of a batch"
+                )
+            return int(item.shape[0])
+        if isinstance(item, dict):
+            seen = list(item.values()) + seen
+        elif isinstance(item, (list, tuple)):
+            seen = list(item) + seen
+    raise GradguardError(
+        f"found no tensor in the batch (a {type(batch).__name__}) to count its items: "
+        "pass ExactAccumulation(count_fn=...) returning the number of items of a batch"
+    )
+
+
+class ExactAccumulation(Callback):
+    """Make ``Trainer(accumulate_grad_batches=K)`` use the exact count-weighted window gradient.
+
+    ``training_step`` returns its micro-batch's MEAN loss as usual. Every
+    optimizer step then uses ``sum_i n_i * grad(mean_i) / sum_i n_i`` over the
+    window's micro-batches (and over all DDP ranks), where ``n_i`` is
+    ``count_fn(batch)``; the epoch's final partial window gets its true
+    weights. ``gradient_clip_val`` clips that exact gradient;
+    ``precision="16-mixed"``/``"bf16-mixed"``, LR schedulers and
+    ``strategy="ddp"`` keep working. The exact window loss is logged as
+    ``log_name`` (default ``"window_loss"``) and kept in :attr:`loss`.
+
+    Args:
+        count_fn: ``batch -> int`` (or an integer 0-dim tensor): the items of
+            the micro-batch the mean ran over (examples, or non-ignored target
+            tokens). Default: :func:`default_count`, the dim-0 size.
+        log_name: name under which the exact window loss is logged with
+            ``LightningModule.log`` at each optimizer step; None logs nothing.
+
+    Raises:
+        GradguardError: at ``fit`` start for ``accumulate_grad_batches=1``
+            (nothing to accumulate), manual optimization, or a strategy that
+            accumulates itself (DeepSpeed); during training for a count that
+            is negative or not an integer.
+
+    >>> cb = ExactAccumulation(count_fn=lambda batch: int((batch["labels"] != -100).sum()))
+    >>> # trainer = L.Trainer(accumulate_grad_batches=8, callbacks=[cb])
+    """
+
+    def __init__(self, count_fn: Optional[Callable[[Any], Any]] = None, *, log_name: Optional[str] = "window_loss") -> None:
+        if count_fn is not None and not callable(count_fn):
+            raise GradguardError(f"count_fn must be a function batch -> number of items, got {type(count_fn).__name__}")
+        self.count_fn = count_fn or default_count
+        self.log_name = log_name
+        self._ref_hint: Optional[float] = None
+        self._loss: Any = None
+        self._mark = None
+        self._reset_window()
+        self._closing = None  # (N, world_size) from the step, until the stepping batch's loss is in
+        self._loss_sum = None
+
+    def _reset_window(self) -> None:
+        self._n: Any = None  # the current micro-batch's count
+        self._micro = 0  # backward passes in this window
+        self._ref: Optional[float] = None  # the window's scale reference
+        self._total: Any = 0  # items so far (an int, or a device tensor for tensor counts)
+        self._negative: Optional[torch.Tensor] = None  # any negative tensor count (device flag)
+
+    @property
+    def loss(self) -> Optional[float]:
+        """The exact mean loss of the last completed window (over all ranks), or None."""
+        if isinstance(self._loss, torch.Tensor):
+            self._loss = float(self._loss)
+        return self._loss
+
+    # -------------------------------------------------------------- set-up
+    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        if stage != "fit":
+            return
+        if not pl_module.automatic_optimization:
+            raise GradguardError(
+                "ExactAccumulation works with Lightning's automatic optimization; this module sets "
+                "automatic_optimization = False: accumulate in training_step with gradguard.Accumulator instead"
+            )
+        scheduled = any(isinstance(cb, GradientAccumulationScheduler) for cb in trainer.callbacks)
+        if trainer.accumulate_grad_batches == 1 and not scheduled:
+            raise GradguardError(
+                "ExactAccumulation does nothing with accumulate_grad_batches=1 (every batch is its own step, already "
+                "exact): pass Trainer(accumulate_grad_batches=K) with K > 1, or remove the callback"
+            )
+        if trainer.strategy.handles_gradient_accumulation:
+            raise GradguardError(
+                f"the strategy {type(trainer.strategy).__name__} accumulates gradients inside its own engine, "
+                "where a callback cannot reweight them: ExactAccumulation supports single-device and DDP strategies"
+            )
+        self._ref_hint = None
+        self._reset_window()
+
+    # ----------------------------------------------------------- per batch
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._n = self._count(batch, batch_idx)
+
+    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        n = self._n
+        if n is None:  # a backward outside a training batch (not ours to weigh)
+            return
+        self._n = None
+        if self._ref is None:
+            self._ref = self._reference(n, trainer.world_size)
+        # A device count divides in float64 (float32 would round the weight; MPS has no float64).
+        weight = (n.to(torch.float32 if n.device.type == "mps" else torch.float64) if isinstance(n, torch.Tensor) else n) / self._ref
+        if not (isinstance(weight, float) and weight == 1.0):
+            # Lightning passes the loss divided by K (and under 16-mixed, scaled by the
+            # GradScaler); whatever flows back from it is multiplied by the weight.
+            loss.register_hook(lambda grad: grad * weight)
+        self._total = self._total + n
+        self._micro += 1
+        # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
+        self._mark = accumulator_backward(counted=True)
+        self._mark.__enter__()
+
+    def on_after_backward(self, trainer, pl_module) -> None:
+        self._close_mark()
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self._close_mark()
+        if self._micro == 0:
+            return
+        k = trainer.accumulate_grad_batches
+        world = trainer.world_size
+        total = self._total
+        negative = self._negative
+        if world > 1 or isinstance(total, torch.Tensor):
+            # One collective per window: the global count and the negative-count flag,
+            # read back once (float64: token totals above 2**24 stay exact).
+            both = torch.zeros(2, dtype=torch.float64, device=pl_module.device)
+            both[0] += total if not isinstance(total, torch.Tensor) else total.to(both.device, torch.float64)
+            if negative is not None:
+                both[1] += negative.to(both.device, torch.float64)
+            if world > 1:
+                both = trainer.strategy.reduce(both, reduce_op="sum")
+            total, neg = both.tolist()
+            if neg:
+                raise GradguardError(
+                    f"count_fn returned a negative count in the window ending at global step {trainer.global_step}: "
+                    "it must return the number of items (>= 0) of each batch"
+                )
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
+        if factor != 1.0 and grads:
+            torch._foreach_mul_(grads, factor)
+        self._ref_hint = total / (self._micro * world) if total > 0 else self._ref_hint
+        self._closing = (total, world)
+        self._reset_window()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._close_mark()
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs if isinstance(outputs, torch.Tensor) else None
+        if loss is not None and self._last_n is not None:
+            # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
+            part = loss.detach().double() * (trainer.accumulate_grad_batches * self._last_n)
+            self._loss_sum = part if self._loss_sum is None else self._loss_sum + part
+        self._last_n = None
+        if self._closing is None:
+            return
+        total, world = self._closing
+        self._closing = None
+        if self._loss_sum is None or total <= 0:
+            self._loss_sum = None
+            return
+        # Each rank logs its share times world_size / N: the mean over ranks is the exact window loss.
+        value = self._loss_sum * (world / total)
+        self._loss_sum = None
+        if world == 1:
+            self._loss = value
+        if self.log_name:
+            pl_module.log(self.log_name, value.float(), on_step=True, on_epoch=False, prog_bar=True, batch_size=1,
+                          sync_dist=world > 1)
+            if world > 1:
+                self._loss = trainer.callback_metrics.get(self.log_name)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close_mark()
+
+    # ------------------------------------------------------------- helpers
+    _last_n: Any = None
+
+    def _count(self, batch: Any, batch_idx: int) -> Any:
+        n = self.count_fn(batch)
+        if isinstance(n, torch.Tensor):
+            if n.numel() != 1 or n.is_floating_point() or n.is_complex() or n.dtype == torch.bool:
+                raise GradguardError(
+                    f"count_fn returned a {n.dtype} tensor of shape {tuple(n.shape)} for batch {batch_idx}: "
+                    "return the number of items as an int or an integer 0-dim tensor (e.g. (labels != -100).sum())"
+                )
+            n = n.reshape(())
+            # Checked on the device; read once per window with the total (no sync per batch).
+            flag = n < 0
+            self._negative = flag if self._negative is None else (self._negative | flag)
+        elif isinstance(n, bool) or not isinstance(n, Integral):
+            raise GradguardError(
+                f"count_fn returned {n!r} for batch {batch_idx}: it must return the number of items as an int "
+                "(examples, or non-ignored target tokens), or an integer 0-dim tensor"
+            )
+        elif n < 0:
+            raise GradguardError(f"count_fn returned {n} for batch {batch_idx}: a number of items must be >= 0")
+        else:
+            n = int(n)
+        self._last_n = n
+        return n
+
+    def _reference(self, first: Any, world: int) -> float:
+        if self._ref_hint is not None:
+            return self._ref_hint  # the last window's global mean count: the same on every rank
+        if world > 1 or isinstance(first, torch.Tensor) or first == 0:
+            return 1.0  # ranks must scale alike; a device count is not read just for a scale
+        return float(first)
+
+    def _close_mark(self) -> None:
+        mark, self._mark = self._mark, None
+        if mark is not None:
+            mark.__exit__(None, None, None)
+
+
+_LIGHTNING_ADVICE = {
+    "GG105": (
+        "Lightning divides every micro-batch's mean loss by accumulate_grad_batches alike (and the epoch's final "
+        "partial window too): add gradguard.integrations.lightning.ExactAccumulation(count_fn=<items in a batch>) "
+        "to Trainer(callbacks=[...]) to weight each micro-batch by its item count."
+    ),
+    "GG104": (
+        "In automatic optimization Lightning scales the loss itself: return the micro-batch's mean loss from "
+        "training_step and use Trainer(accumulate_grad_batches=K) with gradguard.integrations.lightning.ExactAccumulation()."
+    ),
+}
+
+
+class Watch(Callback):
+    """Run :class:`gradguard.watch` over ``trainer.fit(...)``.
+
+    Findings about the loss point at the line of ``training_step`` that made
+    it (not at the ``fit`` call), and their advice is Lightning's (the
+    :class:`ExactAccumulation` callback), not a hand-written loop.
+
+    Args:
+        mode: ``"warn"``, ``"raise"`` or ``"record"`` (see :class:`gradguard.watch`).
+        ignore: rule codes (or prefixes) not to report.
+
+    Attributes:
+        findings: the :class:`gradguard.Finding` list.
+
+    >>> w = Watch(mode="record")
+    >>> # L.Trainer(callbacks=[w]).fit(model, loader); print(w.findings)
+    """
+
+    def __init__(self, mode: str = "warn", ignore=()) -> None:
+        self._fw = FrameworkWatch(mode, ignore, _LIGHTNING_ADVICE)
+
+    @property
+    def findings(self):
+        return self._fw.findings
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._fw.start(loss_line(type(pl_module).training_step))
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._fw.stop()
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._fw.stop(exception)

@@ -1,0 +1,192 @@
+"""gradguard.integrations.lightning against a plain float64 full-batch reference.
+
+Real Lightning ``Trainer`` runs: K=4 over 10 micro-batches of unequal sizes (a
+final window of 2), with and without gradient clipping, one process and
+2-process DDP on gloo. Beside each exact run, the same run without the callback
+(Lightning alone) must differ from the reference, so the test cannot pass by
+accident.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import pytest
+import torch
+
+import _integrations as S
+
+L = pytest.importorskip("lightning.pytorch")
+
+import gradguard as gg  # noqa: E402
+from gradguard.integrations.lightning import ExactAccumulation, Watch, default_count  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+class Module(L.LightningModule):
+    def __init__(self, schedule: bool = False):
+        super().__init__()
+        self.net = S.make_model()
+        self.schedule = schedule
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = S.loss_fn(self.net, x, y)  # the loss line the watch must point at
+        return loss
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=S.LR, momentum=S.MOMENTUM)
+        if not self.schedule:
+            return opt
+        # A constant-factor schedule: the reference uses LR throughout, so factor 1 keeps them comparable
+        # while the scheduler still steps every window.
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
+                                                   "interval": "step"}}
+
+
+def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, precision="64-true", schedule=False,
+        root=None, epochs=1, module=None):
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    warnings.filterwarnings("ignore", ".*LightningModule.*log.*")
+    loader = torch.utils.data.DataLoader(rank_batches, batch_size=None)
+    trainer = L.Trainer(
+        max_epochs=epochs, accelerator="cpu", devices=world_size, strategy="ddp" if world_size > 1 else "auto",
+        accumulate_grad_batches=accumulate, gradient_clip_val=clip, precision=precision, callbacks=list(callbacks),
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False, default_root_dir=root or os.getcwd(),
+    )
+    module = module or Module(schedule)
+    trainer.fit(module, loader)
+    return [p.detach().clone() for p in module.net.parameters()], trainer
+
+
+@pytest.mark.parametrize("clip", [None, S.CLIP])
+def test_one_process_exact_and_lightning_alone_is_not(tmp_path, clip):
+    data = S.batches(0)
+    want = S.reference_params([data], clip)
+    cb = ExactAccumulation()
+    got, trainer = fit(data, callbacks=[cb], clip=clip, root=tmp_path, schedule=True)
+    assert trainer.global_step == 3  # windows of 4, 4 and the final 2
+    assert S.rel_change_error(got, want) < 1e-10
+    alone, _ = fit(data, clip=clip, root=tmp_path)
+    assert S.rel_change_error(alone, want) > 1e-4
+
+
+def test_logged_loss_is_the_exact_window_loss(tmp_path):
+    data = S.batches(0)
+    cb = ExactAccumulation()
+    fit(data, callbacks=[cb], root=tmp_path)
+    # The last window (micro-batches 8 and 9) after two steps: its full-batch loss under the reference's parameters.
+    model = S.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=S.LR, momentum=S.MOMENTUM)
+    for start in (0, 4):
+        opt.zero_grad()
+        S.loss_fn(model, torch.cat([b[0] for b in data[start:start + 4]]), torch.cat([b[1] for b in data[start:start + 4]])).backward()
+        opt.step()
+    with torch.no_grad():
+        want = float(S.loss_fn(model, torch.cat([b[0] for b in data[8:]]), torch.cat([b[1] for b in data[8:]])))
+    assert cb.loss == pytest.approx(want, rel=1e-10)
+
+
+def test_token_counts_from_count_fn(tmp_path):
+    """Masked items: the count is the number of unmasked rows, read from a device tensor."""
+    data = S.batches(0)
+    masked = []
+    for i, (x, y) in enumerate(data):
+        keep = torch.ones(len(x), dtype=torch.bool)
+        keep[: i % 3] = False
+        masked.append((x, y, keep))
+
+    class Masked(Module):
+        def training_step(self, batch, batch_idx):
+            x, y, keep = batch
+            return ((self.net(x) - y).pow(2).mean(1) * keep).sum() / keep.sum()
+
+    ref = [(x[k], y[k]) for x, y, k in masked]
+    want = S.reference_params([ref], None)
+    cb = ExactAccumulation(count_fn=lambda b: b[2].sum())
+    module = Masked()
+    got, _ = fit(masked, callbacks=[cb], root=tmp_path, module=module)
+    assert S.rel_change_error(got, want) < 1e-10
+
+
+def test_bf16_mixed_runs_and_is_close(tmp_path):
+    data = [(x.float(), y.float()) for x, y in S.batches(0)]
+    want = S.reference_params([S.batches(0)], None)
+
+    class F32(Module):
+        def __init__(self):
+            super().__init__()
+            self.net = S.make_model().float()
+
+    got, _ = fit(data, callbacks=[ExactAccumulation()], precision="bf16-mixed", root=tmp_path, module=F32())
+    alone, _ = fit(data, precision="bf16-mixed", root=tmp_path, module=F32())
+    err, err_alone = S.rel_change_error(got, want), S.rel_change_error(alone, want)
+    assert err < 0.05 and err < err_alone / 2, (err, err_alone)
+
+
+def _ddp_rank(rank, world_size, clip):
+    from gradguard.integrations.lightning import ExactAccumulation
+
+    data = S.batches(rank)
+    exact, trainer = fit(data, callbacks=[ExactAccumulation()], clip=clip, world_size=world_size)
+    alone, _ = fit(data, clip=clip, world_size=world_size)
+    return exact, alone, trainer.global_step
+
+
+def test_ddp_two_processes_exact_and_lightning_alone_is_not():
+    want = S.reference_params([S.batches(0), S.batches(1)], S.CLIP)
+    results = S.spawn(_ddp_rank, 2, clip=S.CLIP)
+    for exact, alone, steps in results:
+        assert steps == 3
+        assert S.rel_change_error(exact, want) < 1e-10
+        assert S.rel_change_error(alone, want) > 1e-4
+
+
+# ------------------------------------------------------------------ bad input
+def test_accumulate_grad_batches_1_is_refused(tmp_path):
+    with pytest.raises(gg.GradguardError, match="does nothing with accumulate_grad_batches=1"):
+        fit(S.batches(0), callbacks=[ExactAccumulation()], accumulate=1, root=tmp_path)
+
+
+@pytest.mark.parametrize("bad, match", [(lambda b: -1, "must be >= 0"), (lambda b: 2.5, "must return the number of items"),
+                                        (lambda b: torch.tensor(2.0), "integer 0-dim tensor"),
+                                        (lambda b: torch.tensor(-3), "negative count")])
+def test_bad_counts_are_refused(tmp_path, bad, match):
+    with pytest.raises(gg.GradguardError, match=match):
+        fit(S.batches(0), callbacks=[ExactAccumulation(count_fn=bad)], root=tmp_path)
+
+
+def test_default_count():
+    assert default_count({"x": torch.zeros(7, 2), "y": torch.zeros(7)}) == 7
+    with pytest.raises(gg.GradguardError, match="count_fn"):
+        default_count({"a": 1})
+
+
+# ---------------------------------------------------------------------- watch
+def test_watch_points_at_training_step_with_lightning_advice(tmp_path):
+    w = Watch(mode="record")
+    fit(S.batches(0), callbacks=[w], root=tmp_path)
+    assert [f.code for f in w.findings] == ["GG105"]
+    f = w.findings[0]
+    assert f.path == __file__
+    import inspect
+    src, first = inspect.getsourcelines(Module.training_step)
+    assert f.line == first + 2  # `loss = S.loss_fn(...)`
+    assert "ExactAccumulation" in f.message and "acc.backward" not in f.message
+
+
+def test_watch_is_clean_with_exact_accumulation(tmp_path):
+    w = Watch(mode="raise")
+    fit(S.batches(0), callbacks=[w, ExactAccumulation()], root=tmp_path)
+    assert w.findings == []
+
+
+def test_watch_raise_mode_raises_at_the_training_step_line(tmp_path):
+    with pytest.raises(gg.GradientBugError) as info:
+        fit(S.batches(0), callbacks=[Watch(mode="raise")], root=tmp_path)
+    assert info.value.finding.path == __file__ and "ExactAccumulation" in str(info.value)
