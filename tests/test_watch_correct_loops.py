@@ -286,7 +286,7 @@ def test_accumulator_without_counts_over_unequal_sizes_is_a_mean_of_means():
 
 def test_uncounted_accumulator_mark_gets_gg105_counted_does_not():
     # The watch's side of the mark, without the Accumulator: accumulator_backward(counted=...).
-    from gradguard.watcher._marks import accumulator_backward
+    from gradguard._channel import accumulator_backward
 
     def run(counted):
         torch.manual_seed(0)
