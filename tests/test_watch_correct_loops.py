@@ -213,10 +213,10 @@ def test_word_language_model_manual_sgd_is_clean():
     with gg.watch(mode="raise") as w:
         word_lm_loop()
     assert w.findings == []
-    # Without torch.optim the watch has no step to judge: even the buggy loop is silent (by design).
+    # Without zero_grad, each hand-written update adds the earlier gradients again: stale.
     with gg.watch(mode="record") as w:
         word_lm_loop(zero_grad=False)
-    assert w.findings == []
+    assert codes(w) == ["GG101"]
 
 
 # --------------------------------------------------------------- Accumulator

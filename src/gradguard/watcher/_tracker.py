@@ -276,6 +276,10 @@ class Tracker:
             for st in self.manual:
                 if st.pending and st.pending[-1] is ps:
                     st.pv = st.p._version
+            # ``p.data.add_(...)`` leaves no trace in p's version counter (``.data`` has its
+            # own): a fingerprint of the values (one foreach norm, no sync) tells instead.
+            # Only for parameters no optimizer holds, which loops that update by hand have.
+            self._print = (list(self.manual), _fingerprint(self.manual))
 
     def applied(self, ost: OptState, with_grad: List[ParamState]) -> None:
         """After ``ost``'s step: the gradient in ``with_grad``'s buffers has been applied."""
@@ -295,8 +299,21 @@ class Tracker:
     def moved_by_hand(self) -> List[ParamState]:
         """Parameters held by no optimizer, changed in place since the last pass reached them,
         whose ``.grad`` still holds that pass's gradient (an update by hand with no clearing)."""
+        states, before = getattr(self, "_print", ((), None))
+        if not states or not any(st.pending for st in states):
+            return []
+        now = _fingerprint(states)
+        values = (now != before).tolist() if now is not None and before is not None else [False] * len(states)
         out = []
-        for st in self.manual:
-            if st.pending and st.pv >= 0 and st.p._version != st.pv and st.p.grad is not None:
+        for st, moved in zip(states, values):
+            if st.pending and st.pv >= 0 and (moved or st.p._version != st.pv) and st.p.grad is not None:
                 out.append(st)
         return out
+
+
+def _fingerprint(states: List[ParamState]) -> Optional[torch.Tensor]:
+    try:
+        norms = torch._foreach_norm([st.p.detach() for st in states])
+        return torch.stack([n.to(device=norms[0].device, dtype=torch.float32) for n in norms])
+    except Exception:
+        return None
