@@ -22,6 +22,12 @@ layers (N parameter tensors, almost no compute): the worst case for the
 watch's per-parameter work. Example::
 
     python benchmarks/bench_watch.py --tensors 2000 --dim 4 --batch 2 --rounds 10 --steps 10
+
+``--params N`` is the many-tensor case of MoE and adapter-heavy models at its
+extreme: N separate ``Parameter(torch.randn(3))``, a ``foreach`` SGD, and a loss
+that only sums each parameter's squares. Example::
+
+    python benchmarks/bench_watch.py --params 10000 --rounds 8 --steps 5
 """
 
 from __future__ import annotations
@@ -87,13 +93,24 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier timings)")
     parser.add_argument("--tensors", type=int, default=0,
                         help="instead of the transformer: a stack of N/2 Linear(dim, dim) layers (N parameter tensors)")
+    parser.add_argument("--params", type=int, default=0,
+                        help="instead: N separate Parameter(torch.randn(3)) under a foreach SGD, almost no compute")
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     vocab = 256
-    if args.tensors:
+    opt = None
+    if args.params:
+        params = [nn.Parameter(torch.randn(3)) for _ in range(args.params)]
+        model = nn.ParameterList(params)
+        opt = torch.optim.SGD(params, lr=1e-3, foreach=True)
+        described = f"{args.params} x Parameter(torch.randn(3)), foreach SGD"
+
+        def loss_fn():
+            return torch.stack([(p * p).sum() for p in params]).sum()
+    elif args.tensors:
         model = Stack(args.dim, max(1, args.tensors // 2))
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, args.dim)
         described = f"stack of {len(model.layers)} Linear({args.dim}, {args.dim}), batch {args.batch}"
@@ -108,7 +125,7 @@ def main(argv=None) -> int:
 
         def loss_fn():
             return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-4)
     n_params = sum(1 for _ in model.parameters())
 
     def step():
@@ -144,7 +161,7 @@ def main(argv=None) -> int:
     med = {c: statistics.median(v) for c, v in times.items()}
     wmed = {c: statistics.median(v) for c, v in wall.items()}
     print(f"model: {described}, "
-          f"{n_params} parameter tensors, AdamW; torch {torch.__version__}, {args.threads} thread(s), CPU")
+          f"{n_params} parameter tensors, {type(opt).__name__}; torch {torch.__version__}, {args.threads} thread(s), CPU")
     print(f"{args.rounds} interleaved rounds x {args.steps} steps per condition; findings under watch: {findings}")
     print(f"{'condition':<10} {'CPU ms/step':>12} {'ratio':>7} {'paired':>7} {'wall ms/step':>13} {'ratio':>7}")
     for c in CONDITIONS:
@@ -172,7 +189,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("CPU time per step (ms)")
     ax.set_title(f"gradguard.watch overhead: {overhead:+.1f}% (median)")
     fig.tight_layout()
-    path = out / ("bench_watch.png" if not args.tensors else f"bench_watch_{n_params}_tensors.png")
+    path = out / ("bench_watch.png" if not (args.tensors or args.params) else f"bench_watch_{n_params}_tensors.png")
     fig.savefig(path, dpi=120)
     print(f"wrote {os.path.relpath(path)}")
     return 0

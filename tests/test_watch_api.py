@@ -507,12 +507,12 @@ def test_analyze_loss():
 
 
 def test_an_internal_error_turns_the_watch_off_not_the_training(monkeypatch):
-    import gradguard.watcher._checks as checks
+    import gradguard.watcher.rules as checks
 
     def broken(*args):
         raise KeyError("bug")
 
-    monkeypatch.setattr(checks, "step", broken)
+    monkeypatch.setattr(checks, "at_step", broken)
     model, opt = make()
     with pytest.warns(RuntimeWarning, match="stopped watching.*KeyError"):
         with gg.watch(mode="raise") as w:

@@ -213,10 +213,10 @@ def test_word_language_model_manual_sgd_is_clean():
     with gg.watch(mode="raise") as w:
         word_lm_loop()
     assert w.findings == []
-    # Without torch.optim the watch has no step to judge: even the buggy loop is silent (by design).
+    # Without zero_grad, each hand-written update adds the earlier gradients again: stale.
     with gg.watch(mode="record") as w:
         word_lm_loop(zero_grad=False)
-    assert w.findings == []
+    assert codes(w) == ["GG101"]
 
 
 # --------------------------------------------------------------- Accumulator
@@ -286,7 +286,7 @@ def test_accumulator_without_counts_over_unequal_sizes_is_a_mean_of_means():
 
 def test_uncounted_accumulator_mark_gets_gg105_counted_does_not():
     # The watch's side of the mark, without the Accumulator: accumulator_backward(counted=...).
-    from gradguard.watcher._marks import accumulator_backward
+    from gradguard._channel import accumulator_backward
 
     def run(counted):
         torch.manual_seed(0)

@@ -24,7 +24,7 @@ def test_watch_part_reports_each_buggy_loop(tmp_path):
 
 
 def test_gg_watch_is_the_class_even_after_the_package_is_imported():
-    importlib.import_module("gradguard.watcher._engine")  # what the Accumulator and the CLI import
+    importlib.import_module("gradguard.watcher._session")  # what the CLI and the pytest plugin end up importing
     from gradguard.watcher import watch
 
     assert gg.watch is watch

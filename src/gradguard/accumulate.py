@@ -31,7 +31,7 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import sync_for
-from .watcher._marks import accumulator_backward, accumulator_clearing
+from ._channel import accumulator_backward, accumulator_clearing
 
 _FORMAT = "gradguard.Accumulator/1"
 _STATE_KEYS = frozenset({

@@ -8,9 +8,13 @@ Usage (see :class:`watch`)::
         train()
     print(w.findings)
 
-Modules: ``_engine`` (hooks and bookkeeping), ``_state`` (the records),
-``_checks`` (the rules GG101–GG110), ``_graph`` (reading a loss's autograd
-graph), ``_source`` (the user's line), ``_marks`` (the Accumulator's mark).
+Modules, each using only those after it: ``_session`` (one active watch:
+events in order) -> ``_hooks`` (what is installed into torch, and per-thread
+dispatch), ``rules/`` (one module per code, reading ``_view``'s views),
+``_reporter`` (dedupe, names, warn/raise/record) -> ``_view`` -> ``_tracker``
+(the ``.grad`` buffers) -> ``_graph`` (reading a loss's autograd graph),
+``_source`` (the user's line). The Accumulator's marks come through
+:mod:`gradguard._channel`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Iterable, List, Optional, Union
 from .._errors import GradguardError
 from ..findings import Finding
 from ..rules import parse_codes
-from ._marks import accumulator_backward, in_accumulator_backward
+from .._channel import accumulator_backward, in_accumulator_backward
 
 __all__ = ["watch", "accumulator_backward", "in_accumulator_backward"]
 
@@ -35,7 +39,13 @@ class watch(ContextDecorator):
     optimizer (built before or inside the block), every backward pass and every
     clearing of ``.grad`` (``zero_grad``, ``p.grad = None``, ``p.grad.zero_()``),
     and reports the run-time rules GG101–GG110 (``gradguard rule CODE``).
-    Everything it installs is removed on exit, also when the block raises.
+    Everything it installs is removed on exit, also when the block raises,
+    and whatever order several watches exit in.
+
+    A watch belongs to the thread that entered it: it sees the backward
+    passes, clearings and steps made on that thread, and never reads the
+    parameters of another thread's training. Two threads can each train
+    under their own watch.
     End-of-run rules (GG103 unapplied gradient, GG106 orphan gradient) are
     checked when the block ends normally. A discarded gradient (GG102) is
     reported once it is systematic: the same clearing line discarded finite
@@ -80,9 +90,9 @@ class watch(ContextDecorator):
     def __enter__(self) -> "watch":
         if self._engine is not None:
             raise GradguardError("this watch is already active: use a new gradguard.watch() for a nested block")
-        from ._engine import Engine
+        from ._session import Session
 
-        engine = Engine(self.mode, self.ignore, self.findings, self._reported)
+        engine = Session(self.mode, self.ignore, self.findings, self._reported)
         engine.install()
         self._engine = engine
         return self

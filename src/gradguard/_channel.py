@@ -1,26 +1,73 @@
-"""Marks that other parts of gradguard set around their own backward passes.
+"""The ground floor between gradguard's core and its diagnostics.
 
-Kept free of torch imports so that :mod:`gradguard.accumulate` can use it at no
-cost. The watch reads the mark when a backward pass starts: a pass made inside
-:func:`accumulator_backward` has its loss weighted by the Accumulator, which
-owns the scaling, so the watch does not second-guess it (GG104; GG105 only
-when the Accumulator was given item counts). A clearing of ``.grad`` made
-inside :func:`accumulator_clearing` is the Accumulator's own (after its step,
-or dropping a window on purpose) and is never a discarded gradient (GG102).
+The Accumulator marks its own backward passes and its own clearing of ``.grad``
+here; a running :func:`gradguard.watch` subscribes to hear about them. The
+core therefore imports nothing of the watch, and this module imports nothing
+at all beyond the standard library (it costs the Accumulator nothing).
+
+The marks are per thread: a mark set on one thread says nothing about a
+backward pass running on another.
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, Optional, Tuple
+
+__all__ = [
+    "accumulator_backward",
+    "accumulator_clearing",
+    "accumulator_counted",
+    "in_accumulator_backward",
+    "in_accumulator_clearing",
+    "subscribe_clearing",
+]
 
 _local = threading.local()
+_lock = threading.Lock()
+# Replaced, never mutated: a thread reading it never sees a half-changed tuple.
+_clearing_listeners: Tuple[Callable[[], None], ...] = ()
 
-# Called (no arguments) when the outermost accumulator_clearing block ends, still
-# inside the mark: a running watch registers here to see clearings it has no
-# wrapper for (the Accumulator's ``p.grad = None`` when it drops a window).
-_clearing_listeners: List[Callable[[], None]] = []
+
+class Subscription:
+    """A listener registered with :func:`subscribe_clearing`; :meth:`remove` it when done."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self._fn = fn
+
+    def remove(self) -> None:
+        """Stop calling the listener (idempotent)."""
+        global _clearing_listeners
+        fn, self._fn = self._fn, None
+        if fn is None:
+            return
+        with _lock:
+            _clearing_listeners = tuple(f for f in _clearing_listeners if f is not fn)
+
+
+def subscribe_clearing(fn: Callable[[], None]) -> Subscription:
+    """Call ``fn()`` when an outermost :func:`accumulator_clearing` block ends, still inside the mark.
+
+    It runs on the thread that cleared. The watch uses it to see clearings it
+    has no wrapper for (the Accumulator's ``p.grad = None`` when it drops a window).
+
+    >>> calls = []
+    >>> sub = subscribe_clearing(lambda: calls.append(in_accumulator_clearing()))
+    >>> with accumulator_clearing():
+    ...     pass
+    >>> sub.remove()
+    >>> with accumulator_clearing():
+    ...     pass
+    >>> calls
+    [True]
+    """
+    global _clearing_listeners
+    with _lock:
+        _clearing_listeners = _clearing_listeners + (fn,)
+    return Subscription(fn)
 
 
 @contextmanager
@@ -38,7 +85,6 @@ def accumulator_backward(*, counted: bool = True) -> Iterator[None]:
             checks GG105 as for a plain ``loss / steps``: means over different
             numbers of items weighted equally are a mean of means.
 
-    >>> from gradguard.watcher._marks import accumulator_backward, accumulator_counted, in_accumulator_backward
     >>> with accumulator_backward():
     ...     in_accumulator_backward(), accumulator_counted()
     (True, True)
@@ -51,13 +97,10 @@ def accumulator_backward(*, counted: bool = True) -> Iterator[None]:
     stack = getattr(_local, "counted", None)
     if stack is None:
         stack = _local.counted = []
-    depth = getattr(_local, "depth", 0)
-    _local.depth = depth + 1
     stack.append(bool(counted))
     try:
         yield
     finally:
-        _local.depth = depth
         del stack[len(stack) - 1:]
 
 
@@ -73,7 +116,7 @@ def in_accumulator_backward() -> bool:
     >>> in_accumulator_backward()
     False
     """
-    return getattr(_local, "depth", 0) > 0
+    return bool(getattr(_local, "counted", None))
 
 
 @contextmanager
@@ -85,7 +128,6 @@ def accumulator_clearing() -> Iterator[None]:
     clearing of an Accumulator's in-flight gradients (a ``zero_grad()`` left in
     the loop) is a discarded gradient like any other.
 
-    >>> from gradguard.watcher._marks import accumulator_clearing, in_accumulator_clearing
     >>> with accumulator_clearing():
     ...     in_accumulator_clearing()
     True
@@ -97,7 +139,7 @@ def accumulator_clearing() -> Iterator[None]:
     finally:
         try:
             if depth == 0:
-                for listener in list(_clearing_listeners):
+                for listener in _clearing_listeners:
                     listener()
         finally:
             _local.clearing = depth

@@ -1,0 +1,107 @@
+"""Findings out of the watch: once per code and line, named, then recorded, warned or raised."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from .._errors import GradientBugError, GradientBugWarning
+from ..findings import Finding
+from ..rules import make_finding
+from ._source import Site
+
+
+class Reporter:
+    """Collects the findings of one watch.
+
+    ``report`` queues a finding (once per code and location, also across
+    re-entries of one watch); ``flush``, called when the event that found it
+    ends, records it, warns at the user's line, or raises the first one
+    (``mode="raise"``) before the optimizer applies a bad update.
+    """
+
+    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set,
+                 names: Callable[[], Dict[int, str]], slot: Callable[[torch.Tensor], Optional[str]]):
+        self.mode = mode
+        self.ignore = ignore
+        self.findings = findings
+        self.reported = reported  # (code, path, line)
+        self._queue: List[Finding] = []
+        self._names = names  # id(parameter) -> its qualified name
+        self._slot = slot  # where an optimizer holds a parameter without a name
+
+    def wants(self, code: str, site: Site) -> bool:
+        """Whether a finding of ``code`` at ``site`` would still be reported."""
+        return code not in self.ignore and (code, site[0], site[1]) not in self.reported
+
+    def report(self, code: str, detail: str, site: Site, step: Optional[int], params: Sequence = ()) -> None:
+        """Queue a finding; ``params`` are tensors (or records with a ``.p`` tensor) for the names."""
+        if not self.wants(code, site):
+            return
+        self.reported.add((code, site[0], site[1]))
+        names = self.param_names(params)
+        self._queue.append(make_finding(code, detail, path=site[0], line=site[1], step=step, params=names or None))
+
+    def drop(self) -> None:
+        """Forget what was queued (the user's own error comes first)."""
+        self._queue = []
+
+    def flush(self) -> None:
+        """Emit queued findings: record, warn, or raise the first one."""
+        queue, self._queue = self._queue, []
+        if not queue:
+            return
+        self.findings.extend(queue)
+        if self.mode == "warn":
+            for f in queue:
+                warnings.warn_explicit(f"{f.code} {f.message}", GradientBugWarning, f.path or "<unknown>", f.line or 0)
+        elif self.mode == "raise":
+            raise GradientBugError(queue[0])
+
+    def param_names(self, params: Sequence, limit: int = 10) -> List[str]:
+        if not params:
+            return []
+        names = self._names()
+        out = []
+        for item in params[:limit]:
+            p = getattr(item, "p", item)
+            name = names.get(id(p))
+            if name is None:
+                name = self._slot(p) or f"<tensor {tuple(p.shape)}>"
+            out.append(name)
+        if len(params) > limit:
+            out.append(f"... ({len(params) - limit} more)")
+        return out
+
+
+def model_names(modules: Sequence[torch.nn.Module]) -> Dict[int, str]:
+    """id(parameter) -> its name, from the modules seen running.
+
+    Top-level modules are those that are no other seen module's child. One
+    model: its qualified names (encoder.layer.0.weight), as the user knows them.
+    Several (a GAN, models kept in a ModuleDict): prefixed by the model's
+    class, and by its class and number in the order they first ran (Linear#1,
+    Linear#2) when two share a class. A single model that is one layer
+    (nn.Linear) gets its class too: a bare "weight" names nothing.
+    """
+    children = set()
+    for m in modules:
+        for sub in m.modules():
+            if sub is not m:
+                children.add(id(sub))
+    roots = [m for m in modules if id(m) not in children and next(m.parameters(), None) is not None]
+    classes: Dict[str, int] = {}
+    for root in roots:
+        classes[type(root).__name__] = classes.get(type(root).__name__, 0) + 1
+    seen: Dict[str, int] = {}
+    names: Dict[int, str] = {}
+    for root in roots:
+        cls = type(root).__name__
+        seen[cls] = seen.get(cls, 0) + 1
+        label = f"{cls}#{seen[cls]}" if classes[cls] > 1 else cls
+        prefix = len(roots) > 1 or not root._modules
+        for name, p in root.named_parameters():
+            names.setdefault(id(p), f"{label}.{name}" if prefix else name)
+    return names

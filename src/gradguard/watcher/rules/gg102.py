@@ -1,0 +1,132 @@
+"""GG102 discarded gradient: a clearing line that throws backward passes' gradient away, systematically.
+
+A discard (a pass whose every gradient was cleared before any step used it)
+is reported only when it is systematic: a ``zero_grad`` between backward and
+step, or on every micro-batch of a window, discards in every step interval.
+Skipping an update on purpose (a NaN/Inf or a loss/grad-norm spike: backward,
+no step, zero_grad) discards now and then, and moving the gradient into a
+buffer of one's own before clearing (hand-written accumulation, Opacus's
+virtual step) is no discard at all. So, per clearing line and optimizer (a
+:class:`Line`):
+
+(a) a discard of non-finite gradient is never counted (checked only when about
+    to report, before a zero_grad clears it: one foreach norm, one sync);
+(b) a line is reported at its first discard in the ``RUN``-th (3rd)
+    consecutive step interval, counted from its first discard ever, where every
+    earlier interval closed with a step that had no gradient at all (zero_grad
+    between backward and step) or was fed by the same backward line as the
+    discarded passes (the last micro-batch of the window). An interval without a
+    discard from the line, or closed by a step fed only by other backward lines
+    (SAM: first pass, perturb, zero_grad, second pass, step) or by gradient
+    assigned by hand (``p.grad = buf / k``: the discarded gradient went there),
+    marks the line as deliberate for good;
+(c) a pass whose parameters were modified in place after it (SAM's perturbation
+    ``p.add_(e_w)``, a hand-written update) had its gradient used: no discard.
+
+Each bug is caught in its third step interval ("raise" stops it there, at the
+zero_grad); an occasional skip would need three skips in three consecutive
+intervals right from its first one to be reported.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from .._view import DiscardView, at, plural
+
+CODE = "GG102"
+RUN = 3
+
+
+class Line:
+    """What one clearing line (or, for a clearing by hand, one backward line) did to one optimizer's gradients.
+
+    The step intervals of an optimizer are numbered by its completed steps: interval
+    ``j`` runs from step ``j`` to step ``j + 1``. ``first``/``last``: the intervals of
+    the line's first and latest discard; ``sources``: the backward lines whose passes
+    it discarded in interval ``last``; ``run``: how many consecutive intervals, from
+    ``first`` on, closed with a step that confirmed the discard; ``confirmed``: the
+    last such interval; ``banned``: the line discards on purpose, never reported.
+    """
+
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned")
+
+    def __init__(self, j: int):
+        self.first = j
+        self.last = j
+        self.sources: set = set()
+        self.run = 0
+        self.confirmed = -1
+        self.banned = False
+
+
+class Lines:
+    """The memory of GG102 in one watch: per (clearing line, optimizer) its :class:`Line`."""
+
+    def __init__(self):
+        self.lines: Dict[tuple, Line] = {}
+
+    def discarded(self, view: DiscardView) -> None:
+        ps, ost, site = view.ps, view.ost, view.site
+        if ps.moved():
+            return  # (c)
+        j = ost.steps
+        ost.discard_at = j  # GG110 then leaves this interval's step to GG102
+        if view.nonfinite:
+            return  # (a)
+        where = site if site is not None and site[0] is not None else ps.site
+        key = (where, id(ost))
+        line = self.lines.get(key)
+        if line is None:
+            line = self.lines[key] = Line(j)
+        if line.banned:
+            return
+        if line.last != j:
+            if line.last != j - 1 or line.confirmed != j - 1:
+                line.banned = True  # (b): an interval went by without a (confirmed) discard
+                return
+            line.last = j
+            line.sources = set()
+        line.sources.add(ps.site)
+        if not ost.open_lines or ost.open_lines[-1] is not line:
+            ost.open_lines.append(line)
+        if line.run >= RUN - 1:
+            _report(view, line.run + 1)
+
+    def close(self, ost, fed_sites: set, by_hand: bool) -> None:
+        """At ``ost``'s step: confirm or dismiss the lines that discarded in the interval it ends.
+
+        ``fed_sites``: the backward lines of the passes the step applies; ``by_hand``:
+        it also applies gradient no watched pass made (assigned to ``.grad`` by hand).
+        """
+        lines, ost.open_lines = ost.open_lines, []
+        j = ost.steps
+        for line in lines:
+            if line.banned or line.last != j:
+                continue
+            if (not fed_sites and not by_hand) or fed_sites & line.sources:
+                line.run += 1
+                line.confirmed = j
+            else:
+                line.banned = True
+
+    def near(self, site, ost) -> bool:
+        """Would a discard by ``site`` of ``ost``'s gradient now be reported?"""
+        line = self.lines.get((site, id(ost)))
+        if line is None or line.banned or line.run < RUN - 1:
+            return False
+        j = ost.steps
+        return line.last == j or (line.last == j - 1 and line.confirmed == j - 1)
+
+
+def _report(view: DiscardView, intervals: int) -> None:
+    ps, site = view.ps, view.site
+    where = site if site is not None and site[0] is not None else ps.site
+    cleared = f" (cleared at {at(site, where)})" if site is not None and site[0] is not None else ""
+    every = f"; this clearing did so in {intervals} consecutive optimizer-step intervals" if intervals > 1 else ""
+    view.report(
+        CODE,
+        f"The backward pass at {at(ps.site, where)} put gradients into {plural(len(ps.params), 'parameter')} and all of "
+        f"them were cleared{cleared} before any optimizer step used them{every}.",
+        where, view.ost.steps + 1, ps.params,
+    )
