@@ -212,6 +212,42 @@ def test_a_library_outside_site_packages_is_not_the_users_code(tmp_path):
     assert found[0] == "GG101" and found[1] == str(script) and found[2] == 7, found
 
 
+def test_packages_installed_into_the_working_tree_are_a_library_but_its_own_folders_are_not(tmp_path):
+    # pip install --target ./libs (a *.dist-info marks it) inside the project: a library.
+    # ./helpers on sys.path (a src/ layout, the tests folder pytest adds): the user's code.
+    work = tmp_path / "project"
+    for folder, installed in (("libs", True), ("helpers", False)):
+        pkg = work / folder / f"{folder}pkg"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text(textwrap.dedent("""
+            def train(model, opt, batches):
+                for x, y in batches:
+                    ((model(x) - y) ** 2).mean().backward()
+                    opt.step()
+        """))
+        if installed:
+            (work / folder / f"{folder}pkg-1.0.dist-info").mkdir()
+    script = work / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch, gradguard as gg, libspkg, helperspkg
+        def run(train):
+            model = torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            batches = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+            with gg.watch(mode="record") as w:
+                train(model, opt, batches)
+            return [(f.code, f.path, f.line) for f in w.findings]
+        print(run(libspkg.train) + run(helperspkg.train))
+    """))
+    paths = [str(work / "libs"), str(work / "helpers"), str(SRC.parent)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    out = subprocess.run([sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    in_lib, in_helpers = eval(out.stdout.strip().splitlines()[-1])
+    assert in_lib == ("GG101", str(script), 8), in_lib
+    assert in_helpers[0] == "GG101" and in_helpers[1].endswith("helperspkg/__init__.py"), in_helpers
+
+
 # ------------------------------------------------------------------ threads
 def test_two_threads_each_under_its_own_watch_see_only_their_own_training():
     results, errors = {}, []

@@ -16,19 +16,21 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from ..rules import RULES
-from ..watcher import watch
-from ..watcher._checks import _at
-from ..watcher._source import Site, user_site
+from ..watcher import describe_site as _at
+from ..watcher import user_site, watch
+
+Site = Tuple[Optional[str], Optional[int]]
 
 
 class FrameworkWatch:
     """A :class:`gradguard.watch` whose findings are relocated and re-advised (see the module docstring)."""
 
     def __init__(self, mode: str, ignore, advice: Dict[str, str]) -> None:
-        self._watch = watch(mode=mode, ignore=ignore)  # validates mode and codes now, at construction
+        # validates mode and codes now, at construction
+        self._watch = watch(mode=mode, ignore=ignore, rewrite=self._rewrite)
         self.advice = advice
         self._from: Site = (None, None)
         self._to: Site = (None, None)
@@ -39,7 +41,7 @@ class FrameworkWatch:
 
     @property
     def active(self) -> bool:
-        return self._watch._engine is not None
+        return self._watch.active
 
     def start(self, loss_site: Site) -> None:
         """Enter the watch; findings at the caller's user line move to ``loss_site``."""
@@ -48,16 +50,6 @@ class FrameworkWatch:
         self._from = user_site(2)  # the user's trainer.fit(...) / trainer.train() line
         self._to = loss_site if loss_site[0] is not None else self._from
         self._watch.__enter__()
-        engine = self._watch._engine
-        emit = engine.flush
-
-        # The engine queues a run's findings and emits them (record, warn or raise) in
-        # flush(); rewriting the queue first makes every mode see the rewritten finding.
-        def flush() -> None:
-            engine._queue = [self._rewrite(f) for f in engine._queue]
-            emit()
-
-        engine.flush = flush
 
     def stop(self, exc: Optional[BaseException] = None) -> None:
         """Leave the watch (end-of-run rules run when ``exc`` is None; may raise in ``"raise"`` mode)."""

@@ -31,7 +31,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
 
 from .._errors import GradguardError
-from ..watcher._marks import accumulator_backward
+from .._channel import accumulator_backward
 from ._watch import FrameworkWatch, loss_line
 
 __all__ = ["ExactAccumulation", "Watch", "default_count"]

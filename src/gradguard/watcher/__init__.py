@@ -20,14 +20,14 @@ dispatch), ``rules/`` (one module per code, reading ``_view``'s views),
 from __future__ import annotations
 
 from contextlib import ContextDecorator
-from typing import Iterable, List, Optional, Union
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from .._errors import GradguardError
 from ..findings import Finding
 from ..rules import parse_codes
 from .._channel import accumulator_backward, in_accumulator_backward
 
-__all__ = ["watch", "accumulator_backward", "in_accumulator_backward"]
+__all__ = ["watch", "user_site", "describe_site", "accumulator_backward", "in_accumulator_backward"]
 
 _MODES = ("warn", "raise", "record")
 
@@ -59,6 +59,10 @@ class watch(ContextDecorator):
             at the offending ``step()``, ``zero_grad()`` or ``backward()``, before
             the optimizer applies a bad update) or ``"record"`` (only collect).
         ignore: rule codes (or prefixes) not to report, e.g. ``("GG107",)`` or ``"GG107,GG109"``.
+        rewrite: for framework integrations: a function applied to each finding
+            before it is recorded, warned or raised (to point at the user's
+            ``training_step`` rather than the ``fit`` call, and give the
+            framework's advice). ``None`` keeps findings as found.
 
     Attributes:
         findings: the :class:`gradguard.Finding` list, each reported once per
@@ -78,11 +82,18 @@ class watch(ContextDecorator):
     ['GG101']
     """
 
-    def __init__(self, *, mode: str = "warn", ignore: Union[str, Iterable[str], None] = ()):
+    def __init__(
+        self,
+        *,
+        mode: str = "warn",
+        ignore: Union[str, Iterable[str], None] = (),
+        rewrite: Optional[Callable[[Finding], Finding]] = None,
+    ):
         if mode not in _MODES:
             raise GradguardError(f"watch(mode={mode!r}): mode must be one of {', '.join(map(repr, _MODES))}")
         self.mode = mode
         self.ignore = parse_codes(ignore)
+        self.rewrite = rewrite
         self.findings: List[Finding] = []
         self._reported: set = set()
         self._engine = None
@@ -92,7 +103,7 @@ class watch(ContextDecorator):
             raise GradguardError("this watch is already active: use a new gradguard.watch() for a nested block")
         from ._session import Session
 
-        engine = Session(self.mode, self.ignore, self.findings, self._reported)
+        engine = Session(self.mode, self.ignore, self.findings, self._reported, self.rewrite)
         engine.install()
         self._engine = engine
         return self
@@ -113,6 +124,11 @@ class watch(ContextDecorator):
         return None
 
     @property
+    def active(self) -> bool:
+        """Whether the watch is entered (between ``__enter__`` and ``__exit__``)."""
+        return self._engine is not None
+
+    @property
     def codes(self) -> List[str]:
         """Sorted codes of the findings so far.
 
@@ -123,3 +139,22 @@ class watch(ContextDecorator):
 
     def __repr__(self) -> str:
         return f"watch(mode={self.mode!r}, findings={len(self.findings)})"
+
+
+def user_site(depth: int = 1) -> Tuple[Optional[str], Optional[int]]:
+    """``(path, line)`` of the innermost frame of the user's own code, ``depth`` frames out from the caller.
+
+    Frames of torch and gradguard are skipped, and so are installed libraries
+    when a user frame lies further out (inside ``trainer.fit()`` that is the
+    ``fit`` call). ``(None, None)`` when there is no frame outside them.
+    """
+    from ._source import Source
+
+    return Source().site(depth + 1)
+
+
+def describe_site(site: Tuple[Optional[str], Optional[int]], here=None) -> str:
+    """How findings name a location: ``line 12`` inside the finding's own file ``here``, else ``path:line``."""
+    from ._view import at
+
+    return at(site, here)

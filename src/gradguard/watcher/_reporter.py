@@ -23,7 +23,8 @@ class Reporter:
     """
 
     def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set,
-                 names: Callable[[], Dict[int, str]], slot: Callable[[torch.Tensor], Optional[str]]):
+                 names: Callable[[], Dict[int, str]], slot: Callable[[torch.Tensor], Optional[str]],
+                 rewrite: Optional[Callable[[Finding], Finding]] = None):
         self.mode = mode
         self.ignore = ignore
         self.findings = findings
@@ -31,6 +32,7 @@ class Reporter:
         self._queue: List[Finding] = []
         self._names = names  # id(parameter) -> its qualified name
         self._slot = slot  # where an optimizer holds a parameter without a name
+        self._rewrite = rewrite  # a framework integration's relocation and advice
 
     def wants(self, code: str, site: Site) -> bool:
         """Whether a finding of ``code`` at ``site`` would still be reported."""
@@ -53,6 +55,8 @@ class Reporter:
         queue, self._queue = self._queue, []
         if not queue:
             return
+        if self._rewrite is not None:
+            queue = [self._rewrite(f) for f in queue]
         self.findings.extend(queue)
         if self.mode == "warn":
             for f in queue:

@@ -37,11 +37,11 @@ _BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
 class Session:
     """The state of one active watch. Created on ``__enter__``, closed on ``__exit__``."""
 
-    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set):
+    def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set, rewrite=None):
         self.source = Source()
         self.tracker = Tracker(self._discarded)
         self.gg102 = rules.gg102.Lines()
-        self.reporter = Reporter(mode, ignore, findings, reported, self._names, self._optimizer_slot)
+        self.reporter = Reporter(mode, ignore, findings, reported, self._names, self._optimizer_slot, rewrite)
         self.modules: Dict[int, torch.nn.Module] = {}
         self.bn_ran: Dict[int, int] = {}  # id(batch-norm module) -> clock when it last ran with batch statistics
         self.bn_modules: Dict[int, torch.nn.Module] = {}

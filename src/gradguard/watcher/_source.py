@@ -33,6 +33,13 @@ def _dir(path: Optional[str]) -> Optional[str]:
     return os.path.join(os.path.abspath(path), "") if path else None
 
 
+def _holds_installed_packages(folder: str) -> bool:
+    try:
+        return any(name.endswith((".dist-info", ".egg-info")) for name in os.listdir(folder))
+    except OSError:
+        return False
+
+
 def _install_dirs() -> Tuple[str, ...]:
     paths = sysconfig.get_paths()
     dirs = {paths.get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
@@ -60,10 +67,12 @@ class Source:
             self.script_dir = None  # a tool's entry point (pytest, a console script), not the user's script
         self.cwd = _dir(cwd or os.getcwd())
         roots = {d for d in (self.script_dir, self.cwd) if d}
-        # Folders put on sys.path inside the working tree (pip install --target ./libs, a
-        # vendored copy) hold libraries, unless the script itself lives there.
+        # A folder put on sys.path inside the working tree holds libraries when something
+        # was installed into it (pip install --target ./libs leaves *.dist-info there);
+        # a src/ layout or the tests folder pytest puts on sys.path is the user's own code.
         self.lib_dirs = tuple(sorted(
-            d for d in {_dir(p) for p in sys.path if p} if d and d not in roots and d.startswith(tuple(roots))
+            d for d in {_dir(p) for p in sys.path if p}
+            if d and d not in roots and d.startswith(tuple(roots)) and _holds_installed_packages(d)
         ))
         self.install = install
         self._cache: Dict[str, int] = {}
@@ -82,10 +91,10 @@ class Source:
             return INTERNAL
         if path.startswith(_GG_DIR):
             return USER if path.startswith(_GG_USER_DIR) else INTERNAL
-        if self.script_dir and path.startswith(self.script_dir):
-            return USER
         if path.startswith(self.lib_dirs):
             return LIBRARY
+        if self.script_dir and path.startswith(self.script_dir):
+            return USER
         if self.cwd and path.startswith(self.cwd) and not (path.startswith(self.install) and not self.cwd.startswith(self.install)):
             return USER
         return LIBRARY
