@@ -34,7 +34,7 @@ for x, y in loader:
 def test_finding_fields():
     (f,) = gg.lint_source(BUGGY, filename="train.py")
     assert (f.code, f.name, f.severity, f.path, f.line, f.col, f.step, f.params) == (
-        "GG101", "stale-gradient", "error", "train.py", 5, 4, None, None,
+        "GG101", "stale-gradient", "error", "train.py", 5, 5, None, None,
     )
     assert f.message.startswith("`optimizer.step()`")
     assert gg.RULES["GG101"].fix in f.message  # the words come from the catalogue

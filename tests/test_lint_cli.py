@@ -32,11 +32,39 @@ def project(tmp_path, monkeypatch):
 
 
 def test_text_output_ruff_style(project, capsys):
+    """One short line per finding, 1-based columns (editors jump to `optimizer`), the fix one command away."""
     assert main(["lint", "train.py"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("train.py:6:4: GG101 ")
-    assert lines[1].startswith("train.py:7:4: GG201 ")
+    assert lines[0] == "train.py:6:5: GG101 `optimizer.step()` reuses gradients an earlier step already applied"
+    assert lines[1].startswith("train.py:7:5: GG201 `total` accumulates the loss tensor")
+    assert BUGGY.splitlines()[6 - 1][5 - 1:].startswith("optimizer.step()")
+    for line in lines[:2]:
+        assert len(line) < 120 and RULES[line.split()[1]].fix not in line
+    assert lines[2] == "Found 2 findings (1 error, 1 warning)."
+    assert "gradguard rule GG101" in lines[3]
+
+
+def test_full_output_format_keeps_consequence_and_fix(project, capsys):
+    assert main(["lint", "--output-format", "full", "train.py"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("train.py:6:5: GG101 `optimizer.step()` reuses gradients")
+    assert lines[0].endswith(RULES["GG101"].fix) and RULES["GG101"].consequence in lines[0]
     assert lines[-1] == "Found 2 findings (1 error, 1 warning)."
+    assert main(["lint", "--format", "text", "train.py"]) == 1  # the old name of the concise form
+    assert len(capsys.readouterr().out.splitlines()[0]) < 120
+
+
+def test_statistics(project, capsys):
+    Path("more.py").write_text(BUGGY)
+    assert main(["lint", "--statistics", "train.py", "more.py"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["2\tGG101\tstale-gradient", "2\tGG201\tgraph-kept-by-logging", "Found 4 findings (2 errors, 2 warnings)."]
+    assert main(["lint", "--statistics", "--format", "json", "train.py", "clean.py"]) == 1
+    assert json.loads(capsys.readouterr().out) == [
+        {"code": "GG101", "name": "stale-gradient", "count": 1},
+        {"code": "GG201", "name": "graph-kept-by-logging", "count": 1},
+    ]
+    assert main(["lint", "--statistics", "--format", "sarif", "train.py"]) == 2
 
 
 def test_clean_exit_zero(project, capsys):
@@ -46,7 +74,7 @@ def test_clean_exit_zero(project, capsys):
 
 def test_default_path_is_current_folder(project, capsys):
     assert main(["lint"]) == 1
-    assert "train.py:6:4: GG101" in capsys.readouterr().out
+    assert "train.py:6:5: GG101" in capsys.readouterr().out
 
 
 def test_json_output(project, capsys):
@@ -87,7 +115,7 @@ def test_syntax_error_reported_and_rest_checked(project, capsys):
     Path("broken.py").write_text("for x in y\n    pass\n")
     assert main(["lint", "broken.py", "train.py"]) == 1
     out = capsys.readouterr().out
-    assert "broken.py:1:10: GG000" in out and "train.py:6:4: GG101" in out
+    assert "broken.py:1:11: GG000" in out and "train.py:6:5: GG101" in out
 
 
 def test_pyproject_config_and_cli_wins(project, capsys):
@@ -116,7 +144,7 @@ def test_flag_select_beats_config_ignore(project, capsys):
     assert "GG101" not in capsys.readouterr().out
     assert main(["lint", "--select", "GG101", "train.py"]) == 1
     out = capsys.readouterr().out
-    assert "train.py:6:4: GG101" in out and "GG201" not in out
+    assert "train.py:6:5: GG101" in out and "GG201" not in out
     # a broader configured ignore does not hide an explicitly selected code either
     (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG1", "GG2"]\n')
     assert main(["lint", "train.py"]) == 0
@@ -173,7 +201,7 @@ def test_rule_explains(code, capsys):
     out = capsys.readouterr().out
     for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
         assert heading in out
-    assert out == RULES[code].explain()
+    assert out == RULES[code].explanation
 
 
 def test_rule_unknown_and_list(capsys):

@@ -51,4 +51,4 @@ def test_demo_lint_part(tmp_path, capsys):
     assert summary["findings"] == sum(summary["by_code"].values()) >= 5
     assert summary["codes"] == ["GG101", "GG102", "GG103", "GG104", "GG201"]
     assert out.splitlines()[0].startswith("== The linter")
-    assert "buggy_loop.py:22:8: GG101" in out
+    assert "buggy_loop.py:22:9: GG101" in out

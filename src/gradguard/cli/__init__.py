@@ -9,6 +9,7 @@ modules import heavy things (torch, matplotlib) inside their handlers only, so
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -20,14 +21,10 @@ USAGE_ERROR = 2
 _SUBCOMMANDS = ("demo", "run", "lint", "rule", "plan")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits with code 2 and a one-line hint (its default)."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     from importlib import import_module
 
-    parser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="gradguard",
         description="Own PyTorch's .grad accumulator: exact accumulation, a run-time watch and a linter.",
     )
@@ -52,7 +49,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
     except GradguardError as exc:
         print(f"gradguard {args.command}: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except BrokenPipeError:  # `gradguard lint src | head -1`: stop quietly, as other Unix tools do
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file descriptor (captured output)
+        pass

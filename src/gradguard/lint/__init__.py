@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 import warnings
-from pathlib import Path
-from typing import Iterable, Iterator, List, Sequence, Union
+from fnmatch import fnmatch
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .._errors import GradguardError
-from ..findings import Finding
-from ..rules import RULES, make_finding, parse_codes
+from ..findings import Finding, make_finding
+from ..rules import RULES, parse_codes
 from ._checker import Checker
-from ._config import Config, find_config
-from ._suppress import find_suppressions, is_suppressed
+from ._config import DEFAULT_EXCLUDE, Config, find_config
+from ._suppress import find_suppressions, is_suppressed, unknown_codes
 
-__all__ = ["lint_source", "lint_paths", "iter_python_files", "find_config", "Config"]
-
-#: Folders never descended into when a folder is linted.
-_SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv", "site-packages", "build", "dist"})
+__all__ = ["lint_source", "lint_paths", "iter_python_files", "find_config", "Config", "DEFAULT_EXCLUDE"]
 
 Codes = Union[str, Sequence[str], None]
+#: Called with one line of text for what the linter skipped or could not use.
+Notify = Optional[Callable[[str], None]]
+
+
+def _warn(note: str) -> None:
+    warnings.warn(note, UserWarning, stacklevel=3)
 
 
 def _chosen(select: Codes, ignore: Codes) -> frozenset:
@@ -46,25 +50,28 @@ def _decode(source: Union[str, bytes]) -> str:
         return source.decode("utf-8", errors="replace")
 
 
-def _lint(source: Union[str, bytes], filename: str, chosen: frozenset) -> List[Finding]:
+def _lint(source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None) -> List[Finding]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning for invalid escapes in old code
             tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 1
-        offset = getattr(exc, "offset", None)
+        offset = getattr(exc, "offset", None)  # already 1-based, like Finding.col
         detail = f"cannot parse this file: {getattr(exc, 'msg', None) or exc}."
-        findings = [make_finding("GG000", detail, path=filename, line=line, col=max((offset or 1) - 1, 0))]
+        findings = [make_finding("GG000", detail, path=filename, line=line, col=max(offset or 1, 1))]
+        text = None
     else:
         text = _decode(source)
         try:
             findings = Checker(tree, text, filename).run()
         except RecursionError:  # pathologically nested code: nothing we can be sure about
             findings = []
-        if findings:
-            suppressions = find_suppressions(text)
-            findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
+    if text is not None and "gradguard" in text:
+        suppressions = find_suppressions(text)
+        for line, code in unknown_codes(suppressions):
+            (notify or _warn)(f"{filename}:{line}: unknown rule code {code!r} in a '# gradguard: ignore[...]' comment")
+        findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
     findings = [f for f in findings if f.code in chosen]
     findings.sort(key=lambda f: (f.line or 0, f.col or 0, f.code))
     return findings
@@ -76,6 +83,7 @@ def lint_source(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    notify: Notify = None,
 ) -> List[Finding]:
     """Lint Python source text.
 
@@ -84,6 +92,8 @@ def lint_source(
         filename: the path written into each finding.
         select: codes (or prefixes such as ``"GG1"``) to report; default all.
         ignore: codes (or prefixes) not to report.
+        notify: called with a line of text for an unknown code in a
+            suppression comment (default: a :class:`UserWarning`).
 
     Returns:
         The findings, sorted by line and column; ``# gradguard: ignore[...]``
@@ -100,31 +110,124 @@ def lint_source(
     ...     optimizer.step()
     ... '''
     >>> [(f.code, f.line, f.col) for f in lint_source(src)]
-    [('GG101', 5, 4)]
+    [('GG101', 5, 5)]
     """
-    return _lint(source, filename, _chosen(select, ignore))
+    return _lint(source, filename, _chosen(select, ignore), notify)
 
 
-def iter_python_files(paths: Iterable[Union[str, os.PathLike]]) -> Iterator[str]:
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _missing(path: str) -> str:
+    """Why ``path`` cannot be opened: missing, or a symbolic link that leads nowhere."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            import errno
+
+            if exc.errno == errno.ELOOP:
+                return f"{path!r} is a symbolic link that loops (it leads back to itself)"
+        return f"{path!r} is a symbolic link to {os.readlink(path)!r}, which does not exist"
+    return f"no such file or folder: {path!r}"
+
+
+class _Exclude:
+    """Glob patterns, each matched against a file's or folder's name (``build``, ``*_pb2.py``) or,
+    when it holds a ``/``, against its path from the folder the pattern was written for."""
+
+    def __init__(self, patterns: Iterable[Tuple[str, str]]):
+        self.names, self.paths = [], []
+        for pattern, base in patterns:
+            pattern = pattern.rstrip("/")
+            if "/" in pattern:
+                self.paths.append(os.path.join(os.path.abspath(base), pattern))
+            elif pattern:
+                self.names.append(pattern)
+
+    def __call__(self, path: str) -> bool:
+        name = os.path.basename(os.path.normpath(path))
+        if any(fnmatch(name, p) for p in self.names):
+            return True
+        if self.paths:
+            full = os.path.abspath(path)
+            return any(fnmatch(full, p) for p in self.paths)
+        return False
+
+
+def _patterns(exclude: Codes, base: str = ".") -> List[Tuple[str, str]]:
+    if exclude is None:
+        return []
+    items = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+    return [(str(p).strip(), base) for p in items if str(p).strip()]
+
+
+def iter_python_files(
+    paths: Iterable[Union[str, os.PathLike]],
+    *,
+    exclude: Codes = None,
+    extend_exclude: Codes = None,
+    force_exclude: bool = False,
+    notify: Notify = None,
+) -> Iterator[str]:
     """The ``.py`` files under ``paths`` (files as given, folders walked in sorted order).
 
-    Hidden folders, ``__pycache__`` and virtual environments are skipped.
+    Folders are walked without descending into what ``exclude`` (default
+    :data:`DEFAULT_EXCLUDE`: hidden folders, ``__pycache__``, ``build``,
+    virtual environments, ...) or ``extend_exclude`` match: glob patterns, each
+    a list or a comma-separated string, matched against a name or, with a
+    ``/``, against the path from the current folder. A file named on its own is
+    checked even if a pattern matches it, unless ``force_exclude`` (what
+    pre-commit needs, since it names every file). What is not a regular file
+    (a named pipe, a broken link) is skipped with a note to ``notify``.
 
     Raises:
-        GradguardError: a path that does not exist.
+        GradguardError: a path that does not exist or is not a file or folder.
     """
-    for raw in paths:
+    patterns = _patterns(DEFAULT_EXCLUDE if exclude is None else exclude) + _patterns(extend_exclude)
+    return _walk(paths, _Exclude(patterns), force_exclude, notify or _warn)
+
+
+def _walk(paths, excluded: "_Exclude", force_exclude: bool, notify: Callable[[str], None]) -> Iterator[str]:
+    roots = []
+    for raw in paths:  # every path is checked before the first file is yielded
         path = os.fspath(raw)
-        if os.path.isfile(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise GradguardError(_missing(path)) from None
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise GradguardError(f"{path!r} is {_kind(mode)}, not a file or folder: to lint a stream, "
+                                 f"use `gradguard lint - < {path}`")
+        roots.append((path, stat.S_ISDIR(mode)))
+    for path, is_dir in roots:
+        if force_exclude and excluded(path):
+            continue
+        if not is_dir:
             yield path
-        elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
-                for name in sorted(files):
-                    if name.endswith(".py") and not name.startswith("."):
-                        yield os.path.join(root, name)
-        else:
-            raise GradguardError(f"no such file or folder: {path!r}")
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                file = os.path.join(root, name)
+                if excluded(file):
+                    continue
+                try:
+                    mode = os.stat(file).st_mode
+                except OSError:
+                    notify(f"skipped {_missing(file)}")
+                    continue
+                if not stat.S_ISREG(mode):  # reading a named pipe would wait forever
+                    notify(f"skipped {file!r}: {_kind(mode)}")
+                    continue
+                yield file
 
 
 def lint_paths(
@@ -132,6 +235,10 @@ def lint_paths(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    exclude: Codes = None,
+    extend_exclude: Codes = None,
+    force_exclude: bool = False,
+    notify: Notify = None,
 ) -> List[Finding]:
     """Lint files and folders (``.py`` files, recursively).
 
@@ -143,6 +250,10 @@ def lint_paths(
         paths: a path or several.
         select: codes (or prefixes) to report; default all.
         ignore: codes (or prefixes) not to report.
+        exclude, extend_exclude, force_exclude: what not to walk into
+            (see :func:`iter_python_files`).
+        notify: called with a line of text for each file skipped and each
+            unknown code in a suppression comment (default: a :class:`UserWarning`).
 
     Raises:
         GradguardError: a path that does not exist, or an unknown code.
@@ -156,14 +267,24 @@ def lint_paths(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     chosen = _chosen(select, ignore)
-    files = list(iter_python_files(paths))  # raises before any output for a missing path
+    files = list(iter_python_files(paths, exclude=exclude, extend_exclude=extend_exclude,
+                                   force_exclude=force_exclude, notify=notify))
+    return lint_files(files, chosen, notify)
+
+
+def lint_files(files: Iterable[str], chosen: frozenset, notify: Notify = None) -> List[Finding]:
+    """Lint the given files with the given set of codes (the command line's entry)."""
     findings: List[Finding] = []
     for file in files:
         try:
-            data = Path(file).read_bytes()
+            with open(file, "rb") as fh:
+                data = fh.read()
         except OSError as exc:
             if "GG000" in chosen:
-                findings.append(make_finding("GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=0))
+                findings.append(make_finding(
+                    "GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=1,
+                    advice="Make the file readable (check its permissions), or leave it out with --exclude.",
+                ))
             continue
-        findings.extend(_lint(data, file, chosen))
+        findings.extend(_lint(data, file, chosen, notify))
     return findings

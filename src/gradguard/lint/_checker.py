@@ -3,7 +3,7 @@
 The shape follows flake8-bugbear: the visitor walks the module once, collects
 the loops, the optimizer constructors and the calls of interest, and hands each
 to the ``check_*`` functions; every check yields ``(node, detail)`` pairs and the
-words of the finding come from the rule catalogue (:func:`gradguard.rules.make_finding`).
+words of the finding come from the rule catalogue (:func:`gradguard.findings.make_finding`).
 
 Speed matters because the linter runs in pre-commit: the source text is first
 searched for the few words a gradient-buffer event needs (``backward``,
@@ -18,8 +18,7 @@ import re
 from bisect import bisect_left
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from ..findings import Finding
-from ..rules import make_finding
+from ..findings import Finding, make_finding
 from ._events import (
     BACKWARD,
     CLEAR,
@@ -176,7 +175,7 @@ class Checker:
             line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
             key = (code, line, col)
             if key not in found:
-                found[key] = make_finding(code, detail, path=self.filename, line=line, col=col)
+                found[key] = make_finding(code, detail, path=self.filename, line=line, col=col + 1)
         return list(found.values())
 
     def _mark_helper_calls(self) -> None:

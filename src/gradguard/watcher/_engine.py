@@ -30,7 +30,7 @@ import torch
 
 from .._errors import GradguardError, GradientBugError, GradientBugWarning
 from ..findings import Finding
-from ..rules import make_finding
+from ..findings import make_finding
 from . import _checks
 from ._graph import UNKNOWN, analyze_loss
 from . import _marks
