@@ -159,6 +159,15 @@ class _Exclude:
             return any(fnmatch(full, p) for p in self.paths)
         return False
 
+    def anywhere(self, path: str) -> bool:
+        """Whether the path or a folder on it (counted from the current folder) is excluded."""
+        full = os.path.abspath(path)
+        rel = os.path.relpath(full, os.getcwd())
+        if rel.startswith(os.pardir):
+            return self(full)
+        parts = [part for part in rel.split(os.sep) if part not in ("", os.curdir)]
+        return any(self(os.path.join(*parts[: i + 1])) for i in range(len(parts)))
+
 
 def _patterns(exclude: Codes, base: str = ".") -> List[Tuple[str, str]]:
     if exclude is None:
@@ -206,7 +215,7 @@ def _walk(paths, excluded: "_Exclude", force_exclude: bool, notify: Callable[[st
                                  f"use `gradguard lint - < {path}`")
         roots.append((path, stat.S_ISDIR(mode)))
     for path, is_dir in roots:
-        if force_exclude and excluded(path):
+        if force_exclude and excluded.anywhere(path):
             continue
         if not is_dir:
             yield path

@@ -127,7 +127,7 @@ def find_config(paths: Iterable[str] = (), cwd: Optional[str] = None) -> Config:
     """
     starts = []
     for p in paths:
-        path = Path(p).resolve()
+        path = Path(os.path.abspath(p))  # not resolve(): a path may be a link that loops
         starts.append(path if path.is_dir() else path.parent)
     starts.append(Path(cwd or os.getcwd()).resolve())
     seen = set()
