@@ -1,7 +1,7 @@
 """The static checker: gradient-buffer bugs in training code, before it runs.
 
 Works on Python's own :mod:`ast` and never imports torch, so it is fast enough
-for pre-commit. The rules are the static forms of SPEC §2 (see
+for pre-commit. The rules are the static forms of the shared rule table (see
 ``gradguard rule CODE``); what fires where is in :mod:`._checker`.
 """
 
