@@ -39,3 +39,67 @@ def test_rules_carry_spec_fields_and_the_explanation_rule_prints(capsys):
         assert "## Why is this bad?" in rule.explanation
     assert main(["rule", "GG101"]) == 0
     assert gg.RULES["GG101"].why.splitlines()[0] in capsys.readouterr().out
+
+
+def test_error_types_show_their_public_name():
+    import gradguard as gg
+
+    for t in (gg.GradguardError, gg.GradientBugError, gg.GradientBugWarning):
+        assert f"{t.__module__}.{t.__qualname__}" == f"gradguard.{t.__name__}"
+    code = ("import torch, gradguard as gg\nm = torch.nn.Linear(2, 1)\no = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "with gg.watch(mode='raise'):\n    for _ in range(2):\n        m(torch.ones(1, 2)).sum().backward()\n"
+            "        o.step()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith("gradguard.GradientBugError: <string>:7: GG101 ")
+
+
+def test_rule_table_and_findings_do_not_import_each_other():
+    """rules.py is the ground floor (data); findings.py builds on it, never the reverse."""
+    import ast
+    from pathlib import Path
+
+    import gradguard
+
+    src = Path(gradguard.__file__).parent
+
+    def imported(name):
+        tree = ast.parse((src / name).read_text())
+        return {(node.module or "").lstrip(".") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+            a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+
+    assert not {m for m in imported("rules.py") if "findings" in m or m == ""}
+    assert "rules" in imported("findings.py")
+    assert not (src / "_rule_texts.py").exists()
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch):
+    import io
+
+    from gradguard import _progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(_progress, "_EVERY_S", 0.0)
+    monkeypatch.setattr(_progress, "_DELAY_S", 0.0)
+    log = io.StringIO()
+    assert list(_progress.progress(range(3), desc="work", stream=log)) == [0, 1, 2]
+    assert "\r" not in log.getvalue() and log.getvalue().splitlines()[-1].startswith("work: 3/3 done")
+    term = Terminal()
+    assert list(_progress.progress(range(3), desc="work", stream=term)) == [0, 1, 2]
+    assert "\r" in term.getvalue()  # a bar redrawn in place
+    for stream in (io.StringIO(), Terminal()):
+        assert list(_progress.progress(range(3), desc="work", stream=stream, disable=True)) == [0, 1, 2]
+        assert stream.getvalue() == ""
+    quiet = io.StringIO()
+    monkeypatch.setattr(_progress, "_EVERY_S", 60.0)  # quick work in a log: nothing at all
+    assert list(_progress.progress(range(3), desc="work", stream=quiet)) == [0, 1, 2]
+    assert quiet.getvalue() == ""
+
+
+def test_long_running_commands_take_no_progress(capsys):
+    for command in ("run", "plan", "lint"):
+        assert main([command, "--help"]) == 0
+        assert "--no-progress" in capsys.readouterr().out

@@ -32,11 +32,39 @@ def project(tmp_path, monkeypatch):
 
 
 def test_text_output_ruff_style(project, capsys):
+    """One short line per finding, 1-based columns (editors jump to `optimizer`), the fix one command away."""
     assert main(["lint", "train.py"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("train.py:6:4: GG101 ")
-    assert lines[1].startswith("train.py:7:4: GG201 ")
+    assert lines[0] == "train.py:6:5: GG101 `optimizer.step()` reuses gradients an earlier step already applied"
+    assert lines[1].startswith("train.py:7:5: GG201 `total` accumulates the loss tensor")
+    assert BUGGY.splitlines()[6 - 1][5 - 1:].startswith("optimizer.step()")
+    for line in lines[:2]:
+        assert len(line) < 120 and RULES[line.split()[1]].fix not in line
+    assert lines[2] == "Found 2 findings (1 error, 1 warning)."
+    assert "gradguard rule GG101" in lines[3]
+
+
+def test_full_output_format_keeps_consequence_and_fix(project, capsys):
+    assert main(["lint", "--output-format", "full", "train.py"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("train.py:6:5: GG101 `optimizer.step()` reuses gradients")
+    assert lines[0].endswith(RULES["GG101"].fix) and RULES["GG101"].consequence in lines[0]
     assert lines[-1] == "Found 2 findings (1 error, 1 warning)."
+    assert main(["lint", "--format", "text", "train.py"]) == 1  # the old name of the concise form
+    assert len(capsys.readouterr().out.splitlines()[0]) < 120
+
+
+def test_statistics(project, capsys):
+    Path("more.py").write_text(BUGGY)
+    assert main(["lint", "--statistics", "train.py", "more.py"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["2\tGG101\tstale-gradient", "2\tGG201\tgraph-kept-by-logging", "Found 4 findings (2 errors, 2 warnings)."]
+    assert main(["lint", "--statistics", "--format", "json", "train.py", "clean.py"]) == 1
+    assert json.loads(capsys.readouterr().out) == [
+        {"code": "GG101", "name": "stale-gradient", "count": 1},
+        {"code": "GG201", "name": "graph-kept-by-logging", "count": 1},
+    ]
+    assert main(["lint", "--statistics", "--format", "sarif", "train.py"]) == 2
 
 
 def test_clean_exit_zero(project, capsys):
@@ -46,7 +74,7 @@ def test_clean_exit_zero(project, capsys):
 
 def test_default_path_is_current_folder(project, capsys):
     assert main(["lint"]) == 1
-    assert "train.py:6:4: GG101" in capsys.readouterr().out
+    assert "train.py:6:5: GG101" in capsys.readouterr().out
 
 
 def test_json_output(project, capsys):
@@ -87,7 +115,7 @@ def test_syntax_error_reported_and_rest_checked(project, capsys):
     Path("broken.py").write_text("for x in y\n    pass\n")
     assert main(["lint", "broken.py", "train.py"]) == 1
     out = capsys.readouterr().out
-    assert "broken.py:1:10: GG000" in out and "train.py:6:4: GG101" in out
+    assert "broken.py:1:11: GG000" in out and "train.py:6:5: GG101" in out
 
 
 def test_pyproject_config_and_cli_wins(project, capsys):
@@ -116,7 +144,7 @@ def test_flag_select_beats_config_ignore(project, capsys):
     assert "GG101" not in capsys.readouterr().out
     assert main(["lint", "--select", "GG101", "train.py"]) == 1
     out = capsys.readouterr().out
-    assert "train.py:6:4: GG101" in out and "GG201" not in out
+    assert "train.py:6:5: GG101" in out and "GG201" not in out
     # a broader configured ignore does not hide an explicitly selected code either
     (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG1", "GG2"]\n')
     assert main(["lint", "train.py"]) == 0
@@ -173,7 +201,7 @@ def test_rule_explains(code, capsys):
     out = capsys.readouterr().out
     for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
         assert heading in out
-    assert out == RULES[code].explain()
+    assert out == RULES[code].explanation
 
 
 def test_rule_unknown_and_list(capsys):
@@ -184,3 +212,203 @@ def test_rule_unknown_and_list(capsys):
     assert all(code in out for code in RULES)
     assert main(["rule", "--help"]) == 0
     assert "gradguard rule GG101" in capsys.readouterr().out
+
+
+# --- files: exclusions, standard input, what is not a Python file ----------------------
+def test_default_exclusions_and_flags(project, capsys):
+    for folder in (".venv/lib", "build", "node_modules/pkg", "src/__pycache__", "tests/fixtures"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "bad.py").write_text(BUGGY)
+    Path("clean.py").unlink()
+    assert main(["lint", "--select", "GG101", "."]) == 1
+    paths = {line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": GG101 " in line}
+    assert paths == {"./train.py", "./tests/fixtures/bad.py"}
+    # --extend-exclude adds to the defaults (a name, or a path with a slash)
+    assert main(["lint", "--select", "GG101", "--extend-exclude", "tests/fixtures", "."]) == 1
+    paths = {line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": GG101 " in line}
+    assert paths == {"./train.py"}
+    assert main(["lint", "--extend-exclude", "fixtures,train.py", "."]) == 0
+    # --exclude replaces them: build/ is checked again
+    assert main(["lint", "--select", "GG101", "--exclude", "tests", "."]) == 1
+    out = capsys.readouterr().out
+    assert "./build/bad.py:6:5" in out and "./.venv/lib/bad.py" in out and "tests/" not in out
+    # a file named on the command line is checked unless --force-exclude (pre-commit's case)
+    assert main(["lint", "--select", "GG101", "build/bad.py"]) == 1
+    assert "build/bad.py:6:5: GG101" in capsys.readouterr().out
+    assert main(["lint", "--force-exclude", "build/bad.py"]) == 0
+    assert "excluded" in capsys.readouterr().err
+    assert main(["lint", "--force-exclude", "--select", "GG101", ".", "train.py"]) == 1  # '.' itself is not hidden
+    assert "./train.py:6:5" in capsys.readouterr().out
+
+
+def test_exclusions_from_pyproject(project, capsys):
+    (project / "tests" / "fixtures").mkdir(parents=True)
+    (project / "tests" / "fixtures" / "bad.py").write_text(BUGGY)
+    (project / "gen").mkdir()
+    (project / "gen" / "x_pb2.py").write_text(BUGGY)
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nextend-exclude = ["tests/fixtures", "*_pb2.py"]\n')
+    assert main(["lint", "--select", "GG101", "."]) == 1
+    out = capsys.readouterr().out
+    assert "./train.py" in out and "fixtures" not in out and "pb2" not in out
+    # patterns with a slash count from the pyproject.toml's folder, wherever lint runs from
+    import os
+
+    os.chdir(project / "tests")
+    assert main(["lint", "."]) == 0
+    assert "no Python files found under '.'" in capsys.readouterr().err  # all excluded
+    os.chdir(project)
+    # the flag replaces the configured exclude
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nexclude = ["tests", "gen"]\n')
+    assert main(["lint", "--select", "GG101", "."]) == 1
+    out = capsys.readouterr().out
+    assert "fixtures" not in out and "pb2" not in out
+    assert main(["lint", "--select", "GG101", "--exclude", "gen", "."]) == 1
+    assert "tests/fixtures/bad.py" in capsys.readouterr().out
+
+
+def test_this_repository_excludes_its_own_buggy_inputs(capsys, monkeypatch):
+    """`gradguard lint .` here reports nothing from the files that hold bugs on purpose."""
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    main(["lint", "--no-progress", "--format", "json", "."])
+    paths = {d["path"] for d in json.loads(capsys.readouterr().out)}
+    assert not {p for p in paths if "lint_fixtures" in p or "watch_scripts" in p or "buggy_loop" in p}
+    assert main(["lint", "--select", "GG101", "tests/lint_fixtures/gg101_stale_gradient.py"]) == 1  # named: checked
+
+
+def test_stdin(project, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(BUGGY.encode())))
+    assert main(["lint", "-", "--stdin-filename", "src/train.py"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("src/train.py:6:5: GG101 ")
+    # the configuration is found from the displayed path; without one the path shows as '-'
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = ["GG101"]\n')
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(BUGGY.encode())))
+    assert main(["lint", "-"]) == 1
+    out = capsys.readouterr().out
+    assert "-:7:5: GG201" in out and "GG101" not in out
+    assert main(["lint", "-", "train.py"]) == 2
+    assert main(["lint", "--stdin-filename", "x.py", "train.py"]) == 2
+
+
+def test_no_python_files_is_a_warning_not_no_findings(project, capsys):
+    (project / "docs").mkdir()
+    (project / "docs" / "notes.txt").write_text(BUGGY)
+    assert main(["lint", "docs"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "no Python files found under 'docs'" in err
+    assert main(["lint", "docs", "train.py"]) == 1  # the other paths are still checked
+    out, err = capsys.readouterr()
+    assert "train.py:6:5: GG101" in out and "no Python files found under 'docs'" in err
+
+
+def test_fifo_in_a_folder_is_skipped_and_named_fifo_or_link_is_explained(project):
+    """Reading a named pipe would wait forever: the walk skips it with a note (bounded in time here)."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(project / "x.py")
+    run = [sys.executable, "-m", "gradguard", "lint", "--no-config"]
+    done = subprocess.run(run + ["."], capture_output=True, text=True, timeout=120, cwd=project)
+    assert done.returncode == 1 and "./train.py:6:5: GG101" in done.stdout
+    assert "skipped './x.py': a named pipe (FIFO)" in done.stderr
+    done = subprocess.run(run + ["x.py"], capture_output=True, text=True, timeout=120, cwd=project)
+    assert done.returncode == 2 and "named pipe" in done.stderr and "no such file" not in done.stderr
+
+
+def test_symlink_messages(project, capsys):
+    import os
+
+    os.symlink("loop.py", project / "loop.py")
+    os.symlink("gone.py", project / "dangling.py")
+    assert main(["lint", "loop.py"]) == 2
+    assert "symbolic link that loops" in capsys.readouterr().err
+    assert main(["lint", "dangling.py"]) == 2
+    assert "symbolic link to 'gone.py', which does not exist" in capsys.readouterr().err
+    assert main(["lint", "--select", "GG101", "."]) == 1  # in a folder: skipped with a note
+    out, err = capsys.readouterr()
+    assert "./train.py:6:5" in out and "skipped './dangling.py'" in err and "skipped './loop.py'" in err
+
+
+def test_unreadable_file_advice_is_not_about_syntax(project):
+    from gradguard.lint import lint_files
+
+    (finding,) = lint_files(["vanished.py"], frozenset({"GG000"}))
+    assert finding.code == "GG000" and "cannot read this file" in finding.message
+    assert "syntax" not in finding.message and "readable" in finding.message
+    assert (finding.line, finding.col) == (1, 1)
+
+
+def test_non_utf8_file_name(tmp_path, capsys):
+    import os
+
+    if os.uname().sysname == "Darwin":  # pragma: no cover - macOS file names are always UTF-8
+        pytest.skip("macOS refuses file names that are not UTF-8")
+    folder = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(folder)
+    with open(folder + b"/tr\xe9in.py", "w") as fh:
+        fh.write(BUGGY)
+    shown = os.fsdecode(folder)
+    assert main(["lint", "--format", "sarif", shown]) == 1
+    log = json.loads(capsys.readouterr().out)
+    uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri.startswith("file:///") and uri.endswith("/caf%E9/tr%E9in.py")
+    assert main(["lint", shown]) == 1  # text: escaped, not a crash
+    assert "caf\\udce9/tr\\udce9in.py:6:5: GG101" in capsys.readouterr().out
+
+
+# --- configuration and suppression messages --------------------------------------------
+def test_config_errors_name_file_and_key(project, capsys):
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nselect = ["GG1", "GG999"]\n')
+    assert main(["lint", "train.py"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: [tool.gradguard] select: unknown rule code 'GG999'" in err
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nexclude = "build"\nextend_exclude = ["x"]\n')
+    assert main(["lint", "train.py"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: [tool.gradguard] extend_exclude: unknown key (did you mean 'extend-exclude'?)" in err
+    (project / "pyproject.toml").write_text('[tool.gradguard]\nignore = [101]\n')
+    assert main(["lint", "train.py"]) == 2
+    assert "pyproject.toml: [tool.gradguard] ignore: must be a list of rule codes" in capsys.readouterr().err
+    assert main(["lint", "--no-config", "--ignore", "GG1,GG777", "train.py"]) == 2
+    assert "--ignore: unknown rule code 'GG777'" in capsys.readouterr().err
+
+
+def test_unknown_code_in_suppression_comment_is_warned(project, capsys):
+    Path("s.py").write_text(BUGGY.replace("optimizer.step()", "optimizer.step()  # gradguard: ignore[GG1O1]"))
+    assert main(["lint", "--select", "GG101", "s.py"]) == 1  # the typo silences nothing
+    out, err = capsys.readouterr()
+    assert "s.py:6:5: GG101" in out
+    assert "s.py:6: unknown rule code 'GG1O1'" in err
+    Path("ok.py").write_text(BUGGY.replace("optimizer.step()", "optimizer.step()  # gradguard: ignore[GG1]"))
+    assert main(["lint", "--select", "GG101", "ok.py"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+# --- output to a closed pipe, help texts ---------------------------------------------
+def test_broken_pipe_exits_quietly(project):
+    """`gradguard lint src | head -1`: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    for i in range(200):
+        (project / f"t{i}.py").write_text(BUGGY)
+    proc = subprocess.Popen([sys.executable, "-m", "gradguard", "lint", "--no-progress", "."],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=project)
+    proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert err == ""
+
+
+@pytest.mark.parametrize("command", ["lint", "run", "plan", "rule", "demo", None])
+def test_help_texts_speak_to_users(command, capsys):
+    import re
+
+    assert main([command, "--help"] if command else ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"SPEC|\bissue\b|§|<owner>|example\.com|pypi\.org", out), out

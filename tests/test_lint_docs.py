@@ -40,7 +40,11 @@ def test_pre_commit_hook_definition():
     assert by_id["gradguard-lint"]["language"] == "system"
     assert by_id["gradguard-lint-isolated"]["language"] == "python"
     for hook in hooks:
-        assert hook["entry"] == "gradguard lint" and hook["types"] == ["python"]
+        # pre-commit names every file: the configured exclusions must apply to them too
+        assert hook["entry"] == "gradguard lint --force-exclude --no-progress" and hook["types"] == ["python"]
+    # the example in the file and in the README point at no placeholder repository
+    for text in ((ROOT / ".pre-commit-hooks.yaml").read_text(), (ROOT / "README.md").read_text()):
+        assert "<owner>" not in text and "rev: v0.1.0" in text
 
 
 def test_demo_lint_part(tmp_path, capsys):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gradguard as gg
-from gradguard.findings import Edit, Finding, Fix, from_dict
+from gradguard.findings import Edit, Finding, Fix
 from gradguard.lint import fix as fix_engine
 from gradguard.lint.fix import apply_edits, fix_file, fix_source
 from gradguard.lint.fixes import GENERATORS, attach_fixes
@@ -240,7 +240,7 @@ def test_cli_json_and_sarif_carry_fixes(tmp_path):
     fix = data[0]["fix"]
     assert fix["applicability"] == "safe"
     assert fix["edits"] == [{"line": 7, "col": 1, "end_line": 7, "end_col": 1, "content": "        optimizer.zero_grad(set_to_none=True)\n"}]
-    assert from_dict(data[0]).fix.edits[0].line == 7
+    assert data[0]["fix"]["edits"][0]["line"] == 7
     log = json.loads(run("train.py", "--format", "sarif", cwd=tmp_path).stdout)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(Path("/work/shared/data/sarif-schema-2.1.0.json").read_text()) if Path("/work/shared/data/sarif-schema-2.1.0.json").exists() else None

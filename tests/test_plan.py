@@ -82,3 +82,62 @@ def test_usage_errors_exit_2(factories, capsys, argv, message):
 def test_help_has_an_example(capsys):
     assert main(["plan", "--help"]) == 0
     assert "example: gradguard plan gradguard.demo.model:plan_factory" in capsys.readouterr().out
+
+
+FACTORY_FILE = """\
+import torch
+from plan_helper import WIDTH
+
+def make(batch_size):
+    model = torch.nn.Sequential(torch.nn.Linear(WIDTH, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    return model, lambda m, b: m(b).pow(2).mean(), torch.randn(batch_size, WIDTH)
+"""
+
+
+def test_factory_from_the_current_folder_and_from_a_file(tmp_path, monkeypatch, capsys):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "myfactory.py").write_text(FACTORY_FILE)
+    (tmp_path / "proj" / "plan_helper.py").write_text("WIDTH = 6\n")
+    args = ["--batch-size", "4", "--budget", "1GiB", "--plot", "", "--no-progress"]
+    monkeypatch.chdir(tmp_path / "proj")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path / "proj"))])
+    assert main(["plan", "myfactory:make", *args]) == 0  # module:function in the current folder, as uvicorn finds it
+    monkeypatch.chdir(tmp_path)
+    for name in ("myfactory", "plan_helper"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert main(["plan", "proj/myfactory.py:make", *args]) == 0  # a file path; its folder serves its imports
+    assert "largest micro-batch size within 1.00 GiB: 4" in capsys.readouterr().out
+    assert main(["plan", "proj/nothere.py:make", *args]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_required_within_rounding_of_the_budget_shows_enough_digits(factories, capsys):
+    import re
+
+    import gradguard as gg
+    from gradguard.memory import format_bytes
+
+    model, loss_fn, batch = factories.sized(batch_size=4)
+    report = gg.measure_memory(model, loss_fn, batch, [4])
+    required = report.required(report.rows[0])
+    budget = required - 1  # one byte short: does not fit, and must not read as if it did
+    assert format_bytes(required) == format_bytes(budget)  # the default rounding hides it
+    code = main(["plan", "gg_plan_factories:sized", "--batch-size", "4", "--sizes", "4", "--budget", str(budget),
+                 "--plot", "", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["4"])
+    assert row.split()[-1] == "no"
+    shown_required = " ".join(row.split()[-3:-1])
+    shown_budget = re.search(r"nothing fits (\S+ \S+):", out).group(1)
+    assert shown_required != shown_budget
+    assert f"needs {shown_required}" in out
+
+
+def test_plot_path_checked_before_measuring(tmp_path, capsys):
+    for bad in (tmp_path / "no" / "dir" / "p.png", tmp_path):
+        code = main(["plan", "gradguard.demo.model:plan_factory", "--batch-size", "4", "--budget", "1GiB",
+                     "--plot", str(bad), "--no-progress"])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == ""  # no table: nothing was measured
+        assert err.startswith("gradguard plan: error: --plot ") and err.count("\n") == 1

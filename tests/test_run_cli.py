@@ -54,6 +54,7 @@ def test_error_finding_exit_1_and_report(tmp_path, capsys):
     data = json.loads(report.read_text())
     assert [d["code"] for d in data] == ["GG102"] and list(data[0]) == list(JSON_KEYS)
     assert "gg102_bad.py:11: GG102" in err and "Found 1 finding (1 error)." in err
+    assert "gradguard rule GG102" in err and str(report) in err  # the fix and the full message one step away
 
 
 def test_warning_finding_keeps_the_scripts_exit_code(tmp_path):
@@ -78,16 +79,118 @@ def test_raise_mode_stops_the_script(tmp_path, capsys):
 
 def test_usage_errors(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.py")]) == 2
-    assert "no such script" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("gradguard run: error: no such script")
     assert main(["run", "--mode", "loud", "x.py"]) == 2
     assert main(["run", "--ignore", "GG999", str(write(tmp_path, "a.py", ""))]) == 2
     assert "GG999" in capsys.readouterr().err
     assert main(["run"]) == 2
+    assert capsys.readouterr().err == (
+        "gradguard run: error: a script is required: gradguard run [options] (SCRIPT | -m MODULE) [ARGS ...]\n")
+    assert main(["run", "-m"]) == 2
+    assert main(["run", "-m", "no_such_module_here"]) == 2
+    assert "gradguard run: error: no module named 'no_such_module_here'" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["run", str(tmp_path / "empty")]) == 2
+    assert "without __main__.py" in capsys.readouterr().err
+
+
+def test_dash_m_runs_a_module_from_the_current_folder(tmp_path, capsys, monkeypatch):
+    (tmp_path / "mypkg").mkdir()
+    write(tmp_path / "mypkg", "__init__.py", "")
+    write(tmp_path / "mypkg", "train.py",
+          "import sys\nprint('name', __name__, 'argv', sys.argv[1:], 'file', sys.argv[0].endswith('train.py'))\n"
+          "sys.exit(4)\n")
+    monkeypatch.chdir(tmp_path)
+    path_before = list(sys.path)
+    assert main(["run", "--mode", "record", "-m", "mypkg.train", "--epochs", "1", "-m", "x"]) == 4
+    assert "name __main__ argv ['--epochs', '1', '-m', 'x'] file True" in capsys.readouterr().out
+    assert sys.path == path_before and "mypkg.train" not in sys.modules
+
+
+def test_a_folder_with_main(tmp_path, capsys):
+    (tmp_path / "app").mkdir()
+    write(tmp_path / "app", "app_helper.py", "X = 5\n")
+    write(tmp_path / "app", "__main__.py", "import sys\nfrom app_helper import X\nprint('x', X, sys.argv[1:])\n")
+    assert main(["run", str(tmp_path / "app"), "a"]) == 0
+    assert "x 5 ['a']" in capsys.readouterr().out
+
+
+def test_output_path_checked_before_the_run(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    script = write(tmp_path, "t.py", f"open({str(marker)!r}, 'w').close()\n")
+    for bad in (tmp_path / "no" / "such" / "r.json", tmp_path):
+        assert main(["run", "--report", str(bad), str(script)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gradguard run: error: --report ") and err.count("\n") == 1
+        assert not marker.exists()
+
+
+def test_report_that_cannot_be_written_at_the_end_goes_to_stderr(capsys):
+    if not Path("/dev/full").exists():  # pragma: no cover - Linux has it
+        pytest.skip("needs /dev/full to simulate a full disk")
+    code = main(["run", "--mode", "record", "--report", "/dev/full", str(SCRIPTS / "gg102_bad.py")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "could not write the report to /dev/full: No space left on device" in err
+    start = err.index("[", err.index("/dev/full"))
+    data, _ = json.JSONDecoder().raw_decode(err, start)
+    assert [d["code"] for d in data] == ["GG102"] and data[0]["line"] == 11
+
+
+def test_traceback_shows_the_users_frames_only(tmp_path):
+    """As python prints it: absolute paths, the script's frames, no gradguard or runpy frames."""
+    write(tmp_path, "lib.py", "def f():\n    raise ValueError('boom')\n")
+    write(tmp_path, "crash.py", "from lib import f\nf()\n")
+    ours = subprocess.run([sys.executable, "-m", "gradguard", "run", "crash.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    python = subprocess.run([sys.executable, "crash.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ours.returncode == python.returncode == 1
+    assert ours.stderr.startswith(python.stderr)  # then the summary
+    assert f'File "{tmp_path / "crash.py"}", line 2' in ours.stderr
+    assert "runpy" not in ours.stderr and "gradguard/cli" not in ours.stderr
+
+
+def test_no_progress_turns_off_tqdm_in_the_script(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    script = write(tmp_path, "t.py", "import os\nprint('tqdm off:', os.environ.get('TQDM_DISABLE'))\n")
+    assert main(["run", "--no-progress", str(script)]) == 0
+    assert "tqdm off: 1" in capsys.readouterr().out
+    assert "TQDM_DISABLE" not in __import__("os").environ
+
+
+def test_report_path_per_rank():
+    from gradguard.cli.run import report_path
+
+    assert report_path("findings.json", 0, 1) == "findings.json"
+    assert report_path("out/findings.json", 0, 4) == "out/findings.json"
+    assert report_path("out/findings.json", 3, 4) == "out/findings.rank3.json"
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_one_report_each(tmp_path):
+    """A real 2-process launch on CPU: each rank's findings in its own file, the rank in each summary."""
+    write(tmp_path, "train.py", (
+        "import os, torch\n"
+        "m = torch.nn.Linear(2, 1)\n"
+        "o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    if os.environ['RANK'] == '0':\n"
+        "        o.zero_grad()\n"
+        "    m(torch.ones(1, 2)).sum().backward()\n"
+        "    o.step()\n"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
+           "-m", "gradguard", "run", "--mode", "record", "--report", "findings.json", "train.py"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0, done.stderr  # rank 1 has an error-severity finding
+    assert json.loads((tmp_path / "findings.json").read_text()) == []
+    assert [d["code"] for d in json.loads((tmp_path / "findings.rank1.json").read_text())] == ["GG101"]
+    assert "gradguard run [rank 0/2]: No findings." in done.stderr
+    assert "gradguard run [rank 1/2]: Found 1 finding (1 error)." in done.stderr
 
 
 def test_help_has_an_example(capsys):
     assert main(["run", "--help"]) == 0
-    assert "example: gradguard run" in capsys.readouterr().out
+    assert "examples:\n  gradguard run --mode raise" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from ._errors import GradguardError, GradientBugError, GradientBugWarning
 from .findings import Finding
 from .rules import RULES
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "Accumulator",

@@ -22,9 +22,16 @@ class GradientBugError(GradguardError):
     """
 
     def __init__(self, finding):
-        super().__init__(finding.format())
+        super().__init__(finding.format(full=True))
         self.finding = finding
 
 
 class GradientBugWarning(UserWarning):
     """A gradient-buffer bug found by :func:`gradguard.watch` in ``mode="warn"``."""
+
+
+# Shown as ``gradguard.GradientBugError`` in tracebacks and reprs: the public name,
+# not this private module's.
+for _type in (GradguardError, GradientBugError, GradientBugWarning):
+    _type.__module__ = "gradguard"
+del _type

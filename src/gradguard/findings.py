@@ -1,19 +1,27 @@
-"""The :class:`Finding` record and its text and JSON forms.
+"""The :class:`Finding` record and every form it takes: text, JSON, SARIF, warning.
 
 A finding is a small immutable record (like flake8's ``Violation``) shared by
 the run-time watch and the linter: the watch fills ``step`` and ``params``, the
-linter fills ``col``; whatever is not known is ``None``.
+linter fills ``col``; whatever is not known is ``None``. Its words come from
+the rule table (:mod:`gradguard.rules`), which knows nothing of findings.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable, NamedTuple, Optional, Tuple
+import os
+from collections import Counter
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from .rules import RULES
 
 SEVERITIES = ("error", "warning", "info")
 
-#: The keys of a finding's JSON object, in the order of SPEC §3, and the fix (null where none).
+#: The keys of a finding's JSON object, in this order; ``fix`` is null where there is none.
 JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params", "fix")
+
+#: A concise line longer than this keeps only its first clause.
+_SHORT = 100
 
 
 class Edit(NamedTuple):
@@ -53,14 +61,16 @@ class Finding(NamedTuple):
         message: what happened, its consequence and the fix.
         path: the file of the offending call or line.
         line: its line number (1-based).
-        col: its column (0-based, lint only; ``None`` at run time).
+        col: its column (1-based like ruff and SARIF; lint only, ``None`` at run time).
         step: the optimizer step at which it happened (run time only).
         params: names of the parameters concerned (run time only).
         fix: the repair ``gradguard lint --fix`` can apply (lint only), or ``None``.
 
-    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3)
+    >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients. More words.", "train.py", 3, 5)
     >>> f.format()
-    'train.py:3: GG101 msg'
+    'train.py:3:5: GG101 Step reused gradients'
+    >>> f._replace(step=7).format(full=True)
+    'train.py:3:5: GG101 Step reused gradients. More words. [step 7]'
     """
 
     code: str
@@ -83,12 +93,41 @@ class Finding(NamedTuple):
                 parts.append(str(self.col))
         return ":".join(parts)
 
-    def format(self) -> str:
-        """One line: ``path:line:col: CODE message``."""
-        return f"{self.location()}: {self.code} {self.message}"
+    @property
+    def short_message(self) -> str:
+        """What happened, without the rule's consequence and fix (``gradguard rule CODE`` has those).
+
+        The checker's own observation when it made one, cut to its first clause
+        when long; otherwise the message's first sentence.
+        """
+        text = self.message
+        rule = RULES.get(self.code)
+        if rule is not None:
+            for tail in (rule.consequence, rule.fix):
+                at = text.find(tail) if tail else -1
+                if at > 0:
+                    text = text[:at]
+                    break
+        text = text.strip()
+        if rule is None or text == self.message.strip():
+            text = _first_sentence(text)
+        if len(text) > _SHORT:
+            text = _first_clause(text)
+        return text.rstrip(". ")
+
+    def format(self, full: bool = False) -> str:
+        """One line: ``path:line:col: CODE what happened`` (``full``: the whole message), then ``[step N]`` at run time."""
+        text = self.message if full else self.short_message
+        step = f" [step {self.step}]" if self.step is not None else ""
+        return f"{self.location()}: {self.code} {text}{step}"
+
+    def warning_text(self) -> str:
+        """The text of the :class:`gradguard.GradientBugWarning` (its location is the warning's own)."""
+        step = f" [step {self.step}]" if self.step is not None else ""
+        return f"{self.code} {self.message}{step}"
 
     def to_dict(self) -> dict:
-        """The JSON object of SPEC §3 (``None`` becomes ``null``)."""
+        """The JSON object of one finding (``None`` becomes ``null``)."""
         d = {key: getattr(self, key) for key in JSON_KEYS}
         if d["params"] is not None:
             d["params"] = list(d["params"])
@@ -101,17 +140,59 @@ class Finding(NamedTuple):
         return d
 
 
+def _first_sentence(text: str) -> str:
+    at = text.find(". ")
+    return text[: at + 1] if at > 0 else text
+
+
+def _first_clause(text: str) -> str:
+    """The text up to its first ``: `` outside backticks, when that leaves something to read."""
+    ticks = 0
+    for i, ch in enumerate(text):
+        if ch == "`":
+            ticks += 1
+        elif ch == ":" and text[i + 1 : i + 2] == " " and ticks % 2 == 0 and i >= 20:
+            return text[:i]
+    return text
+
+
+def make_finding(
+    code: str,
+    detail: str = "",
+    *,
+    path: Optional[str] = None,
+    line: Optional[int] = None,
+    col: Optional[int] = None,
+    step: Optional[int] = None,
+    params: Optional[Sequence[str]] = None,
+    advice: Optional[str] = None,
+) -> Finding:
+    """Build a :class:`Finding` for ``code`` with the rule table's words.
+
+    ``detail`` is the checker's specific observation (which step, which
+    parameters, how many passes); the rule's consequence and fix follow it.
+    ``advice`` replaces the rule's fix where the checker knows better (a file
+    that cannot be read needs no syntax fixed).
+    """
+    rule = RULES[code]
+    head = detail.strip() or rule.summary
+    message = " ".join(part for part in (head, rule.consequence, advice or rule.fix) if part)
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        severity=rule.severity,
+        message=message,
+        path=path,
+        line=line,
+        col=col,
+        step=step,
+        params=tuple(params) if params is not None else None,
+    )
+
+
 def to_json(findings: Iterable[Finding], indent: Optional[int] = 2) -> str:
     """A JSON array of findings, as written by ``--report`` and ``--format json``."""
     return json.dumps([f.to_dict() for f in findings], indent=indent)
-
-
-def from_dict(d: dict) -> Finding:
-    """The inverse of :meth:`Finding.to_dict` (reads a ``--report`` file back)."""
-    params, fix = d.get("params"), d.get("fix")
-    if fix is not None:
-        fix = Fix(fix["message"], tuple(Edit(**e) for e in fix["edits"]), fix.get("applicability", "safe"))
-    return Finding(**{**{k: d.get(k) for k in JSON_KEYS}, "params": tuple(params) if params is not None else None, "fix": fix})
 
 
 def summary_line(findings: Iterable[Finding]) -> str:
@@ -125,18 +206,55 @@ def summary_line(findings: Iterable[Finding]) -> str:
     return f"Found {len(findings)} {noun} ({', '.join(parts)})."
 
 
+def statistics(findings: Iterable[Finding]) -> List[Tuple[str, str, int]]:
+    """``(code, name, count)`` per code, most frequent first (ruff's ``--statistics``)."""
+    counts = Counter((f.code, f.name) for f in findings)
+    return sorted(((code, name, n) for (code, name), n in counts.items()), key=lambda t: (-t[2], t[0]))
+
+
+def format_statistics(findings: Iterable[Finding]) -> str:
+    """The ``--statistics`` table: ``count<TAB>code<TAB>name`` per line.
+
+    >>> f = Finding("GG101", "stale-gradient", "error", "m")
+    >>> format_statistics([f, f, f._replace(code="GG201", name="graph-kept-by-logging")]).splitlines()
+    ['2\\tGG101\\tstale-gradient', '1\\tGG201\\tgraph-kept-by-logging']
+    """
+    rows = statistics(findings)
+    width = max((len(str(n)) for _, _, n in rows), default=1)
+    return "\n".join(f"{n:>{width}}\t{code}\t{name}" for code, name, n in rows)
+
+
 #: SARIF ``level`` for each severity (SARIF has no "info"; "note" is its equivalent).
 _SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
 def _sarif_uri(path: str) -> str:
-    """A relative URI reference for a path (forward slashes, spaces and the like escaped)."""
-    from pathlib import PureWindowsPath
+    r"""A URI reference for a path: relative paths stay relative, absolute ones become ``file:`` URIs.
+
+    The path's bytes are percent-encoded as they are on disk, so a file name
+    that is not UTF-8 still gives a valid URI; a first segment with a colon
+    (``x:y.py``) is written ``./x:y.py`` so that it does not read as a scheme.
+
+    >>> _sarif_uri("dir with space/x:y.py"), _sarif_uri("x:y.py"), _sarif_uri("C:\\proj\\x.py")
+    ('dir%20with%20space/x:y.py', './x:y.py', 'file:///C:/proj/x.py')
+    """
+    import re
     from urllib.parse import quote
 
-    posix = PureWindowsPath(path).as_posix() if "\\" in path else path
-    return quote(posix, safe="/:@-._~!$&'()*+,;=")
+    safe = "/:@-._~!$&'()*+,;="
+    windows = re.match(r"^[A-Za-z]:[\\/]", path)
+    if windows or "\\" in path:
+        path = path.replace("\\", "/")
+    raw = os.fsencode(path)  # surrogate-escaped bytes of a non-UTF-8 name come back as they were
+    if windows:
+        return "file:///" + quote(raw, safe=safe)
+    if path.startswith("/"):
+        return "file://" + quote(raw, safe=safe)
+    uri = quote(raw, safe=safe)
+    if ":" in uri.split("/", 1)[0]:
+        uri = "./" + uri
+    return uri
 
 
 def _sarif_fix(fix: Fix, path: str) -> dict:
@@ -158,17 +276,16 @@ def _sarif_fix(fix: Fix, path: str) -> dict:
 def to_sarif(findings: Iterable[Finding]) -> dict:
     """The findings as one SARIF 2.1.0 log (a ``dict``; ``json.dumps`` it), for code-scanning upload.
 
-    Every rule of the catalogue is listed in the tool's driver (with its long
+    Every rule of the table is listed in the tool's driver (with its long
     explanation as help), each finding is a result pointing at its rule, file,
-    1-based line and 1-based column (SARIF counts columns from 1).
+    line and column (both 1-based, as in :class:`Finding`).
 
-    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3, 4)
+    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3, 5)
     >>> log = to_sarif([f])
     >>> log["version"], log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
     ('2.1.0', {'startLine': 3, 'startColumn': 5})
     """
-    from . import __version__
-    from .rules import RULES
+    from ._version import __version__
 
     codes = list(RULES)
     rules = [
@@ -177,7 +294,7 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
             "name": r.name,
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": f"{r.summary} {r.consequence}"},
-            "help": {"text": f"{r.fix}\n\n{r.explain()}", "markdown": r.explain()},
+            "help": {"text": f"{r.fix}\n\n{r.explanation}", "markdown": r.explanation},
             "defaultConfiguration": {"level": _SARIF_LEVELS.get(r.severity, "warning")},
             "properties": {"tags": ["gradguard", "pytorch"]},
         }
@@ -197,7 +314,7 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
             if f.line is not None:
                 region = {"startLine": max(int(f.line), 1)}
                 if f.col is not None:
-                    region["startColumn"] = int(f.col) + 1
+                    region["startColumn"] = max(int(f.col), 1)
                 location["region"] = region
             result["locations"] = [{"physicalLocation": location}]
         if f.fix is not None and f.path is not None:
@@ -208,14 +325,7 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "gradguard",
-                        "version": __version__,
-                        "informationUri": "https://pypi.org/project/gradguard/",
-                        "rules": rules,
-                    }
-                },
+                "tool": {"driver": {"name": "gradguard", "version": __version__, "rules": rules}},
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }

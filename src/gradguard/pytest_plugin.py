@@ -82,6 +82,6 @@ class _WatchEachTest:
             if f.severity != "error":
                 warnings.warn_explicit(f"{f.code} {f.message}", GradientBugWarning, f.path or "<unknown>", f.line or 0)
         if errors:
-            lines = "\n".join(f"  {f.format()}" + (f" [step {f.step}]" if f.step is not None else "") for f in errors)
+            lines = "\n".join(f"  {f.format(full=True)}" for f in errors)
             pytest.fail(f"gradguard found {len(errors)} gradient bug(s) in {item.nodeid}:\n{lines}", pytrace=False)
         return result

@@ -1,21 +1,25 @@
-"""The rule catalogue: the one thing the run-time watch and the linter share.
+"""The rule catalogue: every rule's code, name, severity and words, in one table.
 
-Every code, name, severity, one-line summary, consequence, fix hint and the
-long explanation shown by ``gradguard rule CODE`` live here, as data (the way
-flake8-bugbear keeps its messages in one table). The watch and the linter only
-decide *whether* a rule fired and *where*; the words come from here.
+The run-time watch and the linter only decide *whether* a rule fired and
+*where*; the words come from here (the way flake8-bugbear keeps its messages in
+one table). Data and the :class:`Rule` type only: this module imports nothing
+else of gradguard but the error type, so every other part can import it.
+
+The reasoning behind the texts: ``backward()`` adds into ``.grad`` (it never
+replaces it), so the loop owns that accumulator and must clear it once per
+update, scale it for accumulation, and apply what it holds.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
-from .findings import Finding
+from ._errors import GradguardError
 
 
 class Rule(NamedTuple):
-    """One rule of SPEC §2.
+    """One rule.
 
     ``summary`` is the one-line "what happened"; ``consequence`` and ``fix`` are
     the two sentences appended to every finding's message; ``what``, ``why``,
@@ -36,8 +40,9 @@ class Rule(NamedTuple):
     runtime: bool = True
     static: bool = True
 
-    def explain(self) -> str:
-        """The text printed by ``gradguard rule CODE`` (also docs/rules.md)."""
+    @property
+    def explanation(self) -> str:
+        """The longer explanation: the text printed by ``gradguard rule CODE`` (also docs/rules.md)."""
         return (
             f"{self.code} {self.name} ({self.severity})\n\n{self.summary}\n\n"
             f"## What it does\n{self.what}\n\n## Why is this bad?\n{self.why}\n\n"
@@ -46,13 +51,430 @@ class Rule(NamedTuple):
             f"## Fix\n{fix_availability(self.code)}\n"
         )
 
-    @property
-    def explanation(self) -> str:
-        """The longer explanation of SPEC §1 (the text of ``gradguard rule CODE``)."""
-        return self.explain()
 
+RULE_LIST = [
+    Rule(
+        code="GG101",
+        name="stale-gradient",
+        severity="error",
+        summary="An optimizer step used gradients that an earlier step had already applied.",
+        consequence="Nothing cleared .grad in between, so step N moves the parameters along the sum of the gradients of steps 1..N; nothing raises, the loss curve is merely worse.",
+        fix="Call optimizer.zero_grad() once per update (after optimizer.step() or before the next backward()).",
+        what=(
+            "Flags an optimizer step whose parameters' `.grad` still holds a contribution that an\n"
+            "earlier `optimizer.step()` already consumed: between the two steps nothing set `.grad`\n"
+            "to None or zeroed it. At run time the watch sees the same gradient buffer, unmodified\n"
+            "since that step, reach the next step (new gradient landing in it is not enough: a GAN\n"
+            "generator's pass fills the discriminator's buffer on purpose); the linter flags a loop\n"
+            "that calls `backward()` and `step()` on a path through an iteration that clears nothing\n"
+            "(helpers of the same module called from the loop are followed). Loops that a framework\n"
+            "drives (`with accelerator.accumulate(model):`, `accelerator.backward`, Lightning's\n"
+            "`training_step`, HF `Trainer` subclasses) are not checked: they clear for you."
+        ),
+        why=(
+            "`backward()` does `.grad += new_gradient`; it never assigns. If the buffer is not\n"
+            "cleared, step N is computed from g1 + g2 + ... + gN instead of gN: old batches keep\n"
+            "pushing the parameters long after they were used, the effective step size grows and\n"
+            "its direction drifts. Nothing raises. Training is just unstable or slower, often\n"
+            "'fixed' by lowering the learning rate, which is why this bug can live for months."
+        ),
+        example="""
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()          # .grad still holds every earlier batch
+""",
+        instead="""
+for x, y in loader:
+    optimizer.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+    ),
+    Rule(
+        code="GG102",
+        name="discarded-gradient",
+        severity="error",
+        summary="A backward pass produced gradients and all of them were cleared before any optimizer step used them.",
+        consequence="The compute of that backward pass is wasted and its batch never influences training; in an accumulation loop only the last micro-batch of each window is learned from.",
+        fix="Clear gradients only after optimizer.step() (or before the first backward() of an update), never between backward() and step().",
+        what=(
+            "Flags a backward pass all of whose gradient contributions were cleared (`zero_grad`,\n"
+            "`p.grad = None`, `p.grad.zero_()`) before any optimizer step read them: a `zero_grad()`\n"
+            "between `backward()` and `step()`, or a `zero_grad()` on every micro-batch of an\n"
+            "accumulation window while `step()` runs only every k-th iteration. A pass that also\n"
+            "fed a step (a GAN generator loss that fills the discriminator's `.grad` too, which the\n"
+            "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
+            "its discarding is systematic (three step intervals in a row, as both bugs do); an\n"
+            "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
+            "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
+        ),
+        why=(
+            "`zero_grad()` is the reset of the accumulator; placed after `backward()` it erases the\n"
+            "gradient that was just computed. The optimizer then steps on nothing (or on the last\n"
+            "micro-batch alone), so accumulation silently degenerates into tiny updates from a\n"
+            "fraction of the data."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    optimizer.zero_grad()                  # runs on every micro-batch ...
+    (loss_fn(model(x), y) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()                   # ... so only the last one is stepped
+""",
+        instead="""
+for i, (x, y) in enumerate(loader):
+    (loss_fn(model(x), y) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+""",
+    ),
+    Rule(
+        code="GG103",
+        name="unapplied-gradient",
+        severity="warning",
+        summary="Gradients from backward passes were never used by an optimizer step before the loop or run ended.",
+        consequence="The final partial accumulation window was dropped: those batches never influence training (and their gradient leaks into the next epoch if it is not cleared).",
+        fix="After the loop, step the remainder (if the window is partial: optimizer.step(); optimizer.zero_grad()), or use gradguard.Accumulator and call acc.flush().",
+        what=(
+            "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
+            "that has stepped at least once, and that no step used before the watch (or the script\n"
+            "under `gradguard run`) ended. The linter flags an accumulation loop with a conditional\n"
+            "`step()` (`if (i + 1) % accum == 0`) and no step after the loop for the remainder."
+        ),
+        why=(
+            "When the number of batches is not a multiple of the accumulation steps, the last\n"
+            "window is partial. A loop that steps only on `i % accum == 0` never applies it: up to\n"
+            "`accum - 1` batches per epoch are computed and thrown away, or, if the next epoch does\n"
+            "not clear first, added to its first window."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    (loss_fn(model(x), y) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+# the last len(loader) % accum batches are never applied
+""",
+        instead="""
+acc = gradguard.Accumulator(optimizer, steps=accum)
+for x, y in loader:
+    acc.backward(loss_fn(model(x), y), count=len(y))
+    acc.step()
+acc.flush()        # steps the partial window with its exact weights
+""",
+    ),
+    Rule(
+        code="GG104",
+        name="unscaled-accumulation",
+        severity="warning",
+        summary="One optimizer step used K > 1 backward passes of mean-reduced losses that were not scaled down.",
+        consequence="The step's gradient is the sum of K means, K times the mean gradient: with SGD the step is K times too large; with Adam-type optimizers the direction survives but gradient clipping, epsilon and weight decay now act on a K-times larger gradient.",
+        fix="Divide each micro-batch loss by the number of micro-batches (loss / accum_steps), or weight it by its share of the items, or use gradguard.Accumulator.",
+        what=(
+            "Flags an optimizer step whose gradient came from more than one backward pass of a\n"
+            "loss whose last operation is a mean and that was not multiplied or divided afterwards.\n"
+            "The watch reads this from each loss's autograd graph at backward time; the linter flags\n"
+            "an accumulation loop whose loss reaches `backward()` undivided."
+        ),
+        why=(
+            "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
+            "is what repeated `backward()` does in `.grad`) gives K times the full-batch mean\n"
+            "gradient. With SGD every step is K times too large, and training that was stable\n"
+            "diverges: 'if training diverges right after introducing accumulation, first check\n"
+            "whether you forgot loss / accum_steps'. Adam-type optimizers normalise the scale away\n"
+            "in part, but gradient clipping thresholds, epsilon and weight decay then act on a\n"
+            "K-times larger gradient, so the run still differs from the one you configured."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    loss_fn(model(x), y).backward()        # a mean, not divided
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        instead="""
+for i, (x, y) in enumerate(loader):
+    (loss_fn(model(x), y) / accum).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        static=True,
+    ),
+    Rule(
+        code="GG105",
+        name="unequal-weighting",
+        severity="warning",
+        summary="Micro-batches that average over different numbers of items were weighted equally (a mean of means).",
+        consequence="The step's gradient is not the full-batch mean: items in small micro-batches count more than items in large ones (with token-level losses over variable-length sequences the error reaches tens of percent).",
+        fix="Weight each micro-batch mean by its item count and divide by the window's total (gradguard.Accumulator: acc.backward(loss, count=n_items)).",
+        what=(
+            "Flags an optimizer step whose backward passes were mean-reduced losses over different\n"
+            "numbers of items (examples, or non-ignored target tokens) that were all scaled by the\n"
+            "same factor, such as `loss / accum_steps`. The watch reads the number of items each\n"
+            "mean ran over from the loss's autograd graph. The linter flags the static form: a loss\n"
+            "divided by the running micro-step counter (`loss / (micro_step + 1)`, `/ (i % accum + 1)`),\n"
+            "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal."
+        ),
+        why=(
+            "`loss / accum_steps` reproduces the full-batch mean only when every micro-batch has\n"
+            "the same number of items. For unequal sizes the full-batch mean is\n"
+            "sum(n_i * mean_i) / sum(n_i), so each mean must be weighted by its share of the\n"
+            "examples. With cross-entropy over padded, variable-length sequences the counts differ\n"
+            "on almost every micro-batch."
+        ),
+        example="""
+for i, batch in enumerate(loader):
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    (loss / accum).backward()              # each micro-batch has a different token count
+""",
+        instead="""
+acc = gradguard.Accumulator(optimizer, steps=accum)
+for batch in loader:
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    acc.backward(loss, count=(labels != -100).sum())
+    acc.step()
+acc.flush()
+""",
+        static=True,
+    ),
+    Rule(
+        code="GG106",
+        name="orphan-gradient",
+        severity="warning",
+        summary="Parameters receive gradients but no optimizer steps them.",
+        consequence="optimizer.zero_grad() never clears them, so their .grad grows every step and holds memory; if they were meant to train, they silently stay frozen.",
+        fix="Add them to an optimizer (check the parameter groups), or freeze them with requires_grad_(False) so no gradient is computed at all.",
+        what=(
+            "Flags parameters that received gradients in forward/backward passes seen by the watch\n"
+            "while no optimizer in the watch holds them, once some optimizer has stepped."
+        ),
+        why=(
+            "`optimizer.zero_grad()` clears only the parameters that optimizer knows about. A\n"
+            "parameter left out of every optimizer (a head added after the optimizer was built, a\n"
+            "forgotten parameter group) never moves, and its `.grad` accumulates forever: wasted\n"
+            "compute, growing memory, and a model that trains less than you think."
+        ),
+        example="""
+model = Net()
+optimizer = torch.optim.AdamW(model.backbone.parameters())   # the head is left out
+""",
+        instead="""
+optimizer = torch.optim.AdamW(model.parameters())
+# or, if the head is meant to stay frozen:
+model.head.requires_grad_(False)
+""",
+        static=False,
+    ),
+    Rule(
+        code="GG107",
+        name="zero-not-none",
+        severity="info",
+        summary="A zero-filled (not None) gradient on a parameter that got no gradient this step.",
+        consequence="Optimizers skip parameters whose .grad is None, but one with a zero tensor still gets momentum and weight-decay updates: it moves although nothing in this step asked it to.",
+        fix="Clear with set_to_none=True (the default of optimizer.zero_grad() since PyTorch 2.0).",
+        what=(
+            "Flags an optimizer step with momentum or weight decay in which a parameter's `.grad`\n"
+            "is a zero-filled tensor left by `zero_grad(set_to_none=False)` and no backward pass\n"
+            "since that clearing reached it (a manual `p.grad.zero_()` is not seen: telling it apart\n"
+            "from other in-place changes would mean reading gradient values). The linter flags\n"
+            "`zero_grad(set_to_none=False)` in a scope that builds such an optimizer."
+        ),
+        why=(
+            "A None gradient means 'no gradient this step' and optimizers skip the parameter; a\n"
+            "zero gradient means 'the gradient was zero', and SGD with momentum keeps moving it\n"
+            "along its velocity while AdamW keeps decaying it. Unused branches, frozen-by-routing\n"
+            "experts and conditionally used heads drift."
+        ),
+        example="""
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+optimizer.zero_grad(set_to_none=False)
+""",
+        instead="""
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+optimizer.zero_grad(set_to_none=True)
+""",
+    ),
+    Rule(
+        code="GG108",
+        name="graph-in-grad",
+        severity="warning",
+        summary=".grad holds an autograd graph (backward(create_graph=True)).",
+        consequence="Each accumulated gradient keeps the graph that produced it alive, so memory grows every step (a common leak in meta-learning and gradient-penalty code).",
+        fix="Compute higher-order terms with torch.autograd.grad(..., create_graph=True), which returns the gradient without touching .grad; call backward() without create_graph.",
+        what=(
+            "Flags a parameter whose `.grad` requires grad (it carries a graph) when an optimizer\n"
+            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source."
+        ),
+        why=(
+            "`create_graph=True` makes the backward pass differentiable, so the resulting `.grad`\n"
+            "tensors carry their own graph, which holds memory. Accumulated across steps it keeps\n"
+            "every earlier graph alive. `torch.autograd.grad(outputs, inputs, create_graph=True)`\n"
+            "returns the gradient directly and accumulates nothing into `.grad`, so it does not\n"
+            "contaminate the accumulator the optimizer reads."
+        ),
+        example="""
+loss.backward(create_graph=True)
+penalty = sum(p.grad.pow(2).sum() for p in model.parameters())
+""",
+        instead="""
+grads = torch.autograd.grad(loss, list(model.parameters()), create_graph=True)
+penalty = sum(g.pow(2).sum() for g in grads)
+(loss + penalty).backward()
+""",
+    ),
+    Rule(
+        code="GG109",
+        name="batch-stats-accumulation",
+        severity="info",
+        summary="Batch-statistics layers (BatchNorm and kin) are in training mode while gradients are accumulated.",
+        consequence="Each micro-batch normalises with its own mean and variance, so the accumulated gradient is not the full-batch one (and the running statistics see micro-batch statistics).",
+        fix="Expect a difference from the full batch; use GroupNorm/LayerNorm, larger micro-batches, or SyncBatchNorm-style statistics if equivalence matters (gradguard.check_equivalence measures it).",
+        what=(
+            "Flags an optimizer step built from more than one backward pass through a module with\n"
+            "batch statistics (BatchNorm1d/2d/3d, SyncBatchNorm) in training mode. InstanceNorm is\n"
+            "not flagged: it normalises each example on its own, so accumulation stays exact."
+        ),
+        why=(
+            "Equivalence of accumulation with the full batch assumes an additive per-example loss\n"
+            "and a forward pass that treats each example independently. Batch normalisation couples\n"
+            "the examples of a batch through its statistics, so splitting the batch changes the\n"
+            "function being differentiated, not just the bookkeeping."
+        ),
+        example="""
+model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1))
+for x, y in micro_batches:                # accumulated: each normalises alone
+    (loss_fn(model(x), y) / accum).backward()
+""",
+        instead="""
+model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.ReLU(), nn.Linear(8, 1))
+""",
+        static=False,
+    ),
+    Rule(
+        code="GG110",
+        name="step-without-gradient",
+        severity="warning",
+        summary="optimizer.step() ran while none of its parameters had a gradient.",
+        consequence="The step does nothing useful (or, with weight decay on zero-filled gradients, only decays): usually backward() ran on another model, or the gradients were cleared just before the step.",
+        fix="Make sure loss.backward() reaches this optimizer's parameters before optimizer.step(), and clear gradients after the step, not before it.",
+        what="Flags an `optimizer.step()` at which every parameter of that optimizer has `.grad` None (or was zeroed with no backward pass since).",
+        why=(
+            "An optimizer step with no gradient means the update ran on nothing: the backward pass\n"
+            "went elsewhere (a different model copy, a detached loss) or the gradient was cleared\n"
+            "in between. Training silently stands still for those parameters."
+        ),
+        example="""
+loss.backward()
+optimizer.zero_grad()
+optimizer.step()              # nothing to apply
+""",
+        instead="""
+loss.backward()
+optimizer.step()
+optimizer.zero_grad()
+""",
+        static=False,
+    ),
+    Rule(
+        code="GG201",
+        name="graph-kept-by-logging",
+        severity="warning",
+        summary="A loss tensor is accumulated (total += loss) without .item() or .detach(), so its autograd graph stays alive.",
+        consequence="The running total links the graph of every iteration: after backward() only the graph's nodes stay (backward freed their saved activations, so memory grows slowly), but in a loop without backward() and without torch.no_grad(), such as an evaluation loop, every batch's activations stay alive until the process runs out of memory.",
+        fix="Accumulate a Python number (total += loss.item()) or a detached tensor (total += loss.detach()), and evaluate under torch.no_grad().",
+        what=(
+            "Lint only: flags `total += loss` (or `total = total + loss`) inside a loop where `loss` is a\n"
+            "tensor that reaches `backward()`, and inside a loop that computes a loss without `backward()`\n"
+            "and without `torch.no_grad()` (an evaluation loop)."
+        ),
+        why=(
+            "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"
+            "history includes every loss so far. After backward() that history is only the graph's\n"
+            "nodes (their saved activations are already freed), a slow growth. In an evaluation loop\n"
+            "that runs with gradients enabled nothing frees them: measured, four batches of a small\n"
+            "model kept 168 MiB alive against 8 MiB with `.item()`. `.item()` (a Python float) or\n"
+            "`.detach()` cut the link; `torch.no_grad()` keeps the graph from being built at all."
+        ),
+        example="""
+total_loss = 0
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    total_loss += loss
+""",
+        instead="""
+total_loss = 0.0
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    total_loss += loss.item()
+""",
+        runtime=False,
+    ),
+    Rule(
+        code="GG000",
+        name="syntax-error",
+        severity="error",
+        summary="The file could not be parsed; the other files are still checked.",
+        consequence="No rule was checked in this file.",
+        fix="Fix the syntax error (python -m py_compile FILE shows it).",
+        what="Lint only: reports a file that Python's parser rejects, at the line and column of the error.",
+        why="A file that does not parse cannot be checked, and will not run either.",
+        example="""
+for x in loader
+    loss.backward()
+""",
+        instead="""
+for x in loader:
+    loss.backward()
+""",
+        runtime=False,
+    ),
+    Rule(
+        code="GG301",
+        name="ignored-num-items-in-batch",
+        severity="warning",
+        summary="A Trainer subclass's compute_loss accepts num_items_in_batch and never uses it.",
+        consequence="With gradient accumulation the HF Trainer expects the loss summed over the micro-batch and divided by num_items_in_batch (the item count of the whole window) and then does not divide by the number of micro-batches itself; a per-micro-batch mean returned instead makes the step's gradient K times too large (or, in versions that rescale, weights micro-batches with different item counts equally).",
+        fix="Reduce the loss with reduction='sum' and divide by num_items_in_batch when it is given (or drop the parameter so the Trainer scales the mean for you).",
+        what=(
+            "Lint only: flags a `compute_loss(self, model, inputs, return_outputs=False,\n"
+            "num_items_in_batch=None)` override, in a class deriving from a `*Trainer`, whose body\n"
+            "never reads `num_items_in_batch`."
+        ),
+        why=(
+            "Accepting `num_items_in_batch` tells the Trainer that the loss is already normalised by\n"
+            "the number of items of the whole accumulation window, so the Trainer stops averaging the\n"
+            "micro-batches itself. A body that ignores the argument returns a per-micro-batch mean:\n"
+            "the window's gradient becomes the sum of K means, K times the mean gradient."
+        ),
+        example="""
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        loss = F.cross_entropy(outputs.logits.flatten(0, 1), inputs["labels"].flatten())
+        return (loss, outputs) if return_outputs else loss
+""",
+        instead="""
+class MyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        logits, labels = outputs.logits.flatten(0, 1), inputs["labels"].flatten()
+        if num_items_in_batch is None:
+            loss = F.cross_entropy(logits, labels, ignore_index=-100)
+        else:
+            loss = F.cross_entropy(logits, labels, ignore_index=-100, reduction="sum") / num_items_in_batch
+        return (loss, outputs) if return_outputs else loss
+""",
+        runtime=False,
+        static=True,
+    ),
+]
 
-from ._rule_texts import RULE_LIST  # noqa: E402  (the data, kept apart from the type)
 
 #: code -> :class:`Rule`, in code order.
 RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
@@ -79,35 +501,7 @@ def fix_availability(code: str) -> str:
     return "Fix: none (no automatic fix; see Use instead)."
 
 
-def make_finding(
-    code: str,
-    detail: str = "",
-    *,
-    path: Optional[str] = None,
-    line: Optional[int] = None,
-    col: Optional[int] = None,
-    step: Optional[int] = None,
-    params: Optional[Sequence[str]] = None,
-) -> Finding:
-    """Build a :class:`Finding` for ``code`` with the catalogue's words.
-
-    ``detail`` is the checker's specific observation (which step, which
-    parameters, how many passes); the rule's consequence and fix follow it.
-    """
-    rule = RULES[code]
-    head = detail.strip() or rule.summary
-    message = " ".join(part for part in (head, rule.consequence, rule.fix) if part)
-    return Finding(
-        code=rule.code,
-        name=rule.name,
-        severity=rule.severity,
-        message=message,
-        path=path,
-        line=line,
-        col=col,
-        step=step,
-        params=tuple(params) if params is not None else None,
-    )
+del RULE_LIST  # one table: RULES
 
 
 def parse_codes(text: str | Sequence[str] | None) -> frozenset:
@@ -115,9 +509,10 @@ def parse_codes(text: str | Sequence[str] | None) -> frozenset:
 
     Raises:
         GradguardError: for a code that matches no rule.
-    """
-    from ._errors import GradguardError
 
+    >>> sorted(parse_codes("gg10, GG201"))[:2], "GG201" in parse_codes("gg10, GG201")
+    (['GG101', 'GG102'], True)
+    """
     if not text:
         return frozenset()
     items = text.split(",") if isinstance(text, str) else [c for t in text for c in str(t).split(",")]

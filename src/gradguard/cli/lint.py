@@ -1,113 +1,175 @@
-"""``gradguard lint``: the static checker on files and folders.
+"""``gradguard lint``: the static checker on files, folders and standard input.
 
-Output is ruff's: one ``path:line:col: CODE message`` line per finding and a
-summary, or ``--format json`` (SPEC §3) or ``--format sarif`` (SARIF 2.1.0 for
-code-scanning upload). Exit codes: 0 clean, 1 findings, 2 usage error.
+Output follows ruff: one short ``path:line:col: CODE what happened`` line per
+finding and a summary (``--output-format full``: the whole message with its
+consequence and fix), ``--statistics`` (counts per code), ``json`` or ``sarif``
+(SARIF 2.1.0 for code-scanning upload). Exit codes: 0 clean, 1 findings, 2
+usage error. Flags are added in :func:`register`, one ``add_argument`` each, in
+the group they belong to.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+from .._errors import GradguardError
 
 EXAMPLES = """\
 examples:
   gradguard lint train.py                      check one script
   gradguard lint src/ --select GG1 --ignore GG107
+  gradguard lint . --statistics                how many of each
   gradguard lint . --format sarif > gradguard.sarif
-  gradguard rule GG101                         explain a finding
+  cat train.py | gradguard lint - --stdin-filename train.py
+  gradguard rule GG101                         what a finding means and how to fix it
   gradguard lint train.py --fix                repair what has a safe fix, report the rest
   gradguard lint src/ --diff                   show the fixes without writing
 
 Silence one line with `# gradguard: ignore[GG101]` (or a bare `# gradguard: ignore`).
-Defaults come from [tool.gradguard] select/ignore in the nearest pyproject.toml.
-Command-line flags win: --select replaces the configured select and --ignore the
-configured ignore; a code asked for with --select is reported even if the
-configuration ignores it (or a prefix of it).
+Defaults come from [tool.gradguard] (select, ignore, exclude, extend-exclude) in the
+nearest pyproject.toml. Command-line flags win: --select replaces the configured
+select, --ignore the configured ignore and --exclude the configured exclude; a code
+asked for with --select is reported even if the configuration ignores it (or a
+prefix of it).
 """
+
+FORMATS = ("concise", "full", "text", "json", "sarif")
+
+
+def _globs(text: str) -> list:
+    return [g.strip() for g in text.split(",") if g.strip()]
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "lint",
         help="find gradient-buffer bugs in training code before it runs",
-        description="Check Python files and folders for gradient-buffer bugs (SPEC rules GG1xx, GG201, GG000).",
+        description="Check Python files and folders for gradient-buffer bugs (rules GG1xx, GG201, GG000).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to check (default: the current folder)")
-    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
-    p.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to report, e.g. GG101,GG2")
-    p.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes not to report")
-    p.add_argument("--no-config", action="store_true", help="do not read [tool.gradguard] from pyproject.toml")
-    p.add_argument(
-        "--show-skipped", action="store_true", help="also list the loops the analysis could not follow, with the reason (on stderr)"
-    )
-    p.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what remains")
-    p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff/--fix-only: also apply fixes that change the numbers (e.g. reweighting micro-batches)")
-    p.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
-    p.add_argument("--fix-only", action="store_true", help="apply the fixes and report only how many; exit 0 unless a file could not be fixed")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files or folders to check, or - for standard input (default: the current folder)")
+
+    rules = p.add_argument_group("rules")
+    rules.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to report, e.g. GG101,GG2")
+    rules.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes not to report")
+
+    files = p.add_argument_group("files")
+    files.add_argument("--exclude", metavar="GLOBS", action="append", type=_globs,
+                       help="comma-separated glob patterns of files and folders not to check, replacing the "
+                            "defaults (hidden folders such as .git and .venv, __pycache__, build, dist, venv, "
+                            "node_modules, site-packages)")
+    files.add_argument("--extend-exclude", metavar="GLOBS", action="append", type=_globs,
+                       help="patterns to exclude in addition to the defaults and the configured ones")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply the exclusions to files named on the command line too (as pre-commit names them)")
+    files.add_argument("--stdin-filename", metavar="PATH",
+                       help="the path to show (and to find pyproject.toml from) when reading standard input")
+    files.add_argument("--no-config", action="store_true", help="do not read [tool.gradguard] from pyproject.toml")
+
+    output = p.add_argument_group("output")
+    output.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="concise",
+                        help="concise (default, also 'text'): one short line per finding; full: with each "
+                             "finding's consequence and fix; json; sarif")
+    output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
+    output.add_argument("--no-progress", action="store_true", help="no progress display on long runs")
+    output.add_argument("--show-skipped", action="store_true",
+                        help="also list the loops the analysis could not follow, with the reason (on stderr)")
+
+    fixes = p.add_argument_group("fixes")
+    fixes.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what remains")
+    fixes.add_argument("--unsafe-fixes", action="store_true",
+                       help="with --fix/--diff/--fix-only: also apply fixes that change the numbers "
+                            "(e.g. reweighting micro-batches)")
+    fixes.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    fixes.add_argument("--fix-only", action="store_true",
+                       help="apply the fixes and report only how many; exit 0 unless a file could not be fixed")
     p.set_defaults(handler=handler)
 
 
 def handler(args) -> int:
-    from ..lint import find_config, lint_paths
+    from ..lint import iter_python_files, lint_files, lint_source
+    from ..lint import find_config
     from ..lint._config import merge as merge_config
+    from ..rules import RULES, parse_codes
+    from .._progress import progress
 
+    def note(text: str) -> None:
+        print(f"gradguard lint: warning: {text}", file=sys.stderr)
+
+    if args.statistics and args.format == "sarif":
+        raise GradguardError("--statistics cannot be written as SARIF: use --format text or json")
     paths = args.paths or ["."]
-    config = None if args.no_config else find_config(paths)
+    stdin = "-" in paths
+    if stdin and len(paths) > 1:
+        raise GradguardError("'-' (standard input) cannot be combined with other paths")
+    if args.stdin_filename and not stdin:
+        raise GradguardError("--stdin-filename is only used with '-' (standard input)")
+
+    config = None
+    if not args.no_config:
+        config = find_config([args.stdin_filename] if stdin and args.stdin_filename else ([] if stdin else paths))
     # unknown codes are a usage error before any file is read
     select, ignore = merge_config(config, args.select, args.ignore)
-    if args.fix or args.diff or args.fix_only:
-        return _fix_handler(args, paths, select, ignore)
+    chosen = (parse_codes(select) if select else frozenset(RULES)) - parse_codes(ignore)
+    exclude, extend_exclude = _exclusions(args, config)
+
+    fixing = args.fix or args.diff or args.fix_only
     skipped: list = []
-    findings = lint_paths(paths, select=select, ignore=ignore, skipped=skipped)
+    if stdin:
+        name = args.stdin_filename or "-"
+        if fixing:
+            return _fix_stdin(args, name, select, ignore)
+        source = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        findings = lint_source(source, name, select=select, ignore=ignore, notify=note)
+    else:
+        files = []
+        for path in paths:
+            found = list(iter_python_files([path], exclude=exclude, extend_exclude=extend_exclude,
+                                           force_exclude=args.force_exclude, notify=note))
+            if not found:
+                note(f"no Python files found under {path!r}" if os.path.isdir(path) else f"{path!r} is excluded")
+            files.extend(found)
+        if not files:
+            return 0
+        if fixing:
+            return _fix_files(args, files, select, ignore)
+        shown = progress(files, desc="gradguard lint", total=len(files), disable=args.no_progress)
+        findings = lint_files(shown, chosen, note, skipped)
     # a file only a newer Python parses is always worth a word; skipped loops on request
     for s in skipped:
         if args.show_skipped or "syntax of Python" in s.reason:
-            sys.stderr.write(f"warning: {s.format()}\n")
-    return _report(args, findings)
-
-
-def _report(args, findings) -> int:
-    from ..findings import summary_line, to_json, to_sarif
-
-    out = sys.stdout
-    if args.format in ("json", "sarif"):
-        from ..lint.fix import with_fixes
-
-        findings = with_fixes(findings)
-    if args.format == "json":
-        out.write(to_json(findings) + "\n")
-    elif args.format == "sarif":
-        out.write(json.dumps(to_sarif(findings), indent=2) + "\n")
-    else:
-        for f in findings:
-            out.write(f.format() + "\n")
-        out.write(summary_line(findings) + "\n")
+            note(s.format())
+    _write_findings(findings, args)
     return 1 if findings else 0
 
 
-def _fix_handler(args, paths, select, ignore) -> int:
-    """``--fix``, ``--diff``, ``--fix-only``: repair files (or show how), then report what remains."""
-    from ..lint import iter_python_files
-    from ..lint.fix import fix_file, fix_source, unified_diff
+def _fix_stdin(args, name, select, ignore) -> int:
+    """Standard input in, the fixed source (or its diff) out."""
+    from ..lint.fix import fix_source, unified_diff
 
-    write = not args.diff
-    if paths == ["-"]:  # stdin in, fixed source (or its diff) out
-        text = sys.stdin.read()
-        result = fix_source(text, "-", select=select, ignore=ignore, unsafe=args.unsafe_fixes)
-        sys.stdout.write(unified_diff("-", text, result.text) if args.diff else result.text)
-        return 1 if args.diff and result.text != text else 0
+    text = sys.stdin.read()
+    result = fix_source(text, name, select=select, ignore=ignore, unsafe=args.unsafe_fixes)
+    _write(unified_diff(name, text, result.text) if args.diff else result.text)
+    return 1 if args.diff and result.text != text else 0
+
+
+def _fix_files(args, files, select, ignore) -> int:
+    """``--fix``, ``--diff``, ``--fix-only``: repair files (or show how), then report what remains."""
+    from ..lint.fix import fix_file, unified_diff
+
     fixed, remaining, failed = 0, [], 0
-    for path in iter_python_files(paths):
-        done = fix_file(path, select=select, ignore=ignore, unsafe=args.unsafe_fixes, write=write)
+    for path in files:
+        done = fix_file(path, select=select, ignore=ignore, unsafe=args.unsafe_fixes, write=not args.diff)
         if done.result.error:
             failed += 1
             print(f"gradguard lint: {path}: {done.result.error}", file=sys.stderr)
         if args.diff and done.result.text != done.original:
-            sys.stdout.write(unified_diff(path, done.original, done.result.text))
+            _write(unified_diff(path, done.original, done.result.text))
         fixed += len(done.result.fixed)
         remaining += done.result.remaining
     noun = "finding" if fixed == 1 else "findings"
@@ -117,5 +179,69 @@ def _fix_handler(args, paths, select, ignore) -> int:
     if args.fix_only:
         print(f"Fixed {fixed} {noun}.")
         return 1 if failed else 0
-    print(f"Fixed {fixed} {noun}.", file=sys.stderr if args.format != "text" else sys.stdout)
-    return max(_report(args, remaining), 1 if failed else 0)
+    print(f"Fixed {fixed} {noun}.", file=sys.stderr if args.format in ("json", "sarif") else sys.stdout)
+    _write_findings(remaining, args)
+    return 1 if remaining or failed else 0
+
+
+def _exclusions(args, config):
+    """(exclude, extend_exclude): the flags win over the configuration; configured patterns with a
+    ``/`` count from the folder of the pyproject.toml they were written in."""
+
+    def flat(lists):
+        return [g for group in lists or () for g in group]
+
+    def anchored(patterns):
+        if not patterns:
+            return []
+        base = config.source.parent
+        return [os.path.join(base, p) if "/" in p.rstrip("/") else p for p in patterns]
+
+    have = config is not None and config.source is not None
+    if args.exclude is not None:
+        exclude = flat(args.exclude)
+    elif have and config.exclude is not None:
+        exclude = anchored(config.exclude)
+    else:
+        exclude = None  # the defaults
+    extend = (anchored(config.extend_exclude) if have else []) + flat(args.extend_exclude)
+    return exclude, extend
+
+
+def _write(text: str) -> None:
+    """stdout, even for a file name that is not valid in its encoding (escaped, not a crash)."""
+    out = sys.stdout
+    try:
+        out.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(out, "encoding", None) or "utf-8"
+        out.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
+def _write_findings(findings, args) -> None:
+    from ..findings import format_statistics, statistics, summary_line, to_json, to_sarif
+
+    if args.format in ("json", "sarif"):
+        from ..lint.fix import with_fixes
+
+        findings = with_fixes(findings)  # each finding carries the repair --fix would make
+    if args.format == "sarif":
+        _write(json.dumps(to_sarif(findings), indent=2) + "\n")
+    elif args.format == "json":
+        if args.statistics:
+            rows = [{"code": c, "name": n, "count": k} for c, n, k in statistics(findings)]
+            _write(json.dumps(rows, indent=2) + "\n")
+        else:
+            _write(to_json(findings) + "\n")
+    elif args.statistics:
+        if findings:
+            _write(format_statistics(findings) + "\n")
+        _write(summary_line(findings) + "\n")
+    else:
+        full = args.format == "full"
+        for f in findings:
+            _write(f.format(full=full) + "\n")
+        _write(summary_line(findings) + "\n")
+        if findings and not full:
+            code = findings[0].code
+            _write(f"`gradguard rule {code}` explains a rule and its fix; --output-format full shows them here.\n")

@@ -1,6 +1,7 @@
 """``gradguard plan``: the largest micro-batch that fits a memory budget, and the accumulation steps.
 
-The factory contract (``module:function``, imported like a console-script entry point):
+The factory contract (``module:function`` as for a console-script entry point, found in
+the current folder too, as uvicorn and flask do; or ``path/to/file.py:function``):
 
 * it is called with ``batch_size=B`` when it accepts that keyword (or ``**kwargs``),
   else with no argument;
@@ -24,6 +25,7 @@ import sys
 from importlib import import_module
 
 from .._errors import GradguardError
+from . import check_output_path
 
 EXAMPLE = "gradguard plan gradguard.demo.model:plan_factory --batch-size 32 --budget 64MiB --plot plan.png"
 
@@ -38,13 +40,14 @@ def register(sub) -> None:
             "for backward; on CUDA also the peak), adds the fixed part (parameters, gradients,\n"
             "optimizer state), prints a table, the largest micro-batch size within the budget and\n"
             "the accumulation steps it implies, and writes a plot. Exit code 0, 1 if nothing fits.\n\n"
-            "FACTORY is module:function returning (model, loss_fn, batch), loss_fn(model,\n"
+            "FACTORY is module:function (a module in the current folder or on the import path)\n"
+            "or path/to/file.py:function, returning (model, loss_fn, batch), loss_fn(model,\n"
             "micro_batch) -> loss, or just a model (then --input-shape, or the model's\n"
             "example_input_array). It is called with batch_size=B if it accepts that keyword.\n\n"
             f"example: {EXAMPLE}"
         ),
     )
-    p.add_argument("factory", metavar="FACTORY", help="module:function building the model (see above)")
+    p.add_argument("factory", metavar="FACTORY", help="module:function or file.py:function building the model (see above)")
     p.add_argument("--batch-size", type=int, required=True, help="items per optimizer step (the full batch)")
     p.add_argument("--budget", required=True, help="memory budget per device, e.g. 2GiB, 512MiB, 1.5GB")
     p.add_argument("--sizes", default=None, help="comma-separated micro-batch sizes (default: powers of 2 up to the batch size)")
@@ -52,7 +55,7 @@ def register(sub) -> None:
                    help="optimizer state per gradient element: 2 Adam/AdamW (default), 1 SGD+momentum, 0 SGD")
     p.add_argument("--input-shape", default=None, help="per-item input shape when the factory returns a bare model, e.g. 3,32,32")
     p.add_argument("--plot", default="gradguard-plan.png", help="PNG to write (default: ./gradguard-plan.png); '' for none")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress display while measuring")
     p.set_defaults(handler=_handle)
 
 
@@ -64,6 +67,8 @@ def _handle(args) -> int:
         raise GradguardError(f"--batch-size must be >= 1, got {args.batch_size}")
     budget = memory.parse_bytes(args.budget)
     sizes = _sizes(args.sizes, args.batch_size) if args.sizes else memory.default_sizes(args.batch_size)
+    if args.plot:
+        check_output_path(args.plot, "--plot")  # before measuring, not after
     model, loss_fn, batch = _build(args.factory, args.batch_size, args.input_shape)
     n = memory.batch_len(batch)
     if n < max(sizes):
@@ -74,21 +79,73 @@ def _handle(args) -> int:
         model, loss_fn, batch, sizes, optimizer_states=args.optimizer_states,
         progress=lambda it: progress(it, desc="gradguard plan", total=len(sizes), disable=args.no_progress),
     )
-    print(report.table(budget=budget))
+    fmt = _formatter([report.required(r) for r in report.rows], budget)
+    print(_table(report, budget, fmt))
     best = report.largest_fitting(budget)
     print()
     if best is None:
-        print(f"nothing fits {memory.format_bytes(budget)}: even micro-batch size {report.rows[0].micro_batch_size} "
-              f"needs {memory.format_bytes(report.required(report.rows[0]))} (fixed part {memory.format_bytes(report.fixed_bytes)})")
+        print(f"nothing fits {fmt(budget)}: even micro-batch size {report.rows[0].micro_batch_size} "
+              f"needs {fmt(report.required(report.rows[0]))} (fixed part {memory.format_bytes(report.fixed_bytes)})")
     else:
         steps = math.ceil(args.batch_size / best.micro_batch_size)
-        print(f"largest micro-batch size within {memory.format_bytes(budget)}: {best.micro_batch_size} "
+        print(f"largest micro-batch size within {fmt(budget)}: {best.micro_batch_size} "
               f"-> {steps} accumulation step{'s' if steps != 1 else ''} per batch of {args.batch_size} "
               f"(Accumulator(optimizer, steps={steps}))")
     if args.plot:
-        path = _plot(report, budget, best, args.plot)
-        print(f"plot: {path}")
+        try:
+            print(f"plot: {_plot(report, budget, best, args.plot)}")
+        except OSError as exc:  # checked before measuring, so only a late failure (a full disk) lands here
+            print(f"gradguard plan: error: could not write the plot to {args.plot}: {exc.strerror or exc}",
+                  file=sys.stderr)
     return 0 if best is not None else 1
+
+
+def _fixed(n: float, digits: int) -> str:
+    """Bytes in the unit :func:`gradguard.memory.format_bytes` would pick, with ``digits`` decimals."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.{digits}f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _formatter(values, budget: int):
+    """A byte formatter with enough digits that no value reads the same as the budget unless it is equal
+    (else "fits: no" beside "2.00 MiB" for a 2.00 MiB budget looks wrong).
+
+    >>> f = _formatter([2 * 2**20 + 1], 2 * 2**20)
+    >>> f(2 * 2**20 + 1), f(2 * 2**20)
+    ('2.000001 MiB', '2.000000 MiB')
+    >>> _formatter([2 * 2**20 + 900], 2 * 2**20)(2 * 2**20 + 900)
+    '2.001 MiB'
+    """
+    from ..memory import format_bytes
+
+    for f in [format_bytes] + [lambda n, d=d: _fixed(n, d) for d in range(3, 7)]:
+        if all(v == budget or f(v) != f(budget) for v in values):
+            return f
+    return lambda n: f"{int(n)} B"
+
+
+def _table(report, budget: int, fmt) -> str:
+    """The report's table (as :meth:`MemoryReport.table`), its byte columns written with ``fmt``."""
+    from ..memory import format_bytes
+
+    head = ["micro-batch", "activations", "peak (CUDA)", "required", "fits"]
+    rows = [head] + [
+        [str(r.micro_batch_size), format_bytes(r.activation_bytes),
+         format_bytes(r.peak_bytes) if r.peak_bytes is not None else "-",
+         fmt(report.required(r)), "yes" if report.required(r) <= budget else "no"]
+        for r in report.rows
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = report.table().splitlines()[:1]  # the device and the fixed part
+    for i, row in enumerate(rows):
+        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.extend(f"note: {n}" for n in report.notes)
+    return "\n".join(lines)
 
 
 def _sizes(text: str, batch_size: int) -> list:
@@ -105,15 +162,7 @@ def _build(spec: str, batch_size: int, input_shape):
     """Import and call the factory; normalise what it returns to (model, loss_fn, batch)."""
     import torch
 
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise GradguardError(f"FACTORY must be module:function (e.g. gradguard.demo.model:plan_factory), got {spec!r}")
-    try:
-        factory = import_module(module_name)
-        for part in attr.split("."):
-            factory = getattr(factory, part)
-    except (ImportError, AttributeError) as exc:
-        raise GradguardError(f"cannot load the factory {spec!r}: {exc}") from None
+    factory = load_factory(spec)
     if not callable(factory):
         raise GradguardError(f"{spec} is a {type(factory).__name__}, not a function")
     try:
@@ -140,6 +189,49 @@ def _build(spec: str, batch_size: int, input_shape):
     if isinstance(built, tuple) and len(built) == 3 and isinstance(built[0], torch.nn.Module) and callable(built[1]):
         return built
     raise GradguardError(f"{spec} must return a torch.nn.Module or (model, loss_fn, batch), got {type(built).__name__}")
+
+
+def load_factory(spec: str):
+    """``module:function`` (the current folder is searched first, as ``python -m`` does) or
+    ``path/to/file.py:function`` (its folder is put on the import path for its own imports)."""
+    import os
+
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise GradguardError("FACTORY must be module:function or path/to/file.py:function "
+                             f"(e.g. gradguard.demo.model:plan_factory), got {spec!r}")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
+            module = _import_file(module_name)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = import_module(module_name)
+        factory = module
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError, OSError) as exc:
+        raise GradguardError(f"cannot load the factory {spec!r}: {exc}") from None
+    return factory
+
+
+def _import_file(path: str):
+    import importlib.util
+    import os
+
+    if not os.path.isfile(path):
+        raise ImportError(f"no such file: {path!r}")
+    name = os.path.splitext(os.path.basename(path))[0]
+    if name in sys.modules:  # never replace a module already imported under that name
+        name = f"_gradguard_factory_{name}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: pickling and dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
 
 
 def _mean_output_loss(model, batch):

@@ -36,5 +36,5 @@ def handler(args) -> int:
     if rule is None:
         print(f"gradguard rule: error: unknown rule code {args.code!r}; known codes: {', '.join(RULES)}", file=sys.stderr)
         return 2
-    print(rule.explain(), end="")
+    print(rule.explanation, end="")
     return 0

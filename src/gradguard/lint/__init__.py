@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 import warnings
-from pathlib import Path
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
+from fnmatch import fnmatch
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._errors import GradguardError
-from ..findings import Finding
-from ..rules import RULES, make_finding, parse_codes
+from ..findings import Finding, make_finding
+from ..rules import RULES, parse_codes
 from ._checker import Checker
-from ._config import Config, find_config
+from ._config import DEFAULT_EXCLUDE, Config, find_config
 from ._model import Skipped
-from ._suppress import find_suppressions, is_suppressed
+from ._suppress import find_suppressions, is_suppressed, unknown_codes
 from .rules.gg000_syntax_error import check_parse
 
 __all__ = [
     "lint_source", "lint_paths", "check_source", "check_paths", "LintResult", "Skipped",
-    "iter_python_files", "find_config", "Config",
+    "iter_python_files", "find_config", "Config", "DEFAULT_EXCLUDE",
 ]
 
 
@@ -45,10 +46,14 @@ class LintResult(NamedTuple):
     findings: List[Finding]
     skipped: List[Skipped]
 
-#: Folders never descended into when a folder is linted.
-_SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv", "site-packages", "build", "dist"})
 
 Codes = Union[str, Sequence[str], None]
+#: Called with one line of text for what the linter skipped or could not use.
+Notify = Optional[Callable[[str], None]]
+
+
+def _warn(note: str) -> None:
+    warnings.warn(note, UserWarning, stacklevel=3)
 
 
 def _chosen(select: Codes, ignore: Codes) -> frozenset:
@@ -69,7 +74,9 @@ def _decode(source: Union[str, bytes]) -> str:
         return source.decode("utf-8", errors="replace")
 
 
-def _lint(source: Union[str, bytes], filename: str, chosen: frozenset, skipped: Optional[list] = None) -> List[Finding]:
+def _lint(
+    source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None
+) -> List[Finding]:
     # the parser counts "\r\n", "\r" and "\n" as line ends: so must the checker's text
     text = _decode(source).replace("\r\n", "\n").replace("\r", "\n")
     parsed = check_parse(source, filename, text)
@@ -85,9 +92,11 @@ def _lint(source: Union[str, bytes], filename: str, chosen: frozenset, skipped: 
         findings = checker.run()
         if skipped is not None:
             skipped.extend(checker.skipped)
-        if findings:
-            suppressions = find_suppressions(text)
-            findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
+    if parsed.tree is not None and "gradguard" in text:
+        suppressions = find_suppressions(text)
+        for line, code in unknown_codes(suppressions):
+            (notify or _warn)(f"{filename}:{line}: unknown rule code {code!r} in a '# gradguard: ignore[...]' comment")
+        findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
     findings = [f for f in findings if f.code in chosen]
     findings.sort(key=lambda f: (f.line or 0, f.col or 0, f.code))
     return findings
@@ -99,6 +108,7 @@ def lint_source(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    notify: Notify = None,
 ) -> List[Finding]:
     """Lint Python source text.
 
@@ -107,6 +117,8 @@ def lint_source(
         filename: the path written into each finding.
         select: codes (or prefixes such as ``"GG1"``) to report; default all.
         ignore: codes (or prefixes) not to report.
+        notify: called with a line of text for an unknown code in a
+            suppression comment (default: a :class:`UserWarning`).
 
     Returns:
         The findings, sorted by line and column; ``# gradguard: ignore[...]``
@@ -125,7 +137,7 @@ def lint_source(
     >>> [(f.code, f.line, f.col) for f in lint_source(src)]
     [('GG101', 5, 5)]
     """
-    return _lint(source, filename, _chosen(select, ignore))
+    return _lint(source, filename, _chosen(select, ignore), notify)
 
 
 def check_source(
@@ -143,30 +155,132 @@ def check_source(
     ([], ...)
     """
     skipped: List[Skipped] = []
-    findings = _lint(source, filename, _chosen(select, ignore), skipped)
+    findings = _lint(source, filename, _chosen(select, ignore), skipped=skipped)
     return LintResult(findings, skipped)
 
 
-def iter_python_files(paths: Iterable[Union[str, os.PathLike]]) -> Iterator[str]:
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _missing(path: str) -> str:
+    """Why ``path`` cannot be opened: missing, or a symbolic link that leads nowhere."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            import errno
+
+            if exc.errno == errno.ELOOP:
+                return f"{path!r} is a symbolic link that loops (it leads back to itself)"
+        return f"{path!r} is a symbolic link to {os.readlink(path)!r}, which does not exist"
+    return f"no such file or folder: {path!r}"
+
+
+class _Exclude:
+    """Glob patterns, each matched against a file's or folder's name (``build``, ``*_pb2.py``) or,
+    when it holds a ``/``, against its path from the folder the pattern was written for."""
+
+    def __init__(self, patterns: Iterable[Tuple[str, str]]):
+        self.names, self.paths = [], []
+        for pattern, base in patterns:
+            pattern = pattern.rstrip("/")
+            if "/" in pattern:
+                self.paths.append(os.path.join(os.path.abspath(base), pattern))
+            elif pattern:
+                self.names.append(pattern)
+
+    def __call__(self, path: str) -> bool:
+        name = os.path.basename(os.path.normpath(path))
+        if any(fnmatch(name, p) for p in self.names):
+            return True
+        if self.paths:
+            full = os.path.abspath(path)
+            return any(fnmatch(full, p) for p in self.paths)
+        return False
+
+    def anywhere(self, path: str) -> bool:
+        """Whether the path or a folder on it (counted from the current folder) is excluded."""
+        full = os.path.abspath(path)
+        rel = os.path.relpath(full, os.getcwd())
+        if rel.startswith(os.pardir):
+            return self(full)
+        parts = [part for part in rel.split(os.sep) if part not in ("", os.curdir)]
+        return any(self(os.path.join(*parts[: i + 1])) for i in range(len(parts)))
+
+
+def _patterns(exclude: Codes, base: str = ".") -> List[Tuple[str, str]]:
+    if exclude is None:
+        return []
+    items = exclude.split(",") if isinstance(exclude, str) else list(exclude)
+    return [(str(p).strip(), base) for p in items if str(p).strip()]
+
+
+def iter_python_files(
+    paths: Iterable[Union[str, os.PathLike]],
+    *,
+    exclude: Codes = None,
+    extend_exclude: Codes = None,
+    force_exclude: bool = False,
+    notify: Notify = None,
+) -> Iterator[str]:
     """The ``.py`` files under ``paths`` (files as given, folders walked in sorted order).
 
-    Hidden folders, ``__pycache__`` and virtual environments are skipped.
+    Folders are walked without descending into what ``exclude`` (default
+    :data:`DEFAULT_EXCLUDE`: hidden folders, ``__pycache__``, ``build``,
+    virtual environments, ...) or ``extend_exclude`` match: glob patterns, each
+    a list or a comma-separated string, matched against a name or, with a
+    ``/``, against the path from the current folder. A file named on its own is
+    checked even if a pattern matches it, unless ``force_exclude`` (what
+    pre-commit needs, since it names every file). What is not a regular file
+    (a named pipe, a broken link) is skipped with a note to ``notify``.
 
     Raises:
-        GradguardError: a path that does not exist.
+        GradguardError: a path that does not exist or is not a file or folder.
     """
-    for raw in paths:
+    patterns = _patterns(DEFAULT_EXCLUDE if exclude is None else exclude) + _patterns(extend_exclude)
+    return _walk(paths, _Exclude(patterns), force_exclude, notify or _warn)
+
+
+def _walk(paths, excluded: "_Exclude", force_exclude: bool, notify: Callable[[str], None]) -> Iterator[str]:
+    roots = []
+    for raw in paths:  # every path is checked before the first file is yielded
         path = os.fspath(raw)
-        if os.path.isfile(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise GradguardError(_missing(path)) from None
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise GradguardError(f"{path!r} is {_kind(mode)}, not a file or folder: to lint a stream, "
+                                 f"use `gradguard lint - < {path}`")
+        roots.append((path, stat.S_ISDIR(mode)))
+    for path, is_dir in roots:
+        if force_exclude and excluded.anywhere(path):
+            continue
+        if not is_dir:
             yield path
-        elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
-                for name in sorted(files):
-                    if name.endswith(".py") and not name.startswith("."):
-                        yield os.path.join(root, name)
-        else:
-            raise GradguardError(f"no such file or folder: {path!r}")
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                file = os.path.join(root, name)
+                if excluded(file):
+                    continue
+                try:
+                    mode = os.stat(file).st_mode
+                except OSError:
+                    notify(f"skipped {_missing(file)}")
+                    continue
+                if not stat.S_ISREG(mode):  # reading a named pipe would wait forever
+                    notify(f"skipped {file!r}: {_kind(mode)}")
+                    continue
+                yield file
 
 
 def lint_paths(
@@ -174,6 +288,10 @@ def lint_paths(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    exclude: Codes = None,
+    extend_exclude: Codes = None,
+    force_exclude: bool = False,
+    notify: Notify = None,
     skipped: Optional[List[Skipped]] = None,
 ) -> List[Finding]:
     """Lint files and folders (``.py`` files, recursively).
@@ -186,6 +304,10 @@ def lint_paths(
         paths: a path or several.
         select: codes (or prefixes) to report; default all.
         ignore: codes (or prefixes) not to report.
+        exclude, extend_exclude, force_exclude: what not to walk into
+            (see :func:`iter_python_files`).
+        notify: called with a line of text for each file skipped and each
+            unknown code in a suppression comment (default: a :class:`UserWarning`).
         skipped: a list to which the :class:`Skipped` records are appended
             (what could not be checked); :func:`check_paths` returns both.
 
@@ -201,16 +323,28 @@ def lint_paths(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     chosen = _chosen(select, ignore)
-    files = list(iter_python_files(paths))  # raises before any output for a missing path
+    files = list(iter_python_files(paths, exclude=exclude, extend_exclude=extend_exclude,
+                                   force_exclude=force_exclude, notify=notify))
+    return lint_files(files, chosen, notify, skipped)
+
+
+def lint_files(
+    files: Iterable[str], chosen: frozenset, notify: Notify = None, skipped: Optional[List[Skipped]] = None
+) -> List[Finding]:
+    """Lint the given files with the given set of codes (the command line's entry)."""
     findings: List[Finding] = []
     for file in files:
         try:
-            data = Path(file).read_bytes()
+            with open(file, "rb") as fh:
+                data = fh.read()
         except OSError as exc:
             if "GG000" in chosen:
-                findings.append(make_finding("GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=1))
+                findings.append(make_finding(
+                    "GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=1,
+                    advice="Make the file readable (check its permissions), or leave it out with --exclude.",
+                ))
             continue
-        findings.extend(_lint(data, file, chosen, skipped))
+        findings.extend(_lint(data, file, chosen, notify, skipped))
     return findings
 
 
@@ -219,8 +353,9 @@ def check_paths(
     *,
     select: Codes = None,
     ignore: Codes = None,
+    **walk,
 ) -> LintResult:
-    """:func:`lint_paths`, plus the loops and files it could not check."""
+    """:func:`lint_paths`, plus the loops and files it could not check (``walk``: its other keywords)."""
     skipped: List[Skipped] = []
-    findings = lint_paths(paths, select=select, ignore=ignore, skipped=skipped)
+    findings = lint_paths(paths, select=select, ignore=ignore, skipped=skipped, **walk)
     return LintResult(findings, skipped)

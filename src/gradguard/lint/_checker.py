@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Tuple
 
-from ..findings import Finding
-from ..rules import make_finding
+from ..findings import Finding, make_finding
 from ._model import Diagnostic, Module, Report, Skipped, build
 from .rules import LOOP_RULES, MODULE_RULES
 

@@ -1,4 +1,4 @@
-"""``[tool.gradguard]`` in ``pyproject.toml``: ``select`` and ``ignore``.
+"""``[tool.gradguard]`` in ``pyproject.toml``: ``select``, ``ignore``, ``exclude``, ``extend-exclude``.
 
 The file is found the way ruff finds its own: walk up from each linted path
 (then from the current directory) to the first ``pyproject.toml`` that has a
@@ -14,12 +14,25 @@ from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 from .._errors import GradguardError
 
 
+#: Not walked into unless ``exclude`` says otherwise: hidden folders (``.git``,
+#: ``.venv``, ``.tox``, ``.eggs``, ...), caches, build output, virtual environments.
+DEFAULT_EXCLUDE = (".*", "__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist",
+                   "node_modules", "site-packages", "venv")
+
+KEYS = ("select", "ignore", "exclude", "extend-exclude")
+
+
 class Config(NamedTuple):
-    """What ``[tool.gradguard]`` says; ``source`` is the file it came from (None: none found)."""
+    """What ``[tool.gradguard]`` says; ``source`` is the file it came from (None: none found).
+
+    ``exclude``/``extend_exclude`` are glob patterns, relative to the folder of ``source``.
+    """
 
     select: Optional[list] = None
     ignore: Optional[list] = None
     source: Optional[Path] = None
+    exclude: Optional[list] = None
+    extend_exclude: Optional[list] = None
 
 
 def _load_toml(path: Path) -> dict:
@@ -34,7 +47,7 @@ def _load_toml(path: Path) -> dict:
         try:
             return tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
-            raise GradguardError(f"cannot read {path}: {exc}") from None
+            raise GradguardError(f"{_shown(path)}: cannot read [tool.gradguard]: {exc}") from None
 
 
 def _minimal_toml(text: str) -> dict:  # pragma: no cover - only without tomllib/tomli
@@ -56,25 +69,54 @@ def _minimal_toml(text: str) -> dict:  # pragma: no cover - only without tomllib
     return {"tool": {"gradguard": table}} if table else {}
 
 
+def _shown(path: Path) -> str:
+    """The file as a user would name it: relative to the current folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _as_list(value, key: str, path: Path) -> Optional[list]:
+    what = "rule codes" if key in ("select", "ignore") else "glob patterns"
     if value is None:
         return None
     if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise GradguardError(f"{path}: [tool.gradguard] {key} must be a list of rule codes, got {value!r}")
+        value = [value]
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise GradguardError(f"{_shown(path)}: [tool.gradguard] {key}: must be a list of {what}, got {value!r}")
+    if key in ("select", "ignore"):
+        from ..rules import parse_codes
+
+        try:
+            parse_codes(value)
+        except GradguardError as exc:
+            raise GradguardError(f"{_shown(path)}: [tool.gradguard] {key}: {exc}") from None
+    return list(value)
 
 
 def read_config(pyproject: Path) -> Optional[Config]:
-    """The ``[tool.gradguard]`` table of one file, or None if it has none."""
+    """The ``[tool.gradguard]`` table of one file, or None if it has none.
+
+    Raises:
+        GradguardError: naming the file and the key, for an unknown key, a
+            value of the wrong type or an unknown rule code.
+    """
     table = _load_toml(pyproject).get("tool", {}).get("gradguard")
     if table is None:
         return None
-    unknown = set(table) - {"select", "ignore"}
-    if unknown:
-        raise GradguardError(f"{pyproject}: unknown [tool.gradguard] keys {sorted(unknown)} (known: select, ignore)")
-    return Config(_as_list(table.get("select"), "select", pyproject), _as_list(table.get("ignore"), "ignore", pyproject), pyproject)
+    if not isinstance(table, dict):
+        raise GradguardError(f"{_shown(pyproject)}: [tool.gradguard] must be a table")
+    for key in table:
+        if key not in KEYS:
+            import difflib
+
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise GradguardError(f"{_shown(pyproject)}: [tool.gradguard] {key}: unknown key{hint}; "
+                                 f"known keys: {', '.join(KEYS)}")
+    lists = {key: _as_list(table.get(key), key, pyproject) for key in KEYS}
+    return Config(lists["select"], lists["ignore"], pyproject, lists["exclude"], lists["extend-exclude"])
 
 
 def find_config(paths: Iterable[str] = (), cwd: Optional[str] = None) -> Config:
@@ -85,7 +127,7 @@ def find_config(paths: Iterable[str] = (), cwd: Optional[str] = None) -> Config:
     """
     starts = []
     for p in paths:
-        path = Path(p).resolve()
+        path = Path(os.path.abspath(p))  # not resolve(): a path may be a link that loops
         starts.append(path if path.is_dir() else path.parent)
     starts.append(Path(cwd or os.getcwd()).resolve())
     seen = set()
@@ -128,7 +170,8 @@ def merge(
       as in ruff, where the more specific selector wins.
 
     Raises:
-        GradguardError: an unknown code, in the flags or in the configuration.
+        GradguardError: an unknown code in the flags (the configuration's codes
+            were checked when it was read, by :func:`read_config`).
 
     >>> merge(Config(ignore=["GG101"]), "GG101", None)
     (['GG101'], [])
@@ -143,8 +186,12 @@ def merge(
 
     config = config or Config()
     flag_select, flag_ignore = _entries(select), _entries(ignore)
-    for entry in flag_select + flag_ignore + _entries(config.select) + _entries(config.ignore):
-        parse_codes(entry)  # an unknown code is an error wherever it is written
+    for flag, entries in (("--select", flag_select), ("--ignore", flag_ignore)):
+        for entry in entries:
+            try:
+                parse_codes(entry)
+            except GradguardError as exc:
+                raise GradguardError(f"{flag}: {exc}") from None
     out_select = flag_select if select is not None else (_entries(config.select) or None)
     if ignore is not None:
         return out_select, flag_ignore

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 #: line -> codes (prefixes allowed, as in ``--ignore``), or None for "everything".
 Suppressions = Dict[int, Optional[frozenset]]
@@ -64,3 +64,19 @@ def is_suppressed(code: str, line: Optional[int], suppressions: Suppressions) ->
         return False
     codes = suppressions[line]
     return codes is None or any(code.startswith(c) for c in codes)
+
+
+def unknown_codes(suppressions: Suppressions) -> List[Tuple[int, str]]:
+    """``(line, code)`` for each code in a suppression comment that names no rule (a typo silences nothing).
+
+    >>> unknown_codes(find_suppressions("x = 1  # gradguard: ignore[GG101, GG999]\\n"))
+    [(1, 'GG999')]
+    """
+    from ..rules import RULES
+
+    return [
+        (line, code)
+        for line, codes in sorted(suppressions.items())
+        for code in sorted(codes or ())
+        if not any(known.startswith(code) for known in RULES)
+    ]

@@ -9,7 +9,7 @@ import torch
 
 from .._errors import GradientBugError, GradientBugWarning
 from ..findings import Finding
-from ..rules import make_finding
+from ..findings import make_finding
 from ._source import Site
 
 

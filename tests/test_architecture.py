@@ -1,0 +1,135 @@
+"""The import graph of ``src/gradguard``: no circle, and the core never reaches up.
+
+Read with ``ast`` (nothing is imported), so the test also covers imports inside
+functions: a lazy import hides a cycle from Python, not from a reader. Imports
+under ``if TYPE_CHECKING:`` are ignored (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "gradguard"
+
+# The parts that make gradients right. They may use the ground floor (errors, the
+# channel the watch listens on, batch helpers) and the drivers of the training
+# frameworks they run inside (integrations.accelerators), but never the diagnostics
+# built on top of them: the watch, the linter, the command line, the demo, and the
+# framework callbacks that run the watch.
+CORE = ("accumulate", "distributed", "memory", "semantics", "equivalence", "auto_microbatch", "_batch")
+ABOVE_CORE = (
+    "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.pytest_plugin",
+    "gradguard.integrations.lightning", "gradguard.integrations.transformers", "gradguard.integrations._watch",
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, module: str, known: set) -> set:
+    """The gradguard modules that ``module`` imports (resolved to known modules)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    is_package = path.name == "__init__.py"
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    targets = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            # ``from . import x`` may name a submodule; otherwise it is the module itself.
+            names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in known else prefix for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+    return targets
+
+
+def _graph() -> dict:
+    files = {_module_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
+    known = set(files)
+    return {m: _imports(p, m, known) for m, p in files.items()}
+
+
+def _find_cycle(graph: dict):
+    state = {}  # module -> 1 while on the stack, 2 when done
+    stack = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_import_graph_has_no_cycle():
+    cycle = _find_cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_core_imports_nothing_above_it():
+    graph = _graph()
+    arrows = [
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if m.split(".")[1:2] and m.split(".")[1] in CORE
+        for t in targets
+        if any(t == above or t.startswith(above + ".") for above in ABOVE_CORE)
+    ]
+    assert not arrows, "the core reaches into the diagnostics: " + ", ".join(sorted(arrows))
+
+
+def test_cycle_finder_sees_a_cycle():
+    # Negative control: the checker itself must report a planted cycle.
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) is not None
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("module", ["gradguard.accumulate", "gradguard.findings"])
+def test_graph_reads_real_imports(module):
+    # Another control: the parser resolves this project's relative imports.
+    assert _graph()[module], f"{module} should import at least one gradguard module"
