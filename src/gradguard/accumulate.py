@@ -278,7 +278,7 @@ class Accumulator:
         if self.scaler is not None:
             scaled = self.scaler.scale(scaled)
         with accumulator_backward(counted=counted):  # a running gradguard.watch: this loss is weighted (or not)
-            scaled.backward()
+            self._sync.backward(scaled)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
         self._ref = ref
@@ -409,16 +409,16 @@ class Accumulator:
         if scaler is not None and self.max_grad_norm is not None:
             scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
         if self.max_grad_norm is not None:
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
         if scaler is None:
-            self.optimizer.step()
+            self._sync.step(self.optimizer)
             return True
         # scaler.step() calls optimizer.step() only when the gradients are finite: a
         # post-hook (public API, removed right after) sees whether it did.
         stepped = []
         handle = self.optimizer.register_step_post_hook(lambda *_: stepped.append(True))
         try:
-            scaler.step(self.optimizer)
+            self._sync.step(self.optimizer, scaler)
         finally:
             handle.remove()
         scaler.update()

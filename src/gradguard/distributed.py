@@ -37,6 +37,13 @@ The contract a sync object honours (the accumulator calls nothing else):
 * ``finish_window(params, last_synced)``: at the window's end, make every
   rank's gradients the reduced ones even if the last micro-batch ran without
   sync (a partial window stepped by ``flush()``).
+* ``backward(loss)``: back-propagate one micro-batch's (weighted, scaled)
+  loss. Plain ``loss.backward()``; a framework whose own backward must run
+  (an accelerator's) overrides it.
+* ``clip_grad_norm_(params, max_norm)``: clip the window's total gradient
+  norm, return the norm before clipping (``torch.nn.utils.clip_grad_norm_``).
+* ``step(optimizer, scaler)``: the optimizer step of a window
+  (``scaler.step(optimizer)`` with a GradScaler, else ``optimizer.step()``).
 * ``settle(params)``: before ``state_dict()`` saves in-flight gradients, make
   sure they are in ``.grad`` (FSDP2 with deferred reduction keeps them inside
   FSDP: it reduces them now, which is exact because reduction is linear; a
@@ -77,6 +84,18 @@ class LocalSync:
 
     def reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
         return t
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def clip_grad_norm_(self, params: List[torch.Tensor], max_norm: float) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+    def step(self, optimizer: torch.optim.Optimizer, scaler=None) -> None:
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
 
     def finish_window(self, params: List[torch.Tensor], last_synced: bool) -> None:
         pass
