@@ -57,6 +57,9 @@ def test_check_equivalence_counting_sequences_instead_of_tokens_is_reported():
     torch.manual_seed(0)
     report = gg.check_equivalence(TiedEmbeddingLM(), _lm_loss, _lm_batch(), splits=3)
     assert not report.equivalent
+    assert report.causes[0].startswith("no count_fn") and "count_fn=" in report.causes[0]
+    # A count_fn that counts sequences anyway: the loss is then not an additive mean over what it counts.
+    report = gg.check_equivalence(TiedEmbeddingLM(), _lm_loss, _lm_batch(), splits=3, count_fn=lambda b: len(b[0]))
     assert any("not an additive mean over the counted items" in c for c in report.causes)
 
 

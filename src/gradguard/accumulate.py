@@ -533,7 +533,7 @@ class Accumulator:
         zero = torch.zeros((), device=device, dtype=torch.float64)
         total, bad_count = zero + float(w.total), zero
         if w.pending_counts:
-            counts = torch.stack([c.to(device=device, dtype=torch.float64) for _, c in w.pending_counts])
+            counts = torch.stack([_on(c.double(), device) for _, c in w.pending_counts])
             total = total + counts.sum()
             bad_count = (~torch.isfinite(counts) | (counts < 0)).any().double()
         vec = torch.stack([total,
@@ -542,7 +542,7 @@ class Accumulator:
                            bad_count])
         if distributed:
             vec = sync.reduce_sum(vec)  # every rank decides alike: all step, drop or raise
-        t, s, b, c = vec.tolist()  # the window's one host read
+        t, s, b, c = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
         exact_total = w.total if not distributed and not w.pending_counts else t
         return exact_total, (s if w.loss_sum is not None or distributed else None), b > 0, c > 0
 
@@ -667,8 +667,11 @@ class Accumulator:
         params = self._params()
         window, counters, grads = _check_state(state_dict, self.steps, params)
         # Convert every gradient first: a failure here must leave .grad as it was.
-        new_grads = [None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
-                     for p, g in zip(params, grads or [None] * len(params))]
+        try:
+            new_grads = [None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
+                         for p, g in zip(params, grads or [None] * len(params))]
+        except (RuntimeError, TypeError) as exc:
+            raise GradguardError(f"an in-flight gradient of the state cannot be moved to its parameter ({exc}): nothing was loaded") from exc
         window.contributed = any(g is not None for g in new_grads)
         window.start_grads = [] if window.contributed else None
         with accumulator_clearing():  # replacing .grad wholesale is this object's own doing
@@ -756,6 +759,10 @@ def _restore_grads(params: List[torch.Tensor], marks: Optional[list]) -> bool:
             if m is None:
                 p.grad = None
     return True
+
+
+def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return t if t.device == device else t.to(device)
 
 
 def _device_of(params: List[torch.Tensor]) -> torch.device:
@@ -867,6 +874,8 @@ def _check_state(sd, steps: int, params: List[torch.Tensor]):
             )
         if g.is_complex() != p.is_complex() or not (g.is_floating_point() or g.is_complex()):
             raise GradguardError(f"in-flight gradient {i} has dtype {g.dtype} but parameter {i} has {p.dtype}: the state belongs to a different model")
+        if g.is_meta:
+            raise GradguardError(f"in-flight gradient {i} is a meta tensor (no values): the state is damaged")
         values = g.coalesce().values() if g.is_sparse else g
         if not poisoned and not bool(torch.isfinite(values).all()):
             raise GradguardError(f"in-flight gradient {i} holds NaN or Inf although the window's losses are finite: the state is damaged")
