@@ -463,8 +463,9 @@ class Accumulator:
 
         total, loss_sum, bad, bad_count = self._read_window(params)
         if bad_count:
+            message = self._bad_count_message()
             self._drop_window()
-            raise GradguardError(self._bad_count_message())
+            raise GradguardError(message)
         if bad or (loss_sum is not None and not math.isfinite(loss_sum)):
             if self.nonfinite == "skip":
                 return self._drop_window()
