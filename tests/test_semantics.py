@@ -57,6 +57,9 @@ def test_check_equivalence_counting_sequences_instead_of_tokens_is_reported():
     torch.manual_seed(0)
     report = gg.check_equivalence(TiedEmbeddingLM(), _lm_loss, _lm_batch(), splits=3)
     assert not report.equivalent
+    assert report.causes[0].startswith("no count_fn") and "count_fn=" in report.causes[0]
+    # A count_fn that counts sequences anyway: the loss is then not an additive mean over what it counts.
+    report = gg.check_equivalence(TiedEmbeddingLM(), _lm_loss, _lm_batch(), splits=3, count_fn=lambda b: len(b[0]))
     assert any("not an additive mean over the counted items" in c for c in report.causes)
 
 
@@ -82,3 +85,43 @@ def test_check_equivalence_rejects_bad_splits():
         gg.check_equivalence(model, loss, batch, splits=[1, 2])
     with pytest.raises(gg.GradguardError, match="does not fit"):
         gg.check_equivalence(model, loss, batch, splits=5)
+
+
+class _DropoutLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lm, self.drop = TiedEmbeddingLM(), nn.Dropout(0.3)
+
+    def forward(self, x):
+        return self.lm.out(self.drop(self.lm.mlp(self.lm.emb(x))))
+
+
+def test_check_equivalence_names_a_missing_count_fn_before_dropout():
+    torch.manual_seed(0)
+    model = _DropoutLM()
+    report = gg.check_equivalence(model, _lm_loss, _lm_batch(), splits=[2, 10])
+    assert not report.equivalent
+    assert report.causes[0].startswith("no count_fn")
+    assert not any("dropout" in c for c in report.causes)  # with p=0 the split is still off: not dropout's doing
+    # With the right counts it is exact, dropout and all: the same seed draws the same masks, row by row.
+    report = gg.check_equivalence(model, _lm_loss, _lm_batch(), splits=[2, 10], count_fn=lambda b: (b[1] != IGNORE).sum())
+    assert report.equivalent and report.causes == []
+
+
+@pytest.mark.parametrize("loss_fn, message", [
+    (lambda out, target, weight: (out - target).pow(2).mean(), r"cannot be called with \(model, micro_batch\)"),
+    (nn.MSELoss(), r"calling loss_fn\(model, micro_batch\) failed"),
+    (lambda m, b: m(b[0]), r"returned a tensor of shape \(4, 1\)"),
+])
+def test_check_equivalence_wrong_loss_fn_gets_one_clear_error(loss_fn, message):
+    model = nn.Linear(2, 1)
+    batch = (torch.randn(4, 2), torch.randn(4, 1))
+    with pytest.raises(gg.GradguardError, match=message) as info:
+        gg.check_equivalence(model, loss_fn, batch, splits=2)
+    assert "loss_fn(model, micro_batch)" in str(info.value)
+
+
+def test_check_equivalence_is_importable_from_its_old_place():
+    from gradguard.semantics import check_equivalence
+
+    assert check_equivalence is gg.check_equivalence

@@ -38,7 +38,7 @@ __all__ = [
 _LAZY = {
     "Accumulator": ".accumulate",
     "grads_per_step": ".semantics",
-    "check_equivalence": ".semantics",
+    "check_equivalence": ".equivalence",
     "watch": ".watcher",
     "lint_source": ".lint",
     "lint_paths": ".lint",
@@ -65,5 +65,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .lint import lint_paths, lint_source
     from .auto_microbatch import accumulate_batch
     from .memory import measure_memory
-    from .semantics import check_equivalence, grads_per_step
+    from .equivalence import check_equivalence
+    from .semantics import grads_per_step
     from .watcher import watch

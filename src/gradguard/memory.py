@@ -23,9 +23,11 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import torch
 from torch import nn
 
+from . import _batch
+from ._batch import length as batch_len, take  # noqa: F401  (memory.batch_len / memory.take: used by the plan command)
 from ._errors import GradguardError
 
-__all__ = ["MemoryRow", "MemoryReport", "measure_memory", "parse_bytes", "format_bytes", "demo_factory"]
+__all__ = ["MemoryRow", "MemoryReport", "measure_memory", "parse_bytes", "format_bytes"]
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
@@ -146,7 +148,7 @@ def measure_memory(
     [100, 200, 400]
     """
     sizes = sorted(set(int(s) for s in micro_batch_sizes))
-    n = batch_len(batch)
+    n = _batch.length(batch)
     if not sizes:
         raise GradguardError("micro_batch_sizes is empty: pass the sizes to measure, e.g. [1, 2, 4, 8]")
     if sizes[0] < 1 or sizes[-1] > n:
@@ -169,7 +171,7 @@ def measure_memory(
     try:
         for m in iterator:
             # A copy, as a data loader would deliver it: a slice would share the full batch's storage.
-            rows.append(_measure_one(model, loss_fn, _copy(take(batch, m)), m, param_keys, params, device if on_cuda else None))
+            rows.append(_measure_one(model, loss_fn, _batch.copy(_batch.take(batch, m)), m, param_keys, params, device if on_cuda else None))
     finally:
         for p, g in zip(params, saved_grads):
             p.grad = g
@@ -255,56 +257,6 @@ def _unique_bytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum({_storage_key(t): _storage_bytes(t) for t in tensors}.values())
 
 
-# ------------------------------------------------------------------ batches
-def batch_len(batch: Any) -> int:
-    """Number of items in ``batch``: the first dimension of its first tensor."""
-    for leaf in _leaves(batch):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return int(leaf.shape[0])
-    raise GradguardError(
-        f"the batch ({type(batch).__name__}) holds no tensor with an item dimension: pass a tensor, "
-        "or a tuple/list/dict of tensors whose first dimension indexes the items"
-    )
-
-
-def take(batch: Any, start: int, stop: Optional[int] = None) -> Any:
-    """Items ``[start:stop]`` of ``batch`` (``take(batch, m)``: the first ``m``), any nesting of tuple/list/dict."""
-    if stop is None:
-        start, stop = 0, start
-    if isinstance(batch, torch.Tensor):
-        return batch[start:stop] if batch.dim() > 0 else batch
-    if isinstance(batch, dict):
-        return type(batch)((k, take(v, start, stop)) for k, v in batch.items())
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(take(v, start, stop) for v in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(take(v, start, stop) for v in batch)
-    return batch
-
-
-def _copy(batch: Any) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.clone()
-    if isinstance(batch, dict):
-        return type(batch)((k, _copy(v)) for k, v in batch.items())
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(_copy(v) for v in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_copy(v) for v in batch)
-    return batch
-
-
-def _leaves(batch: Any):
-    if isinstance(batch, dict):
-        for v in batch.values():
-            yield from _leaves(v)
-    elif isinstance(batch, (tuple, list)):
-        for v in batch:
-            yield from _leaves(v)
-    else:
-        yield batch
-
-
 # -------------------------------------------------------------------- bytes
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
           "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
@@ -338,18 +290,3 @@ def default_sizes(batch_size: int) -> List[int]:
     """Powers of two up to ``batch_size``, and ``batch_size`` itself."""
     sizes = [2**i for i in range(int(math.log2(batch_size)) + 1)] if batch_size >= 1 else []
     return sorted(set(sizes + [batch_size]))
-
-
-# ------------------------------------------------------------------ factory
-def demo_factory(batch_size: int = 64):
-    """``(model, loss_fn, batch)`` for the demo's tiny causal LM (see :mod:`gradguard.demo.model`).
-
-    The factory contract of ``gradguard plan`` in its simplest form:
-
-    >>> model, loss_fn, batch = demo_factory(batch_size=8)
-    >>> loss_fn(model, batch).dim()
-    0
-    """
-    from .demo.model import TinyCausalLM, lm_loss, make_sequences
-
-    return TinyCausalLM(), lm_loss, make_sequences(batch_size, seed=1)
