@@ -133,3 +133,47 @@ def test_cycle_finder_sees_a_cycle():
 def test_graph_reads_real_imports(module):
     # Another control: the parser resolves this project's relative imports.
     assert _graph()[module], f"{module} should import at least one gradguard module"
+
+
+def _private_imports() -> list:
+    """Imports of another part's private module or private name (``from ..x import _helper``).
+
+    A part is a subpackage (``watcher``, ``lint``) or a top-level module. Private
+    modules of the package itself (``gradguard._errors``, ``gradguard._channel``)
+    are the ground floor every part may use; a subpackage's private modules
+    (``gradguard.watcher._source``) and any ``_name`` are its own business.
+    """
+    files = {_module_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
+    known = set(files)
+
+    def part(module: str) -> str:
+        return module.split(".")[1] if module.count(".") >= 1 else module
+
+    found = []
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith(PACKAGE + ".") or part(target) == part(module):
+                continue
+            inner = target.split(".")[2:]  # below the part: gradguard.watcher._source -> ["_source"]
+            if any(c.startswith("_") and not c.startswith("__") for c in inner):
+                found.append(f"{module} imports {target}")
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__") and f"{target}.{alias.name}" not in known:
+                    found.append(f"{module} imports {target}.{alias.name}")
+    return found
+
+
+def test_no_part_imports_another_parts_private_names():
+    found = _private_imports()
+    assert not found, "private names imported across parts: " + "; ".join(sorted(found))

@@ -14,7 +14,7 @@ from torch.testing import assert_close
 
 import _dist_helpers as h
 import gradguard as gg
-from gradguard.distributed import LocalSync, _zeroed_backward, sync_for
+from gradguard.distributed import LocalSync, zeroed_backward, sync_for
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed not built")
 TOL = dict(rtol=1e-10, atol=1e-10)
@@ -129,11 +129,11 @@ def test_zeroed_backward_adds_exact_zeros_even_through_nan():
     before = [p.grad.clone() for p in model.parameters()]
     mask = torch.zeros(4, dtype=torch.float64)
     loss = (model(x).sum(dim=1) * mask).sum() / mask.sum()  # 0/0: its real gradient is NaN
-    assert _zeroed_backward(loss) == 2
+    assert zeroed_backward(loss) == 2
     for p, b in zip(model.parameters(), before):
         assert torch.equal(p.grad, b)
     detached = torch.zeros((), requires_grad=True) * 0
-    assert _zeroed_backward(detached.detach().requires_grad_()) == 0
+    assert zeroed_backward(detached.detach().requires_grad_()) == 0
 
 
 def test_ddp_nonfinite_skip_drops_the_window_on_every_rank():

@@ -142,7 +142,7 @@ class DDPSync(LocalSync):
         return self.model.no_sync()
 
     def empty_backward(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
-        leaves = _zeroed_backward(loss)
+        leaves = zeroed_backward(loss)
         if leaves == 0:
             # The loss does not depend on the model (e.g. a constant for an empty
             # batch). DDP's reducer still waits for every parameter's gradient:
@@ -161,7 +161,7 @@ class DDPSync(LocalSync):
         if last_synced or self.world_size == 1:
             return
         params = [p for p in params if p.requires_grad]
-        reduced = _mean_over_ranks([p.grad for p in params], params, [self.group], self.world_size)
+        reduced = mean_over_ranks([p.grad for p in params], params, [self.group], self.world_size)
         for p, g in zip(params, reduced):
             if g is None:
                 continue
@@ -232,7 +232,7 @@ class FSDP2Sync(LocalSync):
         return self._no_reduce()
 
     def empty_backward(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
-        if _zeroed_backward(loss) == 0:
+        if zeroed_backward(loss) == 0:
             raise GradguardError(
                 "a micro-batch with count=0 must still run FSDP's backward (and join its reduce-scatter), but its loss "
                 "does not depend on the model: compute the loss from the model's output even for an empty batch "
@@ -288,7 +288,7 @@ class FSDP2Sync(LocalSync):
                     g = pending if g is None else pending + g.to(pending.dtype)
                 dtypes.append(getattr(fp, "reduce_dtype", None) or u.dtype)
                 grads.append(g)
-            reduced = _mean_over_ranks(grads, full, self.groups, self.world_size, dtypes)
+            reduced = mean_over_ranks(grads, full, self.groups, self.world_size, dtypes)
             for (name, sp), u, g in zip(sharded, full, reduced):
                 # FSDP must not reduce these again at the next synced backward.
                 u.grad = None
@@ -352,7 +352,7 @@ def sync_for(model) -> LocalSync:
 
 
 # --------------------------------------------------------------------- helpers
-def _zeroed_backward(loss: torch.Tensor) -> int:
+def zeroed_backward(loss: torch.Tensor) -> int:
     """Back-propagate ``loss`` with every gradient reaching a leaf replaced by zeros.
 
     The wrappers' backward hooks (DDP's all-reduce, FSDP's reduce-scatter) run
@@ -385,7 +385,7 @@ def _zeroed_backward(loss: torch.Tensor) -> int:
     return len(leaves)
 
 
-def _mean_over_ranks(
+def mean_over_ranks(
     grads: Sequence[Optional[torch.Tensor]],
     like: Sequence[torch.Tensor],
     groups: Sequence,

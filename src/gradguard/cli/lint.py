@@ -94,7 +94,7 @@ def register(sub) -> None:
 def handler(args) -> int:
     from ..lint import iter_python_files, lint_files, lint_source
     from ..lint import find_config
-    from ..lint._config import merge as merge_config
+    from ..lint import merge_config
     from ..rules import RULES, parse_codes
     from .._progress import progress
 

@@ -32,7 +32,7 @@ from typing import ContextManager, List, Optional
 import torch
 
 from .._errors import GradguardError
-from ..distributed import LocalSync, _mean_over_ranks, _zeroed_backward
+from ..distributed import LocalSync, mean_over_ranks, zeroed_backward
 
 __all__ = ["AccelerateSync", "FabricSync", "accelerator_sync"]
 
@@ -56,7 +56,7 @@ class _AcceleratorSync(LocalSync):
         self.needs_empty_backward = world_size > 1
 
     def empty_backward(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
-        if _zeroed_backward(loss) == 0 and self.model is not None:
+        if zeroed_backward(loss) == 0 and self.model is not None:
             # The loss does not depend on the model: give DDP an exact zero for every parameter.
             torch.autograd.backward(sum(p.sum() * 0 for p in self.model.parameters() if p.requires_grad))
 
@@ -65,7 +65,7 @@ class _AcceleratorSync(LocalSync):
             return
         # A partial window stepped by flush() ended under no_sync: average as DDP would have.
         params = [p for p in params if p.requires_grad]
-        reduced = _mean_over_ranks([p.grad for p in params], params, [None], self.world_size)
+        reduced = mean_over_ranks([p.grad for p in params], params, [None], self.world_size)
         for p, g in zip(params, reduced):
             if g is None:
                 continue

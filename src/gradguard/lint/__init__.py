@@ -24,13 +24,14 @@ from ..findings import Finding, make_finding
 from ..rules import RULES, parse_codes
 from ._checker import Checker
 from ._config import DEFAULT_EXCLUDE, Config, find_config
+from ._config import merge as merge_config
 from ._model import Skipped
 from ._suppress import find_suppressions, is_suppressed, unknown_codes
 from .rules.gg000_syntax_error import check_parse
 
 __all__ = [
     "lint_source", "lint_paths", "check_source", "check_paths", "LintResult", "Skipped",
-    "iter_python_files", "find_config", "Config", "DEFAULT_EXCLUDE",
+    "iter_python_files", "find_config", "merge_config", "Config", "DEFAULT_EXCLUDE",
 ]
 
 
