@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--out", default="gradguard-demo", metavar="DIR",
                    help="folder for the plots and results.json, created if missing (default: ./gradguard-demo)")
     p.add_argument("--steps", default=None, metavar="N",
-                   help="optimizer steps of each training run, a positive integer, run exactly (default: 40)")
+                   help="optimizer steps of each training run, a positive integer, run exactly (default: 30)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they appear only on a terminal anyway)")
     p.set_defaults(handler=_handle)
 

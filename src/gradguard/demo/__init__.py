@@ -32,7 +32,7 @@ def run_demo(out_dir: Union[str, os.PathLike] = "gradguard-demo", steps: Optiona
 
     Args:
         out_dir: the output folder (created if missing).
-        steps: optimizer steps of each training run (default 40); run exactly.
+        steps: optimizer steps of each training run (default 30); run exactly.
         show_progress: progress bars on stderr (only where stderr is a terminal).
 
     Returns:

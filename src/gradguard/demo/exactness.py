@@ -32,7 +32,7 @@ MAX_BYTES = 64  # longer paragraphs are cut, as a tokenizer's truncation would
 LR = 3e-3
 LAYERS = 1
 DIM = 32
-DEFAULT_STEPS = 40
+DEFAULT_STEPS = 30
 FULL = "full batch"
 DIVIDE = "divide-by-K"
 GRADGUARD = "gradguard"
@@ -136,7 +136,7 @@ def gradient_error_sweep(corpus: Corpus, ks: Sequence[int] = SWEEP_KS, windows: 
     return errors
 
 
-def eval_steps(steps: int, points: int = 8) -> List[int]:
+def eval_steps(steps: int, points: int = 6) -> List[int]:
     """Steps after which the held-out loss is measured: 0 (the initialisation), about ``points`` more, and the last."""
     every = max(1, steps // points)
     return sorted(set(range(0, steps + 1, every)) | {steps})

@@ -124,10 +124,8 @@ def mean_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
 @torch.no_grad()
 def heldout_loss(model: nn.Module, batches: Sequence[Batch]) -> float:
     """The one measurement every scheme's curve uses: token-mean loss over all held-out tokens."""
-    total = torch.zeros((), dtype=torch.float64)
-    tokens = 0
-    for inputs, targets in batches:
-        logits = model(inputs)
-        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum").double()
-        tokens += token_count((inputs, targets))
-    return float(total / tokens)
+    sums = [
+        F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum").double()
+        for inputs, targets in batches
+    ]
+    return float(torch.stack(sums).sum()) / sum(token_count(b) for b in batches)
