@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .._errors import GradguardError
 
 
@@ -10,14 +12,16 @@ def register(sub) -> None:
         "demo",
         help="show the seed semantics, exact accumulation on real text against the full batch, the watch and the linter",
         description=(
-            "Trains a small byte-level transformer on the paragraphs of Python's own documentation "
-            "(no download) three ways: one full batch per step, K micro-batches each divided by K "
-            "(what HF Accelerate, PyTorch Lightning and DeepSpeed do), and gradguard's Accumulator; "
-            "prints and plots each one's gradient error, held-out loss and weight distance against the "
-            "full batch (float64), then runs the watch and the linter on a bundled buggy loop. "
-            "Writes loss_curves.png, weight_distance.png, gradient_error.png and results.json.\n\n"
-            "example: gradguard demo --out ./gradguard-demo"
+            "Trains a small byte-level transformer on the paragraphs of Python's own documentation\n"
+            "(no download) three ways: one full batch per step; K micro-batches, each micro-batch's\n"
+            "loss divided by K (what HF Accelerate, PyTorch Lightning and DeepSpeed do); and\n"
+            "gradguard's Accumulator. Prints and plots each one's gradient error, held-out loss and\n"
+            "weight distance against the full batch (float64), then runs the watch and the linter\n"
+            "on a bundled buggy loop. Writes loss_curves.png, weight_distance.png,\n"
+            "gradient_error.png and results.json into DIR."
         ),
+        epilog="example:\n  gradguard demo --out ./gradguard-demo\n  gradguard demo --steps 10 --no-progress   # a shorter run, no bars",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="gradguard-demo", metavar="DIR",
                    help="folder for the plots and results.json, created if missing (default: ./gradguard-demo)")
