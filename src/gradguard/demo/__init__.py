@@ -109,7 +109,7 @@ def _main(out: Path, steps: int, show_progress: bool) -> dict:
     print("  gradguard     K micro-batches through gg.Accumulator(opt, steps=K), acc.backward(loss, count=n_tokens)")
 
     sweep = ex.gradient_error_sweep(corpus, progress=bar("gradient error"))
-    print(f"\nGradient error ||g - g_full|| / ||g_full|| at the initial weights (mean over {ex.SWEEP_WINDOWS} steps' data):")
+    print(f"\nGradient error ||g - g_full|| / ||g_full|| at the initial weights (mean over the first {ex.SWEEP_WINDOWS} steps' paragraphs):")
     print(f"  {'K':>3} {'divide-by-K':>12} {'gradguard':>10}")
     for k in ex.SWEEP_KS:
         print(f"  {k:>3} {sweep[ex.DIVIDE][k]:>12.1e} {sweep[ex.GRADGUARD][k]:>10.1e}")
@@ -184,7 +184,7 @@ def _results(ex, corpus, steps, n_params, lengths, sweep, curves) -> dict:
         "model": {"kind": "byte-level causal transformer", "blocks": ex.LAYERS, "width": ex.DIM, "parameters": n_params},
         "training": {"steps": steps, "optimizer": f"AdamW(lr={ex.LR:g})", "dtype": "float64"},
         "units": {
-            "gradient_error": f"||g - g_full|| / ||g_full|| at the initial weights, mean over the first {ex.SWEEP_WINDOWS} steps' data",
+            "gradient_error": f"||g - g_full|| / ||g_full|| at the initial weights, mean over the first {ex.SWEEP_WINDOWS} steps' paragraphs",
             "heldout_loss": "token-mean cross-entropy over the held-out paragraphs, nats per byte",
             "weight_distance": "||w - w_full|| / ||w_full|| after the last step",
         },

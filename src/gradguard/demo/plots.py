@@ -101,7 +101,7 @@ def write_plots(out: Path, results: dict) -> List[Path]:
     _log_axis(ax, FuncFormatter(_plain_log))
     ax.set_xlabel(f"micro-batches per optimizer step, K ({WINDOW} paragraphs in all)")
     ax.set_ylabel("||g - g_full|| / ||g_full||  (relative, log scale)")
-    ax.set_title(f"Gradient error against the full batch\n(float64, initial weights, mean over {sweep['windows']} steps' data)")
+    ax.set_title(f"Gradient error against the full batch\n(float64, initial weights, mean over the first {sweep['windows']} steps' paragraphs)")
     ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
     paths.append(_save(fig, out / "gradient_error.png", plt))
