@@ -1,4 +1,4 @@
-"""The demo's embedded default: a tiny causal LM over variable-length sequences.
+"""A tiny causal LM over synthetic variable-length sequences: ``gradguard plan``'s example model.
 
 Everything is generated here (no download): token sequences from a fixed random
 Markov chain, of random lengths, padded to a common length with targets set to

@@ -28,8 +28,9 @@ def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> 
     import torch
     from torch import nn
 
+    import gradguard as gg
+
     from ..findings import summary_line
-    from ..watcher import watch
     from . import buggy_loop
 
     print_fn("== The run-time watch: each buggy loop under gradguard.watch(mode='record') ==")
@@ -38,7 +39,7 @@ def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> 
     for loop in buggy_loop.BUGGY_LOOPS:
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
-        with watch(mode="record") as w:
+        with gg.watch(mode="record") as w:
             loop(model, data)
         print_fn(f"-- {loop.__name__}: {summary_line(w.findings)}")
         for f in w.findings:
