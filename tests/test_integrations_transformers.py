@@ -53,7 +53,7 @@ class TinyLM(nn.Module):
 
 
 class MeanComputeLoss(transformers.Trainer):
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # gradguard: ignore[GG301] (the bug under test)
         out = model(**inputs)
         loss = out["loss"]  # a per-micro-batch mean: num_items_in_batch accepted, never used
         return (loss, out) if return_outputs else loss
@@ -190,7 +190,7 @@ def test_watch_callback_clean_and_findings_point_at_compute_loss(tmp_path):
     assert w.findings == []
 
     class MeanOverMicroBatches(transformers.Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # gradguard: ignore[GG301] (the bug under test)
             logits = model(input_ids=inputs["input_ids"])["logits"][:, :-1]
             loss = F.cross_entropy(logits.reshape(-1, V), inputs["labels"][:, 1:].reshape(-1), ignore_index=-100)
             return loss

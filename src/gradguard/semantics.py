@@ -56,4 +56,4 @@ def grads_per_step(x: torch.Tensor, steps: int, fn: Optional[Callable[[torch.Ten
     return out
 
 
-from .equivalence import EquivalenceReport, check_equivalence, _CaptureGrads  # noqa: E402,F401  (older import path)
+from .equivalence import EquivalenceReport, check_equivalence  # noqa: E402,F401  (older import path)

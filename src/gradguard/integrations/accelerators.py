@@ -206,7 +206,7 @@ def accelerator_sync(accelerator, optimizer, *, model=None, scaler=None) -> Loca
 
     >>> accelerator_sync(object(), None)
     Traceback (most recent call last):
-    gradguard._errors.GradguardError: accelerator must be an accelerate.Accelerator or a lightning.fabric.Fabric, got object
+    gradguard.GradguardError: accelerator must be an accelerate.Accelerator or a lightning.fabric.Fabric, got object
     """
     accelerate = sys.modules.get("accelerate")
     fabric_mods = [sys.modules.get(name) for name in ("lightning.fabric", "lightning_fabric")]
