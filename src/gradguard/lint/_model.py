@@ -244,8 +244,11 @@ class Loop:
     ``accumulate`` is True inside ``with accelerator.accumulate(model):``.
     """
 
-    def __init__(self, node, scope, cls, after, paths: List[Path], module: "Module", accumulate: bool):
+    def __init__(self, node, scope, cls, after, paths: List[Path], module: "Module", accumulate: bool, functions=None, methods=None):
         self.node = node
+        #: what a call by name (module functions and closures) and through ``self.`` reaches
+        self.functions = functions if functions is not None else module.functions
+        self.methods = methods or {}
         self.scope = scope
         self.cls = cls
         self.after = after
@@ -265,8 +268,14 @@ class Loop:
         normal = (None, "continue") if self.kind != "training_step" else (None, "return")
         self.complete = [p for p in paths if p.end in normal]
         self.step_paths = [p for p in self.complete if STEP in p.kinds()]
+        # A nested loop that steps is a training loop of its own (an epoch function called
+        # from an epoch loop): its backward passes are no micro-batches of this loop.
+        stepping = {entry for e in self.steps for entry in e.stack if entry[0] == "loop"}
         # paths that back-propagate and do not step: micro-batches of a window
-        self.micro_paths = [p for p in self.complete if BACKWARD in p.kinds() and STEP not in p.kinds()]
+        self.micro_paths = [
+            p for p in self.complete
+            if STEP not in p.kinds() and any(e.kind == BACKWARD and not stepping.intersection(e.stack) for e in p.events)
+        ]
         self._single = len({e.target for e in self.steps}) == 1 and len({e.target for e in self.full_clears}) == 1
 
     @property
@@ -303,13 +312,42 @@ class Loop:
             return False  # netD.zero_grad() does not clear netG, the model of optG
         return True
 
-    def window_paths(self, is_boundary: Callable[[ast.expr], bool] = is_boundary_test) -> List[Path]:
+    def boundary(self, test: ast.expr) -> bool:
+        """:func:`is_boundary_test`, with names the loop assigns followed
+        (``last_of_window = (i + 1) % accum == 0`` ... ``if last_of_window:``)."""
+        if is_boundary_test(test):
+            return True
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        assigns = self.assignments()
+        return any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ()))
+
+    def scope_of(self, event: Event) -> Dict[str, list]:
+        """The assignments that give the names of ``event`` their values: the loop's, then those
+        of every helper the walk went through (its parameters bound to the call's arguments)."""
+        assigns = self.assignments()
+        for fn, call in event.frame:
+            assigns = {**assigns, **bind_arguments(fn, call), **assignments(fn)}
+        return assigns
+
+    def callee(self, call: ast.AST) -> Optional[ast.AST]:
+        """The function of this module a call runs: a function or closure by name, a method through ``self.``."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self.functions.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.methods.get(func.attr)
+        return None
+
+    def window_paths(self, is_boundary: Optional[Callable[[ast.expr], bool]] = None) -> List[Path]:
         """Micro paths that skip the step only because of a window-boundary test.
 
         A path that skipped the step for another reason too (``if not
         torch.isfinite(loss): continue``) does not count unless some stepping path
         made the same non-boundary decisions.
         """
+        is_boundary = is_boundary or self.boundary
         out = []
         for m in self.micro_paths:
             boundary = [d for d in m.decisions if is_boundary(d[2])]
@@ -487,6 +525,28 @@ def assignments(loop_node: ast.AST) -> Dict[str, list]:
                 for name in target_names(t):
                     out.setdefault(name, []).append(None)  # unknown value
     return out
+
+
+def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:
+    """``param -> [argument]`` of a call to ``fn`` (``self`` skipped for a method called as ``self.m(...)``)."""
+    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    out: Dict[str, list] = {}
+    for name, arg in zip(params, call.args):
+        if not isinstance(arg, ast.Starred):
+            out[name] = [arg]
+    for k in call.keywords:
+        if k.arg is not None:
+            out[k.arg] = [k.value]
+    return out
+
+
+def returns_of(fn: ast.AST) -> List[ast.expr]:
+    """The values ``fn`` returns (nested functions left out)."""
+    return [n.value for n in body_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
 
 
 def target_names(t: ast.AST) -> List[str]:
@@ -726,7 +786,7 @@ class _Builder:
         except RecursionError:
             m.skip(node, "nested too deeply to follow")
             return
-        m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate)))
+        m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
 
 
 def build(tree: ast.Module, source: str, filename: str) -> Module:

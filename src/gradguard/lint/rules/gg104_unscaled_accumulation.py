@@ -31,9 +31,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         candidates = list(loop.backwards)
     else:
         return
-    assigns = loop.assignments()
     for b in dict.fromkeys(candidates):
-        if loss_scale(backward_tensor(b.node), assigns, loop.module, 0) == "raw":
+        if loss_scale(backward_tensor(b.node), loop.scope_of(b), loop) == "raw":
             report(
                 CODE,
                 b.node,
