@@ -211,7 +211,12 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     loop_names = set(assigns)
     losses: set = set()
     for b in loop.backwards:
-        losses |= loss_carriers(backward_tensor(b.node), loop_names)
+        names = loss_carriers(backward_tensor(b.node), loop_names)
+        for fn, call in reversed(b.frame):
+            # a helper's names are its own: only its parameters lead back to the caller's
+            bound = bind_arguments(fn, call)
+            names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
+        losses |= names
     pending = list(losses)
     while pending:  # back: what the loss tensors were built from
         name = pending.pop()
@@ -240,21 +245,38 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
 
 
 
-def reset_in_loop(loop_node: ast.AST, total: str) -> bool:
-    """The loop itself sets the total back to a constant (torchtune logs per window this way).
+def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:
+    """``(statement, if_tests)`` for every statement of the loop that sets the total back to a
+    constant, with the ``if`` tests around it."""
 
-    The chain of graphs it links then spans one reset period, whose activations
-    backward() has already freed: bounded, not a leak growing with the run.
+    def walk(stmts, guards):
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt):
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
+                value = stmt.value
+                if isinstance(value, ast.Constant) or (
+                    isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
+                    and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
+                ):
+                    yield stmt, guards
+            inner = guards + (stmt.test,) if isinstance(stmt, ast.If) else guards
+            for field in ("body", "orelse", "finalbody"):
+                yield from walk(getattr(stmt, field, None) or [], inner)
+            for h in getattr(stmt, "handlers", None) or []:
+                yield from walk(h.body, inner)
+
+    yield from walk(loop_node.body, ())
+
+
+def reset_in_loop(loop_node: ast.AST, total: str) -> bool:
+    """The loop itself sets the total back to a constant.
+
+    The chain of graphs it links then spans one reset period: bounded.
     """
-    for stmt in grad_enabled_statements(loop_node.body):
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
-            value = stmt.value
-            if isinstance(value, ast.Constant) or (
-                isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
-                and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
-            ):
-                return True
-    return False
+    return next(resets(loop_node, total), None) is not None
 
 
 def keeps_graph(expr: ast.AST, name: str) -> bool:
