@@ -103,6 +103,8 @@ class Walker:
         optimizers: source texts of names bound to optimizer constructors.
         instances: ``receiver text -> methods`` of objects built from a class of
             this module (a wrapper's ``opt_wrapper.step()`` is inlined too).
+        object_methods: ``name -> (method, its class's methods)`` for the method names
+            only one class of this module defines (followed on any receiver).
 
     >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
     >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
@@ -118,12 +120,14 @@ class Walker:
         optimizers: frozenset,
         instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
         mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
+        object_methods: Optional[Dict[str, Tuple[ast.AST, Dict[str, ast.AST]]]] = None,
     ):
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
         self.instances = instances or {}
+        self.object_methods = object_methods or {}
         self.mentions_grad = mentions_grad or (lambda node: True)
         self._work = 0
         self._keys: Dict[int, Tuple[str, bool]] = {}
@@ -295,6 +299,10 @@ class Walker:
                     states = self._add(states, self._event(kind, call, wrapper[0], stack))
                 continue
             found = classify_call(call, self.optimizers)
+            method = self._object_method(call) if found is None else None
+            if method is not None:
+                states = self._inline(method[1], states, stack, receiver=method[0], call=call, methods=method[2])
+                continue
             if found is not None:
                 kind, target = found
                 if kind == STEP:  # optimizer.step(closure): the closure runs first (LBFGS)
@@ -344,6 +352,17 @@ class Walker:
             return None
         return recv, methods[func.attr]
 
+    def _object_method(self, call: ast.Call):
+        """``model.optimize_parameters(...)`` on an object of unknown class, when exactly one class
+        of this module defines a method of that name: ``(receiver, method, the class's methods)``."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and self.object_methods) or func.attr not in self.object_methods:
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            return None
+        fn, methods = self.object_methods[func.attr]
+        return text(func.value), fn, methods
+
     def _helper(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
@@ -354,14 +373,14 @@ class Walker:
             return self.methods.get(func.attr)
         return None
 
-    def _inline(self, fn, states, stack, receiver: Optional[str] = None, call: Optional[ast.Call] = None):
+    def _inline(self, fn, states, stack, receiver: Optional[str] = None, call: Optional[ast.Call] = None, methods=None):
         if fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
             return states
         self._inlining.append(fn)
         self._frames.append((fn, call))
         pushed = receiver is not None
         if pushed:
-            self._receivers.append((receiver, self.instances[receiver]))
+            self._receivers.append((receiver, methods if methods is not None else self.instances[receiver]))
         try:
             ran = self.block(fn.body, states, stack)
         finally:

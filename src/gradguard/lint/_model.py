@@ -60,6 +60,16 @@ ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
 # Adam-style first moments keep pushing it (and AdamW decays it).
 _ALWAYS_MOVES = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Lion", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adam8bit"})
 _NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
+# Method names that torch objects have too (`model.train()`, `opt.step()`): a call of one on
+# an object of unknown class is no call of this module's method of the same name.
+_COMMON_METHODS = frozenset(
+    {
+        "train", "eval", "forward", "step", "zero_grad", "backward", "to", "cuda", "cpu", "parameters",
+        "named_parameters", "state_dict", "load_state_dict", "apply", "modules", "children", "update",
+        "add_param_group", "get", "items", "keys", "values", "append", "extend", "pop", "close", "reset",
+        "item", "detach", "save", "load", "log", "run", "start", "stop", "format", "copy", "clear", "add",
+    }
+)
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
@@ -775,18 +785,49 @@ class _Builder:
         if not self._bound:
             self._bound = True
             self._bind_instances()
-        methods = m.methods.get(id(cls), {}) if cls is not None else {}
         functions = {**m.functions, **closures} if closures else m.functions
-        walker = Walker(m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad)
-        try:
-            paths = walker.iteration_paths(node)
-        except TooComplex as exc:
-            m.skip(node, str(exc))
-            return
-        except RecursionError:
-            m.skip(node, "nested too deeply to follow")
-            return
-        m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
+        # `self.run_step()` in a base class's loop runs the override of the object's class:
+        # the loop is followed once for the class and once for each subclass of this module
+        for concrete in [cls] + self._subclasses(cls) if cls is not None else [None]:
+            methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
+            walker = Walker(
+                m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
+                self._object_methods(),
+            )
+            try:
+                paths = walker.iteration_paths(node)
+            except TooComplex as exc:
+                m.skip(node, str(exc))
+                return
+            except RecursionError:
+                m.skip(node, "nested too deeply to follow")
+                return
+            m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
+
+    def _subclasses(self, cls) -> list:
+        """The classes of this module that inherit from ``cls`` (directly or not)."""
+        out, names = [], {cls.name}
+        for _ in range(4):
+            fresh = [c for c in self.m.classes.values() if c not in out and c is not cls and any(terminal(b) in names for b in c.bases)]
+            if not fresh:
+                break
+            out += fresh
+            names |= {c.name for c in fresh}
+        return out
+
+    def _object_methods(self) -> dict:
+        cached = getattr(self, "_objects", None)
+        if cached is None:
+            owners: Dict[str, list] = {}
+            for c in self.m.classes.values():
+                for name in methods_of(c):
+                    owners.setdefault(name, []).append(c)
+            cached = self._objects = {
+                name: (methods_of(cs[0])[name], self.m.methods.get(id(cs[0])) or methods_of(cs[0]))
+                for name, cs in owners.items()
+                if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
+            }
+        return cached
 
 
 def build(tree: ast.Module, source: str, filename: str) -> Module:
