@@ -339,6 +339,44 @@ class Loop:
             assigns = {**assigns, **bind_arguments(fn, call), **assignments(fn)}
         return assigns
 
+    def accumulates(self) -> bool:
+        """Several backward passes per step: Accelerate's window, a window test, a micro-step loop."""
+        return self.accumulate or bool(self.window_paths()) or self._micro_loop() is not None
+
+    def window_size(self) -> Optional[ast.expr]:
+        """The number of micro-batches of a window, as the loop writes it: ``K`` of the ``% K``
+        test that closes the window (names the loop assigns followed), or of ``range(K)`` of a
+        micro-step loop. None where the loop has no such variable."""
+        assigns = self.assignments()
+        for m in self.window_paths():
+            for _, _, test in m.decisions:
+                names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+                for expr in [test] + [v for name in names for v in assigns.get(name, ()) if isinstance(v, ast.AST)]:
+                    for n in ast.walk(expr):
+                        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                            return n.right
+        micro = self._micro_loop()
+        return micro.iter.args[0] if micro is not None else None
+
+    def _micro_loop(self) -> Optional[ast.AST]:
+        """nanoGPT's ``for micro_step in range(K):`` back-propagating, with the step after it
+        (this loop itself, or a nested loop of this one that does not step)."""
+        stepping = {entry[1] for e in self.steps for entry in e.stack if entry[0] == "loop"}
+        candidates = [self.node] if not self.steps and self.kind == "for" and steps_after(self) else []
+        candidates += [
+            n for n in body_nodes(self.node)
+            if isinstance(n, (ast.For, ast.AsyncFor)) and id(n) not in stepping
+            and any(("loop", id(n)) in b.stack for b in self.backwards)
+        ]
+        for n in candidates:
+            it = n.iter
+            if (
+                isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1
+                and ACCUM_NAME.search(text(it) + text(n.target))
+            ):
+                return n
+        return None
+
     def callee(self, call: ast.AST) -> Optional[ast.AST]:
         """The function of this module a call runs: a function or closure by name, a method through ``self.``."""
         if not isinstance(call, ast.Call):

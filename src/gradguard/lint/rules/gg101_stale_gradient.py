@@ -38,6 +38,12 @@ def check_loop(loop: Loop, report: Report) -> None:
                     continue  # the path also passed a window test that does not guard a clearing
                 if not _steps_with_backward(loop, step, p):
                     continue
+            # the update's first backward pass: the first after the path's previous step
+            at = p.events.index(step)
+            previous = max((i for i, e in enumerate(p.events[:at]) if e.kind == STEP), default=-1)
+            backward = next((e for e in p.events[previous + 1 : at] if e.kind == BACKWARD), None) or next(
+                e for e in p.events if e.kind == BACKWARD
+            )
             where = "on some path through this loop" if p.decisions else "in this loop"
             others = " (the zero_grad() calls here clear another optimizer)" if on_path else " (no zero_grad())"
             report(
@@ -48,7 +54,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                 loop=loop,
                 optimizer=step.target,
                 step=step.node,
-                backward=next(e.node for e in p.events if e.kind == BACKWARD),
+                backward=backward.node,
             )
 
 

@@ -38,5 +38,5 @@ def check_loop(loop: Loop, report: Report) -> None:
                 b.node,
                 f"`{text(b.node.func)}()` accumulates over several micro-batches a mean loss that is not divided "
                 f"by the number of micro-batches.",
-                loop=loop, backward=b.node,
+                loop=loop, backward=b.node, accum=loop.window_size(),
             )
