@@ -100,9 +100,21 @@ for i, (x, y) in enumerate(loader):
 
 
 def test_gg104_without_an_accumulation_variable_has_no_fix():
-    src = "x = 1\nloss.backward()\n"
-    [finding] = attach_fixes([Finding("GG104", "unscaled-accumulation", "warning", "m", "f.py", 2, 0)], src)
-    assert finding.fix is None
+    # the window closes on a flag, not on `% K`: nothing in the loop says how many micro-batches
+    src = """\
+def train(model, loader, optimizer):
+    for x, y, micro_done in loader:
+        loss = model(x, y)
+        loss.backward()
+        if micro_done:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    [finding] = gg.lint_source(src)
+    assert finding.code == "GG104" and finding.fix is None
+    with_k = src.replace("if micro_done:", "if micro_done % 4 == 0:")
+    [finding] = gg.lint_source(with_k, select=["GG104"])
+    assert finding.code == "GG104" and finding.fix is not None  # negative control
 
 
 def test_gg107_set_to_none_only_where_nothing_reads_grad():
@@ -152,15 +164,16 @@ for it in range(iters):
 
 
 def test_gg105_fix_is_unsafe():
-    [f] = attach_fixes([Finding("GG105", "unequal-weighting", "warning", "m", "f.py", 3, 8)], GG105_SRC)
-    assert f.fix.applicability == "unsafe"
-    assert "loss = model(x) / (accum)\n" in apply_edits(GG105_SRC, f.fix.edits)
+    [f] = gg.lint_source(GG105_SRC)
+    assert (f.code, f.line) == ("GG105", 3) and f.fix.applicability == "unsafe"
+    assert "loss = model(x) / accum\n" in apply_edits(GG105_SRC, f.fix.edits)
 
 
 def test_unsafe_fixes_need_the_flag(monkeypatch):
     # the engine applies an unsafe fix only when asked (a generator that always offers one)
-    def unsafe_fix(tree, finding):
-        return Fix("m", (Edit(finding.line, 1, finding.line, 1, "# touched\n"),), "unsafe")
+    def unsafe_fix(tree, diagnostic):
+        line = diagnostic.node.lineno
+        return Fix("m", (Edit(line, 1, line, 1, "# touched\n"),), "unsafe")
 
     monkeypatch.setitem(GENERATORS, "GG101", unsafe_fix)
     assert fix_source(STALE).text == STALE
@@ -168,8 +181,9 @@ def test_unsafe_fixes_need_the_flag(monkeypatch):
 
 
 def test_a_fix_that_breaks_the_syntax_is_rolled_back(monkeypatch):
-    def broken(tree, finding):
-        return Fix("m", (Edit(finding.line, 1, finding.line, 1, "    if:\n"),))
+    def broken(tree, diagnostic):
+        line = diagnostic.node.lineno
+        return Fix("m", (Edit(line, 1, line, 1, "    if:\n"),))
 
     monkeypatch.setitem(GENERATORS, "GG101", broken)
     result = fix_source(STALE)
@@ -271,7 +285,7 @@ def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     Negative control: the unfixed mutant trains to other parameters."""
     checked = trained = 0
     for name, source in lint_recall.corpus():
-        if gg.lint_source(source, name) or "run_sam" in name:  # SAM clears twice; one clearing comes back
+        if gg.lint_source(source, name):
             continue
         reference = lint_recall.train(source, name) if lint_recall.is_runnable(source) else None
         for m in lint_recall.mutants(name, source):
@@ -286,3 +300,24 @@ def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
                 assert lint_recall._same_params(reference, lint_recall.train(result.text, name)), (name, m.operator)
                 trained += 1
     assert checked >= 30 and trained >= 8, (checked, trained)
+
+
+def test_finding_and_edit_columns_agree_after_non_ascii_text():
+    # the parser counts UTF-8 bytes; findings and edits both count characters, from 1
+    src = """\
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        é = total; total += loss
+    return total
+"""
+    [f] = gg.lint_source(src)
+    assert f.code == "GG201" and (f.line, f.col) == (8, 20)
+    [edit] = f.fix.edits
+    assert src.splitlines()[7][f.col - 1 :].startswith("total += loss")
+    assert src.splitlines()[7][edit.col - 1 : edit.end_col - 1] == "loss"
+    assert "total += loss.item()" in apply_edits(src, f.fix.edits)

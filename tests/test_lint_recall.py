@@ -29,17 +29,6 @@ RUNNABLE = [(name, src) for name, src in PROGRAMS if lint_recall.is_runnable(src
 RECALL_OVERALL = 0.90
 RECALL_PER_OPERATOR = 0.80
 
-#: Correct programs on which the linter as of this writing still reports something (the
-#: false positives the program-model rewrite removes). Each entry is xfail, not strict,
-#: so that the fixed linter passes them without an edit here; remove them then.
-KNOWN_FALSE_POSITIVES = {
-    "dist_autograd_rpc.py": "GG101 on distributed autograd (gradients live in the context, not .grad)",
-    "run_accum_enumerate.py": "GG102 when the epoch function is called from a loop and flushes its last window",
-    "run_buffer_accum.py": "GG102/GG104 on accumulation in the user's own buffers (Opacus-style)",
-    "seq2seq_two_optimizers.py": "GG201 on a running sum of floats returned by a helper",
-}
-
-
 @pytest.fixture(scope="module")
 def report():
     return lint_recall.evaluate()
@@ -75,9 +64,7 @@ def test_operators_find_nothing_to_mutate_where_the_pattern_is_absent():
 
 
 @pytest.mark.parametrize("name,source", PROGRAMS, ids=[n for n, _ in PROGRAMS])
-def test_original_is_clean(name, source, request):
-    if name in KNOWN_FALSE_POSITIVES:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=KNOWN_FALSE_POSITIVES[name]))
+def test_original_is_clean(name, source):
     assert [f.format() for f in gg.lint_source(source, name)] == []
 
 
@@ -104,7 +91,6 @@ def test_report_counts_add_up(report):
         assert r["caught"] + len(r["missed"]) == r["mutants"]
 
 
-@pytest.mark.xfail(strict=False, reason="recall targets of the linter's program-model rewrite; baseline 46% overall")
 def test_recall_meets_targets(report):
     per_op = {op: r["recall"] for op, r in report["operators"].items()}
     assert report["recall"] >= RECALL_OVERALL, report["recall"]

@@ -1,3 +1,4 @@
+# mutation: skip loss-tensor-in-sum (train_loss is reset to 0.0 whenever the window steps: it links at most one window's graphs, whose saved tensors backward() freed, the bounded per-window total GG201 leaves alone)
 """diffusers' train_text_to_image shape: accelerator.accumulate(unet), noise-prediction loss, EMA, clipping."""
 import torch
 import torch.nn.functional as F

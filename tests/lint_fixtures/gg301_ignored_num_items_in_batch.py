@@ -1,4 +1,5 @@
 """GG301: an HF Trainer compute_loss override that takes num_items_in_batch and ignores it."""
+import torch
 import torch.nn.functional as F
 from transformers import Seq2SeqTrainer, Trainer
 
@@ -14,6 +15,20 @@ class MeanLossTrainer(Trainer):
 class KeywordOnly(Seq2SeqTrainer):
     def compute_loss(self, model, inputs, *, return_outputs=False, num_items_in_batch=None):  # expect: GG301
         return model(**inputs).loss
+
+
+class WeightedLossTrainer(Trainer):  # class weights, a per-micro-batch mean whatever the window
+    def __init__(self, *args, class_weights=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.class_weights = class_weights
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # expect: GG301
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        logits = outputs.get("logits")
+        loss_fct = torch.nn.CrossEntropyLoss(weight=self.class_weights.to(logits.device))
+        loss = loss_fct(logits.view(-1, self.model.config.num_labels), labels.view(-1))
+        return (loss, outputs) if return_outputs else loss
 
 
 # --- correct: no finding -------------------------------------------------------

@@ -13,7 +13,7 @@ finding saying it could not be checked, and every other finding is kept.
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..findings import Finding, make_finding
 from ._model import Diagnostic, Module, Report, Skipped, build
@@ -69,15 +69,19 @@ class Checker:
             except RecursionError:
                 failed.append(self._not_checked(None, f"this file (rule {code})"))
             diagnostics += report.diagnostics
+        from .fixes import model_fixes  # the fixes are built from the model's facts, here where it is known
+
+        diagnostics = model_fixes(diagnostics, source, self.tree)
         found: Dict[Tuple[str, int, int], Finding] = {}
+        lines = source.split("\n") if diagnostics else []
         for d in diagnostics:
-            finding = to_finding(d, self.filename)
+            finding = to_finding(d, self.filename, lines)
             found.setdefault((finding.code, finding.line, finding.col), finding)
         return list(found.values()) + failed
 
     def _not_checked(self, node, what: str) -> Finding:
         line = getattr(node, "lineno", 1) or 1
-        col = (getattr(node, "col_offset", 0) or 0) + 1
+        col = char_column(self.source.split("\n"), line, getattr(node, "col_offset", 0) or 0)
         detail = (
             f"{what[0].upper()}{what[1:]} could not be checked: an expression in it is nested too deeply for the "
             f"checker (RecursionError). The other findings of the file are reported; split the expression "
@@ -86,9 +90,21 @@ class Checker:
         return make_finding("GG000", detail, path=self.filename, line=line, col=col)._replace(message=detail)
 
 
-def to_finding(d: Diagnostic, filename: str) -> Finding:
-    """The finding of a diagnostic: the place of its node (1-based column), the catalogue's words."""
+def to_finding(d: Diagnostic, filename: str, lines: Optional[List[str]] = None) -> Finding:
+    """The finding of a diagnostic: the place of its node, the catalogue's words.
+
+    The column is 1-based and counts characters, as the columns of a fix's edits do (the
+    parser's ``col_offset`` counts UTF-8 bytes: they differ after a non-ASCII character).
+    """
     line = getattr(d.node, "lineno", 1) or 1
-    col = (getattr(d.node, "col_offset", 0) or 0) + 1
+    col = char_column(lines, line, getattr(d.node, "col_offset", 0) or 0)
     finding = make_finding(d.code, d.detail, path=filename, line=line, col=col)
     return finding._replace(fix=d.fix) if d.fix is not None else finding
+
+
+def char_column(lines: Optional[List[str]], line: int, byte_col: int) -> int:
+    """The 1-based character column of a 0-based UTF-8 byte offset on a 1-based line."""
+    text = lines[line - 1] if lines and 0 < line <= len(lines) else ""
+    if text.isascii():
+        return byte_col + 1
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore")) + 1

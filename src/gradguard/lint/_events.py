@@ -49,13 +49,16 @@ class Event(NamedTuple):
     the optimizer or module of a ``zero_grad``, the tensor of a backward); ``""``
     when unknown. ``stack`` lists the branches (and nested loops) of the iteration
     that enclose the event: ``(if_test, taken)`` for each ``if`` and ``("loop", id)`` for
-    each nested loop.
+    each nested loop. ``frame`` lists the helper functions (and closures, methods) the
+    walk went through to reach the event, outermost first, as ``(function, call)``: the
+    event's names belong to the last function, whose parameters its call binds.
     """
 
     kind: str
     node: ast.AST
     target: str
     stack: Tuple = ()
+    frame: Tuple = ()
 
 
 #: torch.optim classes and the common third-party ones (a constructor call marks its

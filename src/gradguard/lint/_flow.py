@@ -103,6 +103,8 @@ class Walker:
         optimizers: source texts of names bound to optimizer constructors.
         instances: ``receiver text -> methods`` of objects built from a class of
             this module (a wrapper's ``opt_wrapper.step()`` is inlined too).
+        object_methods: ``name -> (method, its class's methods)`` for the method names
+            only one class of this module defines (followed on any receiver).
 
     >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
     >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
@@ -118,12 +120,14 @@ class Walker:
         optimizers: frozenset,
         instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
         mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
+        object_methods: Optional[Dict[str, Tuple[ast.AST, Dict[str, ast.AST]]]] = None,
     ):
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
         self.instances = instances or {}
+        self.object_methods = object_methods or {}
         self.mentions_grad = mentions_grad or (lambda node: True)
         self._work = 0
         self._keys: Dict[int, Tuple[str, bool]] = {}
@@ -133,6 +137,9 @@ class Walker:
         self._inlining: List[ast.AST] = []
         self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
+        self._frames: List[Tuple[ast.AST, Optional[ast.Call]]] = []
+        #: the ``accelerator.sync_gradients`` tests of the ``accumulate`` windows the walk is in
+        self._sync: List[ast.expr] = []
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST) -> List[Path]:
@@ -172,6 +179,14 @@ class Walker:
                     # `with accelerator.accumulate(model):` Accelerate divides the loss and
                     # makes step()/zero_grad() act at the window's end only
                     self.accumulate.append(stmt)
+                    sync = ast.Attribute(value=expr.func.value, attr="sync_gradients", ctx=ast.Load())
+                    self._sync.append(ast.copy_location(sync, expr))
+                    try:
+                        states = self.expr(expr, states, stack)
+                        states = self.block(stmt.body, states, stack)
+                    finally:
+                        self._sync.pop()
+                    return states
                 states = self.expr(expr, states, stack)
             return self.block(stmt.body, states, stack)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
@@ -203,11 +218,28 @@ class Walker:
         states = self.expr(stmt, states, stack)
         special = classify_statement(stmt)
         if special is not None:
-            states = self._add(states, Event(special[0], stmt, special[1], stack))
+            states = self._add(states, self._event(special[0], stmt, special[1], stack))
         elif self.mentions_grad(stmt) and reads_grad(stmt, self.mentions_grad) and not any(classify_call(c, self.optimizers) for c in self._calls(stmt)):
             # SAM's perturbation, a copy into the user's own buffer: the gradients were used
-            states = self._add(states, Event(READ, stmt, "", stack))
+            states = self._add(states, self._event(READ, stmt, "", stack))
         return states
+
+    def _event(self, kind: str, node: ast.AST, target: str, stack: Tuple) -> Event:
+        return Event(kind, node, target, stack, tuple(self._frames))
+
+    def _guarded(self, states, test: ast.expr, event: Event) -> List[Path]:
+        """``event`` as if written under ``if test:`` (a decision shared with the user's own ``if test:``)."""
+        key, _ = condition_key(test)
+        event = event._replace(stack=event.stack + ((test, True),))
+        out: List[Path] = []
+        for s in states:
+            known = s.decided(key)
+            if known is None:
+                out.append(s._replace(decisions=s.decisions + ((key, True, test),), events=s.events + (event,)))
+                out.append(s._replace(decisions=s.decisions + ((key, False, test),)))
+            else:
+                out.append(s._replace(events=s.events + (event,)) if known else s)
+        return out
 
     @staticmethod
     def _add(states, ev: Event) -> List[Path]:
@@ -258,25 +290,35 @@ class Walker:
             wrapper = self._wrapper_method(call)
             if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
                 before = [len(s.events) for s in states]
-                states = self._inline(wrapper[1], states, stack, receiver=wrapper[0])
+                states = self._inline(wrapper[1], states, stack, receiver=wrapper[0], call=call)
                 kind = _WRAPPED.get(call.func.attr)
                 if kind and len(states) == len(before) and not any(
                     e.kind == kind for s, n in zip(states, before) for e in s.events[n:]
                 ) and _calls_method(wrapper[1], call.func.attr):
                     # `self.inner.step()` inside the wrapper's step(): the wrapped object is an optimizer
-                    states = self._add(states, Event(kind, call, wrapper[0], stack))
+                    states = self._add(states, self._event(kind, call, wrapper[0], stack))
                 continue
             found = classify_call(call, self.optimizers)
+            method = self._object_method(call) if found is None else None
+            if method is not None:
+                states = self._inline(method[1], states, stack, receiver=method[0], call=call, methods=method[2])
+                continue
             if found is not None:
                 kind, target = found
                 if kind == STEP:  # optimizer.step(closure): the closure runs first (LBFGS)
                     for arg in list(call.args) + [k.value for k in call.keywords]:
                         states = self._call_closure(arg, states, stack)
-                states = self._add(states, Event(kind, call, self._rebase(target), stack))
+                event = self._event(kind, call, self._rebase(target), stack)
+                if self._sync and kind in (STEP, CLEAR):
+                    # inside `accelerator.accumulate(...)` the prepared optimizer steps and
+                    # clears only when the window closes: `if accelerator.sync_gradients:`
+                    states = self._guarded(states, self._sync[-1], event)
+                else:
+                    states = self._add(states, event)
                 continue
             helper = self._helper(call)
             if helper is not None:
-                states = self._inline(helper, states, stack)
+                states = self._inline(helper, states, stack, call=call)
         return states
 
     def _calls(self, node: ast.AST) -> List[ast.Call]:
@@ -291,7 +333,7 @@ class Walker:
         if isinstance(arg, ast.Lambda):
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
-            return self._inline(self.functions[arg.id], states, stack)
+            return self._inline(self.functions[arg.id], states, stack, call=None)
         return states
 
     def _rebase(self, target: str) -> str:
@@ -310,6 +352,17 @@ class Walker:
             return None
         return recv, methods[func.attr]
 
+    def _object_method(self, call: ast.Call):
+        """``model.optimize_parameters(...)`` on an object of unknown class, when exactly one class
+        of this module defines a method of that name: ``(receiver, method, the class's methods)``."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and self.object_methods) or func.attr not in self.object_methods:
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            return None
+        fn, methods = self.object_methods[func.attr]
+        return text(func.value), fn, methods
+
     def _helper(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
@@ -320,17 +373,19 @@ class Walker:
             return self.methods.get(func.attr)
         return None
 
-    def _inline(self, fn, states, stack, receiver: Optional[str] = None):
+    def _inline(self, fn, states, stack, receiver: Optional[str] = None, call: Optional[ast.Call] = None, methods=None):
         if fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
             return states
         self._inlining.append(fn)
+        self._frames.append((fn, call))
         pushed = receiver is not None
         if pushed:
-            self._receivers.append((receiver, self.instances[receiver]))
+            self._receivers.append((receiver, methods if methods is not None else self.instances[receiver]))
         try:
             ran = self.block(fn.body, states, stack)
         finally:
             self._inlining.pop()
+            self._frames.pop()
             if pushed:
                 self._receivers.pop()
         # a return ends the helper, not the loop iteration

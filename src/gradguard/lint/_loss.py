@@ -11,7 +11,10 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ._events import CUTTING_ATTRS, terminal, text
-from ._model import ACCUM_NAME, Loop, backward_tensor, body_nodes, no_grad_with
+from ._model import ACCUM_NAME, Loop, assignments, backward_tensor, bind_arguments, body_nodes, no_grad_with, returns_of
+
+# An attribute holding a loss object (``self.loss_fn``, ``self.criterion``), not a method.
+_LOSS_OBJECT = re.compile(r"loss|criterion", re.IGNORECASE)
 
 
 def scales_gradients(loop_node: ast.AST) -> bool:
@@ -49,9 +52,13 @@ def _copies_grad(n) -> bool:
 
 
 
-def loss_scale(expr, assigns, module, depth: int) -> str:
-    """``"scaled"`` (divided or weighted), ``"raw"`` (a plain mean-reduced loss) or ``"unknown"``."""
-    if expr is None or depth > 4:
+def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
+    """``"scaled"`` (divided or weighted), ``"raw"`` (a plain mean-reduced loss) or ``"unknown"``.
+
+    A call to a helper, closure or method of the module is followed into what it returns.
+    """
+    module = loop.module
+    if expr is None or depth > 8:
         return "unknown"
     if isinstance(expr, tuple):  # ("aug", op)
         return "scaled" if isinstance(expr[1], (ast.Div, ast.Mult, ast.FloorDiv)) else "unknown"
@@ -59,30 +66,35 @@ def loss_scale(expr, assigns, module, depth: int) -> str:
         if isinstance(expr.op, (ast.Div, ast.Mult, ast.FloorDiv)):
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
-            sides = {loss_scale(expr.left, assigns, module, depth + 1), loss_scale(expr.right, assigns, module, depth + 1)}
+            sides = {loss_scale(expr.left, assigns, loop, depth + 1), loss_scale(expr.right, assigns, loop, depth + 1)}
             return "raw" if sides == {"raw"} else ("scaled" if "scaled" in sides else "unknown")
         return "unknown"
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
         if not values:
             return "unknown"  # computed outside the loop: cannot tell
-        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, module, depth + 1) for v in values}
+        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
         return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
     if isinstance(expr, (ast.Attribute, ast.Subscript)):  # outputs.loss, outputs[0]
-        return loss_scale(expr.value, assigns, module, depth + 1)
+        return loss_scale(expr.value, assigns, loop, depth + 1)
     if isinstance(expr, ast.Call):
         func = expr.func
         name = terminal(func)
         if isinstance(func, ast.Attribute) and name == "scale" and "scaler" in terminal(func.value).lower() and expr.args:
-            return loss_scale(expr.args[0], assigns, module, depth + 1)  # GradScaler.scale(loss)
+            return loss_scale(expr.args[0], assigns, loop, depth + 1)  # GradScaler.scale(loss)
         if isinstance(func, ast.Attribute) and name in ("mean", "float", "squeeze", "to", "cuda", "contiguous"):
-            return loss_scale(func.value, assigns, module, depth + 1) if name != "mean" else "raw"
+            return loss_scale(func.value, assigns, loop, depth + 1) if name != "mean" else "raw"
+        helper = loop.callee(expr)
+        if helper is not None:  # what the helper returns, its parameters bound to the arguments
+            inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+            kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         if isinstance(func, ast.Name) and func.id in module.functions:
-            return "unknown"  # a helper of this module may scale inside
+            return "unknown"
         if terminal(func) in module.sum_losses:
             return "unknown"  # a loss object built with reduction="sum" elsewhere in the file
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return "unknown"
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and not _LOSS_OBJECT.search(name):
+            return "unknown"  # an inherited method (a Trainer's compute_loss) may scale
         if name in ("sum", "item") or re.search(r"scale|norm|weight|accum", name, re.IGNORECASE):
             return "unknown"
         for k in expr.keywords:
@@ -199,7 +211,12 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     loop_names = set(assigns)
     losses: set = set()
     for b in loop.backwards:
-        losses |= loss_carriers(backward_tensor(b.node), loop_names)
+        names = loss_carriers(backward_tensor(b.node), loop_names)
+        for fn, call in reversed(b.frame):
+            # a helper's names are its own: only its parameters lead back to the caller's
+            bound = bind_arguments(fn, call)
+            names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
+        losses |= names
     pending = list(losses)
     while pending:  # back: what the loss tensors were built from
         name = pending.pop()
@@ -228,21 +245,38 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
 
 
 
-def reset_in_loop(loop_node: ast.AST, total: str) -> bool:
-    """The loop itself sets the total back to a constant (torchtune logs per window this way).
+def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:
+    """``(statement, if_tests)`` for every statement of the loop that sets the total back to a
+    constant, with the ``if`` tests around it."""
 
-    The chain of graphs it links then spans one reset period, whose activations
-    backward() has already freed: bounded, not a leak growing with the run.
+    def walk(stmts, guards):
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt):
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
+                value = stmt.value
+                if isinstance(value, ast.Constant) or (
+                    isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
+                    and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
+                ):
+                    yield stmt, guards
+            inner = guards + (stmt.test,) if isinstance(stmt, ast.If) else guards
+            for field in ("body", "orelse", "finalbody"):
+                yield from walk(getattr(stmt, field, None) or [], inner)
+            for h in getattr(stmt, "handlers", None) or []:
+                yield from walk(h.body, inner)
+
+    yield from walk(loop_node.body, ())
+
+
+def reset_in_loop(loop_node: ast.AST, total: str) -> bool:
+    """The loop itself sets the total back to a constant.
+
+    The chain of graphs it links then spans one reset period: bounded.
     """
-    for stmt in grad_enabled_statements(loop_node.body):
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
-            value = stmt.value
-            if isinstance(value, ast.Constant) or (
-                isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
-                and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
-            ):
-                return True
-    return False
+    return next(resets(loop_node, total), None) is not None
 
 
 def keeps_graph(expr: ast.AST, name: str) -> bool:

@@ -60,6 +60,16 @@ ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
 # Adam-style first moments keep pushing it (and AdamW decays it).
 _ALWAYS_MOVES = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Lion", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adam8bit"})
 _NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
+# Method names that torch objects have too (`model.train()`, `opt.step()`): a call of one on
+# an object of unknown class is no call of this module's method of the same name.
+_COMMON_METHODS = frozenset(
+    {
+        "train", "eval", "forward", "step", "zero_grad", "backward", "to", "cuda", "cpu", "parameters",
+        "named_parameters", "state_dict", "load_state_dict", "apply", "modules", "children", "update",
+        "add_param_group", "get", "items", "keys", "values", "append", "extend", "pop", "close", "reset",
+        "item", "detach", "save", "load", "log", "run", "start", "stop", "format", "copy", "clear", "add",
+    }
+)
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
@@ -244,8 +254,11 @@ class Loop:
     ``accumulate`` is True inside ``with accelerator.accumulate(model):``.
     """
 
-    def __init__(self, node, scope, cls, after, paths: List[Path], module: "Module", accumulate: bool):
+    def __init__(self, node, scope, cls, after, paths: List[Path], module: "Module", accumulate: bool, functions=None, methods=None):
         self.node = node
+        #: what a call by name (module functions and closures) and through ``self.`` reaches
+        self.functions = functions if functions is not None else module.functions
+        self.methods = methods or {}
         self.scope = scope
         self.cls = cls
         self.after = after
@@ -265,8 +278,14 @@ class Loop:
         normal = (None, "continue") if self.kind != "training_step" else (None, "return")
         self.complete = [p for p in paths if p.end in normal]
         self.step_paths = [p for p in self.complete if STEP in p.kinds()]
+        # A nested loop that steps is a training loop of its own (an epoch function called
+        # from an epoch loop): its backward passes are no micro-batches of this loop.
+        stepping = {entry for e in self.steps for entry in e.stack if entry[0] == "loop"}
         # paths that back-propagate and do not step: micro-batches of a window
-        self.micro_paths = [p for p in self.complete if BACKWARD in p.kinds() and STEP not in p.kinds()]
+        self.micro_paths = [
+            p for p in self.complete
+            if STEP not in p.kinds() and any(e.kind == BACKWARD and not stepping.intersection(e.stack) for e in p.events)
+        ]
         self._single = len({e.target for e in self.steps}) == 1 and len({e.target for e in self.full_clears}) == 1
 
     @property
@@ -303,13 +322,80 @@ class Loop:
             return False  # netD.zero_grad() does not clear netG, the model of optG
         return True
 
-    def window_paths(self, is_boundary: Callable[[ast.expr], bool] = is_boundary_test) -> List[Path]:
+    def boundary(self, test: ast.expr) -> bool:
+        """:func:`is_boundary_test`, with names the loop assigns followed
+        (``last_of_window = (i + 1) % accum == 0`` ... ``if last_of_window:``)."""
+        if is_boundary_test(test):
+            return True
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        assigns = self.assignments()
+        return any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ()))
+
+    def scope_of(self, event: Event) -> Dict[str, list]:
+        """The assignments that give the names of ``event`` their values: the loop's, then those
+        of every helper the walk went through (its parameters bound to the call's arguments)."""
+        assigns = self.assignments()
+        for fn, call in event.frame:
+            assigns = {**assigns, **bind_arguments(fn, call), **assignments(fn)}
+        return assigns
+
+    def accumulates(self) -> bool:
+        """Several backward passes per step: Accelerate's window, a window test, a micro-step loop."""
+        return self.accumulate or bool(self.window_paths()) or self._micro_loop() is not None
+
+    def window_size(self) -> Optional[ast.expr]:
+        """The number of micro-batches of a window, as the loop writes it: ``K`` of the ``% K``
+        test that closes the window (names the loop assigns followed), or of ``range(K)`` of a
+        micro-step loop. None where the loop has no such variable."""
+        assigns = self.assignments()
+        for m in self.window_paths():
+            for _, _, test in m.decisions:
+                names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+                for expr in [test] + [v for name in names for v in assigns.get(name, ()) if isinstance(v, ast.AST)]:
+                    for n in ast.walk(expr):
+                        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                            return n.right
+        micro = self._micro_loop()
+        return micro.iter.args[0] if micro is not None else None
+
+    def _micro_loop(self) -> Optional[ast.AST]:
+        """nanoGPT's ``for micro_step in range(K):`` back-propagating, with the step after it
+        (this loop itself, or a nested loop of this one that does not step)."""
+        stepping = {entry[1] for e in self.steps for entry in e.stack if entry[0] == "loop"}
+        candidates = [self.node] if not self.steps and self.kind == "for" and steps_after(self) else []
+        candidates += [
+            n for n in body_nodes(self.node)
+            if isinstance(n, (ast.For, ast.AsyncFor)) and id(n) not in stepping
+            and any(("loop", id(n)) in b.stack for b in self.backwards)
+        ]
+        for n in candidates:
+            it = n.iter
+            if (
+                isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1
+                and ACCUM_NAME.search(text(it) + text(n.target))
+            ):
+                return n
+        return None
+
+    def callee(self, call: ast.AST) -> Optional[ast.AST]:
+        """The function of this module a call runs: a function or closure by name, a method through ``self.``."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self.functions.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return self.methods.get(func.attr)
+        return None
+
+    def window_paths(self, is_boundary: Optional[Callable[[ast.expr], bool]] = None) -> List[Path]:
         """Micro paths that skip the step only because of a window-boundary test.
 
         A path that skipped the step for another reason too (``if not
         torch.isfinite(loss): continue``) does not count unless some stepping path
         made the same non-boundary decisions.
         """
+        is_boundary = is_boundary or self.boundary
         out = []
         for m in self.micro_paths:
             boundary = [d for d in m.decisions if is_boundary(d[2])]
@@ -487,6 +573,28 @@ def assignments(loop_node: ast.AST) -> Dict[str, list]:
                 for name in target_names(t):
                     out.setdefault(name, []).append(None)  # unknown value
     return out
+
+
+def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:
+    """``param -> [argument]`` of a call to ``fn`` (``self`` skipped for a method called as ``self.m(...)``)."""
+    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    out: Dict[str, list] = {}
+    for name, arg in zip(params, call.args):
+        if not isinstance(arg, ast.Starred):
+            out[name] = [arg]
+    for k in call.keywords:
+        if k.arg is not None:
+            out[k.arg] = [k.value]
+    return out
+
+
+def returns_of(fn: ast.AST) -> List[ast.expr]:
+    """The values ``fn`` returns (nested functions left out)."""
+    return [n.value for n in body_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
 
 
 def target_names(t: ast.AST) -> List[str]:
@@ -715,18 +823,49 @@ class _Builder:
         if not self._bound:
             self._bound = True
             self._bind_instances()
-        methods = m.methods.get(id(cls), {}) if cls is not None else {}
         functions = {**m.functions, **closures} if closures else m.functions
-        walker = Walker(m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad)
-        try:
-            paths = walker.iteration_paths(node)
-        except TooComplex as exc:
-            m.skip(node, str(exc))
-            return
-        except RecursionError:
-            m.skip(node, "nested too deeply to follow")
-            return
-        m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate)))
+        # `self.run_step()` in a base class's loop runs the override of the object's class:
+        # the loop is followed once for the class and once for each subclass of this module
+        for concrete in [cls] + self._subclasses(cls) if cls is not None else [None]:
+            methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
+            walker = Walker(
+                m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
+                self._object_methods(),
+            )
+            try:
+                paths = walker.iteration_paths(node)
+            except TooComplex as exc:
+                m.skip(node, str(exc))
+                return
+            except RecursionError:
+                m.skip(node, "nested too deeply to follow")
+                return
+            m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
+
+    def _subclasses(self, cls) -> list:
+        """The classes of this module that inherit from ``cls`` (directly or not)."""
+        out, names = [], {cls.name}
+        for _ in range(4):
+            fresh = [c for c in self.m.classes.values() if c not in out and c is not cls and any(terminal(b) in names for b in c.bases)]
+            if not fresh:
+                break
+            out += fresh
+            names |= {c.name for c in fresh}
+        return out
+
+    def _object_methods(self) -> dict:
+        cached = getattr(self, "_objects", None)
+        if cached is None:
+            owners: Dict[str, list] = {}
+            for c in self.m.classes.values():
+                for name in methods_of(c):
+                    owners.setdefault(name, []).append(c)
+            cached = self._objects = {
+                name: (methods_of(cs[0])[name], self.m.methods.get(id(cs[0])) or methods_of(cs[0]))
+                for name, cs in owners.items()
+                if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
+            }
+        return cached
 
 
 def build(tree: ast.Module, source: str, filename: str) -> Module:

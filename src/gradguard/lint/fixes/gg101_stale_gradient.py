@@ -1,11 +1,12 @@
 """GG101 stale-gradient: clear the optimizer's gradients once per update.
 
-Where the loop accumulates (the step under an ``if``, micro-steps, ``accelerator.accumulate``),
-``OPT.zero_grad(set_to_none=True)`` goes right after the step that ends the window. Otherwise it
-goes before the first backward of the update (after the previous optimizer's step, so a GAN's
-generator loss does not leave gradients in the discriminator's next step). An LBFGS-style
-closure passed to ``step`` gets the clearing as its first statement, since the optimizer calls
-it several times per step.
+The model says which step reuses stale gradients, which backward pass starts its update
+and whether the loop accumulates. Where it accumulates (a window test, micro-steps,
+``accelerator.accumulate``), ``OPT.zero_grad(set_to_none=True)`` goes right after the step
+that ends the window. Otherwise it goes before the update's first backward pass (after the
+previous optimizer's step, so a GAN's generator loss does not leave gradients in the
+discriminator's next step). An LBFGS-style closure passed to ``step`` gets the clearing as
+its first statement, since the optimizer calls it several times per step.
 """
 
 from __future__ import annotations
@@ -13,51 +14,35 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from ...findings import Finding, Fix
-from ._tree import FUNCS, Tree, backward_call, is_accumulating, step_optimizer
+from ...findings import Fix
+from .._model import Diagnostic
+from ._tree import FUNCS, Tree
 
 
-def fix(t: Tree, finding: Finding) -> Optional[Fix]:
-    step = t.statement_at(finding.line, lambda s: step_optimizer(s) is not None)
-    if step is None or not t.starts_line(step) or not t.ends_line(step):
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    call = d.step
+    stmt = t.statement_of(call)
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or not t.alone(stmt):
         return None
-    opt = step_optimizer(step)
+    # the optimizer as written at the step (`scaler.step(opt)` steps `opt`)
+    opt = call.args[0] if "scaler" in t.segment(call.func.value).lower() and call.args else call.func.value
     clear = f"{t.segment(opt)}.zero_grad(set_to_none=True)"
     message = f"Clear the gradients with `{clear}`"
-    call = step.value
-    closure = _closure(t, step, call.args[0]) if call.args and opt is call.func.value else None
+    closure = _closure(d, call) if opt is call.func.value and call.args else None
     if closure is not None:
-        first = closure.body[0]
-        return Fix(f"{message} at the top of the closure `{closure.name}`", (t.insert_before(first, clear),))
-    scope = t.scope_of(step)
-    if scope is None:
-        return None
-    backwards = [s for s in t.within(scope, lambda s: backward_call(s) is not None) if s.lineno < step.lineno]
-    # the backward passes of this update: those after the previous step in the same scope
-    previous = [s for s in t.within(scope, lambda s: step_optimizer(s) is not None) if s.lineno < step.lineno]
-    if previous:
-        backwards = [b for b in backwards if b.lineno > previous[-1].end_lineno] or backwards
-    if not backwards or is_accumulating(t, backwards[0], step):
-        return Fix(f"{message} after the step", (t.insert_after(step, clear),))
-    target = backwards[0]
-    if not t.starts_line(target):
-        return None
-    return Fix(f"{message} before the update's first backward pass", (t.insert_before(target, clear),))
+        return Fix(f"{message} at the top of the closure `{closure.name}`", (t.insert_before(closure.body[0], clear),))
+    backward = t.statement_of(d.backward)
+    if any(backward.lineno < r.node.lineno < stmt.lineno for r in d.loop.reads):
+        return None  # .grad is read between backward and step (SAM, a buffer): where to clear depends on it
+    if d.loop.accumulates() or not t.alone(backward) or t.function_of(backward) is not t.function_of(stmt):
+        return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
+    return Fix(f"{message} before the update's first backward pass", (t.insert_before(backward, clear),))
 
 
-def _closure(t: Tree, step: ast.stmt, arg: ast.AST) -> Optional[ast.FunctionDef]:
-    """The local function passed to ``step`` that back-propagates (LBFGS's closure)."""
+def _closure(d: Diagnostic, call: ast.Call) -> Optional[ast.AST]:
+    """The local function passed to ``step`` (LBFGS's closure), as the model resolved it."""
+    arg = call.args[0]
     if not isinstance(arg, ast.Name):
         return None
-    scope = t.scope_of(step)
-    candidates = [
-        n
-        for n in ast.walk(scope if scope is not None else t.tree)
-        if isinstance(n, ast.FunctionDef) and n.name == arg.id and n.lineno < step.lineno
-    ]
-    if not candidates:
-        return None
-    func = candidates[-1]
-    if not any(backward_call(s) is not None for s in ast.walk(func) if isinstance(s, ast.stmt)):
-        return None
-    return func if not isinstance(func.body[0], FUNCS) else None
+    fn = d.loop.functions.get(arg.id)
+    return fn if isinstance(fn, ast.FunctionDef) and not isinstance(fn.body[0], FUNCS) else None

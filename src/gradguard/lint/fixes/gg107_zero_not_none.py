@@ -9,18 +9,16 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from ...findings import Edit, Finding, Fix
-from ._tree import Tree, call_attr
+from ...findings import Edit, Fix
+from .._model import Diagnostic
+from ._tree import Tree
 
 
-def fix(t: Tree, finding: Finding) -> Optional[Fix]:
-    stmt = t.statement_at(finding.line, lambda s: isinstance(s, ast.Expr) and call_attr(s.value) == "zero_grad")
-    if stmt is None:
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    call = d.clear
+    if not isinstance(call, ast.Call):
         return None
-    call = stmt.value
-    scope = t.scope_of(stmt) or t.tree
-    while t.scope_of(scope) is not None and not isinstance(scope, ast.FunctionDef):
-        scope = t.scope_of(scope)
+    scope = t.function_of(call) or t.tree
     if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(scope)):
         return None
     value = next((k.value for k in call.keywords if k.arg == "set_to_none"), None)

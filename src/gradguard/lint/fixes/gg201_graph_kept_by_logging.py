@@ -10,13 +10,14 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from ...findings import Edit, Finding, Fix
+from ...findings import Edit, Fix
+from .._model import Diagnostic
 from ._tree import Tree
 
 
-def fix(t: Tree, finding: Finding) -> Optional[Fix]:
-    stmt = t.statement_at(finding.line, lambda s: isinstance(s, (ast.AugAssign, ast.Assign)))
-    if stmt is None:
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    stmt = d.node
+    if not isinstance(stmt, (ast.AugAssign, ast.Assign)):
         return None
     target = stmt.target if isinstance(stmt, ast.AugAssign) else (stmt.targets[0] if len(stmt.targets) == 1 else None)
     if target is None:
@@ -44,9 +45,7 @@ def _term(value: ast.AST, total: str) -> Optional[ast.AST]:
 
 
 def _tensor_total(t: Tree, stmt: ast.stmt, total: str) -> bool:
-    scope = t.scope_of(stmt) or t.tree
-    while t.scope_of(scope) is not None and not isinstance(scope, ast.FunctionDef):
-        scope = t.scope_of(scope)
+    scope = t.function_of(stmt) or t.tree
     for n in ast.walk(scope):
         if isinstance(n, ast.Assign) and any(ast.unparse(tg) == total for tg in n.targets) and n is not stmt:
             if "torch." in ast.unparse(n.value) or "zeros" in ast.unparse(n.value):

@@ -8,7 +8,7 @@ import ast
 
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP
 from .._flow import condition_key
-from .._model import Loop, Report, describe, in_nested_loop, is_boundary_test, reaches, tests
+from .._model import Loop, Report, describe, in_nested_loop, reaches, tests
 
 CODE = "GG101"
 
@@ -28,16 +28,22 @@ def check_loop(loop: Loop, report: Report) -> None:
             if any(loop.may_clear_for(c, step) for c in on_path):
                 continue
             relevant = [c for c in clears if loop.may_clear_for(c, step)]
-            if relevant and any(is_boundary_test(t) for _, _, t in p.decisions):
+            if relevant and any(loop.boundary(t) for _, _, t in p.decisions):
                 # clearing and stepping on different window tests (`i % k == 0` vs
                 # `(i + 1) % k == 0`): we cannot tell whether they line up, so say nothing;
                 # but a step that runs whenever the backward does (`if i % 4 == 0: zero_grad()`,
                 # then backward() and step() every iteration) steps stale gradients
                 clear_keys = {condition_key(t)[0] for c in relevant for t, _ in tests(c) if isinstance(t, ast.expr)}
-                if any(is_boundary_test(t) and k not in clear_keys for k, _, t in p.decisions):
+                if any(loop.boundary(t) and k not in clear_keys for k, _, t in p.decisions):
                     continue  # the path also passed a window test that does not guard a clearing
-                if not _steps_with_backward(step, p):
+                if not _steps_with_backward(loop, step, p):
                     continue
+            # the update's first backward pass: the first after the path's previous step
+            at = p.events.index(step)
+            previous = max((i for i, e in enumerate(p.events[:at]) if e.kind == STEP), default=-1)
+            backward = next((e for e in p.events[previous + 1 : at] if e.kind == BACKWARD), None) or next(
+                e for e in p.events if e.kind == BACKWARD
+            )
             where = "on some path through this loop" if p.decisions else "in this loop"
             others = " (the zero_grad() calls here clear another optimizer)" if on_path else " (no zero_grad())"
             report(
@@ -48,15 +54,15 @@ def check_loop(loop: Loop, report: Report) -> None:
                 loop=loop,
                 optimizer=step.target,
                 step=step.node,
-                backward=next(e.node for e in p.events if e.kind == BACKWARD),
+                backward=backward.node,
             )
 
 
-def _steps_with_backward(step, path) -> bool:
+def _steps_with_backward(loop, step, path) -> bool:
     """``step`` runs under no window test and under no condition that a backward on
     ``path`` does not share: it runs on every iteration that back-propagates."""
     guards = tests(step)
-    if any(isinstance(t, ast.expr) and is_boundary_test(t) for t, _ in guards):
+    if any(isinstance(t, ast.expr) and loop.boundary(t) for t, _ in guards):
         return False
     return any(
         b.kind == BACKWARD and all(t in tests(b) for t in guards)

@@ -14,6 +14,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     _between_backward_and_step(loop, report)
     _every_micro_batch(loop, report)
+    _before_closing_backward(loop, report)
     _inside_micro_step_loop(loop, report)
 
 
@@ -46,7 +47,7 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
     if not windows:
         return
     for clear in loop.full_clears:
-        if clear.stack or not any(clear in m.events for m in windows):
+        if clear.stack or not any(clear in m.events and not _read_before(m, clear) for m in windows):
             continue
         step = next((s for s in loop.steps if loop.related(clear, s)), None)
         if step is not None:
@@ -56,6 +57,45 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
                 f"{describe(clear, 'zero_grad')} runs on every micro-batch while the step runs only when an "
                 f"accumulation window closes: each micro-batch's gradients are cleared before a step uses them.",
                 loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
+            )
+
+
+def _read_before(path, clear) -> bool:
+    """Code read ``.grad`` after the last backward before ``clear`` (Opacus' virtual step moves
+    it into the user's own buffer): the gradients were kept, not discarded."""
+    events = path.events[: path.events.index(clear)]
+    last = max((i for i, e in enumerate(events) if e.kind == BACKWARD), default=-1)
+    return any(e.kind == READ for e in events[last + 1 :])
+
+
+def _before_closing_backward(loop: Loop, report: Report) -> None:
+    """A clearing that runs only when the window closes, before that micro-batch's backward:
+    it wipes what the window's earlier micro-batches accumulated (``zero_grad()`` before
+    ``accelerator.backward(loss)`` inside ``accelerator.accumulate``)."""
+    windows = loop.window_paths()
+    if not windows or any(READ in m.kinds() for m in windows):
+        return
+    on_micro = {id(e.node) for m in windows for e in m.events}
+    for p in loop.step_paths:
+        events = p.events
+        for i, clear in enumerate(events):
+            if clear.kind != CLEAR or clear.target == PARTIAL or id(clear.node) in on_micro:
+                continue
+            if any(e.kind in (BACKWARD, STEP) for e in events[:i]):
+                continue  # after this iteration's backward: the between-backward-and-step case
+            backward = next((e for e in events[i + 1 :] if e.kind in (BACKWARD, STEP)), None)
+            if backward is None or backward.kind != BACKWARD:
+                continue
+            step = next((e for e in events[i + 1 :] if e.kind == STEP and loop.related(clear, e)), None)
+            if step is None:
+                continue
+            report(
+                CODE,
+                clear.node,
+                f"{describe(clear, 'zero_grad')} runs when the accumulation window closes, before that micro-batch's "
+                f"backward(): it clears what the window's earlier micro-batches accumulated before "
+                f"{describe(step, 'step')} uses it.",
+                loop=loop, optimizer=step.target, backward=backward.node, step=step.node, clear=clear.node,
             )
 
 

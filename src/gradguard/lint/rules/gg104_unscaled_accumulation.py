@@ -31,13 +31,12 @@ def check_loop(loop: Loop, report: Report) -> None:
         candidates = list(loop.backwards)
     else:
         return
-    assigns = loop.assignments()
     for b in dict.fromkeys(candidates):
-        if loss_scale(backward_tensor(b.node), assigns, loop.module, 0) == "raw":
+        if loss_scale(backward_tensor(b.node), loop.scope_of(b), loop) == "raw":
             report(
                 CODE,
                 b.node,
                 f"`{text(b.node.func)}()` accumulates over several micro-batches a mean loss that is not divided "
                 f"by the number of micro-batches.",
-                loop=loop, backward=b.node,
+                loop=loop, backward=b.node, accum=loop.window_size(),
             )

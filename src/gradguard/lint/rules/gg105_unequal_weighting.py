@@ -8,7 +8,7 @@ import ast
 from typing import Optional
 
 from .._events import text
-from .._model import ACCUM_NAME, Loop, Report, backward_tensor, steps_after
+from .._model import ACCUM_NAME, Loop, Report, assignments, backward_tensor, bind_arguments, returns_of, steps_after
 
 CODE = "GG105"
 
@@ -19,9 +19,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     counters = _counters(loop)
     if not counters:
         return
-    assigns = loop.assignments()
     for b in dict.fromkeys(loop.backwards):
-        division = _counter_division(backward_tensor(b.node), assigns, counters, 0)
+        division = _counter_division(backward_tensor(b.node), loop.scope_of(b), _bound_counters(b, counters), 0, loop)
         if division is not None:
             divisor = division.right if isinstance(division, ast.BinOp) else division.value
             report(
@@ -77,9 +76,17 @@ def _index_names(loop: ast.AST) -> set:
     return set()
 
 
-def _counter_division(expr, assigns, counters, depth) -> Optional[ast.AST]:
+def _bound_counters(event, counters: set) -> set:
+    """The counters, and the parameters of the helpers on the way to ``event`` that a call binds to one."""
+    out = set(counters)
+    for fn, call in event.frame:
+        out |= {name for name, (arg,) in bind_arguments(fn, call).items() if _mentions(arg, out)}
+    return out
+
+
+def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]:
     """The division of the loss by a counter-dependent divisor, following the loop's assignments."""
-    if expr is None or depth > 4:
+    if expr is None or depth > 8:
         return None
     if isinstance(expr, tuple):  # ("aug", op, node): loss /= (micro_step + 1)
         node = expr[2]
@@ -90,18 +97,25 @@ def _counter_division(expr, assigns, counters, depth) -> Optional[ast.AST]:
         if isinstance(expr.op, ast.Div) and _mentions(expr.right, counters):
             return expr
         if isinstance(expr.op, (ast.Div, ast.Mult, ast.Add, ast.Sub)):
-            return _counter_division(expr.left, assigns, counters, depth + 1) or (
-                _counter_division(expr.right, assigns, counters, depth + 1) if not isinstance(expr.op, ast.Div) else None
+            return _counter_division(expr.left, assigns, counters, depth + 1, loop) or (
+                _counter_division(expr.right, assigns, counters, depth + 1, loop) if not isinstance(expr.op, ast.Div) else None
             )
         return None
     if isinstance(expr, ast.Name):
         for value in assigns.get(expr.id, ()):
-            found = _counter_division(value, {**assigns, expr.id: []}, counters, depth + 1)
+            found = _counter_division(value, {**assigns, expr.id: []}, counters, depth + 1, loop)
             if found is not None:
                 return found
         return None
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale" and expr.args:
-        return _counter_division(expr.args[0], assigns, counters, depth + 1)  # scaler.scale(loss)
+        return _counter_division(expr.args[0], assigns, counters, depth + 1, loop)  # scaler.scale(loss)
+    helper = loop.callee(expr)
+    if helper is not None:  # loss = _forward(): the division is in what the helper returns
+        inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+        for value in returns_of(helper):
+            found = _counter_division(value, inner, counters, depth + 1, loop)
+            if found is not None:
+                return found
     return None
 
 

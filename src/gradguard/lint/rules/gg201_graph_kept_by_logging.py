@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 
 from .._events import terminal, text
-from .._loss import LOSS_NAME, backwarded_later, keeps_graph, loss_carriers, loss_names, reset_in_loop, running_sums
-from .._model import Loop, Module, Report, assignments, backward_tensor
+from .._flow import condition_key
+from .._loss import LOSS_NAME, backwarded_later, keeps_graph, loss_carriers, loss_names, reset_in_loop, resets, running_sums
+from .._model import Loop, Module, Report, assignments, backward_tensor, tests
 
 CODE = "GG201"
 
@@ -30,7 +31,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
         if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
-            backwarded_later(loop.module, loop.scope, terminal(total)) or reset_in_loop(loop.node, text(total))
+            backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
         ):
             report(
                 CODE,
@@ -40,6 +41,16 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"later waits for the device).",
                 loop=loop, accum=total,
             )
+
+
+def _reset_each_window(loop: Loop, total: str) -> bool:
+    """The total is set back to a constant where the window's step runs (torchtune's form): it is
+    the window's loss and links at most one window's graphs, whose activations backward() freed.
+    A reset on a logging interval (``if batch % log_interval == 0``) keeps hundreds of steps linked."""
+    step_keys = {condition_key(t)[0] for s in loop.steps for t, _ in tests(s) if isinstance(t, ast.expr)}
+    return any(
+        any(condition_key(t)[0] in step_keys for t in guards) for _, guards in resets(loop.node, total)
+    )
 
 
 def check_module(module: Module, report: Report) -> None:
