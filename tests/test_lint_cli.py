@@ -276,6 +276,12 @@ def test_this_repository_excludes_its_own_buggy_inputs(capsys, monkeypatch):
     assert main(["lint", "--select", "GG101", "tests/lint_fixtures/gg101_stale_gradient.py"]) == 1  # named: checked
 
 
+def test_a_file_named_twice_is_checked_once(project, capsys):
+    assert main(["lint", ".", "train.py", "./train.py", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("GG101") == 1 and out.count("GG201") == 1, out
+
+
 def test_stdin(project, capsys, monkeypatch):
     import io
 

@@ -127,13 +127,17 @@ def handler(args) -> int:
         source = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
         findings = lint_source(source, name, select=select, ignore=ignore, notify=note)
     else:
-        files = []
+        files, seen = [], set()
         for path in paths:
             found = list(iter_python_files([path], exclude=exclude, extend_exclude=extend_exclude,
                                            force_exclude=args.force_exclude, notify=note))
             if not found:
                 note(f"no Python files found under {path!r}" if os.path.isdir(path) else f"{path!r} is excluded")
-            files.extend(found)
+            for file in found:  # a file named twice (a folder and a file in it) is checked once
+                key = os.path.realpath(file)
+                if key not in seen:
+                    seen.add(key)
+                    files.append(file)
         if not files:
             return 0
         if fixing:

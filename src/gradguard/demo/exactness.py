@@ -21,6 +21,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
+from .._batch import split_sizes
 from .text import Batch, ByteLM, collate, heldout_loss, mean_loss, paragraphs, split_heldout, token_count
 
 WINDOW = 16  # paragraphs per optimizer step
@@ -55,9 +56,16 @@ class Corpus:
 
 
 def micro_batches(window: Sequence[bytes], k: int) -> List[Batch]:
-    """``window`` as ``k`` consecutive micro-batches, each padded to its own longest paragraph."""
-    size = len(window) // k
-    return [collate(window[i : i + size]) for i in range(0, len(window), size)]
+    """``window`` as ``k`` consecutive micro-batches, each padded to its own longest paragraph.
+
+    The sizes are the ones ``check_equivalence`` and ``accumulate_batch`` use for the
+    same split (:func:`gradguard._batch.split_sizes`).
+    """
+    parts, start = [], 0
+    for size in split_sizes(k, len(window)):
+        parts.append(collate(window[start : start + size]))
+        start += size
+    return parts
 
 
 def new_model(seed: int = 0) -> ByteLM:
