@@ -416,25 +416,6 @@ for x, y in loader:
         runtime=False,
     ),
     Rule(
-        code="GG000",
-        name="syntax-error",
-        severity="error",
-        summary="The file could not be parsed; the other files are still checked.",
-        consequence="No rule was checked in this file.",
-        fix="Fix the syntax error (python -m py_compile FILE shows it).",
-        what="Lint only: reports a file that Python's parser rejects, at the line and column of the error.",
-        why="A file that does not parse cannot be checked, and will not run either.",
-        example="""
-for x in loader
-    loss.backward()
-""",
-        instead="""
-for x in loader:
-    loss.backward()
-""",
-        runtime=False,
-    ),
-    Rule(
         code="GG301",
         name="ignored-num-items-in-batch",
         severity="warning",
@@ -472,6 +453,25 @@ class MyTrainer(Trainer):
 """,
         runtime=False,
         static=True,
+    ),
+    Rule(
+        code="GG000",
+        name="syntax-error",
+        severity="error",
+        summary="The file could not be parsed; the other files are still checked.",
+        consequence="No rule was checked in this file.",
+        fix="Fix the syntax error (python -m py_compile FILE shows it).",
+        what="Lint only: reports a file that Python's parser rejects, at the line and column of the error.",
+        why="A file that does not parse cannot be checked, and will not run either.",
+        example="""
+for x in loader
+    loss.backward()
+""",
+        instead="""
+for x in loader:
+    loss.backward()
+""",
+        runtime=False,
     ),
 ]
 
