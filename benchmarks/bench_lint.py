@@ -10,7 +10,7 @@ it is installed; it is optional and not a test dependency.
     python benchmarks/bench_lint.py                 # print the table, write the PNG
     python benchmarks/bench_lint.py --update-docs   # also rewrite the section in docs/benchmarks.md
 
-Target (issue 4): lint time at most 3x the parse time.
+Target: lint time at most 3x the parse time.
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
-HEADING = "## Linter speed (issue 4)"
+HEADING = "## Linter speed"
 COMMAND = "python benchmarks/bench_lint.py --update-docs"
 TARGET_RATIO = 3.0
 
 
 def _progress(iterable, desc, total=None):
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is optional
-        return iterable
-    return tqdm(iterable, desc=desc, total=total, leave=False, file=sys.stderr)
+    from gradguard._progress import progress  # a bar on a terminal, plain lines in a log
+
+    return progress(iterable, desc=desc, total=total)
 
 
 def corpus():

@@ -1,4 +1,4 @@
-"""Overhead of ``gradguard.watch`` on a small transformer training loop (issue 3).
+"""Overhead of ``gradguard.watch`` on a small transformer training loop.
 
 Three conditions in one process, interleaved round by round (and rotated within
 each round) so that machine noise (other processes, frequency changes) hits all
