@@ -28,11 +28,13 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
     CLEAR,
+    MANAGED,
     READ,
     STEP,
     Event,
     classify_call,
     classify_statement,
+    managed_call,
     reads_grad,
     text,
 )
@@ -105,6 +107,7 @@ class Walker:
             this module (a wrapper's ``opt_wrapper.step()`` is inlined too).
         object_methods: ``name -> (method, its class's methods)`` for the method names
             only one class of this module defines (followed on any receiver).
+        accumulators: source texts of names bound to ``gradguard.Accumulator(...)``.
 
     >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
     >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
@@ -121,7 +124,9 @@ class Walker:
         instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
         mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
         object_methods: Optional[Dict[str, Tuple[ast.AST, Dict[str, ast.AST]]]] = None,
+        accumulators: frozenset = frozenset(),
     ):
+        self.accumulators = accumulators
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
@@ -297,6 +302,10 @@ class Walker:
                 ) and _calls_method(wrapper[1], call.func.attr):
                     # `self.inner.step()` inside the wrapper's step(): the wrapped object is an optimizer
                     states = self._add(states, self._event(kind, call, wrapper[0], stack))
+                continue
+            managed = managed_call(call, self.accumulators)
+            if managed is not None:  # the Accumulator scales, steps and clears: one event saying so
+                states = self._add(states, self._event(MANAGED, call, managed, stack))
                 continue
             found = classify_call(call, self.optimizers)
             method = self._object_method(call) if found is None else None

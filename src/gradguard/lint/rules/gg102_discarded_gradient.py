@@ -77,6 +77,8 @@ def _before_closing_backward(loop: Loop, report: Report) -> None:
         return
     on_micro = {id(e.node) for m in windows for e in m.events}
     for p in loop.step_paths:
+        if not any(_may_precede(loop, m, p) for m in windows):
+            continue  # no micro-batch of a window can run before this path: nothing is pending to wipe
         events = p.events
         for i, clear in enumerate(events):
             if clear.kind != CLEAR or clear.target == PARTIAL or id(clear.node) in on_micro:
@@ -97,6 +99,13 @@ def _before_closing_backward(loop: Loop, report: Report) -> None:
                 f"{describe(step, 'step')} uses it.",
                 loop=loop, optimizer=step.target, backward=backward.node, step=step.node, clear=clear.node,
             )
+
+
+def _may_precede(loop: Loop, micro, path) -> bool:
+    """Whether the window's micro path ``micro`` can run in an iteration before ``path``: the
+    two agree on every decision that stays fixed over the loop (``if use_accum:`` ... ``else:``
+    are two loops, and a clearing in the plain one wipes nothing the other accumulated)."""
+    return all(path.decided(k) in (v, None) for k, v, t in micro.decisions if not loop.varies(t))
 
 
 def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
