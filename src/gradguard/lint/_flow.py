@@ -296,7 +296,7 @@ class Walker:
             if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
                 before = [len(s.events) for s in states]
                 states = self._inline(wrapper[1], states, stack, receiver=wrapper[0], call=call)
-                kind = _WRAPPED.get(call.func.attr)
+                kind = _WRAPPED.get(getattr(call.func, "attr", ""))
                 if kind and len(states) == len(before) and not any(
                     e.kind == kind for s, n in zip(states, before) for e in s.events[n:]
                 ) and _calls_method(wrapper[1], call.func.attr):
@@ -353,6 +353,10 @@ class Walker:
 
     def _wrapper_method(self, call: ast.Call):
         func = call.func
+        if isinstance(func, ast.Name) and func.id not in self.functions:
+            # `loss_scaler(loss, optimizer)`: an object of a class of this module, called
+            methods = self.instances.get(func.id)
+            return (func.id, methods["__call__"]) if methods and "__call__" in methods else None
         if not (isinstance(func, ast.Attribute) and self.instances):
             return None
         recv = text(func.value)

@@ -712,6 +712,7 @@ class _Builder:
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
+        self._bound = False  # whether the objects built from this module's classes are known
 
     def run(self) -> None:
         m = self.m
@@ -729,7 +730,6 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
-        self._bound = False
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
 
@@ -777,6 +777,16 @@ class _Builder:
             if name in names:
                 sites.setdefault(name, []).append(match.start())
         self.class_calls = _lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
+        callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
+        if callables and self.class_calls:
+            # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: the call runs __call__
+            self._bound = True
+            self._bind_instances()
+            objects = {n: ms["__call__"] for n, ms in m.instances.items() if n.isidentifier() and "__call__" in ms}
+            if objects:
+                helpers += list(objects.items())
+                for match in re.finditer(r"\b(%s)\s*\(" % "|".join(map(re.escape, objects)), m.source):
+                    sites.setdefault(match.group(1), []).append(match.start())
         m._lines = _propagate(m, m._lines, helpers, sites)
         m._backward_lines = _propagate(m, m._backward_lines, helpers, sites)
 
@@ -809,7 +819,10 @@ class _Builder:
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_framework_hook(stmt) and id(cls) not in self.manual:
                     continue
-                inner = {**closures, **_local_defs(stmt)}
+                local = _local_defs(stmt)
+                if local:
+                    self._mark_closure_calls(stmt, local)
+                inner = {**closures, **local}
                 fn_no_grad = no_grad or _no_grad_function(stmt) or stmt.name in self.no_grad_callees
                 self._visit(stmt.body, stmt, cls, (), inner, fn_no_grad)
             else:
@@ -824,6 +837,21 @@ class _Builder:
                         self._visit(body, scope, cls, rest, closures, inner_no_grad)
                 elif hot:
                     self._simple(stmt, scope, cls)
+
+    def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
+        """Lines of ``fn`` calling one of its closures that holds events are interesting too
+        (``def opt_step(): optimizer.step()`` ... ``opt_step()``)."""
+        m = self.m
+        hot = [name for name, f in local.items() if m.interesting(f)]
+        if not hot:
+            return
+        lines = m.scope_text(fn)
+        start = sum(len(line) + 1 for line in m._source_lines[: fn.lineno - 1])
+        pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, hot)))
+        positions = [start + match.start() for match in pattern.finditer(lines)]
+        m._add_positions(positions)
+        if any(_overlaps(m._backward_lines, local[name]) for name in hot):
+            m._backward_lines = sorted(set(m._backward_lines).union(_lines_of(m.source, positions)))
 
     def _find_no_grad_callees(self) -> None:
         """Names of functions called inside ``with torch.no_grad():`` (their loops need no no_grad of their own)."""

@@ -3,6 +3,8 @@ of a window, or inside a nested micro-step loop whose window steps after it (nan
 
 from __future__ import annotations
 
+import ast
+
 from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP
 from .._model import Loop, Report, describe, dominates, tests
 
@@ -47,7 +49,9 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
     if not windows:
         return
     for clear in loop.full_clears:
-        if clear.stack or not any(clear in m.events and not _read_before(m, clear) for m in windows):
+        # a clearing that runs on every iteration (under flags fixed for the whole loop at most)
+        fixed = all(entry[0] != "loop" and isinstance(entry[0], ast.expr) and not loop.varies(entry[0]) for entry in clear.stack)
+        if not fixed or not any(clear in m.events and not _read_before(m, clear) for m in windows):
             continue
         step = next((s for s in loop.steps if loop.related(clear, s)), None)
         if step is not None:
