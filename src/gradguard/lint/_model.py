@@ -421,6 +421,18 @@ class Loop:
                 out.append(m)
         return out
 
+    def resolve(self, test: ast.expr) -> ast.expr:
+        """``test`` with a name the loop assigns once replaced by its value
+        (``last_of_window = (i + 1) % k == 0`` ... ``if last_of_window:``)."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.resolve(test.operand)
+            return test if inner is test.operand else ast.UnaryOp(op=ast.Not(), operand=inner)
+        if isinstance(test, ast.Name):
+            values = self.assignments().get(test.id, ())
+            if len(values) == 1 and isinstance(values[0], ast.expr):
+                return values[0]
+        return test
+
     def varies(self, test: ast.expr) -> bool:
         """Whether an ``if`` test can change from one iteration to the next.
 
