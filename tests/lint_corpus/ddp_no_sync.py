@@ -1,4 +1,5 @@
-"""DDP with accumulation: model.no_sync() on every micro-batch but the last of a window."""
+"""DDP with accumulation: model.no_sync() on every micro-batch but the last of a window (the
+loader's last batch closes a partial window: it syncs and steps too)."""
 import contextlib
 
 import torch
@@ -13,7 +14,7 @@ def train(rank, world_size, model, loader, loss_fn, accumulation_steps=4, epochs
     for epoch in range(epochs):
         optimizer.zero_grad(set_to_none=True)
         for i, (inputs, labels) in enumerate(loader):
-            last_of_window = (i + 1) % accumulation_steps == 0
+            last_of_window = (i + 1) % accumulation_steps == 0 or i + 1 == len(loader)
             ctx = contextlib.nullcontext() if last_of_window else ddp_model.no_sync()
             with ctx:
                 loss = loss_fn(ddp_model(inputs), labels) / accumulation_steps

@@ -6,7 +6,8 @@ import torch
 def train(fabric: L.Fabric, model, optimizer, dataloader, accumulate_grad_batches=4, max_epochs=2):
     for epoch in range(max_epochs):
         for iteration, batch in enumerate(dataloader):
-            is_accumulating = (iteration + 1) % accumulate_grad_batches != 0
+            # the loader's last batch closes a partial window: it syncs and steps too
+            is_accumulating = (iteration + 1) % accumulate_grad_batches != 0 and iteration + 1 < len(dataloader)
             with fabric.no_backward_sync(model, enabled=is_accumulating):
                 output = model(batch["x"])
                 loss = torch.nn.functional.cross_entropy(output, batch["y"])

@@ -1,6 +1,8 @@
 """GG101: a loop that back-propagates and steps but clears nothing on some path."""
 import torch
 
+import gradguard as gg
+
 
 def forgot_zero_grad(model, loader, loss_fn):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -178,3 +180,15 @@ def suppressed_bare(model, loader, loss_fn, optimizer):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         optimizer.step()  # gradguard: ignore
+
+
+def accumulator_or_plain_without_clearing(model, data, opt, loss_fn, use_accum):
+    # the Accumulator branch is fine; the plain branch never clears
+    acc = gg.Accumulator(opt, steps=4) if use_accum else None
+    for x, y in data:
+        if use_accum:
+            acc.backward(loss_fn(model(x), y), count=len(y))
+            acc.step()
+        else:
+            loss_fn(model(x), y).backward()
+            opt.step()  # expect: GG101

@@ -40,6 +40,22 @@ def zero_inside_the_step_branch_too_early(model, loader, loss_fn, accum, optimiz
     optimizer.step()
 
 
+def flag_toggled_window_cleared_before_backward(model, loader, loss_fn, optimizer, args):
+    # the accumulation branch clears at the window's end, before the closing backward
+    for i, (x, y) in enumerate(loader):
+        if args.accum > 1:
+            if (i + 1) % args.accum == 0:
+                optimizer.zero_grad()  # expect: GG102
+            (loss_fn(model(x), y) / args.accum).backward()
+            if (i + 1) % args.accum == 0:
+                optimizer.step()
+        else:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+    optimizer.step()
+
+
 # --- correct: no finding -------------------------------------------------------
 def skip_non_finite(model, loader, loss_fn, optimizer):
     for x, y in loader:

@@ -1,4 +1,6 @@
 """GG103: a conditional-step accumulation loop that drops the last partial window."""
+import contextlib
+
 import torch
 
 
@@ -93,3 +95,26 @@ def literal_data_leaves_a_remainder(model, loss_fn, optimizer):
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def window_test_through_a_name(model, loader, loss_fn, optimizer, accumulation_steps):
+    # DDP no_sync accumulation: the window test is kept in a variable; the last partial window is dropped
+    for i, (inputs, labels) in enumerate(loader):  # expect: GG103
+        last_of_window = (i + 1) % accumulation_steps == 0
+        ctx = contextlib.nullcontext() if last_of_window else model.no_sync()
+        with ctx:
+            (loss_fn(model(inputs), labels) / accumulation_steps).backward()
+        if last_of_window:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+
+def window_test_through_a_name_with_the_last_batch(model, loader, loss_fn, optimizer, accumulation_steps):
+    for i, (inputs, labels) in enumerate(loader):
+        last_of_window = (i + 1) % accumulation_steps == 0 or i + 1 == len(loader)
+        ctx = contextlib.nullcontext() if last_of_window else model.no_sync()
+        with ctx:
+            (loss_fn(model(inputs), labels) / accumulation_steps).backward()
+        if last_of_window:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)

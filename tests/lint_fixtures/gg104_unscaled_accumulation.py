@@ -86,3 +86,18 @@ def multitask_sum(model, batch, losses_fns, optimizer, loader):
         for fn in losses_fns:
             fn(model(x), y).backward()
         optimizer.step()
+
+
+def flag_toggled_window_not_divided(model, loader, loss_fn, optimizer, use_accum, accum_steps):
+    for i, (x, y) in enumerate(loader):
+        if use_accum:
+            loss = loss_fn(model(x), y)
+            loss.backward()  # expect: GG104
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        else:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+    optimizer.step()

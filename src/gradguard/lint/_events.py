@@ -35,6 +35,10 @@ STEP = "step"
 CLEAR = "clear"
 MAYBE_CLEAR = "maybe-clear"
 READ = "read"
+#: ``acc.backward(loss)``, ``acc.step()``, ``acc.flush()`` of a ``gradguard.Accumulator`` (and
+#: ``gradguard.accumulate_batch(..., acc=acc)``): a backward pass whose scaling, stepping and
+#: clearing the Accumulator does itself. The loop trains, but no buffer rule applies to it.
+MANAGED = "managed"
 
 #: The target of a clearing that touches named tensors only (``p.grad = None``,
 #: ``p.grad.zero_()``): enough to count as clearing, never proof that *all*
@@ -174,6 +178,36 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
         return None
     if isinstance(func, ast.Name) and _MAYBE_CLEAR_NAME.search(func.id):
         return MAYBE_CLEAR, ""
+    return None
+
+
+# A receiver whose name says "accumulator" (``acc``, ``accum``, ``self.accumulator``).
+_ACCUMULATOR_NAME = re.compile(r"^(?:acc|accum|\w*accumulator\w*)$", re.I)
+
+
+def managed_call(call: ast.Call, accumulators: frozenset = frozenset()) -> Optional[str]:
+    """The Accumulator a call works through, if it is one of its gradient-buffer calls, else None.
+
+    ``acc.backward(loss)`` / ``acc.step()`` / ``acc.flush()`` on a name bound to
+    ``gradguard.Accumulator(...)`` (or, with a loss argument, on a name that says so), and
+    ``accumulate_batch(model, fn, batch, n, acc=acc)``.
+
+    >>> managed_call(ast.parse("acc.backward(loss, count=n)", mode="eval").body)
+    'acc'
+    >>> managed_call(ast.parse("loss.backward()", mode="eval").body) is None
+    True
+    """
+    func = call.func
+    if terminal(func) == "accumulate_batch":
+        acc = next((k.value for k in call.keywords if k.arg == "acc"), None)
+        return text(acc) if acc is not None and not (isinstance(acc, ast.Constant) and acc.value is None) else None
+    if not isinstance(func, ast.Attribute) or func.attr not in ("backward", "step", "flush"):
+        return None
+    recv = text(func.value)
+    if recv in accumulators:
+        return recv
+    if func.attr == "backward" and call.args and _ACCUMULATOR_NAME.match(terminal(func.value)):
+        return recv
     return None
 
 

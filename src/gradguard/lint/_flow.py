@@ -28,11 +28,13 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
     CLEAR,
+    MANAGED,
     READ,
     STEP,
     Event,
     classify_call,
     classify_statement,
+    managed_call,
     reads_grad,
     text,
 )
@@ -105,6 +107,7 @@ class Walker:
             this module (a wrapper's ``opt_wrapper.step()`` is inlined too).
         object_methods: ``name -> (method, its class's methods)`` for the method names
             only one class of this module defines (followed on any receiver).
+        accumulators: source texts of names bound to ``gradguard.Accumulator(...)``.
 
     >>> loop = ast.parse("for x in data:\\n    if x:\\n        opt.zero_grad()\\n    x.backward()\\n    opt.step()").body[0]
     >>> paths = Walker(lambda node: True, {}, {}, frozenset()).iteration_paths(loop)
@@ -121,7 +124,9 @@ class Walker:
         instances: Optional[Dict[str, Dict[str, ast.AST]]] = None,
         mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
         object_methods: Optional[Dict[str, Tuple[ast.AST, Dict[str, ast.AST]]]] = None,
+        accumulators: frozenset = frozenset(),
     ):
+        self.accumulators = accumulators
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
@@ -291,12 +296,16 @@ class Walker:
             if wrapper is not None:  # opt_wrapper.step(): what the wrapper's method does
                 before = [len(s.events) for s in states]
                 states = self._inline(wrapper[1], states, stack, receiver=wrapper[0], call=call)
-                kind = _WRAPPED.get(call.func.attr)
+                kind = _WRAPPED.get(getattr(call.func, "attr", ""))
                 if kind and len(states) == len(before) and not any(
                     e.kind == kind for s, n in zip(states, before) for e in s.events[n:]
                 ) and _calls_method(wrapper[1], call.func.attr):
                     # `self.inner.step()` inside the wrapper's step(): the wrapped object is an optimizer
                     states = self._add(states, self._event(kind, call, wrapper[0], stack))
+                continue
+            managed = managed_call(call, self.accumulators)
+            if managed is not None:  # the Accumulator scales, steps and clears: one event saying so
+                states = self._add(states, self._event(MANAGED, call, managed, stack))
                 continue
             found = classify_call(call, self.optimizers)
             method = self._object_method(call) if found is None else None
@@ -344,6 +353,10 @@ class Walker:
 
     def _wrapper_method(self, call: ast.Call):
         func = call.func
+        if isinstance(func, ast.Name) and func.id not in self.functions:
+            # `loss_scaler(loss, optimizer)`: an object of a class of this module, called
+            methods = self.instances.get(func.id)
+            return (func.id, methods["__call__"]) if methods and "__call__" in methods else None
         if not (isinstance(func, ast.Attribute) and self.instances):
             return None
         recv = text(func.value)

@@ -217,6 +217,10 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             bound = bind_arguments(fn, call)
             names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
         losses |= names
+        if b.frame:  # `loss = self.training_step(batch)` where the helper returns the tensor it back-propagated
+            fn, call = b.frame[0]
+            if len(b.frame) == 1 and _returns_backwarded(fn):
+                losses |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
     pending = list(losses)
     while pending:  # back: what the loss tensors were built from
         name = pending.pop()
@@ -243,6 +247,19 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
     return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
 
+
+
+def _returns_backwarded(fn: ast.AST) -> bool:
+    """``fn`` (the helper holding the backward pass) returns, as a bare name, a tensor whose
+    graph it back-propagated: ``(loss / k).backward(); return loss``."""
+    backwarded = {
+        n.id
+        for c in body_nodes(fn)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+        for n in ast.walk(backward_tensor(c) or ast.Pass())
+        if isinstance(n, ast.Name)
+    }
+    return any(isinstance(r, ast.Name) and r.id in backwarded for r in returns_of(fn))
 
 
 def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:

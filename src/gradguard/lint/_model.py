@@ -32,6 +32,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 from ._events import (
     BACKWARD,
     CLEAR,
+    MANAGED,
     MAYBE_CLEAR,
     PARTIAL,
     READ,
@@ -52,7 +53,7 @@ _KEYWORDS = (
     "backward", ".step", "zero_grad", ".grad", "create_graph", "optim", "accumulate",
     "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon", "_foreach_zero_",
     "clear_grad", "reset_grad", "free_grad", "grad_none", "grads_none", "grads_to_none", "grad_to_none",
-    "num_items_in_batch",
+    "num_items_in_batch", "Accumulator", "accumulate_batch", "acc.",
 )
 # Names that say "accumulation window" in a condition or a micro-batch loop.
 ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
@@ -70,6 +71,9 @@ _COMMON_METHODS = frozenset(
         "item", "detach", "save", "load", "log", "run", "start", "stop", "format", "copy", "clear", "add",
     }
 )
+# Attributes holding a framework's per-iteration state (``accelerator.sync_gradients``,
+# ``trainer.is_last_batch``): they change between iterations without an assignment in view.
+_STATE_ATTR = re.compile(r"sync|last|boundary|is_end|should_|finished|done", re.I)
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
@@ -274,6 +278,8 @@ class Loop:
         self.full_clears = [e for e in self.clears if e.target != PARTIAL]
         self.backwards = [e for e in events if e.kind == BACKWARD]
         self.reads = [e for e in events if e.kind == READ]
+        #: calls of a gradguard Accumulator: it back-propagates, scales, steps and clears itself
+        self.managed = [e for e in events if e.kind == MANAGED]
         # a return ends one call of training_step normally, as continue ends a loop iteration
         normal = (None, "continue") if self.kind != "training_step" else (None, "return")
         self.complete = [p for p in paths if p.end in normal]
@@ -291,6 +297,11 @@ class Loop:
     @property
     def trains(self) -> bool:
         return bool(self.backwards)
+
+    @property
+    def managed_only(self) -> bool:
+        """Driven by a gradguard Accumulator alone: correct by construction for the buffer rules."""
+        return bool(self.managed) and not self.backwards
 
     def is_optimizer(self, target: str) -> bool:
         node = _parse_expr(target)
@@ -395,7 +406,11 @@ class Loop:
         torch.isfinite(loss): continue``) does not count unless some stepping path
         made the same non-boundary decisions.
         """
-        is_boundary = is_boundary or self.boundary
+        test = is_boundary or self.boundary
+
+        def is_boundary(t) -> bool:  # a flag fixed for the whole loop closes no window
+            return test(t) and self.varies(t)
+
         out = []
         for m in self.micro_paths:
             boundary = [d for d in m.decisions if is_boundary(d[2])]
@@ -405,6 +420,38 @@ class Loop:
             if any(all(s.decided(k) in (v, None) for k, v in others) for s in self.step_paths):
                 out.append(m)
         return out
+
+    def resolve(self, test: ast.expr) -> ast.expr:
+        """``test`` with a name the loop assigns once replaced by its value
+        (``last_of_window = (i + 1) % k == 0`` ... ``if last_of_window:``)."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.resolve(test.operand)
+            return test if inner is test.operand else ast.UnaryOp(op=ast.Not(), operand=inner)
+        if isinstance(test, ast.Name):
+            values = self.assignments().get(test.id, ())
+            if len(values) == 1 and isinstance(values[0], ast.expr):
+                return values[0]
+        return test
+
+    def varies(self, test: ast.expr) -> bool:
+        """Whether an ``if`` test can change from one iteration to the next.
+
+        A test made only of names and attributes the loop never assigns (``if use_accum:``,
+        ``if args.accum > 1:``, ``if self.use_amp:``) is a flag fixed for the whole loop: its
+        branches are two different loops, never two micro-batches of one window. Calls, ``%``,
+        the loop's own variables, attributes assigned outside ``__init__`` and framework state
+        (``accelerator.sync_gradients``) may vary.
+        """
+        assigned = self.assignments()
+        targets = set(target_names(self.node.target)) if isinstance(self.node, (ast.For, ast.AsyncFor)) else set()
+        for n in ast.walk(test):
+            if isinstance(n, (ast.Call, ast.NamedExpr, ast.Await)) or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                return True
+            if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
+                return True
+            if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()):
+                return True
+        return False
 
     def assignments(self) -> Dict[str, list]:
         """name -> the values assigned to it in the loop body (``("aug", op, node)`` for ``x /= k``)."""
@@ -426,6 +473,7 @@ class Module:
         self.methods: Dict[int, Dict[str, ast.AST]] = {}
         self.instances: Dict[str, Dict[str, ast.AST]] = {}
         self.optimizer_names: set = set()
+        self.accumulators: set = set()  # names bound to gradguard.Accumulator(...)
         self.optimizer_models: Dict[str, str] = {}
         self.sum_losses: set = set()  # names of loss objects built with reduction="sum"
         self.loops: List[Loop] = []
@@ -479,6 +527,28 @@ class Module:
     def sums_in(self, scope: Optional[ast.AST]) -> bool:
         """``reduction="sum"`` (or ``size_average=False``) written inside ``scope``."""
         return bool(self._sum_lines) if scope is None else _overlaps(self._sum_lines, scope)
+
+    def mutated_attrs(self) -> frozenset:
+        """Attribute names assigned somewhere outside ``__init__`` (state that may change in a loop)."""
+        cached = getattr(self, "_mutated", None)
+        if cached is None:
+            found, pending = set(), [(self.tree, False)]
+            while pending:
+                node, in_init = pending.pop()
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        pending.append((child, child.name in ("__init__", "setup", "__post_init__")))
+                        continue
+                    if not in_init:
+                        if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                            for t in child.targets if isinstance(child, ast.Assign) else [child.target]:
+                                found.update(n.attr for n in ast.walk(t) if isinstance(n, ast.Attribute))
+                        elif isinstance(child, ast.Call) and terminal(child.func) == "setattr" and len(child.args) > 1:
+                            arg = child.args[1]
+                            found.add(arg.value if isinstance(arg, ast.Constant) else "")
+                    pending.append((child, in_init))
+            cached = self._mutated = frozenset(found)
+        return cached
 
     def skip(self, node: ast.AST, reason: str) -> None:
         self.skipped.append(Skipped(self.filename, getattr(node, "lineno", 1), reason))
@@ -654,6 +724,7 @@ class _Builder:
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
+        self._bound = False  # whether the objects built from this module's classes are known
 
     def run(self) -> None:
         m = self.m
@@ -671,7 +742,6 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
-        self._bound = False
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
 
@@ -719,6 +789,16 @@ class _Builder:
             if name in names:
                 sites.setdefault(name, []).append(match.start())
         self.class_calls = _lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
+        callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
+        if callables and self.class_calls:
+            # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: the call runs __call__
+            self._bound = True
+            self._bind_instances()
+            objects = {n: ms["__call__"] for n, ms in m.instances.items() if n.isidentifier() and "__call__" in ms}
+            if objects:
+                helpers += list(objects.items())
+                for match in re.finditer(r"\b(%s)\s*\(" % "|".join(map(re.escape, objects)), m.source):
+                    sites.setdefault(match.group(1), []).append(match.start())
         m._lines = _propagate(m, m._lines, helpers, sites)
         m._backward_lines = _propagate(m, m._backward_lines, helpers, sites)
 
@@ -751,7 +831,10 @@ class _Builder:
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_framework_hook(stmt) and id(cls) not in self.manual:
                     continue
-                inner = {**closures, **_local_defs(stmt)}
+                local = _local_defs(stmt)
+                if local:
+                    self._mark_closure_calls(stmt, local)
+                inner = {**closures, **local}
                 fn_no_grad = no_grad or _no_grad_function(stmt) or stmt.name in self.no_grad_callees
                 self._visit(stmt.body, stmt, cls, (), inner, fn_no_grad)
             else:
@@ -766,6 +849,21 @@ class _Builder:
                         self._visit(body, scope, cls, rest, closures, inner_no_grad)
                 elif hot:
                     self._simple(stmt, scope, cls)
+
+    def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
+        """Lines of ``fn`` calling one of its closures that holds events are interesting too
+        (``def opt_step(): optimizer.step()`` ... ``opt_step()``)."""
+        m = self.m
+        hot = [name for name, f in local.items() if m.interesting(f)]
+        if not hot:
+            return
+        lines = m.scope_text(fn)
+        start = sum(len(line) + 1 for line in m._source_lines[: fn.lineno - 1])
+        pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, hot)))
+        positions = [start + match.start() for match in pattern.finditer(lines)]
+        m._add_positions(positions)
+        if any(_overlaps(m._backward_lines, local[name]) for name in hot):
+            m._backward_lines = sorted(set(m._backward_lines).union(_lines_of(m.source, positions)))
 
     def _find_no_grad_callees(self) -> None:
         """Names of functions called inside ``with torch.no_grad():`` (their loops need no no_grad of their own)."""
@@ -789,6 +887,8 @@ class _Builder:
                     if model:
                         m.optimizer_models[text(t)] = model
                 m.ctors.append((scope, cls, _moves_zero_gradients(ctor)))
+            elif any(isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" and "Accumulator" not in m.classes for n in ast.walk(value)):
+                m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
             elif isinstance(value, ast.Call) and terminal(value.func) == "optimizers":  # Lightning's self.optimizers()
                 for t in targets:
                     for name in [t] + list(getattr(t, "elts", [])):
@@ -830,7 +930,7 @@ class _Builder:
             methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
             walker = Walker(
                 m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
-                self._object_methods(),
+                self._object_methods(), frozenset(m.accumulators),
             )
             try:
                 paths = walker.iteration_paths(node)

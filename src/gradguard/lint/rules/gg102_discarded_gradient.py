@@ -3,6 +3,8 @@ of a window, or inside a nested micro-step loop whose window steps after it (nan
 
 from __future__ import annotations
 
+import ast
+
 from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP
 from .._model import Loop, Report, describe, dominates, tests
 
@@ -47,7 +49,9 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
     if not windows:
         return
     for clear in loop.full_clears:
-        if clear.stack or not any(clear in m.events and not _read_before(m, clear) for m in windows):
+        # a clearing that runs on every iteration (under flags fixed for the whole loop at most)
+        fixed = all(entry[0] != "loop" and isinstance(entry[0], ast.expr) and not loop.varies(entry[0]) for entry in clear.stack)
+        if not fixed or not any(clear in m.events and not _read_before(m, clear) for m in windows):
             continue
         step = next((s for s in loop.steps if loop.related(clear, s)), None)
         if step is not None:
@@ -77,6 +81,8 @@ def _before_closing_backward(loop: Loop, report: Report) -> None:
         return
     on_micro = {id(e.node) for m in windows for e in m.events}
     for p in loop.step_paths:
+        if not any(_may_precede(loop, m, p) for m in windows):
+            continue  # no micro-batch of a window can run before this path: nothing is pending to wipe
         events = p.events
         for i, clear in enumerate(events):
             if clear.kind != CLEAR or clear.target == PARTIAL or id(clear.node) in on_micro:
@@ -97,6 +103,13 @@ def _before_closing_backward(loop: Loop, report: Report) -> None:
                 f"{describe(step, 'step')} uses it.",
                 loop=loop, optimizer=step.target, backward=backward.node, step=step.node, clear=clear.node,
             )
+
+
+def _may_precede(loop: Loop, micro, path) -> bool:
+    """Whether the window's micro path ``micro`` can run in an iteration before ``path``: the
+    two agree on every decision that stays fixed over the loop (``if use_accum:`` ... ``else:``
+    are two loops, and a clearing in the plain one wipes nothing the other accumulated)."""
+    return all(path.decided(k) in (v, None) for k, v, t in micro.decisions if not loop.varies(t))
 
 
 def _inside_micro_step_loop(loop: Loop, report: Report) -> None:

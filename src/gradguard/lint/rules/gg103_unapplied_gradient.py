@@ -20,9 +20,9 @@ def check_loop(loop: Loop, report: Report) -> None:
         return  # `if steps == max_steps: break` may end the loop on a window boundary
     for s in loop.steps:
         for entry in s.stack:
-            if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(entry[0]):
+            if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(loop.resolve(entry[0])):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
-    windows = [m for m in loop.window_paths() if all(is_modulo_test(t) for _, _, t in m.decisions)]
+    windows = [m for m in loop.window_paths() if all(is_modulo_test(loop.resolve(t)) for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows):
         return
     report(
@@ -53,7 +53,7 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
         return False
     for m in windows:
         for _, _, test in m.decisions:
-            for node in ast.walk(test):
+            for node in ast.walk(loop.resolve(test)):
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
                     k = _literal_int(node.right, loop)
                     if k is None or k <= 0 or length % k:

@@ -20,13 +20,14 @@ CODE = "GG201"
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    if not loop.trains:
+    if not (loop.trains or loop.managed):
         return
     assigns = loop.assignments()
     losses = loss_names(loop, assigns)
     if not losses:
         return
-    backwarded = {n.id for b in loop.backwards for n in ast.walk(backward_tensor(b.node) or ast.Pass()) if isinstance(n, ast.Name)}
+    tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
+    backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
