@@ -267,12 +267,14 @@ def test_exclusions_from_pyproject(project, capsys):
 
 
 def test_this_repository_excludes_its_own_buggy_inputs(capsys, monkeypatch):
-    """`gradguard lint .` here reports nothing from the files that hold bugs on purpose."""
+    """`gradguard lint .` here reports nothing: the files that hold bugs on purpose are excluded."""
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)
     main(["lint", "--no-progress", "--format", "json", "."])
-    paths = {d["path"] for d in json.loads(capsys.readouterr().out)}
-    assert not {p for p in paths if "lint_fixtures" in p or "watch_scripts" in p or "buggy_loop" in p}
+    found = json.loads(capsys.readouterr().out)
+    # The rest (the library, the tests' correct loops, the 50-odd correct programs of the recall
+    # corpus) holds no gradient-buffer bug either: a finding here is a false positive to fix.
+    assert found == [], [f"{d['path']}:{d['line']}: {d['code']}" for d in found]
     assert main(["lint", "--select", "GG101", "tests/lint_fixtures/gg101_stale_gradient.py"]) == 1  # named: checked
 
 
