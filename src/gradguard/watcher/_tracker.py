@@ -180,25 +180,36 @@ class Tracker:
 
     # ------------------------------------------------------------ the one test
     @staticmethod
-    def changed(states: List[ParamState]) -> List[ParamState]:
-        """The states whose ``.grad`` is not the buffer last seen, or was changed in place since."""
+    def changed(states: List[ParamState], grads: Optional[list] = None) -> List[int]:
+        """The indices of ``states`` whose ``.grad`` is not the buffer last seen, or was changed in place since.
+
+        ``grads``: their ``.grad`` as the caller read it (each read costs, with many tensors).
+        The identity goes first: a new buffer is told without reading its ``_version``.
+        """
+        if grads is None:
+            grads = [st.p.grad for st in states]
         out = []
         add = out.append
-        for st in states:
-            g = st.p.grad
+        i = -1
+        for st, g in zip(states, grads):
+            i += 1
             if g is None:
                 if st.ver < 0:
                     continue
-            elif g._version == st.ver and st.ref() is g:  # ver >= 0: ref is that buffer's
+            elif st.ver >= 0 and st.ref() is g and g._version == st.ver:
                 continue
-            add(st)
+            add(i)
         return out
 
     # ------------------------------------------------------------ what a change means
-    def sync(self, states: List[ParamState], site: Optional[Site] = None, zero_fill: bool = False) -> None:
-        """Account for every change to ``states``' buffers since they were last seen."""
-        for st in self.changed(states):
-            if not st.pending and st.p.grad is None:  # the common clearing, inline: nothing to discard
+    def sync(self, states: List[ParamState], site: Optional[Site] = None, zero_fill: bool = False,
+             grads: Optional[list] = None) -> None:
+        """Account for every change to ``states``' buffers since they were last seen (``grads``: see ``changed``)."""
+        if grads is None:
+            grads = [st.p.grad for st in states]
+        for i in self.changed(states, grads):
+            st = states[i]
+            if not st.pending and grads[i] is None:  # the common clearing, inline: nothing to discard
                 st.ver = -1
                 st.consumed = st.zero = False
             else:
@@ -259,8 +270,10 @@ class Tracker:
         reached = ps.params
         add = reached.append
         new_ref = weakref.ref
-        for st in self.changed(tracked):
-            g = st.p.grad
+        grads = [st.p.grad for st in tracked]
+        for i in self.changed(tracked, grads):
+            st = tracked[i]
+            g = grads[i]
             if g is None:
                 st.ver = -1
                 continue
