@@ -28,15 +28,24 @@ extreme: N separate ``Parameter(torch.randn(3))``, a ``foreach`` SGD, and a loss
 that only sums each parameter's squares. Example::
 
     python benchmarks/bench_watch.py --params 10000 --rounds 8 --steps 5
+
+``--compare SRC`` adds a fourth condition, ``before``: the watch of another
+checkout's ``src`` folder (copied under another package name), in the same
+rounds, so that old and new code meet the same machine noise. Example::
+
+    python benchmarks/bench_watch.py --params 10000 --compare ../main/src
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,7 +81,22 @@ class Stack(nn.Module):
         return x
 
 
+def _load_before(src: str):
+    """The ``gradguard`` package of another checkout's ``src``, importable beside this one."""
+    tmp = tempfile.mkdtemp(prefix="bench_watch_")
+    shutil.copytree(Path(src) / "gradguard", Path(tmp) / "gradguard_before")
+    sys.path.insert(0, tmp)
+    import gradguard_before  # its imports are relative: it runs as a package of its own
+
+    return gradguard_before
+
+
+_BEFORE = None
+
+
 def _context(name: str):
+    if name == "before":
+        return _BEFORE.watch(mode="record")
     if name == "watch":
         import gradguard
 
@@ -95,8 +119,14 @@ def main(argv=None) -> int:
                         help="instead of the transformer: a stack of N/2 Linear(dim, dim) layers (N parameter tensors)")
     parser.add_argument("--params", type=int, default=0,
                         help="instead: N separate Parameter(torch.randn(3)) under a foreach SGD, almost no compute")
+    parser.add_argument("--compare", metavar="SRC", default=None,
+                        help="also time the watch of another checkout's src folder (condition 'before')")
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
     args = parser.parse_args(argv)
+    global _BEFORE, CONDITIONS
+    if args.compare:
+        _BEFORE = _load_before(args.compare)
+        CONDITIONS = ("plain", "before", "watch", "anomaly")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -141,33 +171,55 @@ def main(argv=None) -> int:
     per_round = {c: [] for c in CONDITIONS}  # each round's median: paired ratios cancel slow drift
     wall = {c: [] for c in CONDITIONS}
     findings = 0
+    # Time spent in CPython's cyclic garbage collector during the timed steps, per condition:
+    # with many tensors it is most of the scatter (a full collection walks every tensor).
+    gc_time = {c: 0.0 for c in CONDITIONS}
+    gc_full = {c: 0 for c in CONDITIONS}
+    timing = [None, 0.0]
+
+    def on_gc(phase, info):
+        if timing[0] is None:
+            return
+        if phase == "start":
+            timing[1] = time.process_time()
+        else:
+            gc_time[timing[0]] += time.process_time() - timing[1]
+            gc_full[timing[0]] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
     for r in range(args.rounds):
-        order = CONDITIONS[r % 3:] + CONDITIONS[: r % 3]
+        k = r % len(CONDITIONS)
+        order = CONDITIONS[k:] + CONDITIONS[:k]
         for cond in order:
             ctx = _context(cond)
             with ctx:
                 step()  # untimed: the first step inside a fresh watch learns the model
                 this_round = []
                 for _ in range(args.steps):
+                    timing[0] = cond
                     c0, w0 = time.process_time(), time.perf_counter()
                     step()
                     this_round.append(time.process_time() - c0)
+                    timing[0] = None
                     wall[cond].append(time.perf_counter() - w0)
                 times[cond].extend(this_round)
                 per_round[cond].append(statistics.median(this_round))
-            if cond == "watch":
+            if cond in ("watch", "before"):
                 findings += len(ctx.findings)
 
+    gc.callbacks.remove(on_gc)
     med = {c: statistics.median(v) for c, v in times.items()}
     wmed = {c: statistics.median(v) for c, v in wall.items()}
     print(f"model: {described}, "
           f"{n_params} parameter tensors, {type(opt).__name__}; torch {torch.__version__}, {args.threads} thread(s), CPU")
     print(f"{args.rounds} interleaved rounds x {args.steps} steps per condition; findings under watch: {findings}")
-    print(f"{'condition':<10} {'CPU ms/step':>12} {'ratio':>7} {'paired':>7} {'wall ms/step':>13} {'ratio':>7}")
+    print(f"{'condition':<10} {'CPU ms/step':>12} {'ratio':>7} {'paired':>7} {'wall ms/step':>13} {'ratio':>7}"
+          f" {'GC ms/step':>11} {'full GCs':>9}")
     for c in CONDITIONS:
         paired_c = statistics.median(a / b for a, b in zip(per_round[c], per_round["plain"]))
         print(f"{c:<10} {med[c] * 1e3:>12.2f} {med[c] / med['plain']:>7.3f} {paired_c:>7.3f} "
-              f"{wmed[c] * 1e3:>13.2f} {wmed[c] / wmed['plain']:>7.3f}")
+              f"{wmed[c] * 1e3:>13.2f} {wmed[c] / wmed['plain']:>7.3f}"
+              f" {gc_time[c] / len(times[c]) * 1e3:>11.2f} {gc_full[c]:>9}")
     overhead = (med["watch"] / med["plain"] - 1) * 100
     paired = statistics.median(w / p for w, p in zip(per_round["watch"], per_round["plain"]))
     print(f"watch overhead: {overhead:+.1f}% of the median step (paired per-round median ratio: {paired:.3f}; "

@@ -349,14 +349,15 @@ class Session:
         self.stepping = True
 
     def _check_step(self, ost: OptState, site: Site) -> None:
-        self.tracker.sync(ost.params)  # first: a clearing found now decides GG110 vs GG102
+        params = ost.params
+        grads = [st.p.grad for st in params]
+        self.tracker.sync(params, grads=grads)  # first: a clearing found now decides GG110 vs GG102
         view = StepView(ost, site, self.report, self._batch_stats, self.deferred.append if len(self.deferred) < 256 else _drop)
         graphs = self.graph_grads  # only backward(create_graph=True) leaves a graph in .grad
         with_grad, stale, zero_only, passes = view.with_grad, view.stale, view.zero_only, view.passes
         last = None
         by_hand = False
-        for st in ost.params:
-            g = st.p.grad
+        for st, g in zip(params, grads):  # (syncing changes no .grad)
             if g is None:
                 continue
             pending = st.pending

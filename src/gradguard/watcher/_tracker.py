@@ -71,8 +71,13 @@ class ParamState:
 
     def __init__(self, p: torch.Tensor):
         self.p = p
-        self.ref: Optional[weakref.ref] = None  # the buffer last seen (weakly: never keep a cleared grad alive)
-        self.ver = 0  # its _version when last seen
+        # The buffer last seen (weakly: never keep a cleared grad alive) and its _version;
+        # ver -1: it was None. A buffer seen cleared keeps its (dead) weak reference until the
+        # next buffer's replaces it: freeing one as the other is made leaves CPython's cyclic
+        # GC count unchanged, where freeing 10,000 first and making 10,000 later sets off
+        # collections that walk every tensor (the many-tensor case).
+        self.ref: Optional[weakref.ref] = None
+        self.ver = -1
         # Passes whose gradient is in the buffer, not yet applied by a step. One list per
         # parameter for good (cleared, not replaced): a new list per parameter per event
         # sets off CPython's cyclic GC every few hundred parameters, and each collection
@@ -88,7 +93,7 @@ class ParamState:
     def remember(self, g: Optional[torch.Tensor]) -> None:
         """Record the buffer as it is now."""
         if g is None:
-            self.ref = None
+            self.ver = -1
         else:
             if self.ref is None or self.ref() is not g:
                 self.ref = weakref.ref(g)
@@ -175,38 +180,51 @@ class Tracker:
 
     # ------------------------------------------------------------ the one test
     @staticmethod
-    def changed(states: List[ParamState]) -> List[ParamState]:
-        """The states whose ``.grad`` is not the buffer last seen, or was changed in place since."""
+    def changed(states: List[ParamState], grads: Optional[list] = None) -> List[int]:
+        """The indices of ``states`` whose ``.grad`` is not the buffer last seen, or was changed in place since.
+
+        ``grads``: their ``.grad`` as the caller read it (each read costs, with many tensors).
+        The identity goes first: a new buffer is told without reading its ``_version``.
+        """
+        if grads is None:
+            grads = [st.p.grad for st in states]
         out = []
         add = out.append
-        for st in states:
-            g = st.p.grad
-            ref = st.ref
+        i = -1
+        for st, g in zip(states, grads):
+            i += 1
             if g is None:
-                if ref is None:
+                if st.ver < 0:
                     continue
-            elif ref is not None and g._version == st.ver and ref() is g:
+            elif st.ver >= 0 and st.ref() is g and g._version == st.ver:
                 continue
-            add(st)
+            add(i)
         return out
 
     # ------------------------------------------------------------ what a change means
-    def sync(self, states: List[ParamState], site: Optional[Site] = None, zero_fill: bool = False) -> None:
-        """Account for every change to ``states``' buffers since they were last seen."""
-        for st in self.changed(states):
-            self.observe(st, site, zero_fill)
+    def sync(self, states: List[ParamState], site: Optional[Site] = None, zero_fill: bool = False,
+             grads: Optional[list] = None) -> None:
+        """Account for every change to ``states``' buffers since they were last seen (``grads``: see ``changed``)."""
+        if grads is None:
+            grads = [st.p.grad for st in states]
+        for i in self.changed(states, grads):
+            st = states[i]
+            if not st.pending and grads[i] is None:  # the common clearing, inline: nothing to discard
+                st.ver = -1
+                st.consumed = st.zero = False
+            else:
+                self.observe(st, site, zero_fill)
 
     def observe(self, st: ParamState, site: Optional[Site] = None, zero_fill: bool = False) -> None:
         """Account for what happened to ``st``'s buffer since it was last seen (``site``: a clearing's line)."""
         g = st.p.grad
-        ref = st.ref
         if g is None:
-            if ref is not None:
-                st.ref = None
+            if st.ver >= 0:
+                st.ver = -1
                 self.cleared(st, site)
             return
-        if ref is None or ref() is not g:
-            if ref is not None:
+        if st.ver < 0 or st.ref() is not g:
+            if st.ver >= 0:
                 self.cleared(st, site)
             # A buffer that no watched pass filled (assigned by hand, or filled
             # by a backward the watch did not see): a gradient of unknown origin.
@@ -250,19 +268,24 @@ class Tracker:
     def arrived(self, ps: Pass, tracked: List[ParamState]) -> None:
         """After a pass: every buffer that changed during it holds (also) its gradient."""
         reached = ps.params
-        for st in self.changed(tracked):
-            g = st.p.grad
+        add = reached.append
+        new_ref = weakref.ref
+        grads = [st.p.grad for st in tracked]
+        for i in self.changed(tracked, grads):
+            st = tracked[i]
+            g = grads[i]
             if g is None:
-                st.ref = None
+                st.ver = -1
                 continue
-            if st.ref is None or st.ref() is not g:
-                st.ref = weakref.ref(g)
+            ref = st.ref
+            if ref is None or ref() is not g:
+                st.ref = new_ref(g)  # frees the old one (see ParamState)
             st.ver = g._version
             pending = st.pending
             if len(pending) >= MAX_PENDING:
                 pending[:] = [q for q in pending if not q.used]
             pending.append(ps)
-            reached.append(st)
+            add(st)
             st.zero = False
             if not st.got:
                 st.got = True
@@ -286,7 +309,7 @@ class Tracker:
         for st in with_grad:
             g = st.p.grad
             if g is None:
-                st.ref = None
+                st.ver = -1
                 continue
             if st.pending or not st.zero:
                 st.consumed = True  # (a gradient of unknown origin, too, is now applied)
