@@ -1,14 +1,21 @@
-"""``check_trainer`` and ``Watch`` with real HF ``Trainer`` runs on tiny models built from configs (no download).
+"""``check_trainer``, ``exact`` and ``Watch`` with real HF ``Trainer`` runs on tiny models built from configs.
 
-Each verdict is compared with a gradient measured independently of gradguard:
-the trainer itself takes one SGD step with lr=1 and no clipping (so the
-parameter change is minus the gradient it applied), against the float64
-gradient of the token-mean loss over the same items computed here by hand.
+No download: every model is built from a tiny config, tokens are random ids.
+Each verdict and each ``exact`` run is compared with a gradient measured
+independently of gradguard: the trainer itself takes one SGD step with lr=1
+and no clipping (so the parameter change is minus the gradient it applied),
+against the float64 gradient of the token-mean loss over the same rows
+computed here by hand (each row run alone, unpadded). Beside each ``exact``
+run the same run without it is measured too, so a test cannot pass by
+accident.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
 import inspect
+import tempfile
 
 import pytest
 import torch
@@ -18,7 +25,9 @@ from torch import nn
 transformers = pytest.importorskip("transformers")
 
 import gradguard as gg  # noqa: E402
-from gradguard.integrations.transformers import Watch, check_trainer  # noqa: E402
+from gradguard.integrations.transformers import Watch, check_trainer, exact  # noqa: E402
+
+import _integrations as S  # noqa: E402
 
 pytestmark = pytest.mark.slow
 transformers.logging.set_verbosity_error()
@@ -205,3 +214,326 @@ def test_watch_callback_clean_and_findings_point_at_compute_loss(tmp_path):
     src, first = inspect.getsourcelines(MeanOverMicroBatches.compute_loss)
     assert (w.findings[0].path, w.findings[0].line) == (__file__, first + 2)
     assert "check_trainer" in w.findings[0].message
+
+
+# ====================================================================== exact
+# The model families a new user meets, built from tiny configs, on padded variable-length rows.
+FAMILIES = ("llama", "gpt2", "bert", "t5", "bart", "custom")
+SHIFTED = {"llama", "gpt2"}  # causal LMs: logits[:-1] predict labels[1:]
+SEQ2SEQ = {"t5", "bart"}
+
+
+class CustomLM(nn.Module):
+    """A custom module whose forward takes no **kwargs: the mean over its own (unshifted) targets."""
+
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.emb = nn.Embedding(V, 16)
+        self.head = nn.Linear(16, V)
+        self.scale = scale  # != 1: a loss that is not the token mean (exact must refuse it)
+
+    def forward(self, input_ids, attention_mask=None, labels=None):
+        logits = self.head(torch.tanh(self.emb(input_ids)))
+        loss = None
+        if labels is not None:
+            loss = self.scale * F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
+
+
+def family_model(kind):
+    torch.manual_seed(0)
+    if kind == "llama":
+        return make_model("llama")
+    if kind == "gpt2":
+        return make_model("gpt2")
+    if kind == "bert":
+        return transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=V, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    if kind == "t5":
+        return transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=V, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
+            dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0))
+    if kind == "bart":
+        return transformers.BartForConditionalGeneration(transformers.BartConfig(
+            vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1, bos_token_id=0,
+            eos_token_id=2, decoder_start_token_id=2))
+    return CustomLM()
+
+
+def family_rows(kind, n, seed=0):
+    """``n`` unpadded rows of random ids, 3 to 12 tokens long, with the labels the family trains on."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = 3 + (i * 7 + seed) % 10
+        ids = torch.randint(3, V, (length,), generator=g)
+        if kind == "bert":  # masked LM: about a third of the positions are targets, at least one
+            labels = torch.full_like(ids, -100)
+            pick = torch.rand(length, generator=g) < 0.35
+            pick[i % length] = True
+            labels[pick] = ids[pick]
+        elif kind in SEQ2SEQ:
+            labels = torch.randint(3, V, (2 + (i * 5 + seed) % 7,), generator=g)
+        else:
+            labels = ids.clone()
+        out.append({"input_ids": ids, "labels": labels})
+    return out
+
+
+def pad_collate(rows_):
+    """Pad to the micro-batch's longest row: ids with 0, labels with -100, an attention mask."""
+    def pad(key, fill):
+        longest = max(len(r[key]) for r in rows_)
+        return torch.stack([torch.cat([r[key], r[key].new_full((longest - len(r[key]),), fill)]) for r in rows_])
+
+    ids = pad("input_ids", 0)
+    mask = torch.stack([(torch.arange(ids.shape[1]) < len(r["input_ids"])).long() for r in rows_])
+    return {"input_ids": ids, "attention_mask": mask, "labels": pad("labels", -100)}
+
+
+def family_reference(model, kind, data, smoothing=0.0):
+    """float64 gradient of the mean loss over every target token of ``data``, each row alone and unpadded."""
+    ref = copy.deepcopy(model).double()
+    total, count = 0.0, 0
+    for r in data:
+        ids, labels = r["input_ids"][None], r["labels"][None]
+        # A seq2seq model builds its decoder inputs from the labels; the loss is computed here from the logits.
+        logits = ref(input_ids=ids, labels=labels)["logits"] if kind in SEQ2SEQ else ref(input_ids=ids)["logits"]
+        if kind in SHIFTED:
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        total = total + F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100,
+                                        reduction="sum", label_smoothing=smoothing)
+        count += int((labels != -100).sum())
+    (total / count).backward()
+    return {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+
+
+def family_trainer(tmp_path, model, data, k, cls=transformers.Trainer, **kw):
+    """SGD with lr=1, no clipping, no decay, constant rate; rows in order, micro-batches of 2."""
+    kw.setdefault("max_steps", 1)
+    kw.setdefault("learning_rate", 1.0)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=k, weight_decay=0.0, max_grad_norm=0.0, report_to=[], save_strategy="no",
+        logging_strategy="no", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0, optim="sgd",
+        lr_scheduler_type="constant", train_sampling_strategy="sequential", **kw)
+    return cls(model=model, args=args, train_dataset=data, data_collator=pad_collate)
+
+
+def applied_error(trainer, want):
+    """Train; ``max|-(change) - want| / max|want|``: the gradient the trainer applied against ``want``."""
+    model = trainer.model
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer.train()
+    diff = max(float(((before[n] - p.detach()).double() - want[n]).abs().max())
+               for n, p in model.named_parameters() if n in want)
+    return diff / max(float(w.abs().max()) for w in want.values())
+
+
+def stock_is_wrong(kind, k):
+    # Stock GPT2 counts position 0; with K > 1 every family but one whose loss divides by the count is off.
+    return kind == "gpt2" or (k > 1 and kind != "llama")
+
+
+EXACT_CASES = [(kind, k) for kind in ("gpt2", "bert", "t5") for k in (1, 2, 4)] + \
+    [(kind, 4) for kind in ("llama", "bart", "custom")]
+
+
+@pytest.mark.parametrize("kind, k", EXACT_CASES, ids=[f"{kind}-K{k}" for kind, k in EXACT_CASES])
+def test_exact_is_the_full_batch_gradient_and_the_stock_trainer_is_not(tmp_path, kind, k):
+    data = family_rows(kind, 2 * k)
+    want = family_reference(family_model(kind), kind, data)
+    stock = applied_error(family_trainer(tmp_path, family_model(kind), data, k), want)
+    fixed = applied_error(exact(family_trainer(tmp_path, family_model(kind), data, k)), want)
+    assert fixed < 1e-5, fixed  # float32 round-off
+    assert (stock > 1e-3) == stock_is_wrong(kind, k), stock  # the control: what exact() repairs
+    # check_trainer measures both (T5 and Bart need labels to run at all).
+    before = check_trainer(family_trainer(tmp_path, family_model(kind), data, k))
+    after = check_trainer(exact(family_trainer(tmp_path, family_model(kind), data, k)))
+    assert after.equivalent and after.max_rel_diff < 1e-5, after
+    assert before.equivalent != stock_is_wrong(kind, k), before
+    if not before.equivalent:
+        assert before.max_rel_diff == pytest.approx(stock, rel=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["bert", "t5", "bart"])
+def test_check_trainer_names_a_model_loss_that_never_sees_the_count(tmp_path, kind):
+    data = family_rows(kind, 8)
+    report = check_trainer(family_trainer(tmp_path, family_model(kind), data, 4))
+    assert not report.equivalent and len(report.causes) == 1
+    cause = report.causes[0]
+    model_name = type(family_model(kind)).__name__
+    assert cause.startswith(f"{model_name}'s loss is a per-micro-batch mean that never sees num_items_in_batch"), cause
+    assert "subclass" not in cause and "exact(trainer)" in cause
+
+
+def test_exact_final_partial_window_and_several_steps(tmp_path):
+    """K=4 over 6 micro-batches: windows of 4 and 2, each against plain full-batch SGD on the same rows."""
+    kind, k = "bert", 4
+    data = family_rows(kind, 12, seed=3)
+
+    def run(fix):
+        trainer = family_trainer(tmp_path, family_model(kind), data, k, max_steps=-1, num_train_epochs=1,
+                                 learning_rate=0.5)
+        trainer = exact(trainer) if fix else trainer
+        trainer.train()
+        assert trainer.state.global_step == 2
+        return {n: p.detach().double() for n, p in trainer.model.named_parameters()}
+
+    model = family_model(kind)
+    for window in (data[:8], data[8:]):
+        grads = family_reference(model, kind, window)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p -= 0.5 * grads[n].to(p.dtype)
+    want = {n: p.detach().double() for n, p in model.named_parameters()}
+    init = {n: p.detach().double() for n, p in family_model(kind).named_parameters()}
+
+    def err(got):
+        return max(float(((got[n] - init[n]) - (want[n] - init[n])).abs().max()) for n in want) / \
+            max(float((want[n] - init[n]).abs().max()) for n in want)
+
+    assert err(run(True)) < 1e-5
+    assert err(run(False)) > 1e-2
+
+
+def test_exact_keeps_the_trainers_label_smoothing(tmp_path):
+    kind, k = "gpt2", 4
+    data = family_rows(kind, 8)
+    want = family_reference(family_model(kind), kind, data, smoothing=0.1)
+    fixed = applied_error(exact(family_trainer(tmp_path, family_model(kind), data, k, label_smoothing_factor=0.1)), want)
+    stock = applied_error(family_trainer(tmp_path, family_model(kind), data, k, label_smoothing_factor=0.1), want)
+    assert fixed < 1e-5 and stock > 1e-3, (fixed, stock)
+
+
+def test_exact_leaves_evaluation_and_the_logged_loss_alone(tmp_path):
+    kind, k = "bert", 4
+    data = family_rows(kind, 8)
+    stock = family_trainer(tmp_path, family_model(kind), data, k)
+    fixed = exact(family_trainer(tmp_path, family_model(kind), data, k))
+    assert exact(fixed) is fixed  # a second call changes nothing
+    assert fixed.evaluate(data)["eval_loss"] == pytest.approx(stock.evaluate(data)["eval_loss"], rel=1e-6)
+    # The logged training loss of the window is its token mean (what the full batch reports).
+    model = family_model(kind).eval()
+    with torch.no_grad():
+        batch = pad_collate(data)
+        full = float(model(**batch)["loss"])
+    assert fixed.train().training_loss == pytest.approx(full, rel=1e-5)
+
+
+def test_exact_refuses_a_compute_loss_it_cannot_see_into(tmp_path):
+    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 4), 2, cls=MeanComputeLoss)
+    with pytest.raises(gg.GradguardError, match=r"MeanComputeLoss\.compute_loss \(.*test_integrations_transformers.py:\d+\)"
+                       r".*num_items_in_batch.*loss_is_scaled_for_ga = True"):
+        exact(trainer)
+    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+
+    def mean_loss(outputs, labels, num_items_in_batch=None):
+        return F.cross_entropy(outputs["logits"].reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+
+    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 4), 2)
+    trainer.compute_loss_func = mean_loss
+    with pytest.raises(gg.GradguardError, match="compute_loss_func=.*mean_loss"):
+        exact(trainer)
+
+
+def test_exact_refuses_a_loss_that_is_not_the_token_mean_before_any_update(tmp_path):
+    model = CustomLM(scale=2.0)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(family_trainer(tmp_path, model, family_rows("custom", 8), 4))
+    with pytest.raises(gg.GradguardError, match="CustomLM's loss .* is not the token-mean cross entropy"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+# ------------------------------------------------------- several processes
+def _ddp_rank(rank, world_size, kind, average):
+    transformers.logging.set_verbosity_error()
+    data = family_rows(kind, 2 * 4 * world_size)  # one window over both ranks: the reference's rows
+    out = {}
+    for fix in (False, True):
+        trainer = family_trainer(tempfile.mkdtemp(), family_model(kind), data, 4,
+                                 average_tokens_across_devices=average)
+        trainer = exact(trainer) if fix else trainer
+        trainer.train()
+        out[fix] = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    return out
+
+
+def _update_error(got, init, want):
+    return max(float(((init[n] - got[n]).double() - want[n]).abs().max()) for n in want) / \
+        max(float(w.abs().max()) for w in want.values())
+
+
+@pytest.mark.parametrize("average", [True, False])
+def test_exact_two_processes(average):
+    kind = "gpt2"
+    data = family_rows(kind, 16)
+    want = family_reference(family_model(kind), kind, data)
+    init = {n: p.detach() for n, p in family_model(kind).named_parameters()}
+    for result in S.spawn(_ddp_rank, 2, kind=kind, average=average):
+        assert _update_error(result[True], init, want) < 1e-5
+        assert _update_error(result[False], init, want) > 1e-3
+
+
+# ---------------------------------------------------------------- DeepSpeed
+def _no_shm_build():
+    """DeepSpeed compiles a shared-memory op on its first init (minutes on CPU); gloo does not need it."""
+    pytest.importorskip("deepspeed")
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda *args, **kwargs: None
+
+
+def _deepspeed_config(stage):
+    # gradient_clipping defaults to 1.0 in DeepSpeed and would clip silently; a torch SGD is "untested" under ZeRO.
+    return {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": 0.0,
+            "zero_allow_untested_optimizer": True, "zero_optimization": {"stage": stage}}
+
+
+def _deepspeed_rank(rank, world_size, kind, stage):
+    _no_shm_build()
+    transformers.logging.set_verbosity_error()
+    data = family_rows(kind, 2 * 4 * world_size)
+    out = {}
+    for fix in (False, True):
+        trainer = family_trainer(tempfile.mkdtemp(), family_model(kind), data, 4, deepspeed=_deepspeed_config(stage))
+        trainer = exact(trainer) if fix else trainer
+        model = trainer.model
+        trainer.train()
+        out[fix] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return out
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_exact_on_deepspeed_two_processes(stage):
+    pytest.importorskip("deepspeed")
+    kind = "bert"  # a loss-kwargs model whose loss never sees the count: K times too large on stock DeepSpeed
+    data = family_rows(kind, 16)
+    want = family_reference(family_model(kind), kind, data)
+    init = {n: p.detach() for n, p in family_model(kind).named_parameters()}
+    for result in S.spawn(_deepspeed_rank, 2, kind=kind, stage=stage):
+        assert _update_error(result[True], init, want) < 1e-5
+        assert _update_error(result[False], init, want) > 1.0
+
+
+def _deepspeed_check(rank, world_size):
+    _no_shm_build()
+    transformers.logging.set_verbosity_error()
+    data = family_rows("bert", 8)
+    stock = check_trainer(family_trainer(tempfile.mkdtemp(), family_model("bert"), data, 4,
+                                         deepspeed=_deepspeed_config(2)))
+    fixed = check_trainer(exact(family_trainer(tempfile.mkdtemp(), family_model("bert"), data, 4,
+                                               deepspeed=_deepspeed_config(2))))
+    return stock.equivalent, stock.max_rel_diff, stock.causes, fixed.equivalent
+
+
+def test_check_trainer_on_deepspeed_names_the_cause_and_the_fix(tmp_path):
+    pytest.importorskip("deepspeed")
+    data = family_rows("bert", 8)
+    want = family_reference(family_model("bert"), "bert", data)
+    measured = applied_error(family_trainer(tmp_path, family_model("bert"), data, 4), want)
+    [(equivalent, diff, causes, fixed)] = S.spawn(_deepspeed_check, 1)
+    assert not equivalent and diff == pytest.approx(measured, rel=1e-3)
+    assert "On DeepSpeed" in causes[0] and "exact(trainer)" in causes[0]
+    assert fixed

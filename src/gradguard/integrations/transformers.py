@@ -1,20 +1,24 @@
-"""Is an HF ``Trainer``'s accumulated gradient the full-batch one? And the watch during ``train()``.
+"""The HF ``Trainer``: is its accumulated gradient the full-batch one (:func:`check_trainer`), make it so
+(:func:`exact`), and the watch during ``train()`` (:class:`Watch`).
 
 The Trainer is exact when it can pass ``num_items_in_batch`` (the window's
 count of target tokens) to a loss that divides its token sum by it. It is
 not when the model's ``forward`` takes no ``**kwargs`` (it then averages the
-micro-batch means), when a ``compute_loss`` override accepts
-``num_items_in_batch`` but returns a per-micro-batch mean (a gradient K times
-too large), or when the Trainer counts other items than the loss averages
-over (a causal LM whose ``loss_type`` is unset: every non-ignored label is
-counted, though the loss shifts labels and never targets position 0).
+micro-batch means), when the forward takes ``**kwargs`` but its loss never
+sees the count (BERT-style heads, T5, Bart: a per-micro-batch mean that the
+Trainer takes as already scaled, so a gradient about K times too large), when
+a ``compute_loss`` override accepts ``num_items_in_batch`` but returns a
+per-micro-batch mean, or when the Trainer counts other items than the loss
+averages over (a causal LM whose ``loss_type`` is unset: every non-ignored
+label is counted, though the loss shifts labels and never targets position 0).
 :func:`check_trainer` measures which case a given trainer is in, on its own
-data and through its own ``training_step``.
+data and through its own ``training_step``; :func:`exact` repairs all of them.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import random
 import sys
 from typing import List, Optional
@@ -22,11 +26,12 @@ from typing import List, Optional
 import torch
 import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from .._errors import GradguardError
 from ._watch import FrameworkWatch, loss_line
 
-__all__ = ["check_trainer", "TrainerCheck", "Watch"]
+__all__ = ["check_trainer", "exact", "TrainerCheck", "Watch"]
 
 IGNORE = -100
 
@@ -111,6 +116,12 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
             f"check_trainer compares one process's window with its full batch; this run has world_size="
             f"{trainer.args.world_size}: run the check in a single process"
         )
+    deepspeed = _on_deepspeed(trainer)
+    if deepspeed and getattr(trainer.accelerator, "deepspeed_engine_wrapped", None) is not None:
+        raise GradguardError(
+            "the trainer's DeepSpeed engine is built (train() ran), and it partitions and steps the gradients itself: "
+            "run check_trainer(trainer) before trainer.train()"
+        )
     model = trainer.model
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if rtol is None:
@@ -127,6 +138,12 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
             raise GradguardError("check_trainer needs batches with 'labels' (the targets the loss averages over)")
         trainer.current_gradient_accumulation_steps = len(batches)  # what train() sets for each window
         model.zero_grad(set_to_none=True)
+        if deepspeed:
+            # Before train() there is no engine yet. The Trainer calls the engine's backward with
+            # scale_wrt_gas=False (no division by gradient_accumulation_steps), which is a plain
+            # backward of the same loss in float32: run that instead.
+            saved.backward = trainer.accelerator.__dict__.get("backward", _MISSING)
+            trainer.accelerator.backward = lambda loss, **kwargs: loss.backward()
         for b in batches:
             trainer.training_step(model, b, num_items)
         got = [p.grad.detach().double() if p.grad is not None else torch.zeros_like(p, dtype=torch.float64)
@@ -140,44 +157,67 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
     diff = max(float((g - w).abs().max()) for g, w in zip(got, want)) / scale
     equivalent = diff <= rtol
     n_items = int(num_items) if num_items is not None else None
-    causes = [] if equivalent else _causes(trainer, items, n_items, shifted, scale_free, len(batches), k)
+    causes = [] if equivalent else _causes(trainer, items, n_items, shifted, scale_free, len(batches), k, deepspeed)
     return TrainerCheck(equivalent, diff, causes, len(batches), items, n_items, dropout_off)
 
 
 # ---------------------------------------------------------------- reference
 def _reference(model, names, batches):
-    """float64 gradient of the token-mean loss over all micro-batches' targets; per-micro-batch items; shifted?"""
+    """float64 gradient of the window's full batch run through the model; per-micro-batch items; shifted?
+
+    The micro-batches are joined into one batch (padded at the end: labels with -100, masks with 0), which
+    goes through a float64 copy of the model with its labels, so that the model's own loss (decoder inputs
+    built from labels, shifted targets) is the full-batch token mean. A model that returns no loss gets the
+    token-mean cross entropy of its logits.
+    """
     ref = copy.deepcopy(model).double()
     ref.zero_grad(set_to_none=True)
-    sums, counts, shifted = [], [], None
-    for b in batches:
-        labels = b["labels"]
-        out = ref(**{key: v for key, v in b.items() if key != "labels"})
-        logits = out["logits"] if isinstance(out, dict) or hasattr(out, "keys") else out[0]
-        if shifted is None:
-            shifted = _loss_shifts(ref, b, logits, labels)
-        lg, lb = (logits[..., :-1, :], labels[..., 1:]) if shifted else (logits, labels)
-        sums.append(F.cross_entropy(lg.reshape(-1, lg.shape[-1]), lb.reshape(-1), ignore_index=IGNORE, reduction="sum"))
-        counts.append(int((lb != IGNORE).sum()))
-    total = sum(sums) / max(sum(counts), 1)
-    total.backward()
+    full = _joined(batches, getattr(getattr(model, "config", None), "pad_token_id", None))
+    out = ref(**full)
+    own, logits = _own_loss(out), (out["logits"] if hasattr(out, "keys") and "logits" in out.keys() else None)
+    labels = full["labels"]
+    shifted = False
+    if own is not None and logits is not None and labels.dim() >= 2:
+        with torch.no_grad():
+            shifted = bool((own - _mean_ce(logits[..., :-1, :], labels[..., 1:])).abs()
+                           < (own - _mean_ce(logits, labels)).abs())
+    if own is None:
+        if logits is None:
+            raise GradguardError(f"{type(model).__name__} returned neither a loss nor logits for a batch with labels")
+        own = _mean_ce(logits, labels)
+    own.backward()
     grads = dict(ref.named_parameters())
     want = [grads[n].grad.detach() if grads[n].grad is not None else torch.zeros_like(grads[n]) for n in names]
-    return want, counts, bool(shifted)
+    counts = [int(((b["labels"][..., 1:] if shifted else b["labels"]) != IGNORE).sum()) for b in batches]
+    return want, counts, shifted
 
 
-def _loss_shifts(ref, batch, logits, labels) -> bool:
-    """Whether the model's own loss targets ``labels[..., 1:]`` from ``logits[..., :-1]`` (a causal LM)."""
-    with torch.no_grad():
-        own = ref(**batch)
-        own = own["loss"] if hasattr(own, "keys") else own[0]
-        if own is None or labels.dim() < 2:
-            return False
-        v = logits.shape[-1]
-        shifted = F.cross_entropy(logits[..., :-1, :].reshape(-1, v), labels[..., 1:].reshape(-1), ignore_index=IGNORE)
-        plain = F.cross_entropy(logits.reshape(-1, v), labels.reshape(-1), ignore_index=IGNORE)
-        # The closer of the two (a model's loss may upcast its logits to float32 only).
-        return bool((own - shifted).abs() < (own - plain).abs())
+def _joined(batches, pad_id):
+    """One batch from the micro-batches: dim 0 concatenated, other dims padded at the end to the longest."""
+    out = {}
+    for key in batches[0]:
+        values = [b[key] for b in batches]
+        if not all(torch.is_tensor(v) for v in values):
+            raise GradguardError(f"the batches' {key!r} is not a tensor in every micro-batch: check_trainer joins "
+                                 "the window's micro-batches into one batch")
+        if "label" in key:
+            fill = IGNORE
+        elif "mask" in key:
+            fill = 0
+        else:
+            fill = pad_id if pad_id is not None and "ids" in key else 0
+        shape = [max(v.shape[d] for v in values) for d in range(values[0].dim())]
+        padded = []
+        for v in values:
+            if list(v.shape[1:]) != shape[1:]:
+                grown = v.new_full([v.shape[0]] + shape[1:], fill)
+                grown[tuple(slice(0, n) for n in v.shape)] = v
+                v = grown
+            padded.append(v)
+        out[key] = torch.cat(padded)
+        if out[key].is_floating_point():
+            out[key] = out[key].double()
+    return out
 
 
 def _ignores_num_items(trainer, model, batch, num_items) -> bool:
@@ -191,31 +231,55 @@ def _ignores_num_items(trainer, model, batch, num_items) -> bool:
     return bool(torch.equal(a.detach(), b.detach()))
 
 
-def _causes(trainer, items, num_items, shifted, scale_free, micro, k) -> List[str]:
+_EXACT_FIX = "gradguard.integrations.transformers.exact(trainer) before train()"
+
+
+def _on_deepspeed(trainer) -> bool:
+    return getattr(trainer.accelerator.distributed_type, "value", None) == "DEEPSPEED"
+
+
+def _causes(trainer, items, num_items, shifted, scale_free, micro, k, deepspeed=False) -> List[str]:
     out = []
     overridden = type(trainer).compute_loss is not Trainer.compute_loss
     scaled = trainer.loss_is_scaled_for_ga
     if scaled is None:
         scaled = (trainer.model_accepts_loss_kwargs and num_items is not None) or trainer.compute_loss_func is not None
+    model_name = type(trainer.accelerator.unwrap_model(trainer.model)).__name__
     if num_items is None and not trainer.model_accepts_loss_kwargs and trainer.compute_loss_func is None:
         out.append(
             f"the model's forward takes no **kwargs, so the Trainer cannot pass num_items_in_batch and averages the "
             f"{micro} micro-batch means with equal weights although they average over {items} items (a mean of means). "
-            "Fix: give forward a **kwargs (num_items_in_batch) and return the summed loss divided by it, or pass "
-            "Trainer(compute_loss_func=...) that divides the token sum by num_items_in_batch"
+            f"Fix: {_EXACT_FIX}; or give forward a **kwargs (num_items_in_batch) and return the summed loss divided "
+            "by it"
         )
-    elif scale_free and scaled:
+    elif scale_free and scaled and overridden:
         out.append(
             f"{type(trainer).__name__}.compute_loss ignores num_items_in_batch and returns each micro-batch's mean, but "
             f"the Trainer takes the loss as already scaled and does not divide it by {micro}: the gradient is about "
             f"{micro} times too large. Fix: return the loss summed over tokens divided by num_items_in_batch, or set "
-            "loss_is_scaled_for_ga = False on the Trainer subclass"
+            f"loss_is_scaled_for_ga = False on {type(trainer).__name__} (a mean of means)"
+        )
+    elif scale_free and scaled and trainer.compute_loss_func is not None:
+        out.append(
+            f"the compute_loss_func ignores num_items_in_batch and returns each micro-batch's mean, but the Trainer "
+            f"takes it as already scaled and does not divide it by {micro}: the gradient is about {micro} times too "
+            "large. Fix: return the loss summed over tokens divided by num_items_in_batch"
+        )
+    elif scale_free and scaled:
+        out.append(
+            f"{model_name}'s loss is a per-micro-batch mean that never sees num_items_in_batch, though its forward "
+            "takes **kwargs: the Trainer passes the count, takes the loss as already scaled and does not divide it "
+            f"by {micro}, so the gradient is about {micro} times too large (and weighs the micro-batches' "
+            f"{items} items equally)"
+            + (". On DeepSpeed the Trainer also turns off the engine's own division by gradient_accumulation_steps "
+               "(scale_wrt_gas=False), so nothing divides by it there either" if deepspeed else "")
+            + f". Fix: {_EXACT_FIX}"
         )
     elif num_items is not None and num_items != sum(items):
         why = (" (the model's loss shifts labels, so position 0 of each row is never a target, but its loss_type is "
                "unset and the Trainer counts every non-ignored label)") if shifted else ""
-        fix = ("set model.loss_type = 'ForCausalLM' before building the Trainer, or label position 0 of every row -100"
-               if shifted else "make the count and the loss use the same targets")
+        fix = (f"{_EXACT_FIX}; or set model.loss_type = 'ForCausalLM' before building the Trainer" if shifted
+               else f"{_EXACT_FIX}; or make the count and the loss use the same targets")
         out.append(
             f"the Trainer counted num_items_in_batch={num_items} but the loss averages over {sum(items)} target tokens"
             f"{why}: every gradient is scaled by {sum(items)}/{num_items}. Fix: {fix}"
@@ -251,6 +315,7 @@ class _restored:
             self.np_rng = None
         self.cgas = self.trainer.__dict__.get("current_gradient_accumulation_steps", _MISSING)
         self.dropout = []
+        self.backward = None  # the accelerator's backward, when the check replaced it
         return self
 
     def __exit__(self, *exc):
@@ -270,6 +335,10 @@ class _restored:
             import numpy
 
             numpy.random.set_state(self.np_rng)
+        if self.backward is _MISSING:
+            self.trainer.accelerator.__dict__.pop("backward", None)
+        elif self.backward is not None:
+            self.trainer.accelerator.backward = self.backward
         if self.cgas is _MISSING:
             self.trainer.__dict__.pop("current_gradient_accumulation_steps", None)
         else:
@@ -296,6 +365,245 @@ def _dropout_off(model, ctx: _restored) -> List[str]:
                 setattr(m, attr, 0.0)
                 names.append(f"{name}.{attr}" if name else attr)
     return names
+
+
+# ---------------------------------------------------------------------- exact
+def exact(trainer: Trainer) -> Trainer:
+    """Make ``trainer``'s accumulated gradient the full-batch token-mean gradient of each window, in place.
+
+    Every micro-batch's loss becomes its cross-entropy summed over its target
+    tokens divided by the window's target count (over all processes), so the
+    window's gradient is the gradient of the mean over all its target tokens,
+    whatever the model: models whose forward takes ``**kwargs`` and models
+    whose loss never sees ``num_items_in_batch`` (BERT-style heads, T5, Bart,
+    a custom module), causal LMs (the shifted targets are counted, not every
+    label), the epoch's final partial window, several processes (DDP or
+    DeepSpeed), and the Trainer's label smoothing. The model's own loss is
+    checked once, on the first window, to be that token mean (which also
+    tells whether it shifts labels); a model with another loss is refused.
+
+    The Trainer's count and loss hooks are the ones set:
+    ``trainer.get_batch_samples`` counts the window's targets (one all-gather
+    per window with several processes, as the Trainer's own count),
+    ``trainer.compute_loss`` makes the loss above while training (evaluation
+    is unchanged), ``model_accepts_loss_kwargs = False`` (the Trainer neither
+    counts again nor passes the count to the model) and
+    ``loss_is_scaled_for_ga = True`` (the Trainer does not divide by K).
+    Optimizer, scheduler, clipping, mixed precision, logging and random
+    numbers are untouched; the logged ``loss`` is the exact window mean.
+
+    Args:
+        trainer: a ``transformers.Trainer`` (or a subclass that keeps the Trainer's ``compute_loss``),
+            before ``train()``.
+
+    Returns:
+        the same ``trainer``.
+
+    Raises:
+        GradguardError: a ``compute_loss`` override or a ``compute_loss_func`` (their loss cannot be
+            seen into: the message says what to change), DataParallel over several GPUs in one process,
+            tensor/context/sequence parallelism; at the first window, a model whose loss is not the
+            token-mean cross entropy over its labels, or batches without ``labels``.
+
+    >>> trainer = exact(Trainer(model=model, args=args, train_dataset=data))   # doctest: +SKIP
+    >>> check_trainer(trainer).equivalent                                    # doctest: +SKIP
+    True
+    """
+    if not isinstance(trainer, Trainer):
+        raise GradguardError(f"exact needs a transformers.Trainer, got {type(trainer).__name__}")
+    if isinstance(trainer.__dict__.get("compute_loss"), _ExactLoss.Bound):
+        return trainer  # already exact
+    cls = type(trainer)
+    if cls.compute_loss is not Trainer.compute_loss:
+        path, line = _source_of(cls.compute_loss)
+        raise GradguardError(
+            f"{cls.__name__}.compute_loss ({path}:{line}) overrides Trainer.compute_loss, and exact() cannot see how "
+            "it makes its loss: make it return the loss summed over target tokens divided by its num_items_in_batch "
+            f"argument and set loss_is_scaled_for_ga = True on {cls.__name__} (check it with check_trainer), or remove "
+            "the override and call exact(trainer)"
+        )
+    if trainer.compute_loss_func is not None:
+        fn = trainer.compute_loss_func
+        raise GradguardError(
+            f"the trainer has compute_loss_func={getattr(fn, '__qualname__', type(fn).__name__)}, whose loss exact() "
+            "cannot see into: make it return the loss summed over target tokens divided by num_items_in_batch (the "
+            "Trainer then is exact for models whose loss shifts labels only if it counts the shifted targets: check "
+            "with check_trainer), or build the Trainer without compute_loss_func and call exact(trainer)"
+        )
+    if trainer.args.n_gpu > 1:
+        raise GradguardError(
+            f"this trainer runs DataParallel over n_gpu={trainer.args.n_gpu} GPUs in one process, where a loss cannot "
+            "be weighted per device: launch one process per GPU (torchrun / accelerate launch) and call exact(trainer)"
+        )
+    split = {"tensor": trainer.get_tp_size(), "context": trainer.get_cp_size(), "sequence": trainer.get_sp_size()}
+    split = {k: v for k, v in split.items() if v > 1}
+    if split:
+        raise GradguardError(
+            "exact() counts each process's targets once, but this run splits batches by "
+            + ", ".join(f"{k} parallelism of size {v}" for k, v in split.items())
+            + ": train without exact(), and check the window gradient with check_trainer on a single process"
+        )
+    fix = _ExactLoss(trainer)
+    trainer.get_batch_samples = _ExactLoss.Bound(fix.get_batch_samples)
+    trainer.compute_loss = _ExactLoss.Bound(fix.compute_loss)
+    trainer.model_accepts_loss_kwargs = False
+    trainer.loss_is_scaled_for_ga = True
+    return trainer
+
+
+class _ExactLoss:
+    """The window count and the micro-batch loss that :func:`exact` gives a trainer."""
+
+    class Bound:
+        """A method set on one trainer instance by :func:`exact` (tells :func:`exact` it ran already)."""
+
+        def __init__(self, fn):
+            self.fn = fn
+            self.__wrapped__ = fn
+
+        def __call__(self, *args, **kwargs):
+            return self.fn(*args, **kwargs)
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.original_batches = trainer.get_batch_samples  # the class's (or subclass's) own, bound
+        self.shifted: Optional[bool] = None  # does the loss target labels[..., 1:]? decided on the first window
+        self.decoder_from_labels = False  # encoder-decoder: build decoder_input_ids from labels as the model would
+        self.labels_to_model = False  # the forward requires labels: pass them (its own loss is discarded)
+
+    # The Trainer calls this once per window with the window's micro-batches.
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        batches, _ = self.original_batches(epoch_iterator, num_batches, device)
+        if not batches:
+            return batches, None
+        if any("labels" not in b for b in batches):
+            raise GradguardError(
+                "exact() weights micro-batches by their target tokens, read from each batch's 'labels'; this batch "
+                f"has only {sorted(batches[0].keys())}: give the batches labels (-100 where nothing is predicted)"
+            )
+        if self.shifted is None:
+            self._learn_the_loss(batches)
+        local = sum(self._targets(b["labels"]).ne(IGNORE).sum() for b in batches).to(device)
+        if self.trainer.args.world_size > 1:
+            # One collective per window for the global count, as the Trainer's own count under
+            # average_tokens_across_devices (which exact() needs whatever that flag says).
+            local = self.trainer.accelerator.gather(local.reshape(1)).sum()
+        return batches, local
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        trainer = self.trainer
+        if num_items_in_batch is None or not model.training:  # evaluation, or a call outside train()
+            return Trainer.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        labels = inputs["labels"]
+        outputs = model(**self._model_inputs(model, inputs))
+        # A window without any target (all labels ignored) has no direction: a zero loss, not 0/0.
+        total = num_items_in_batch.clamp(min=1) if torch.is_tensor(num_items_in_batch) else max(num_items_in_batch, 1)
+        if trainer.label_smoother is not None:
+            # The Trainer's own smoothing, which divides its sums by the count it is given.
+            loss = trainer.label_smoother(outputs, labels, shift_labels=self.shifted, num_items_in_batch=total)
+        else:
+            logits, targets = _logits(outputs), self._targets(labels)
+            if self.shifted:
+                logits = logits[..., :-1, :]
+            if logits.dtype in (torch.float16, torch.bfloat16):
+                logits = logits.float()  # as the models' own losses do
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device),
+                                   ignore_index=IGNORE, reduction="sum") / total
+        if trainer.args.world_size > 1:
+            loss = loss * trainer.args.world_size  # DDP and DeepSpeed average the gradients over processes
+        return (loss, outputs) if return_outputs else loss
+
+    # ------------------------------------------------------------- helpers
+    def _targets(self, labels):
+        return labels[..., 1:] if self.shifted else labels
+
+    def _model_inputs(self, model, inputs):
+        out = dict(inputs)
+        labels = out["labels"] if self.labels_to_model else out.pop("labels")
+        if self.decoder_from_labels and "decoder_input_ids" not in out and "decoder_inputs_embeds" not in out:
+            unwrapped = self.trainer.accelerator.unwrap_model(model)
+            out["decoder_input_ids"] = unwrapped.prepare_decoder_input_ids_from_labels(labels=labels)
+        return out
+
+    def _learn_the_loss(self, batches) -> None:
+        """Decide whether the model's loss shifts labels, and check that it is the token mean exact() makes."""
+        trainer = self.trainer
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        self.decoder_from_labels = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) and hasattr(
+            model, "prepare_decoder_input_ids_from_labels")
+        labels_param = inspect.signature(model.forward).parameters.get("labels")
+        self.labels_to_model = labels_param is not None and labels_param.default is inspect.Parameter.empty
+        if trainer.label_smoother is not None:
+            # The Trainer's rule for its label smoother (its compute_loss shifts for causal-LM classes).
+            self.shifted = model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+            return
+        training = model.training
+        model.eval()  # no dropout (the two forwards below must see the same logits), no random numbers drawn
+        try:
+            with torch.no_grad():
+                for batch in batches:
+                    batch = trainer._prepare_inputs(batch)
+                    own = _own_loss(model(**batch))
+                    if own is None:
+                        raise GradguardError(
+                            f"{type(model).__name__} returned no loss for a batch with labels, so exact() cannot "
+                            "check that its loss is the token-mean cross entropy it makes exact: return "
+                            "{'loss': ..., 'logits': ...} from forward when labels are given"
+                        )
+                    if not torch.isfinite(own):
+                        continue  # no target in this micro-batch (0/0): try the next one
+                    logits = _logits(model(**self._model_inputs(model, batch)))
+                    labels = batch["labels"]
+                    plain = _mean_ce(logits, labels)
+                    shifted = _mean_ce(logits[..., :-1, :], labels[..., 1:]) if labels.dim() >= 2 else None
+                    candidates = [(abs(float(own - plain)), False)]
+                    if shifted is not None:
+                        candidates.append((abs(float(own - shifted)), True))
+                    gap, self.shifted = min(candidates)
+                    tol = 2e-2 if logits.dtype in (torch.float16, torch.bfloat16) else 1e-4
+                    if gap > tol * max(1.0, abs(float(own))):
+                        self.shifted = None
+                        raise GradguardError(
+                            f"{type(model).__name__}'s loss ({float(own):.6g} on the first micro-batch) is not the "
+                            f"token-mean cross entropy of its logits over its labels ({float(plain):.6g}"
+                            + (f", or {float(shifted):.6g} with shifted labels" if shifted is not None else "")
+                            + "), the loss exact() makes exact: weight its micro-batches yourself in a compute_loss "
+                            "that returns the summed loss divided by num_items_in_batch, and check it with "
+                            "check_trainer"
+                        )
+                    return
+        finally:
+            model.train(training)
+        self.shifted = bool(labels.dim() >= 2 and model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+
+
+def _logits(outputs):
+    if hasattr(outputs, "keys") and "logits" in outputs.keys():
+        return outputs["logits"]
+    raise GradguardError(
+        f"the model returned {type(outputs).__name__} without 'logits' (keys: "
+        f"{list(outputs.keys()) if hasattr(outputs, 'keys') else 'none'}): exact() computes the loss from the logits; "
+        "return a dict or ModelOutput with 'logits'"
+    )
+
+
+def _own_loss(outputs):
+    if hasattr(outputs, "keys"):
+        return outputs["loss"] if "loss" in outputs.keys() else None
+    return outputs[0] if isinstance(outputs, (tuple, list)) and outputs else None
+
+
+def _mean_ce(logits, labels):
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device),
+                           ignore_index=IGNORE)
+
+
+def _source_of(fn):
+    try:
+        return inspect.getsourcefile(fn), inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        return "<unknown file>", "?"
 
 
 # ---------------------------------------------------------------------- watch
