@@ -48,11 +48,12 @@ class Module(L.LightningModule):
 
 
 def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, precision="64-true", schedule=False,
-        root=None, epochs=1, module=None):
+        root=None, epochs=1, module=None, ckpt_path=None):
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LightningModule.*log.*")
-    loader = torch.utils.data.DataLoader(rank_batches, batch_size=None)
+    loader = rank_batches if isinstance(rank_batches, Resumable) else \
+        torch.utils.data.DataLoader(rank_batches, batch_size=None)
     trainer = L.Trainer(
         max_epochs=epochs, accelerator="cpu", devices=world_size, strategy="ddp" if world_size > 1 else "auto",
         accumulate_grad_batches=accumulate, gradient_clip_val=clip, precision=precision, callbacks=list(callbacks),
@@ -60,7 +61,7 @@ def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, 
         use_distributed_sampler=False, default_root_dir=root or os.getcwd(),
     )
     module = module or Module(schedule)
-    trainer.fit(module, loader)
+    trainer.fit(module, loader, ckpt_path=ckpt_path)
     return [p.detach().clone() for p in module.net.parameters()], trainer
 
 
@@ -147,7 +148,95 @@ def test_ddp_two_processes_exact_and_lightning_alone_is_not():
         assert S.rel_change_error(alone, want) > 1e-4
 
 
+def test_logged_window_loss_is_in_the_losss_own_precision(tmp_path):
+    cb = ExactAccumulation()
+    _, trainer = fit(S.batches(0), callbacks=[cb], root=tmp_path)
+    logged = trainer.callback_metrics["window_loss"]
+    assert logged.dtype == torch.float64 and float(logged) == cb.loss
+
+
+class Resumable:
+    """A loader Lightning can resume mid-epoch (it has state_dict/load_state_dict): it skips the batches done."""
+
+    def __init__(self, batches):
+        self.batches, self.start, self.pos = batches, 0, 0
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        start, self.start = self.start, 0
+        for self.pos in range(start, len(self.batches)):
+            yield self.batches[self.pos]
+
+    def state_dict(self):
+        return {"pos": self.pos}
+
+    def load_state_dict(self, state):
+        self.start = state["pos"] + 1
+
+
+class Crash(L.Callback):
+    """Save a checkpoint at the end of micro-batch ``at`` (mid-window), then fail as a killed job would."""
+
+    def __init__(self, at, path):
+        self.at, self.path = at, path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if batch_idx == self.at:
+            trainer.save_checkpoint(self.path)
+            raise RuntimeError("killed")
+
+
+class Forgetful(ExactAccumulation):
+    """The callback as it was: no window state in the checkpoint (the control)."""
+
+    def state_dict(self):
+        return {}
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        pass
+
+    def load_state_dict(self, state_dict):
+        pass
+
+
+@pytest.mark.parametrize("at", [5, 6])  # 2 and 3 micro-batches into the second window of 4
+def test_mid_window_resume_is_the_uninterrupted_run(tmp_path, at):
+    data = S.batches(0)
+    whole, _ = fit(Resumable(data), callbacks=[ExactAccumulation()], root=tmp_path)
+    assert S.rel_change_error(whole, S.reference_params([data], None)) < 1e-10
+
+    def interrupted(cls):
+        ckpt = str(tmp_path / f"mid-{cls.__name__}.ckpt")
+        with pytest.raises(RuntimeError, match="killed"):
+            fit(Resumable(data), callbacks=[cls(), Crash(at, ckpt)], root=tmp_path)
+        cb = cls()
+        got, trainer = fit(Resumable(data), callbacks=[cb], root=tmp_path, ckpt_path=ckpt)
+        assert trainer.global_step == 3
+        return got, cb
+
+    resumed, cb = interrupted(ExactAccumulation)
+    assert max(float((a - b).abs().max()) for a, b in zip(resumed, whole)) < 1e-12
+    assert cb.loss is not None
+    control, _ = interrupted(Forgetful)  # without the window's state the resumed run is off
+    assert S.rel_change_error(control, S.reference_params([data], None)) > 1e-3
+
+
 # ------------------------------------------------------------------ bad input
+def test_a_second_exact_accumulation_is_refused(tmp_path):
+    """Two would apply the weights twice (39-45 % off): refused before any step."""
+    module = Module()
+    before = [p.detach().clone() for p in module.parameters()]
+    # Two of the same class share a checkpoint key: Lightning itself refuses them when the Trainer is built.
+    with pytest.raises(RuntimeError, match="more than one stateful callback of type `ExactAccumulation`"):
+        fit(S.batches(0), callbacks=[ExactAccumulation(), ExactAccumulation()], root=tmp_path, module=module)
+    # A subclass has its own key; gradguard refuses the pair when fit starts.
+    with pytest.raises(gg.GradguardError, match="2 ExactAccumulation callbacks"):
+        fit(S.batches(0), callbacks=[ExactAccumulation(), Forgetful()], root=tmp_path, module=module)
+    assert all(torch.equal(a, p) for a, p in zip(before, module.parameters()))
+
+
 def test_accumulate_grad_batches_1_is_refused(tmp_path):
     with pytest.raises(gg.GradguardError, match="does nothing with accumulate_grad_batches=1"):
         fit(S.batches(0), callbacks=[ExactAccumulation()], accumulate=1, root=tmp_path)

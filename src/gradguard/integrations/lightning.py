@@ -125,6 +125,14 @@ class ExactAccumulation(Callback):
     def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
         if stage != "fit":
             return
+        mine = [cb for cb in trainer.callbacks if isinstance(cb, ExactAccumulation)]
+        if len(mine) > 1:
+            # Each would multiply every micro-batch's gradient by its count and rescale the window:
+            # two of them apply the weights twice (39-45 % off in a measured run).
+            raise GradguardError(
+                f"the Trainer has {len(mine)} ExactAccumulation callbacks; each reweights every gradient, so together "
+                "they apply the weights twice: pass a single ExactAccumulation(count_fn=...) in Trainer(callbacks=[...])"
+            )
         if not pl_module.automatic_optimization:
             raise GradguardError(
                 "ExactAccumulation works with Lightning's automatic optimization; this module sets "
@@ -205,6 +213,7 @@ class ExactAccumulation(Callback):
         self._close_mark()
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs if isinstance(outputs, torch.Tensor) else None
         if loss is not None and self._last_n is not None:
+            self._loss_dtype = loss.dtype
             # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
             part = loss.detach().double() * (trainer.accumulate_grad_batches * self._last_n)
             self._loss_sum = part if self._loss_sum is None else self._loss_sum + part
@@ -222,7 +231,8 @@ class ExactAccumulation(Callback):
         if world == 1:
             self._loss = value
         if self.log_name:
-            pl_module.log(self.log_name, value.float(), on_step=True, on_epoch=False, prog_bar=True, batch_size=1,
+            # In the loss's own precision (a float32 copy of a float64 loss would be 3e-8 off .loss).
+            pl_module.log(self.log_name, value.to(self._loss_dtype), on_step=True, on_epoch=False, prog_bar=True, batch_size=1,
                           sync_dist=world > 1)
             if world > 1:
                 self._loss = trainer.callback_metrics.get(self.log_name)
@@ -230,8 +240,53 @@ class ExactAccumulation(Callback):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._close_mark()
 
+    # --------------------------------------------------------- checkpoints
+    # A checkpoint saved in the middle of a window (a time-based ModelCheckpoint, OnExceptionCheckpoint)
+    # holds the window so far: its counts, its reference, its loss sum and the gradients accumulated in
+    # .grad, which Lightning itself does not save. Resuming puts them back before the next micro-batch.
+    def state_dict(self) -> dict:
+        return {"micro": self._micro, "ref": self._ref, "total": self._total, "negative": self._negative,
+                "ref_hint": self._ref_hint, "loss_sum": self._loss_sum, "loss": self._loss}
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        state = checkpoint.get("callbacks", {}).get(self.state_key)
+        if state is not None and self._micro > 0:
+            state["grads"] = [None if p.grad is None else p.grad.detach().clone() for p in pl_module.parameters()]
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._micro = state_dict["micro"]
+        self._ref = state_dict["ref"]
+        self._total = state_dict["total"]
+        self._negative = state_dict["negative"]
+        self._ref_hint = state_dict["ref_hint"]
+        self._loss_sum = state_dict["loss_sum"]
+        self._loss = state_dict["loss"]
+        self._resumed_grads = state_dict.get("grads")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        grads, self._resumed_grads = self._resumed_grads, None
+        if grads is None:
+            return
+        params = list(pl_module.parameters())
+        if len(grads) != len(params):
+            raise GradguardError(
+                f"the checkpoint's ExactAccumulation state holds gradients for {len(grads)} parameters, but the model "
+                f"has {len(params)}: resume with the model that saved it"
+            )
+        for p, g in zip(params, grads):
+            p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
+        device = pl_module.device
+        if isinstance(self._total, torch.Tensor):
+            self._total = self._total.to(device)
+        if self._negative is not None:
+            self._negative = self._negative.to(device)
+        if self._loss_sum is not None:
+            self._loss_sum = self._loss_sum.to(device)
+
     # ------------------------------------------------------------- helpers
     _last_n: Any = None
+    _loss_dtype: torch.dtype = torch.float32
+    _resumed_grads: Optional[list] = None
 
     def _count(self, batch: Any, batch_idx: int) -> Any:
         n = self.count_fn(batch)
