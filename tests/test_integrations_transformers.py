@@ -537,3 +537,44 @@ def test_check_trainer_on_deepspeed_names_the_cause_and_the_fix(tmp_path):
     assert not equivalent and diff == pytest.approx(measured, rel=1e-3)
     assert "On DeepSpeed" in causes[0] and "exact(trainer)" in causes[0]
     assert fixed
+
+
+# --------------------------------------------------------------- watch, more
+class ZeroGradInTrainingStep(transformers.Trainer):
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        model.zero_grad()  # gradguard: ignore[GG102] (the bug under test: clears what the step is about to use)
+        return loss
+
+
+def test_watch_reports_a_zero_grad_in_training_step_at_its_line(tmp_path):
+    w = Watch(mode="record")
+    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4)
+    trainer.add_callback(w)
+    trainer.train()
+    assert w.findings == []  # the stock loop, K=1: nothing to report
+    w = Watch(mode="record")
+    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4,
+                             cls=ZeroGradInTrainingStep)
+    trainer.add_callback(w)
+    trainer.train()
+    _, first = inspect.getsourcelines(ZeroGradInTrainingStep.training_step)
+    assert [(f.code, f.path, f.line) for f in w.findings] == [("GG102", __file__, first + 2)]
+
+
+class ConditionalReturn(transformers.Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # gradguard: ignore[GG301] (the bug under test)
+        outputs = model(input_ids=inputs["input_ids"])
+        logits = outputs["logits"][:, :-1]
+        loss = F.cross_entropy(logits.reshape(-1, V), inputs["labels"][:, 1:].reshape(-1), ignore_index=-100)
+        return (loss, outputs) if return_outputs else loss
+
+
+def test_watch_points_at_the_line_that_makes_the_loss_not_the_return(tmp_path):
+    w = Watch(mode="record")
+    trainer = make_trainer(tmp_path, make_model("gpt2"), rows(ignore_first=True), cls=ConditionalReturn)
+    trainer.model_accepts_loss_kwargs = False
+    trainer.add_callback(w)
+    trainer.train()
+    _, first = inspect.getsourcelines(ConditionalReturn.compute_loss)
+    assert [(f.code, f.path, f.line) for f in w.findings] == [("GG105", __file__, first + 3)]

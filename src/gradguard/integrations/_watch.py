@@ -18,6 +18,8 @@ import inspect
 import textwrap
 from typing import Dict, Optional, Tuple
 
+import torch
+
 from ..rules import RULES
 from ..watcher import describe_site as _at
 from ..watcher import user_site, watch
@@ -43,13 +45,30 @@ class FrameworkWatch:
     def active(self) -> bool:
         return self._watch.active
 
-    def start(self, loss_site: Site) -> None:
-        """Enter the watch; findings at the caller's user line move to ``loss_site``."""
+    def start(self, loss_site: Site, optimizers=()) -> None:
+        """Enter the watch; findings at the caller's user line move to ``loss_site``.
+
+        ``optimizers``: those the framework built before the run. A plain loop
+        introduces its optimizer to the watch with its first ``zero_grad``; a
+        framework clears with ``model.zero_grad()`` and steps later, so without
+        this a gradient cleared before the first step (a ``model.zero_grad()`` in
+        an overridden ``training_step``) would belong to no optimizer yet and be
+        reported as a step without gradient (GG110) instead of a discard (GG102).
+        """
         if self.active:
             self.stop()  # a previous run that crashed without telling us
         self._from = user_site(2)  # the user's trainer.fit(...) / trainer.train() line
         self._to = loss_site if loss_site[0] is not None else self._from
         self._watch.__enter__()
+        # The session's tracker learns an optimizer's parameters as at its first zero_grad or step.
+        engine = getattr(self._watch, "_engine", None)
+        learn = getattr(getattr(engine, "tracker", None), "opt_state", None)
+        if learn is not None:
+            for opt in optimizers:
+                while isinstance(getattr(opt, "optimizer", None), torch.optim.Optimizer):
+                    opt = opt.optimizer  # Accelerate's wrapper: the hooks see the torch optimizer it steps
+                if isinstance(opt, torch.optim.Optimizer):
+                    engine.guard(learn, opt)
 
     def stop(self, exc: Optional[BaseException] = None) -> None:
         """Leave the watch (end-of-run rules run when ``exc`` is None; may raise in ``"raise"`` mode)."""
@@ -100,10 +119,15 @@ def loss_line(fn) -> Site:
         return (None, None)
     ret = max(returns, key=lambda n: n.lineno)
     value = ret.value
+    if isinstance(value, ast.IfExp):
+        # `return (loss, outputs) if return_outputs else loss`: the branch that is the loss alone.
+        value = value.orelse if isinstance(value.orelse, ast.Name) else value.body
     if isinstance(value, ast.Dict):
         value = next((v for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant) and k.value == "loss"), value)
     elif isinstance(value, ast.Tuple) and value.elts:
         value = value.elts[0]
+    while isinstance(value, (ast.Attribute, ast.Subscript)):
+        value = value.value  # `return outputs.loss` / `outputs["loss"]`: where `outputs` was made
     target = ret.lineno
     if isinstance(value, ast.Name):
         assigned = [

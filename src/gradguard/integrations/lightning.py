@@ -364,7 +364,7 @@ class Watch(Callback):
         return self._fw.findings
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        self._fw.start(loss_line(type(pl_module).training_step))
+        self._fw.start(loss_line(type(pl_module).training_step), trainer.optimizers)
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._fw.stop()

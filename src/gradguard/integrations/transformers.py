@@ -649,7 +649,7 @@ class Watch(TrainerCallback):
         site = (None, None)
         if trainer is not None and type(trainer).compute_loss is not Trainer.compute_loss:
             site = loss_line(type(trainer).compute_loss)
-        self._fw.start(site)
+        self._fw.start(site, [kwargs.get("optimizer")])
 
     def on_train_end(self, args, state, control, **kwargs):
         self._fw.stop()
