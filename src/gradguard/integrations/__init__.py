@@ -7,8 +7,9 @@ Accelerate or Transformers:
 * :mod:`gradguard.integrations.lightning`: ``ExactAccumulation`` (a Lightning
   callback that makes ``Trainer(accumulate_grad_batches=K)`` exact) and
   ``Watch`` (the run-time watch over ``fit``).
-* :mod:`gradguard.integrations.transformers`: ``check_trainer`` (is an HF
-  ``Trainer``'s accumulated gradient the full-batch one?) and ``Watch`` (a
+* :mod:`gradguard.integrations.transformers`: ``exact`` (makes an HF
+  ``Trainer``'s accumulated gradient the full-batch token mean, for any
+  model), ``check_trainer`` (is it the full-batch one?) and ``Watch`` (a
   ``TrainerCallback``).
 * :mod:`gradguard.integrations.accelerators`: the drivers behind
   ``gradguard.Accumulator(..., accelerator=acc)`` for an
