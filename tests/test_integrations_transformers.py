@@ -313,12 +313,12 @@ def family_reference(model, kind, data, smoothing=0.0):
 
 def family_trainer(tmp_path, model, data, k, cls=transformers.Trainer, **kw):
     """SGD with lr=1, no clipping, no decay, constant rate; rows in order, micro-batches of 2."""
-    kw.setdefault("max_steps", 1)
-    kw.setdefault("learning_rate", 1.0)
+    kw = {"max_steps": 1, "learning_rate": 1.0, "optim": "sgd", "lr_scheduler_type": "constant", "max_grad_norm": 0.0,
+          **kw}
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=k, weight_decay=0.0, max_grad_norm=0.0, report_to=[], save_strategy="no",
-        logging_strategy="no", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0, optim="sgd",
-        lr_scheduler_type="constant", train_sampling_strategy="sequential", **kw)
+        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=k, weight_decay=0.0,
+        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, seed=0, train_sampling_strategy="sequential", **kw)
     return cls(model=model, args=args, train_dataset=data, data_collator=pad_collate)
 
 
@@ -578,3 +578,23 @@ def test_watch_points_at_the_line_that_makes_the_loss_not_the_return(tmp_path):
     trainer.train()
     _, first = inspect.getsourcelines(ConditionalReturn.compute_loss)
     assert [(f.code, f.path, f.line) for f in w.findings] == [("GG105", __file__, first + 3)]
+
+
+def test_exact_changes_nothing_else_on_a_trainer_that_was_exact(tmp_path):
+    """Llama divides by the count already: with dropout, AdamW, a warm-up schedule and clipping, exact() must
+    reproduce the stock run (same random numbers drawn, same optimizer and schedule, same logged loss)."""
+    data = family_rows("llama", 16)
+
+    def run(fix):
+        torch.manual_seed(0)
+        model = make_model("llama", dropout=0.3)
+        trainer = family_trainer(tmp_path, model, data, 4, max_steps=2, optim="adamw_torch", learning_rate=1e-2,
+                                 lr_scheduler_type="linear", warmup_steps=1, max_grad_norm=0.5)
+        trainer = exact(trainer) if fix else trainer
+        loss = trainer.train().training_loss
+        return [p.detach().clone() for p in model.parameters()], loss, torch.get_rng_state()
+
+    (stock, stock_loss, stock_rng), (fixed, fixed_loss, fixed_rng) = run(False), run(True)
+    assert torch.equal(stock_rng, fixed_rng)
+    assert fixed_loss == pytest.approx(stock_loss, rel=1e-6)
+    assert max(float((a - b).abs().max()) for a, b in zip(stock, fixed)) < 1e-5

@@ -84,13 +84,18 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
     runs each through the trainer's own ``training_step`` (so its
     ``compute_loss``, loss scaling and ``num_items_in_batch`` are used). The
     gradient that accumulates is compared with the float64 gradient of the
-    mean loss over all target tokens (non-ignored labels, shifted when the
-    model's loss shifts them) of the same items. Dropout is switched off for
+    window's full batch (the micro-batches joined, padded at the end) run
+    through a float64 copy of the model with its labels: the model's own loss,
+    the mean over all its target tokens (models that return no loss: the
+    token-mean cross entropy of their logits). Dropout is switched off for
     both. Afterwards the model's parameters, buffers and gradients, the
-    optimizer and the random-number generators are as they were.
+    optimizer and the random-number generators are as they were. On
+    DeepSpeed, before ``train()`` builds the engine, the engine's backward is
+    run as the Trainer calls it (not divided by the accumulation steps).
 
     Args:
-        trainer: a ``transformers.Trainer`` with a ``train_dataset``, in one process.
+        trainer: a ``transformers.Trainer`` with a ``train_dataset``, in one process (on DeepSpeed:
+            before ``train()``).
         rtol: the relative difference still called equivalent (default: 1e-4
             for float32 models, 2e-2 for 16-bit ones).
 
@@ -98,7 +103,8 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
         a :class:`TrainerCheck` (``.equivalent``, ``.max_rel_diff``, ``.causes``).
 
     Raises:
-        GradguardError: no train dataset, several processes, or batches without ``labels``.
+        GradguardError: no train dataset, several processes, batches without ``labels``, or a
+            DeepSpeed engine already built.
 
     >>> report = check_trainer(trainer)            # doctest: +SKIP
     >>> report.equivalent, report.causes           # doctest: +SKIP
@@ -426,9 +432,8 @@ def exact(trainer: Trainer) -> Trainer:
         fn = trainer.compute_loss_func
         raise GradguardError(
             f"the trainer has compute_loss_func={getattr(fn, '__qualname__', type(fn).__name__)}, whose loss exact() "
-            "cannot see into: make it return the loss summed over target tokens divided by num_items_in_batch (the "
-            "Trainer then is exact for models whose loss shifts labels only if it counts the shifted targets: check "
-            "with check_trainer), or build the Trainer without compute_loss_func and call exact(trainer)"
+            "cannot see into: make it return the loss summed over target tokens divided by num_items_in_batch and "
+            "check it with check_trainer, or build the Trainer without compute_loss_func and call exact(trainer)"
         )
     if trainer.args.n_gpu > 1:
         raise GradguardError(
