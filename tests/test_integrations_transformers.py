@@ -598,3 +598,26 @@ def test_exact_changes_nothing_else_on_a_trainer_that_was_exact(tmp_path):
     assert torch.equal(stock_rng, fixed_rng)
     assert fixed_loss == pytest.approx(stock_loss, rel=1e-6)
     assert max(float((a - b).abs().max()) for a, b in zip(stock, fixed)) < 1e-5
+
+
+class LossOnly(nn.Module):
+    """A model whose forward requires labels and returns its loss alone (no logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = CustomLM()
+
+    def forward(self, input_ids, labels, attention_mask=None):
+        return {"loss": self.inner(input_ids, labels=labels)["loss"]}
+
+
+def test_check_trainer_on_a_model_that_needs_labels_and_returns_no_logits(tmp_path):
+    data = family_rows("custom", 8)
+    torch.manual_seed(0)
+    model = LossOnly()
+    want = {f"inner.{n}": g for n, g in family_reference(model.inner, "custom", data).items()}
+    measured = applied_error(family_trainer(tmp_path, copy.deepcopy(model), data, 4), want)
+    report = check_trainer(family_trainer(tmp_path, copy.deepcopy(model), data, 4))
+    assert not report.equivalent and report.max_rel_diff == pytest.approx(measured, rel=1e-3)
+    with pytest.raises(gg.GradguardError, match="without 'logits'"):
+        exact(family_trainer(tmp_path, copy.deepcopy(model), data, 4)).train()
