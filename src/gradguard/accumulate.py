@@ -38,7 +38,6 @@ from __future__ import annotations
 import inspect
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from numbers import Real
 from typing import Iterator, List, Optional, Tuple, Union
 
@@ -47,14 +46,10 @@ import torch
 from ._errors import GradguardError
 from .distributed import sync_for
 from ._channel import accumulator_backward, accumulator_clearing
+from . import _window
+from ._window import Window
 
 
-_FORMAT = "gradguard.Accumulator/1"
-_FORMAT_PREFIX = "gradguard.Accumulator/"
-_STATE_KEYS = frozenset({
-    "format", "steps", "micro", "has_backward", "counted", "ref", "total", "loss_sum", "bad",
-    "optimizer_steps", "skipped_windows", "last_loss", "ref_hint", "hint_counted", "normalised", "grads",
-})
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 # A count more than this many times the scale reference rescales the in-flight sum first
@@ -62,35 +57,6 @@ _REDUCTIONS = ("mean", "sum")
 _REBASE_RATIO = 64
 
 Count = Union[int, float, torch.Tensor, None]
-
-
-@dataclass
-class _Window:
-    """The in-flight window: everything a window's end resets, in one record."""
-
-    micro: int = 0  # micro-batches ended (step() called)
-    has_backward: bool = False  # backward() done for the current micro-batch
-    counted: Optional[bool] = None  # whether this window's micro-batches pass counts
-    ref: Optional[float] = None  # the scale reference (see the module docstring)
-    total: float = 0  # items whose count is a Python number
-    # (micro-batch, count tensor) of reduction="sum" micro-batches: read at the window's end.
-    pending_counts: List[Tuple[int, torch.Tensor]] = field(default_factory=list)
-    loss_sum: Optional[torch.Tensor] = None  # sum of per-item losses (device, no read)
-    # (micro-batch, detached loss): read only to name a non-finite one.
-    losses: List[Tuple[int, torch.Tensor]] = field(default_factory=list)
-    bad: Optional[torch.Tensor] = None  # non-finite flag carried over by a loaded state
-    contributed: bool = False  # a backward of this window reached .grad
-    # The optimizer parameters' .grad (with versions) before the window's first contribution:
-    # [] when all were None; None until recorded. Tells a failed first pass how to undo
-    # itself, and the window's end whether its losses reached the optimizer at all.
-    start_grads: Optional[list] = None
-    normalised: bool = False  # the end-of-window factor is in .grad (a retried step must not apply it twice)
-    in_no_sync: bool = False  # inside microbatch() that defers gradient sync
-    last_synced: bool = True  # did the last backward run with gradient sync?
-
-    @property
-    def in_flight(self) -> bool:
-        return self.micro > 0 or self.has_backward
 
 
 class Accumulator:
@@ -219,7 +185,7 @@ class Accumulator:
         # the next window's scale reference (see the module docstring).
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
-        self._w = _Window()
+        self._w = Window()
 
     # ------------------------------------------------------------------ window
     def _ends_window(self, micro: int) -> bool:
@@ -237,6 +203,11 @@ class Accumulator:
         if isinstance(self._last_loss, torch.Tensor):
             self._last_loss = float(self._last_loss)
         return self._last_loss
+
+    @property
+    def world_size(self) -> int:
+        """Number of processes whose micro-batches form one window (1 without DDP, FSDP2 or an accelerator)."""
+        return self._sync.world_size
 
     def _params(self) -> List[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -612,7 +583,7 @@ class Accumulator:
     def _clear_window(self) -> None:
         with accumulator_clearing():  # the watch knows this clearing is the Accumulator's own
             self.optimizer.zero_grad(set_to_none=self.set_to_none)
-        self._w = _Window()
+        self._w = Window()
 
     def _drop_window(self) -> bool:
         """End a window without stepping: clear its gradients (a NaN window's are poison)."""
@@ -637,31 +608,8 @@ class Accumulator:
             # FSDP2 with deferred reduction keeps in-flight gradients inside FSDP:
             # the sync object brings them into .grad (a collective: call on every rank).
             self._sync.settle(self._params())
-        total, bad = w.total, w.bad
-        if w.pending_counts:  # counts still on the device: read them now (a checkpoint is no hot path)
-            values = torch.stack([c.double() for _, c in w.pending_counts]).tolist()
-            if all(math.isfinite(v) and v >= 0 for v in values):
-                total = total + sum(values)
-            else:
-                bad = torch.ones((), dtype=torch.bool)  # the resumed window ends dropped, as this one would
-        return {
-            "format": _FORMAT,
-            "steps": self.steps,
-            "micro": w.micro,
-            "has_backward": w.has_backward,
-            "counted": w.counted,
-            "ref": w.ref,
-            "total": total,
-            "loss_sum": w.loss_sum,
-            "bad": bad,
-            "optimizer_steps": self.optimizer_steps,
-            "skipped_windows": self.skipped_windows,
-            "last_loss": self._last_loss,
-            "ref_hint": self._ref_hint,
-            "hint_counted": self._hint_counted,
-            "normalised": w.normalised,
-            "grads": [p.grad.detach() if p.grad is not None else None for p in self._params()] if w.in_flight else [],
-        }
+        grads = [p.grad.detach() if p.grad is not None else None for p in self._params()] if w.in_flight else []
+        return _window.save(w, self.steps, {key: getattr(self, attr) for key, attr in _window.RUN_FIELDS.items()}, grads)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore :meth:`state_dict`; in-flight gradients go back into ``.grad``.
@@ -676,7 +624,7 @@ class Accumulator:
                 optimizer's parameters. Nothing is changed then.
         """
         params = self._params()
-        window, counters, grads = _check_state(state_dict, self.steps, params)
+        window, run, grads = _window.load(state_dict, self.steps, params)
         # Convert every gradient first: a failure here must leave .grad as it was.
         try:
             new_grads = [None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
@@ -689,12 +637,13 @@ class Accumulator:
             for p, g in zip(params, new_grads):
                 p.grad = g
         self._w = window
-        self.optimizer_steps, self.skipped_windows, self._last_loss, self._ref_hint, self._hint_counted = counters
+        for key, attr in _window.RUN_FIELDS.items():
+            setattr(self, attr, run[key])
 
     def __repr__(self) -> str:
         return (
             f"Accumulator(steps={self.steps}, micro_step={self._w.micro}, optimizer_steps={self.optimizer_steps}, "
-            f"world_size={self._sync.world_size})"
+            f"world_size={self.world_size})"
         )
 
 
@@ -778,120 +727,3 @@ def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def _device_of(params: List[torch.Tensor]) -> torch.device:
     return params[0].device if params else torch.device("cpu")
-
-
-# ------------------------------------------------------------ state checks
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool)
-
-
-def _check_state(sd, steps: int, params: List[torch.Tensor]):
-    """Validate a saved state against ``steps`` and ``params``; returns (window, counters, grads).
-
-    Raises GradguardError naming the first field that cannot be right.
-    """
-    if not isinstance(sd, dict) or sd.get("format") != _FORMAT:
-        fmt = sd.get("format") if isinstance(sd, dict) else None
-        if isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX):
-            raise GradguardError(
-                f"the Accumulator state has format {fmt!r}, which this gradguard does not read (it reads {_FORMAT!r}): "
-                "it was saved by another gradguard version; load it with the version that saved it, or upgrade gradguard"
-            )
-        raise GradguardError(
-            f"not a gradguard Accumulator state (format {fmt if isinstance(sd, dict) else type(sd).__name__!r}, "
-            f"expected {_FORMAT!r}): pass the dict returned by acc.state_dict()"
-        )
-    missing = sorted(_STATE_KEYS - set(sd))
-    if missing:
-        raise GradguardError(f"the Accumulator state is missing {', '.join(map(repr, missing))}: it was not made by acc.state_dict()")
-    extra = sorted(set(sd) - _STATE_KEYS, key=repr)
-    if extra:
-        raise GradguardError(f"the Accumulator state has unknown keys {', '.join(map(repr, extra))}: it was not made by acc.state_dict()")
-
-    def bad(key, want):
-        return GradguardError(f"the Accumulator state's {key} is {sd[key]!r}, but it must be {want}: the state is damaged or was not made by acc.state_dict()")
-
-    if not _is_int(sd["steps"]):
-        raise bad("steps", "an int")
-    if sd["steps"] != steps:
-        raise GradguardError(
-            f"the state was saved with steps={sd['steps']} but this Accumulator has steps={steps}: "
-            "resume with the same number of micro-batches per step"
-        )
-    micro, has_backward = sd["micro"], sd["has_backward"]
-    if not isinstance(has_backward, bool):
-        raise bad("has_backward", "True or False")
-    if not _is_int(micro) or not 0 <= micro <= steps or (micro == steps and has_backward):
-        raise bad("micro", f"an int from 0 to {steps - 1} (steps - 1)")
-    in_flight = micro > 0 or has_backward
-    counted = sd["counted"]
-    if counted not in (None, True, False) or (counted is None) == in_flight:
-        raise bad("counted", "True or False in a window with micro-batches, None otherwise")
-    ref = sd["ref"]
-    if ref is not None and not (_is_number(ref) and math.isfinite(ref) and ref > 0):
-        raise bad("ref", "None or a finite number > 0")
-    total = sd["total"]
-    if not (_is_number(total) and math.isfinite(total) and total >= 0):
-        raise bad("total", "a finite number >= 0")
-    if counted is False and total != micro + has_backward:
-        raise bad("total", f"{micro + has_backward} (one per uncounted micro-batch)")
-    if not in_flight and total != 0:
-        raise bad("total", "0 outside a window")
-    for key, dtype_ok in (("loss_sum", lambda t: t.is_floating_point()), ("bad", lambda t: t.dtype == torch.bool)):
-        v = sd[key]
-        if v is not None and not (isinstance(v, torch.Tensor) and v.dim() == 0 and dtype_ok(v)):
-            raise bad(key, "None or a 0-dim " + ("floating" if key == "loss_sum" else "bool") + " tensor")
-    if not in_flight and (sd["loss_sum"] is not None or sd["bad"] is not None):
-        raise bad("loss_sum", "None outside a window")
-    for key in ("optimizer_steps", "skipped_windows"):
-        if not (_is_int(sd[key]) and sd[key] >= 0):
-            raise bad(key, "an int >= 0")
-    last = sd["last_loss"]
-    if last is not None and not ((_is_number(last)) or (isinstance(last, torch.Tensor) and last.dim() == 0 and last.is_floating_point())):
-        raise bad("last_loss", "None, a number or a 0-dim floating tensor")
-    hint, hint_counted = sd["ref_hint"], sd["hint_counted"]
-    if hint is not None and not (_is_number(hint) and math.isfinite(hint) and hint > 0):
-        raise bad("ref_hint", "None or a finite number > 0")
-    if hint_counted not in (None, True, False) or (hint is None) != (hint_counted is None):
-        raise bad("hint_counted", "True or False with a ref_hint, None without")
-    normalised = sd["normalised"]
-    if not isinstance(normalised, bool) or (normalised and (micro == 0 or has_backward)):
-        raise bad("normalised", "True only for an ended window whose step failed")
-
-    grads = sd["grads"]
-    if not isinstance(grads, (list, tuple)):
-        raise bad("grads", "a list")
-    if in_flight and len(grads) != len(params) or not in_flight and grads:
-        raise GradguardError(
-            f"the state holds gradients for {len(grads)} parameters but "
-            + (f"the optimizer has {len(params)}: load it into an Accumulator over the same optimizer (same parameter groups, same order)"
-               if in_flight else "no window was in flight: it was not made by acc.state_dict()")
-        )
-    # A window whose losses include a non-finite one legitimately holds NaN gradients (it ends dropped).
-    poisoned = (sd["bad"] is not None and bool(sd["bad"])) or (sd["loss_sum"] is not None and not bool(torch.isfinite(sd["loss_sum"])))
-    for i, (p, g) in enumerate(zip(params, grads)):
-        if g is None:
-            continue
-        if not isinstance(g, torch.Tensor):
-            raise GradguardError(f"in-flight gradient {i} is a {type(g).__name__}, not a tensor: the state is damaged")
-        if tuple(g.shape) != tuple(p.shape):
-            raise GradguardError(
-                f"in-flight gradient {i} has shape {tuple(g.shape)} but parameter {i} has shape {tuple(p.shape)}: "
-                "the state belongs to a different model"
-            )
-        if g.is_complex() != p.is_complex() or not (g.is_floating_point() or g.is_complex()):
-            raise GradguardError(f"in-flight gradient {i} has dtype {g.dtype} but parameter {i} has {p.dtype}: the state belongs to a different model")
-        if g.is_meta:
-            raise GradguardError(f"in-flight gradient {i} is a meta tensor (no values): the state is damaged")
-        values = g.coalesce().values() if g.is_sparse else g
-        if not poisoned and not bool(torch.isfinite(values).all()):
-            raise GradguardError(f"in-flight gradient {i} holds NaN or Inf although the window's losses are finite: the state is damaged")
-
-    window = _Window(micro=micro, has_backward=has_backward, counted=counted, ref=ref, total=total,
-                     loss_sum=sd["loss_sum"], bad=sd["bad"], normalised=normalised)
-    counters = (sd["optimizer_steps"], sd["skipped_windows"], last, hint, hint_counted)
-    return window, counters, list(grads) if in_flight else None
