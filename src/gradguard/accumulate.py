@@ -37,14 +37,17 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
+import warnings
+import weakref
 from contextlib import contextmanager
-from numbers import Real
+from numbers import Integral, Real
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
 
 from ._errors import GradguardError
-from .distributed import sync_for
+from .distributed import grad_leaves, sync_for
 from ._channel import accumulator_backward, accumulator_clearing
 from . import _window
 from ._window import Window
@@ -52,6 +55,7 @@ from ._window import Window
 
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
+_LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
 _REBASE_RATIO = 64
@@ -186,6 +190,17 @@ class Accumulator:
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
         self._w = Window()
+        # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
+        # to this list (a builtin call, no Python frame); a backward that leaves it empty
+        # reached none of them. Only trusted once some pass did reach one: under FSDP2
+        # autograd accumulates into unsharded parameters, which the hooks never see.
+        self._reached_by: list = []
+        self._hook_handles: list = []
+        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
+        self._hooks_fire = False
+        weakref.finalize(self, _remove_handles, self._hook_handles)
+        # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
+        self._may_rebase = self._sync.world_size == 1
 
     # ------------------------------------------------------------------ window
     def _ends_window(self, micro: int) -> bool:
@@ -270,9 +285,13 @@ class Accumulator:
         >>> acc.step(), w.grad is not None
         (False, True)
         """
-        # Validate everything before touching any state or .grad.
+        # Validate everything before touching any state or .grad. The common case (an int
+        # count, grad mode on, no scaler) takes the shortest path: a hand loop's work plus
+        # one detach and a list append (the loss sum is formed once, at the window's end).
         w = self._w
-        if reduction not in _REDUCTIONS:
+        if w.has_backward:
+            raise self._second_backward_error()
+        if reduction != "mean" and reduction != "sum":
             raise GradguardError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         if not isinstance(loss, torch.Tensor):
             raise GradguardError(f"loss must be a scalar torch.Tensor, got {type(loss).__name__}")
@@ -286,12 +305,10 @@ class Accumulator:
                 "loss does not require grad: it was computed under torch.no_grad(), detached, "
                 "or from parameters with requires_grad=False, so backward() has nothing to do"
             )
-        if w.has_backward:
-            raise GradguardError(
-                f"backward() was already called for micro-batch {w.micro} of this window: "
-                "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
-            )
-        n, pending = _count_value(count, reduction)
+        if type(count) is int and 0 <= count <= _LARGEST_FLOAT:
+            n, pending = count, None
+        else:
+            n, pending = _count_value(count, reduction)
         counted = count is not None
         if w.counted is not None and counted != w.counted:
             raise GradguardError(
@@ -307,7 +324,8 @@ class Accumulator:
             if self._sync.needs_empty_backward:
                 self._sync.empty_backward(loss, self._params())
             w.last_synced = not w.in_no_sync
-            self._commit_backward(counted, 0, None, None, reduction)
+            w.counted = counted
+            w.has_backward = True
             return
 
         detached = loss.detach()
@@ -319,25 +337,34 @@ class Accumulator:
             )
 
         items = n if counted else 1  # a pending tensor count is 0 here: it is not known yet
-        ref = w.ref if w.ref is not None else self._reference(items if pending is None else 1, counted)
-        rebase = pending is None and items > _REBASE_RATIO * ref and self._sync.world_size == 1
+        ref = w.ref
+        if ref is None:
+            ref = self._reference(items if pending is None else 1, counted)
+        rebase = pending is None and self._may_rebase and items > _REBASE_RATIO * ref
         if rebase:
             ref = items  # rescales the in-flight sum below, once this micro-batch is sure to run
         weight = (items if reduction == "mean" else 1) / (ref * self.steps)
-        with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
-            scaled = loss * weight if weight != 1 else loss
-            if self.scaler is not None:
-                scaled = self.scaler.scale(scaled)
+        scaled = loss
+        if weight != 1 or self.scaler is not None:
+            if torch.is_grad_enabled():
+                scaled = self._scale_loss(loss, weight)
+            else:
+                with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
+                    scaled = self._scale_loss(loss, weight)
         if not w.contributed:
-            w.start_grads = _grad_marks(self._params())
+            self._start_window(loss)
         elif rebase:
             grads = [p.grad for p in self._params() if p.grad is not None]
             if grads:
-                torch._foreach_mul_(grads, w.ref / ref)
+                self._scale_grads(grads, w.ref / ref)
+        reached = self._reached_by
+        reached.clear()
+        mark = accumulator_backward(counted=counted)  # a running gradguard.watch: this loss is weighted (or not)
+        mark.__enter__()
         try:
-            with accumulator_backward(counted=counted):  # a running gradguard.watch: this loss is weighted (or not)
-                self._sync.backward(scaled)
+            self._sync.backward(scaled)
         except BaseException as exc:
+            mark.__exit__(None, None, None)
             if self._undo_failed_backward() or not isinstance(exc, Exception):
                 raise
             raise GradguardError(
@@ -346,12 +373,86 @@ class Accumulator:
                 "from them, so the window was discarded (nothing applied, its gradients cleared, "
                 "skipped_windows + 1). Training can go on: the next backward() starts a new window"
             ) from exc
+        mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
+        if reached:
+            self._hooks_fire = True
+        elif self._hooks_fire and w.unreached is None:
+            w.unreached = w.micro  # decided at the window's end, on every rank alike
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
-        self._commit_backward(counted, items, pending, detached, reduction)
+        w.counted = counted
+        w.has_backward = True
+        w.total += items
+        if pending is not None:
+            w.pending_counts.append((w.micro, pending))
+        w.losses.append((w.micro, detached, float(items) if reduction == "mean" else 1.0))
+        w.end_failed = None
+
+    def _scale_loss(self, loss: torch.Tensor, weight: float) -> torch.Tensor:
+        scaled = loss * weight if weight != 1 else loss
+        return self.scaler.scale(scaled) if self.scaler is not None else scaled
+
+    def _second_backward_error(self) -> GradguardError:
+        w = self._w
+        if w.end_failed is not None:
+            return GradguardError(
+                f"the end of this window (acc.step() or acc.flush()) raised {w.end_failed} and was undone, so the "
+                f"window still holds its {w.micro + 1} micro-batches: call acc.step() again (or acc.flush()) to end it "
+                "before the next micro-batch's backward()"
+            )
+        return GradguardError(
+            f"backward() was already called for micro-batch {w.micro} of this window: "
+            "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
+        )
+
+    def _start_window(self, loss: torch.Tensor) -> None:
+        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
+        params = self._params()
+        self._w.start_grads = _grad_marks(params)
+        if self._hooked != len(params):
+            self._hook(params)
+            self._report_outside_leaves(loss, params)
+
+    def _hook(self, params: List[torch.Tensor]) -> None:
+        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per parameter).
+
+        Only where autograd writes into the parameters themselves: not for sharded
+        parameters (FSDP2's DTensors, FSDP1's flat parameters), whose gradients
+        arrive by other ways and only at synchronised passes.
+        """
+        for h in self._hook_handles:
+            h.remove()
+        self._hooked = len(params)
+        self._hook_handles[:] = []
+        if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
+            return
+        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append)
+                                 for p in params if p.requires_grad]
+
+    def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
+        """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
+
+        Their ``.grad`` gets the window's in-flight sum, never normalised nor cleared
+        by the Accumulator: a second optimizer stepping them would use a wrong gradient.
+        """
+        mine = {id(p) for p in params}
+        leaves = [node.variable for node in grad_leaves(loss)]
+        outside = [t for t in leaves if id(t) not in mine]
+        if not outside or len(outside) == len(leaves):  # none, or sharded parameters (FSDP2): nothing to say
+            return
+        shapes = ", ".join(str(tuple(t.shape)) for t in outside[:4]) + (", ..." if len(outside) > 4 else "")
+        warnings.warn(
+            f"the loss reaches {len(outside)} tensors requiring grad (shapes {shapes}) that are not in the "
+            "Accumulator's optimizer: the Accumulator normalises and clears only its optimizer's gradients, so "
+            "their .grad holds the window's un-normalised sum. If another optimizer steps them, pass one optimizer "
+            "holding all of them (parameter groups can have their own lr); if they are frozen, set "
+            "requires_grad_(False) on them. (Checked once, on the first backward().)",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def _reference(self, first_count: float, counted: bool) -> float:
         if self._ref_hint is not None and self._hint_counted == counted:
@@ -361,23 +462,6 @@ class Accumulator:
         # Ranks must scale identically before their gradients are averaged, and they
         # see different counts: the distributed first window uses 1 on every rank.
         return 1 if self._sync.world_size > 1 else first_count
-
-    def _commit_backward(self, counted: bool, items: float, pending: Optional[torch.Tensor],
-                         detached: Optional[torch.Tensor], reduction: str) -> None:
-        w = self._w
-        w.counted = counted
-        w.has_backward = True
-        w.total += items
-        if pending is not None:
-            w.pending_counts.append((w.micro, pending))
-        if detached is not None:
-            w.losses.append((w.micro, detached))
-            alpha = float(items) if reduction == "mean" else 1.0
-            if w.loss_sum is None:
-                # Accumulate in at least float32 (a bf16 sum of many losses would round).
-                w.loss_sum = detached.to(torch.promote_types(detached.dtype, torch.float32)) * alpha
-            else:
-                w.loss_sum = w.loss_sum.add(detached, alpha=alpha)  # one kernel, no host read
 
     def _undo_failed_backward(self) -> bool:
         """After a backward pass raised: True when ``.grad`` is as before it (a retry is exact).
@@ -405,8 +489,14 @@ class Accumulator:
             GradguardError: when no ``backward()`` was made for this micro-batch
                 (use ``acc.backward(loss, count=0)`` for an empty one); at the
                 window's end, for a NaN/Inf loss (``nonfinite="raise"``), an invalid
-                tensor count, or losses that reached none of the optimizer's
-                parameters: the window is discarded then, nothing applied.
+                tensor count, or a micro-batch whose loss reached none of the
+                optimizer's parameters: the window is discarded then, nothing applied.
+            Any exception of the update itself (an out-of-memory error in the
+            optimizer, a KeyboardInterrupt): the window's end is undone, so
+            ``.grad`` and the Accumulator are as before the call and calling
+            ``step()`` again ends the window exactly; when clipping or a
+            GradScaler had already rewritten ``.grad``, the window is discarded
+            instead, with a :class:`GradguardError` saying so.
         """
         w = self._w
         if not w.has_backward:
@@ -414,48 +504,53 @@ class Accumulator:
                 f"step() called without backward() for micro-batch {w.micro}: one backward() then one step() per micro-batch "
                 "(for a micro-batch with no items, call acc.backward(loss, count=0))"
             )
-        ends = self._ends_window(w.micro)
+        if w.micro + 1 >= self.steps:  # the window's last micro-batch (see _ends_window)
+            return self._end_window()
         w.micro += 1
         w.has_backward = False
-        return self._end_window() if ends else False
+        return False
 
     def flush(self) -> bool:
         """Step a partial window (fewer than ``steps`` micro-batches) with its exact weights.
 
         Call it after the last micro-batch of an epoch or of training. A
         micro-batch that had ``backward()`` but no ``step()`` yet is included.
+        Raises as :meth:`step` does at a window's end.
 
         Returns:
             True when the optimizer stepped; False when nothing was pending.
         """
-        w = self._w
-        if w.has_backward:
-            w.micro += 1
-            w.has_backward = False
-        if w.micro == 0:
+        if not self._w.in_flight:
             return False
         return self._end_window()
 
     def _end_window(self) -> bool:
+        """End the window (its micro-batches: ``micro``, plus the current one if it had a backward).
+
+        All or nothing: what raises before the optimizer step leaves ``.grad`` and
+        the window as they were (the normalising multiply undone), or discards the
+        window when that is impossible; nothing here changes the window's counters
+        until the update is through.
+        """
         w, sync = self._w, self._sync
+        micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)
-        w.last_synced = True  # a retried end (after a failed optimizer step) must not reduce again
+        w.last_synced = True  # a retried end must not reduce again
 
-        total, loss_sum, bad, bad_count = self._read_window(params)
+        total, loss_sum, bad, bad_count, unreached, found = self._read_window(params)
         if bad_count:
             message = self._bad_count_message()
             self._drop_window()
             raise GradguardError(message)
-        if bad or (loss_sum is not None and not math.isfinite(loss_sum)):
+        if bad:  # a loss of the window is NaN/Inf (only their weighted sum overflowing is no reason to stop)
             if self.nonfinite == "skip":
                 return self._drop_window()
-            found = self._nonfinite_loss()
-            if bad or found is not None or sync.world_size > 1:
-                message = self._nonfinite_message(found)
-                self._drop_window()
-                raise GradguardError(message)
-            # Every loss of the window is finite: only their weighted sum overflowed; the gradient is fine.
+            if found is None:  # distributed: which of this rank's losses (a second read, on the error path only)
+                found = self._nonfinite_loss()
+            message = self._nonfinite_message(found)
+            self._drop_window()
+            raise GradguardError(message)
         if total == 0:
             return self._drop_window()
         if sync.world_size == 1 and not _reached(params, w.start_grads):
@@ -465,6 +560,10 @@ class Accumulator:
                 "comes from another model or from detached outputs, and stepping would move nothing. Pass the "
                 "optimizer of the model the loss is computed from. The window was discarded"
             )
+        if unreached:
+            message = self._unreached_message()
+            self._drop_window()
+            raise GradguardError(message)
         if self.max_grad_norm is not None and any(p.grad is not None and p.grad.is_sparse for p in params):
             raise GradguardError(
                 "max_grad_norm is set but some gradients are sparse (nn.Embedding(sparse=True)): "
@@ -475,66 +574,140 @@ class Accumulator:
         # A rank whose window had 0 items never set a reference; use the one it would have.
         ref = w.ref if w.ref is not None else self._reference(1, bool(w.counted))
         factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
-        if factor != 1.0 and not w.normalised:
-            grads = [p.grad for p in params if p.grad is not None]
+        grads = [p.grad for p in params if p.grad is not None] if factor != 1.0 and not w.normalised else []
+        before = [g._version for g in grads]
+        after = None
+        stepped = []
+        try:
             if grads:
-                torch._foreach_mul_(grads, factor)
-        # If the update below raises (an out-of-memory error in the optimizer, say), the
-        # window stays pending and a retried step() or flush() does not scale it again.
-        w.normalised = True
-        self._ref_hint = total / (w.micro * sync.world_size)
-        self._hint_counted = bool(w.counted)
-
-        stepped = self._apply_update(params)
+                self._scale_grads(grads, factor)
+            after = [g._version for g in grads]
+            self._unscale_and_clip(params)
+            self._optimizer_step(stepped)
+        except BaseException as exc:
+            if not stepped:
+                self._undo_end(exc, grads, factor, before, after)  # raises a GradguardError, or returns
+                raise
+            # The optimizer stepped and something after it raised: the window is over.
+            self._close_window(stepped[0], loss_sum, total, micro_batches)
+            raise
         # The optimizer has stepped (or the scaler skipped it): the window is over,
-        # whatever fails after this (a scheduler past its last step, say).
+        # whatever fails after this (the scaler's update, a scheduler past its last step).
+        try:
+            if self.scaler is not None:
+                self.scaler.update()
+        finally:
+            self._close_window(stepped[0], loss_sum, total, micro_batches)
+        if stepped[0] and self.scheduler is not None:
+            self.scheduler.step()
+        return stepped[0]
+
+    def _scale_grads(self, grads: List[torch.Tensor], factor: float, *, undo: bool = False) -> None:
+        """Multiply the window's gradients by ``factor`` in place (``undo``: divide them by it).
+
+        The one place the in-flight sum is scaled: the end-of-window normalisation,
+        its undo when the update fails, and the rescale of a raised reference.
+        """
+        if undo:
+            torch._foreach_div_(grads, factor)
+        else:
+            torch._foreach_mul_(grads, factor)
+
+    def _undo_end(self, exc: BaseException, grads: List[torch.Tensor], factor: float, before: list, after: Optional[list]) -> None:
+        """A window's end raised before the optimizer stepped: put ``.grad`` back, or discard the window.
+
+        Version counters tell exactly what happened to ``.grad``, wherever the
+        exception (a KeyboardInterrupt lands between any two bytecodes) came from.
+        """
+        w = self._w
+        now = [g._version for g in grads]
+        if after is None or now == after:  # nothing but (maybe) the normalising multiply touched .grad
+            if now != before:
+                self._scale_grads(grads, factor, undo=True)
+            w.end_failed = type(exc).__name__
+            return
+        # Unscaling or clipping rewrote .grad after the multiply: it cannot be put back.
+        self._drop_window()
+        if isinstance(exc, Exception):
+            raise GradguardError(
+                f"the update of window {self.optimizer_steps} failed ({type(exc).__name__}: {exc}) after clipping or the "
+                "GradScaler had rewritten the gradients, which cannot be undone, so the window was discarded (nothing "
+                "applied, its gradients cleared, skipped_windows + 1). Training can go on: the next backward() starts a new window"
+            ) from exc
+
+    def _close_window(self, stepped: bool, loss_sum: Optional[float], total: float, micro_batches: int) -> None:
         if stepped:
             self.optimizer_steps += 1
             self._last_loss = loss_sum / total if loss_sum is not None else None
         else:
             self.skipped_windows += 1
+        self._ref_hint = total / (micro_batches * self._sync.world_size)
+        self._hint_counted = bool(self._w.counted)
         self._clear_window()
-        if stepped and self.scheduler is not None:
-            self.scheduler.step()
-        return stepped
 
-    def _read_window(self, params: List[torch.Tensor]) -> Tuple[float, Optional[float], bool, bool]:
-        """The window's item total, loss sum, non-finite flag and invalid-count flag: one host read.
+    def _read_window(self, params: List[torch.Tensor]):
+        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss).
 
-        On one process with Python counts and no loss (every micro-batch empty)
-        nothing is read. Distributed: summed over ranks first (one collective),
-        in float64 on every rank: dtypes must match across ranks (a rank with
-        0 items has no loss dtype), and float32 rounds token totals above 2**24.
+        One process, int counts: the losses themselves are read (one small
+        transfer), so the loss sum is formed and a non-finite loss named on the
+        host. Otherwise a header is formed on the device first: item total (with
+        counts still on the device), loss sum, non-finite flag, invalid-count
+        flag, unreached flag; distributed, it is summed over ranks (one
+        collective) in float64 on every rank: dtypes must match across ranks (a
+        rank with 0 items has no loss dtype), and float32 rounds token totals
+        above 2**24. Nothing is read when there is nothing to read.
         """
         w, sync = self._w, self._sync
         distributed = sync.world_size > 1
-        if not distributed and w.loss_sum is None and not w.pending_counts and w.bad is None:
-            return w.total, None, False, False
-        device = (w.loss_sum.device if w.loss_sum is not None
+        losses = [l for _, l, _ in w.losses]
+        simple = not (distributed or w.pending_counts or w.loss_sum is not None or w.bad is not None)
+        if simple and not losses:
+            return w.total, None, False, False, w.unreached is not None, None
+        device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
+        stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
+        if simple:
+            values = stacked.to("cpu", copy=True).tolist()  # the window's one host read
+            loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
+            return w.total, loss_sum, found is not None, False, w.unreached is not None, found
+
         zero = torch.zeros((), device=device, dtype=torch.float64)
-        total, bad_count = zero + float(w.total), zero
+        total, bad_count, loss_sum, bad = zero + float(w.total), zero, zero, zero
         if w.pending_counts:
             counts = torch.stack([_on(c.double(), device) for _, c in w.pending_counts])
             total = total + counts.sum()
             bad_count = (~torch.isfinite(counts) | (counts < 0)).any().double()
-        vec = torch.stack([total,
-                           w.loss_sum.double() if w.loss_sum is not None else zero,
-                           w.bad.double() if w.bad is not None else zero,
-                           bad_count])
+        if stacked is not None:
+            alphas = [alpha for _, _, alpha in w.losses]
+            weighted = stacked * alphas[0] if len(set(alphas)) == 1 else torch.stack(torch._foreach_mul(stacked.unbind(0), alphas))
+            loss_sum = weighted.sum()
+            bad = (~torch.isfinite(stacked)).any().double()
+        if w.loss_sum is not None:
+            loss_sum = loss_sum + _on(w.loss_sum.double(), device)
+        if w.bad is not None:
+            bad = bad + _on(w.bad.double(), device)
+        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None)])
         if distributed:
             vec = sync.reduce_sum(vec)  # every rank decides alike: all step, drop or raise
-        t, s, b, c = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
+        elif stacked is not None:
+            vec = torch.cat([vec, stacked])  # read the losses too: a non-finite one is named without a second read
+        values = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
+        t, s, b, c, u = values[:5]
+        found = None
+        if not distributed:
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[5:]) if not math.isfinite(v)), None)
         exact_total = w.total if not distributed and not w.pending_counts else t
-        return exact_total, (s if w.loss_sum is not None or distributed else None), b > 0, c > 0
+        has_loss = stacked is not None or w.loss_sum is not None or distributed
+        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found
 
     def _nonfinite_loss(self) -> Optional[Tuple[int, float]]:
         """(micro-batch, value) of this rank's first non-finite loss in the window (a read, on the error path only)."""
         w = self._w
         if not w.losses:
             return None
-        values = torch.stack([l.double() for _, l in w.losses]).tolist()
-        for (i, _), v in zip(w.losses, values):
+        values = torch.stack([l.double() for _, l, _ in w.losses]).tolist()
+        for (i, _, _), v in zip(w.losses, values):
             if not math.isfinite(v):
                 return i, v
         return None
@@ -549,6 +722,15 @@ class Accumulator:
                 "data, log of 0); nonfinite='skip' drops such windows silently, nonfinite='raise_early' raises in "
                 "backward() before the loss reaches .grad")
 
+    def _unreached_message(self) -> str:
+        i = self._w.unreached
+        where = f"micro-batch {i} of window {self.optimizer_steps}" if i is not None else \
+            f"a micro-batch of window {self.optimizer_steps} on another rank"
+        return (f"the loss of {where} reached none of the optimizer's parameters (no .grad of theirs changed): its "
+                "items were counted but added nothing, so stepping would dilute the window's gradient. The loss comes "
+                "from another model, from detached outputs, or from a branch the optimizer does not hold. Nothing was "
+                "applied and the window was discarded (skipped_windows + 1); training can go on")
+
     def _bad_count_message(self) -> str:
         w = self._w
         values = torch.stack([c.double() for _, c in w.pending_counts]).tolist() if w.pending_counts else []
@@ -559,26 +741,29 @@ class Accumulator:
         return (f"a count of window {self.optimizer_steps} on another rank is negative or not finite: nothing was "
                 "applied and the window's gradients were discarded")
 
-    def _apply_update(self, params: List[torch.Tensor]) -> bool:
-        """Unscale, clip, step. Returns False when the GradScaler skipped the step."""
-        scaler = self.scaler
-        if scaler is not None and self.max_grad_norm is not None:
-            scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
-        if self.max_grad_norm is not None:
-            self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
-        if scaler is None:
+    def _unscale_and_clip(self, params: List[torch.Tensor]) -> None:
+        """Unscale (with a GradScaler) and clip, when ``max_grad_norm`` is set: the true gradient is clipped."""
+        if self.max_grad_norm is None:
+            return
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
+
+    def _optimizer_step(self, stepped: list) -> None:
+        """Step; appends whether the optimizer stepped (False when the GradScaler skipped it)."""
+        if self.scaler is None:
             self._sync.step(self.optimizer)
-            return True
+            stepped.append(True)
+            return
         # scaler.step() calls optimizer.step() only when the gradients are finite: a
         # post-hook (public API, removed right after) sees whether it did.
-        stepped = []
-        handle = self.optimizer.register_step_post_hook(lambda *_: stepped.append(True))
+        ran = []
+        handle = self.optimizer.register_step_post_hook(lambda *_: ran.append(True))
         try:
-            self._sync.step(self.optimizer, scaler)
+            self._sync.step(self.optimizer, self.scaler)
         finally:
             handle.remove()
-        scaler.update()
-        return bool(stepped)
+        stepped.append(bool(ran))
 
     def _clear_window(self) -> None:
         with accumulator_clearing():  # the watch knows this clearing is the Accumulator's own
@@ -624,7 +809,7 @@ class Accumulator:
                 optimizer's parameters. Nothing is changed then.
         """
         params = self._params()
-        window, run, grads = _window.load(state_dict, self.steps, params)
+        window, run, grads = _window.load(state_dict, self.steps, params, single_process=self._sync.world_size == 1)
         # Convert every gradient first: a failure here must leave .grad as it was.
         try:
             new_grads = [None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
@@ -645,6 +830,16 @@ class Accumulator:
             f"Accumulator(steps={self.steps}, micro_step={self._w.micro}, optimizer_steps={self.optimizer_steps}, "
             f"world_size={self.world_size})"
         )
+
+
+def _remove_handles(handles: list) -> None:
+    for h in handles:
+        h.remove()
+
+
+def _sharded(p: torch.Tensor) -> bool:
+    """A DTensor (FSDP2, tensor parallel) or FSDP1's flat parameter."""
+    return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "device_mesh")
 
 
 def _needs_closure(optimizer) -> bool:
@@ -669,13 +864,23 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
             raise GradguardError(f"count must be an int or a 0-dim tensor, got a tensor of shape {tuple(count.shape)}")
         if count.dtype == torch.bool or count.is_complex():
             raise GradguardError(f"count must be a number of items, got a {count.dtype} tensor: use mask.sum()")
+        if count.is_meta:
+            raise GradguardError(
+                f"count is a meta tensor ({count!r}), which holds no value: pass the real number of items "
+                "(an int, or a tensor on the loss's device)"
+            )
         if reduction == "sum":
             return 0, count.detach()
         value = count.item()  # the one read a tensor count of a mean costs (0 must be seen to keep 0/0 out)
-    elif isinstance(count, bool) or not isinstance(count, Real):
-        raise GradguardError(f"count must be an int or a 0-dim tensor (number of items), got {count!r}")
+    elif isinstance(count, Integral) and not isinstance(count, bool):
+        value = int(count)  # numpy integers too
+    elif isinstance(count, float) or (isinstance(count, Real) and type(count).__module__ == "numpy"):
+        value = float(count)
     else:
-        value = count
+        raise GradguardError(
+            f"count must be an int, a float or a 0-dim tensor (number of items), got {count!r}"
+            + (": pass int(count) or float(count)" if isinstance(count, Real) and not isinstance(count, bool) else "")
+        )
     try:
         ok = math.isfinite(value) and value >= 0
     except OverflowError:  # an int beyond float range
