@@ -22,6 +22,7 @@ __all__ = [
     "in_accumulator_backward",
     "in_accumulator_clearing",
     "subscribe_clearing",
+    "listening",
 ]
 
 _local = threading.local()
@@ -68,6 +69,18 @@ def subscribe_clearing(fn: Callable[[], None]) -> Subscription:
     with _lock:
         _clearing_listeners = _clearing_listeners + (fn,)
     return Subscription(fn)
+
+
+def listening() -> bool:
+    """True while a diagnostic (a running :func:`gradguard.watch`) is subscribed.
+
+    The marks below are read only by subscribers: the Accumulator skips its
+    per-micro-batch mark when nobody listens (the common, unwatched run).
+
+    >>> listening()
+    False
+    """
+    return bool(_clearing_listeners)
 
 
 class accumulator_backward:  # noqa: N801 - used like the function (a context manager) it replaces

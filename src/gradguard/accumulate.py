@@ -40,7 +40,7 @@ import math
 import sys
 import warnings
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from numbers import Integral, Real
 from typing import Iterator, List, Optional, Tuple, Union
 
@@ -48,13 +48,14 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import grad_leaves, sync_for
-from ._channel import accumulator_backward, accumulator_clearing
+from ._channel import accumulator_backward, accumulator_clearing, listening
 from . import _window
 from ._window import Window
 
 
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
+_NO_MARK = nullcontext()
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -328,7 +329,7 @@ class Accumulator:
             w.has_backward = True
             return
 
-        detached = loss.detach()
+        detached = loss.data  # the value without the graph (as detach(), minus a dispatched op): kept for the window's read
         if self.nonfinite == "raise_early" and not bool(torch.isfinite(detached)):
             raise GradguardError(
                 f"loss is {detached.item()} at micro-batch {w.micro} of window {self.optimizer_steps}: "
@@ -359,7 +360,8 @@ class Accumulator:
                 self._scale_grads(grads, w.ref / ref)
         reached = self._reached_by
         reached.clear()
-        mark = accumulator_backward(counted=counted)  # a running gradguard.watch: this loss is weighted (or not)
+        # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
+        mark = accumulator_backward(counted=counted) if listening() else _NO_MARK
         mark.__enter__()
         try:
             self._sync.backward(scaled)
@@ -553,7 +555,8 @@ class Accumulator:
             raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and not _reached(params, w.start_grads):
+        if sync.world_size == 1 and not self._hooks_fire and not _reached(params, w.start_grads):
+            # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
                 "the window's losses reach none of the optimizer's parameters (no .grad of theirs changed): the loss "
@@ -665,13 +668,13 @@ class Accumulator:
             return w.total, None, False, False, w.unreached is not None, None
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
-        stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
-        if simple:
-            values = stacked.to("cpu", copy=True).tolist()  # the window's one host read
+        if simple:  # the window's one host read: the losses, in one transfer
+            values = torch.stack([_on(l, device) for l in losses]).to("cpu", torch.float64, copy=True).tolist()
             loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
             found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
             return w.total, loss_sum, found is not None, False, w.unreached is not None, found
 
+        stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
         zero = torch.zeros((), device=device, dtype=torch.float64)
         total, bad_count, loss_sum, bad = zero + float(w.total), zero, zero, zero
         if w.pending_counts:
@@ -766,7 +769,10 @@ class Accumulator:
         stepped.append(bool(ran))
 
     def _clear_window(self) -> None:
-        with accumulator_clearing():  # the watch knows this clearing is the Accumulator's own
+        if listening():
+            with accumulator_clearing():  # a running watch knows this clearing is the Accumulator's own
+                self.optimizer.zero_grad(set_to_none=self.set_to_none)
+        else:
             self.optimizer.zero_grad(set_to_none=self.set_to_none)
         self._w = Window()
 
