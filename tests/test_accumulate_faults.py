@@ -567,3 +567,24 @@ def test_load_state_dict_refuses_self_contradicting_states(name, corrupt, blamed
     assert acc.micro_step == 2 and acc.state_dict()["total"] == 5
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
     acc.load_state_dict(sd)  # the uncorrupted state still loads (negative control)
+
+
+def test_a_window_saved_after_a_micro_batch_that_reached_nothing_is_still_refused_after_resume():
+    torch.manual_seed(0)
+    mine, other = nn.Linear(3, 1).double(), nn.Linear(3, 1).double()
+    before = [p.detach().clone() for p in mine.parameters()]
+    opt = CaptureOptimizer(mine.parameters())
+    acc = gg.Accumulator(opt, steps=3)
+    data = _data([2, 5, 3])
+    acc.backward(_mse(mine, *data[0]), count=2)
+    acc.step()
+    acc.backward(_mse(other, *data[1]), count=5)
+    acc.step()
+    saved = torch.load(_roundtrip(acc.state_dict()), weights_only=True)
+    assert saved["unreached"] == 1
+    resumed = gg.Accumulator(opt, steps=3)
+    resumed.load_state_dict(saved)
+    resumed.backward(_mse(mine, *data[2]), count=3)
+    with pytest.raises(gg.GradguardError, match="micro-batch 1 of window 0 reached none"):
+        resumed.step()
+    assert opt.captured == [] and all(torch.equal(p, q) for p, q in zip(mine.parameters(), before))

@@ -150,7 +150,7 @@ _FIELD_CHECKS: Dict[str, Tuple[Callable[[object], bool], str]] = {
     "steps": (_is_int, "an int"),
     "micro": (lambda v: _is_int(v) and v >= 0, "an int >= 0"),
     "has_backward": (lambda v: isinstance(v, bool), "True or False"),
-    "counted": (lambda v: v in (None, True, False) and not _is_int(v), "None, True or False"),
+    "counted": (lambda v: v is None or v is True or v is False, "None, True or False"),
     "ref": (lambda v: v is None or _positive(v), "None or a finite int or float > 0"),
     "total": (lambda v: _is_number(v) and math.isfinite(v) and v >= 0, "a finite int or float >= 0"),
     "loss_sum": (lambda v: v is None or _scalar_tensor(v, _floating), "None or a 0-dim floating tensor with a value (not on the meta device)"),
@@ -162,7 +162,7 @@ _FIELD_CHECKS: Dict[str, Tuple[Callable[[object], bool], str]] = {
     "last_loss": (lambda v: v is None or _is_number(v) or _scalar_tensor(v, _floating),
                   "None, an int or float, or a 0-dim floating tensor with a value (not on the meta device)"),
     "ref_hint": (lambda v: v is None or _positive(v), "None or a finite int or float > 0"),
-    "hint_counted": (lambda v: v in (None, True, False) and not _is_int(v), "None, True or False"),
+    "hint_counted": (lambda v: v is None or v is True or v is False, "None, True or False"),
     "grads": (lambda v: isinstance(v, (list, tuple)), "a list"),
 }
 

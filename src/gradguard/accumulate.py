@@ -506,7 +506,7 @@ class Accumulator:
                 f"step() called without backward() for micro-batch {w.micro}: one backward() then one step() per micro-batch "
                 "(for a micro-batch with no items, call acc.backward(loss, count=0))"
             )
-        if w.micro + 1 >= self.steps:  # the window's last micro-batch (see _ends_window)
+        if self._ends_window(w.micro):
             return self._end_window()
         w.micro += 1
         w.has_backward = False
