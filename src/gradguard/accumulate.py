@@ -329,7 +329,7 @@ class Accumulator:
             w.has_backward = True
             return
 
-        detached = loss.data  # the value without the graph (as detach(), minus a dispatched op): kept for the window's read
+        detached = loss.detach()  # the value without the graph (a view, no kernel): kept for the window's read
         if self.nonfinite == "raise_early" and not bool(torch.isfinite(detached)):
             raise GradguardError(
                 f"loss is {detached.item()} at micro-batch {w.micro} of window {self.optimizer_steps}: "
