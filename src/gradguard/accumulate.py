@@ -271,10 +271,18 @@ class Accumulator:
             reduction: ``"mean"`` or ``"sum"``.
 
         Raises:
-            GradguardError: non-scalar loss, loss without grad, negative or
-                non-finite count, NaN/Inf loss (``nonfinite="raise_early"``), a second
-                backward for the same micro-batch, or mixing counted and
-                uncounted micro-batches in one window: nothing is changed then.
+            GradguardError: non-scalar loss, loss without grad, a negative or
+                non-finite count, a count that is not an int, a float or a 0-dim
+                tensor with a value (a ``Fraction``, a meta tensor), NaN/Inf loss
+                (``nonfinite="raise_early"``), a second backward for the same
+                micro-batch (also after a window end that raised and was undone:
+                call ``step()`` again first), or mixing counted and uncounted
+                micro-batches in one window: nothing is changed then.
+
+        Warns:
+            UserWarning: once, on the first backward, when the loss also reaches
+                tensors requiring grad that the optimizer does not hold (their
+                ``.grad`` is never normalised nor cleared by the Accumulator).
                 A backward pass that fails halfway (out of memory) after earlier
                 micro-batches of the window reached ``.grad``: the window is
                 discarded (its gradients cannot be told apart) and the error says so.
