@@ -5,15 +5,25 @@ so machine noise hits them alike, and the figure reported is the median over
 rounds of each method's time relative to the hand-written loop (a ratio, not an
 absolute time).
 
-    python benchmarks/bench_accumulate.py            # full run (a few minutes on 2 CPU cores)
-    python benchmarks/bench_accumulate.py --quick    # smoke run
+    python benchmarks/bench_accumulate.py                  # full run (a few minutes on 2 CPU cores)
+    python benchmarks/bench_accumulate.py --quick          # smoke run
+    python benchmarks/bench_accumulate.py --clock cpu      # on a shared, loaded machine
 
-Two workloads:
-* equal counts: every micro-batch has the same number of items; the hand-written
-  loop divides by ``steps`` and gradguard skips its normalising pass.
-* token counts: variable-length sequences; the hand-written loop knows the window's
-  token total in advance (look-ahead) and weights each loss by ``n_i / total``,
-  gradguard does not look ahead and normalises once per window (one foreach multiply).
+Four workloads, two models:
+* transformer, equal counts: a small causal transformer LM, every micro-batch with
+  the same number of items; the hand-written loop divides by ``steps`` and gradguard
+  skips its normalising pass.
+* transformer, token counts: variable-length sequences; the hand-written loop knows
+  the window's token total in advance (look-ahead) and weights each loss by
+  ``n_i / total``, gradguard does not look ahead and normalises once per window (one
+  foreach multiply).
+* tiny MLP, equal / unequal counts: ``Linear(16, 16) -> Tanh -> Linear(16, 1)`` on
+  micro-batches of 8 (equal) or 2..14 rows (unequal), where compute is almost nothing
+  and every microsecond of Python per micro-batch shows.
+
+``--clock cpu`` times each method with the CPU time of this thread
+(``time.thread_time``, one intra-op thread) instead of wall time: on a machine
+shared with other jobs, time spent descheduled then counts for no method.
 """
 
 from __future__ import annotations
@@ -50,6 +60,28 @@ class SmallTransformerLM(nn.Module):
         return self.head(self.blocks(self.tok(x) + self.pos(torch.arange(t)), mask=mask, is_causal=True))
 
 
+class TinyMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def make_mlp_windows(n_windows, steps, variable, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    windows = []
+    for _ in range(n_windows):
+        rows = [int(torch.randint(2, 15, (), generator=g)) if variable else 8 for _ in range(steps)]
+        windows.append([(torch.randn(n, 16, generator=g), torch.randn(n, 1, generator=g), n) for n in rows])
+    return windows
+
+
+def mse_loss_of(model, x, y):
+    return F.mse_loss(model(x), y)
+
+
 def make_windows(n_windows, steps, micro, seq, variable, seed=0):
     g = torch.Generator().manual_seed(seed)
     windows = []
@@ -73,25 +105,25 @@ def loss_of(model, x, y):
 class HandWritten:
     """The correct loop a careful user writes: weights known in advance (look-ahead)."""
 
-    def __init__(self, model, opt, steps, variable):
-        self.model, self.opt, self.steps, self.variable = model, opt, steps, variable
+    def __init__(self, model, opt, steps, variable, loss=loss_of):
+        self.model, self.opt, self.steps, self.variable, self.loss = model, opt, steps, variable, loss
 
     def window(self, mbs):
         total = sum(c for _, _, c in mbs)
         for x, y, c in mbs:
             weight = c / total if self.variable else 1 / self.steps
-            (loss_of(self.model, x, y) * weight).backward()
+            (self.loss(self.model, x, y) * weight).backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
 
 class WithGradguard:
-    def __init__(self, model, opt, steps, variable):
-        self.model, self.acc = model, gg.Accumulator(opt, steps=steps)
+    def __init__(self, model, opt, steps, variable, loss=loss_of):
+        self.model, self.acc, self.loss = model, gg.Accumulator(opt, steps=steps), loss
 
     def window(self, mbs):
         for x, y, c in mbs:
-            self.acc.backward(loss_of(self.model, x, y), count=c)
+            self.acc.backward(self.loss(self.model, x, y), count=c)
             self.acc.step()
 
 
@@ -100,18 +132,19 @@ class WithAccelerate:
 
     accelerator = None
 
-    def __init__(self, model, opt, steps, variable):
+    def __init__(self, model, opt, steps, variable, loss=loss_of):
         from accelerate import Accelerator
 
         if WithAccelerate.accelerator is None:  # Accelerate's state is a process-wide singleton
             WithAccelerate.accelerator = Accelerator(gradient_accumulation_steps=steps, cpu=True)
         self.model, self.opt = WithAccelerate.accelerator.prepare(model, opt)
+        self.loss = loss
 
     def window(self, mbs):
         accelerator = WithAccelerate.accelerator
         for x, y, c in mbs:
             with accelerator.accumulate(self.model):
-                accelerator.backward(loss_of(self.model, x, y))
+                accelerator.backward(self.loss(self.model, x, y))
                 self.opt.step()
                 self.opt.zero_grad()
 
@@ -121,11 +154,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="few rounds, for a smoke test")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"))
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall: time.perf_counter; cpu: this thread's CPU time (for a shared, loaded machine)")
+    parser.add_argument("--only", choices=("all", "transformer", "mlp"), default="all", help="which model's workloads to run")
     args = parser.parse_args(argv)
     rounds = args.rounds or (4 if args.quick else 120)
     steps, micro, seq = 4, 4, 64
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(1 if args.clock == "cpu" else max(1, torch.get_num_threads()))
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     methods = {"hand-written": HandWritten, "gradguard": WithGradguard}
     try:
@@ -135,16 +172,24 @@ def main(argv=None):
     except ImportError:
         print("(HF Accelerate not installed: its column is left out)")
 
+    workloads = []
+    if args.only in ("all", "transformer"):
+        workloads += [("transformer, equal counts", SmallTransformerLM, loss_of, make_windows(8, steps, micro, seq, False), False, 1),
+                      ("transformer, token counts", SmallTransformerLM, loss_of, make_windows(8, steps, micro, seq, True), True, 1)]
+    if args.only in ("all", "mlp"):
+        # A window of the tiny MLP takes well under a millisecond: time 20 per measurement.
+        workloads += [("tiny MLP, equal counts", TinyMLP, mse_loss_of, make_mlp_windows(8, steps, False), False, 20),
+                      ("tiny MLP, unequal counts", TinyMLP, mse_loss_of, make_mlp_windows(8, steps, True), True, 20)]
     results = {}
-    for workload, variable in (("equal counts", False), ("token counts", True)):
-        windows = make_windows(8, steps, micro, seq, variable)
-        base = SmallTransformerLM()
+    for workload, factory, loss, windows, variable, repeat in workloads:
+        base = factory()
         runners = {}
         for name, cls in methods.items():
-            model = SmallTransformerLM()
+            model = factory()
             model.load_state_dict(base.state_dict())
-            runners[name] = cls(model, torch.optim.AdamW(model.parameters(), lr=1e-4), steps, variable)
-            runners[name].window(windows[0])  # warm-up, untimed
+            runners[name] = cls(model, torch.optim.AdamW(model.parameters(), lr=1e-4), steps, variable, loss)
+            for _ in range(repeat):
+                runners[name].window(windows[0])  # warm-up, untimed
         times = {m: [] for m in methods}
         # One optimizer step per method per round, methods interleaved (order alternating):
         # machine noise lands on all of them alike, and the ratio is taken round by round.
@@ -154,16 +199,18 @@ def main(argv=None):
                 order.reverse()
             mbs = windows[r % len(windows)]
             for name, runner in order:
-                t0 = time.perf_counter()
-                runner.window(mbs)
-                times[name].append(time.perf_counter() - t0)
+                t0 = clock()
+                for _ in range(repeat):
+                    runner.window(mbs)
+                times[name].append((clock() - t0) / repeat)
         ratios = {m: statistics.median(t / h for t, h in zip(times[m], times["hand-written"])) for m in methods}
         results[workload] = (times, ratios)
-        print(f"\n{workload}: {steps} micro-batches of {micro}x{seq} tokens per step, {rounds} interleaved rounds")
-        print(f"  {'method':<14} {'median s/step':>14} {'steps/s':>9} {'time vs hand-written':>21}")
+        unit = "CPU s/step" if args.clock == "cpu" else "median s/step"
+        print(f"\n{workload}: {steps} micro-batches per step, {rounds} interleaved rounds ({args.clock} clock)")
+        print(f"  {'method':<14} {unit:>14} {'steps/s':>9} {'time vs hand-written':>21}")
         for m in methods:
             med = statistics.median(times[m])
-            print(f"  {m:<14} {med:>14.4f} {1 / med:>9.2f} {ratios[m]:>20.3f}x")
+            print(f"  {m:<14} {med:>14.5f} {1 / med:>9.1f} {ratios[m]:>20.3f}x")
     _plot(Path(args.out), results)
     return 0
 
@@ -184,7 +231,7 @@ def _plot(out: Path, results):
     for i, m in enumerate(methods):
         ax.bar([j + i * width for j in range(len(workloads))], [results[w][1][m] for w in workloads], width, label=m)
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(workloads))], workloads)
+    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(workloads))], workloads, rotation=15, fontsize=8)
     ax.set_ylabel("time per optimizer step / hand-written")
     ax.set_title("Accumulation overhead (median of interleaved rounds)")
     ax.legend()

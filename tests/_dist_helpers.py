@@ -315,3 +315,33 @@ def scenario_ddp_nonfinite_skip(rank: int, world_size: int) -> dict:
                 acc.backward(masked_loss(model, x, y, mask), count=2)
             acc.step()
     return {"params": [_full(p) for p in model.parameters()], "skipped": acc.skipped_windows, "steps": acc.optimizer_steps}
+
+
+def scenario_ddp_rank_loss_reaches_nothing(rank: int, world_size: int) -> dict:
+    """Window 1: rank 1's first micro-batch back-propagates a loss that reaches no parameter.
+
+    Every rank must refuse that window at its end (one collective decides), none may hang,
+    and the windows around it step as usual.
+    """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(make_model())
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    acc = gg.Accumulator(opt, STEPS, model=model)
+    stray = torch.ones((), dtype=torch.float64, requires_grad=True)  # a tensor outside the model and the optimizer
+    errors, after_refusal = [], None
+    for w in range(3):
+        for m in range(STEPS):
+            x, y, mask = micro_batch(w, rank, m, 2)
+            with acc.microbatch():
+                loss = masked_loss(model, x, y, mask)
+                if w == 1 and m == 0 and rank == 1:
+                    loss = (loss.detach() * stray)  # a loss that reaches none of the model's parameters
+                acc.backward(loss, count=2)
+            try:
+                acc.step()
+            except gg.GradguardError as exc:
+                errors.append(str(exc))
+                after_refusal = [_full(p) for p in model.parameters()]
+    return {"errors": errors, "steps": acc.optimizer_steps, "skipped": acc.skipped_windows,
+            "after_refusal": after_refusal, "params": [_full(p) for p in model.parameters()]}

@@ -93,11 +93,11 @@ def test_a_tensor_count_of_a_summed_loss_is_still_validated_at_the_window_end():
 
 
 def test_a_weighted_sum_that_overflows_is_not_mistaken_for_a_nonfinite_loss():
-    """float32 losses of 1e30 weighted by 1e10 items: the loss sum is inf, every loss finite, the gradient fine."""
-    model = nn.Linear(2, 1)
+    """Losses of 1e300 weighted by 1e10 items: the (float64) loss sum is inf, every loss finite, the gradient fine."""
+    model = nn.Linear(2, 1).double()
     acc = gg.Accumulator(torch.optim.SGD(model.parameters(), lr=0.0), steps=2)
-    x = torch.ones(1, 2)
+    x = torch.ones(1, 2, dtype=torch.float64)
     for _ in range(2):
-        acc.backward(model(x).sum() * 0 + 1e30 + model(x).sum() * 1e-30, count=10**10)
+        acc.backward(model(x).sum() * 0 + 1e300 + model(x).sum() * 1e-300, count=10**10)
         stepped = acc.step()
     assert stepped and math.isinf(acc.loss)

@@ -174,3 +174,28 @@ def test_under_torchrun(tmp_path, ref):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
     _check_against_reference(ranks, ref)
+
+
+@pytest.mark.slow
+def test_ddp_rank_whose_loss_reaches_no_parameter_is_refused_on_every_rank():
+    """One collective at the window's end: every rank refuses the window, none hangs, the others step exactly."""
+    ranks = h.run_ranks(h.scenario_ddp_rank_loss_reaches_nothing)
+    for out in ranks:
+        assert len(out["errors"]) == 1 and "reached none of the optimizer's parameters" in out["errors"][0]
+        assert (out["steps"], out["skipped"]) == (2, 1)
+    assert "micro-batch 0" in ranks[1]["errors"][0] and "another rank" in ranks[0]["errors"][0]
+    # Reference: full batch over windows 0 and 2 only (window 1 refused, nothing applied).
+    model = h.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=h.LR, momentum=h.MOMENTUM)
+    for w in (0, 2):
+        if w == 2:
+            for out in ranks:  # the refusal left every rank's parameters as after window 0
+                for p, r in zip(out["after_refusal"], model.parameters()):
+                    assert_close(p, r.detach(), **TOL)
+        xs, ys = zip(*[h.micro_batch(w, r, m, 2)[:2] for r in range(2) for m in range(h.STEPS)])
+        ((model(torch.cat([t[:2] for t in xs])) - torch.cat([t[:2] for t in ys])) ** 2).sum(dim=1).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    for out in ranks:
+        for p, r in zip(out["params"], model.parameters()):
+            assert_close(p, r.detach(), **TOL)

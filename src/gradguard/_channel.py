@@ -22,6 +22,7 @@ __all__ = [
     "in_accumulator_backward",
     "in_accumulator_clearing",
     "subscribe_clearing",
+    "listening",
 ]
 
 _local = threading.local()
@@ -70,8 +71,19 @@ def subscribe_clearing(fn: Callable[[], None]) -> Subscription:
     return Subscription(fn)
 
 
-@contextmanager
-def accumulator_backward(*, counted: bool = True) -> Iterator[None]:
+def listening() -> bool:
+    """True while a diagnostic (a running :func:`gradguard.watch`) is subscribed.
+
+    The marks below are read only by subscribers: the Accumulator skips its
+    per-micro-batch mark when nobody listens (the common, unwatched run).
+
+    >>> listening()
+    False
+    """
+    return bool(_clearing_listeners)
+
+
+class accumulator_backward:  # noqa: N801 - used like the function (a context manager) it replaces
     """Mark the backward passes made inside the block as weighted by an Accumulator.
 
     ``gradguard.Accumulator.backward`` wraps its ``backward()`` call in this;
@@ -94,14 +106,26 @@ def accumulator_backward(*, counted: bool = True) -> Iterator[None]:
     >>> in_accumulator_backward(), accumulator_counted()
     (False, None)
     """
-    stack = getattr(_local, "counted", None)
-    if stack is None:
-        stack = _local.counted = []
-    stack.append(bool(counted))
-    try:
-        yield
-    finally:
-        del stack[len(stack) - 1:]
+
+    # A class, not a generator context manager: the Accumulator enters it once per
+    # micro-batch, and this costs a fraction of contextlib's machinery.
+    __slots__ = ("_counted", "_stack")
+
+    def __init__(self, *, counted: bool = True) -> None:
+        self._counted = bool(counted)
+        self._stack: Optional[list] = None
+
+    def __enter__(self) -> None:
+        stack = getattr(_local, "counted", None)
+        if stack is None:
+            stack = _local.counted = []
+        stack.append(self._counted)
+        self._stack = stack
+
+    def __exit__(self, *exc) -> None:
+        stack, self._stack = self._stack, None
+        if stack:
+            del stack[len(stack) - 1:]
 
 
 def accumulator_counted() -> Optional[bool]:

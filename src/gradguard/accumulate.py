@@ -37,60 +37,31 @@ from __future__ import annotations
 
 import inspect
 import math
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from numbers import Real
+import sys
+import warnings
+import weakref
+from contextlib import contextmanager, nullcontext
+from numbers import Integral, Real
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
 
 from ._errors import GradguardError
-from .distributed import sync_for
-from ._channel import accumulator_backward, accumulator_clearing
+from .distributed import grad_leaves, sync_for
+from ._channel import accumulator_backward, accumulator_clearing, listening
+from . import _window
+from ._window import Window
 
 
-_FORMAT = "gradguard.Accumulator/1"
-_FORMAT_PREFIX = "gradguard.Accumulator/"
-_STATE_KEYS = frozenset({
-    "format", "steps", "micro", "has_backward", "counted", "ref", "total", "loss_sum", "bad",
-    "optimizer_steps", "skipped_windows", "last_loss", "ref_hint", "hint_counted", "normalised", "grads",
-})
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
+_NO_MARK = nullcontext()
+_LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
 _REBASE_RATIO = 64
 
 Count = Union[int, float, torch.Tensor, None]
-
-
-@dataclass
-class _Window:
-    """The in-flight window: everything a window's end resets, in one record."""
-
-    micro: int = 0  # micro-batches ended (step() called)
-    has_backward: bool = False  # backward() done for the current micro-batch
-    counted: Optional[bool] = None  # whether this window's micro-batches pass counts
-    ref: Optional[float] = None  # the scale reference (see the module docstring)
-    total: float = 0  # items whose count is a Python number
-    # (micro-batch, count tensor) of reduction="sum" micro-batches: read at the window's end.
-    pending_counts: List[Tuple[int, torch.Tensor]] = field(default_factory=list)
-    loss_sum: Optional[torch.Tensor] = None  # sum of per-item losses (device, no read)
-    # (micro-batch, detached loss): read only to name a non-finite one.
-    losses: List[Tuple[int, torch.Tensor]] = field(default_factory=list)
-    bad: Optional[torch.Tensor] = None  # non-finite flag carried over by a loaded state
-    contributed: bool = False  # a backward of this window reached .grad
-    # The optimizer parameters' .grad (with versions) before the window's first contribution:
-    # [] when all were None; None until recorded. Tells a failed first pass how to undo
-    # itself, and the window's end whether its losses reached the optimizer at all.
-    start_grads: Optional[list] = None
-    normalised: bool = False  # the end-of-window factor is in .grad (a retried step must not apply it twice)
-    in_no_sync: bool = False  # inside microbatch() that defers gradient sync
-    last_synced: bool = True  # did the last backward run with gradient sync?
-
-    @property
-    def in_flight(self) -> bool:
-        return self.micro > 0 or self.has_backward
 
 
 class Accumulator:
@@ -219,7 +190,18 @@ class Accumulator:
         # the next window's scale reference (see the module docstring).
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
-        self._w = _Window()
+        self._w = Window()
+        # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
+        # to this list (a builtin call, no Python frame); a backward that leaves it empty
+        # reached none of them. Only trusted once some pass did reach one: under FSDP2
+        # autograd accumulates into unsharded parameters, which the hooks never see.
+        self._reached_by: list = []
+        self._hook_handles: list = []
+        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
+        self._hooks_fire = False
+        weakref.finalize(self, _remove_handles, self._hook_handles)
+        # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
+        self._may_rebase = self._sync.world_size == 1
 
     # ------------------------------------------------------------------ window
     def _ends_window(self, micro: int) -> bool:
@@ -237,6 +219,11 @@ class Accumulator:
         if isinstance(self._last_loss, torch.Tensor):
             self._last_loss = float(self._last_loss)
         return self._last_loss
+
+    @property
+    def world_size(self) -> int:
+        """Number of processes whose micro-batches form one window (1 without DDP, FSDP2 or an accelerator)."""
+        return self._sync.world_size
 
     def _params(self) -> List[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -284,10 +271,18 @@ class Accumulator:
             reduction: ``"mean"`` or ``"sum"``.
 
         Raises:
-            GradguardError: non-scalar loss, loss without grad, negative or
-                non-finite count, NaN/Inf loss (``nonfinite="raise_early"``), a second
-                backward for the same micro-batch, or mixing counted and
-                uncounted micro-batches in one window: nothing is changed then.
+            GradguardError: non-scalar loss, loss without grad, a negative or
+                non-finite count, a count that is not an int, a float or a 0-dim
+                tensor with a value (a ``Fraction``, a meta tensor), NaN/Inf loss
+                (``nonfinite="raise_early"``), a second backward for the same
+                micro-batch (also after a window end that raised and was undone:
+                call ``step()`` again first), or mixing counted and uncounted
+                micro-batches in one window: nothing is changed then.
+
+        Warns:
+            UserWarning: once, on the first backward, when the loss also reaches
+                tensors requiring grad that the optimizer does not hold (their
+                ``.grad`` is never normalised nor cleared by the Accumulator).
                 A backward pass that fails halfway (out of memory) after earlier
                 micro-batches of the window reached ``.grad``: the window is
                 discarded (its gradients cannot be told apart) and the error says so.
@@ -299,9 +294,13 @@ class Accumulator:
         >>> acc.step(), w.grad is not None
         (False, True)
         """
-        # Validate everything before touching any state or .grad.
+        # Validate everything before touching any state or .grad. The common case (an int
+        # count, grad mode on, no scaler) takes the shortest path: a hand loop's work plus
+        # one detach and a list append (the loss sum is formed once, at the window's end).
         w = self._w
-        if reduction not in _REDUCTIONS:
+        if w.has_backward:
+            raise self._second_backward_error()
+        if reduction != "mean" and reduction != "sum":
             raise GradguardError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         if not isinstance(loss, torch.Tensor):
             raise GradguardError(f"loss must be a scalar torch.Tensor, got {type(loss).__name__}")
@@ -315,12 +314,10 @@ class Accumulator:
                 "loss does not require grad: it was computed under torch.no_grad(), detached, "
                 "or from parameters with requires_grad=False, so backward() has nothing to do"
             )
-        if w.has_backward:
-            raise GradguardError(
-                f"backward() was already called for micro-batch {w.micro} of this window: "
-                "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
-            )
-        n, pending = _count_value(count, reduction)
+        if type(count) is int and 0 <= count <= _LARGEST_FLOAT:
+            n, pending = count, None
+        else:
+            n, pending = _count_value(count, reduction)
         counted = count is not None
         if w.counted is not None and counted != w.counted:
             raise GradguardError(
@@ -336,10 +333,11 @@ class Accumulator:
             if self._sync.needs_empty_backward:
                 self._sync.empty_backward(loss, self._params())
             w.last_synced = not w.in_no_sync
-            self._commit_backward(counted, 0, None, None, reduction)
+            w.counted = counted
+            w.has_backward = True
             return
 
-        detached = loss.detach()
+        detached = loss.detach()  # the value without the graph (a view, no kernel): kept for the window's read
         if self.nonfinite == "raise_early" and not bool(torch.isfinite(detached)):
             raise GradguardError(
                 f"loss is {detached.item()} at micro-batch {w.micro} of window {self.optimizer_steps}: "
@@ -348,25 +346,35 @@ class Accumulator:
             )
 
         items = n if counted else 1  # a pending tensor count is 0 here: it is not known yet
-        ref = w.ref if w.ref is not None else self._reference(items if pending is None else 1, counted)
-        rebase = pending is None and items > _REBASE_RATIO * ref and self._sync.world_size == 1
+        ref = w.ref
+        if ref is None:
+            ref = self._reference(items if pending is None else 1, counted)
+        rebase = pending is None and self._may_rebase and items > _REBASE_RATIO * ref
         if rebase:
             ref = items  # rescales the in-flight sum below, once this micro-batch is sure to run
         weight = (items if reduction == "mean" else 1) / (ref * self.steps)
-        with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
-            scaled = loss * weight if weight != 1 else loss
-            if self.scaler is not None:
-                scaled = self.scaler.scale(scaled)
+        scaled = loss
+        if weight != 1 or self.scaler is not None:
+            if torch.is_grad_enabled():
+                scaled = self._scale_loss(loss, weight)
+            else:
+                with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
+                    scaled = self._scale_loss(loss, weight)
         if not w.contributed:
-            w.start_grads = _grad_marks(self._params())
+            self._start_window(loss)
         elif rebase:
             grads = [p.grad for p in self._params() if p.grad is not None]
             if grads:
-                torch._foreach_mul_(grads, w.ref / ref)
+                self._scale_grads(grads, w.ref / ref)
+        reached = self._reached_by
+        reached.clear()
+        # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
+        mark = accumulator_backward(counted=counted) if listening() else _NO_MARK
+        mark.__enter__()
         try:
-            with accumulator_backward(counted=counted):  # a running gradguard.watch: this loss is weighted (or not)
-                self._sync.backward(scaled)
+            self._sync.backward(scaled)
         except BaseException as exc:
+            mark.__exit__(None, None, None)
             if self._undo_failed_backward() or not isinstance(exc, Exception):
                 raise
             raise GradguardError(
@@ -375,12 +383,86 @@ class Accumulator:
                 "from them, so the window was discarded (nothing applied, its gradients cleared, "
                 "skipped_windows + 1). Training can go on: the next backward() starts a new window"
             ) from exc
+        mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
+        if reached:
+            self._hooks_fire = True
+        elif self._hooks_fire and w.unreached is None:
+            w.unreached = w.micro  # decided at the window's end, on every rank alike
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
-        self._commit_backward(counted, items, pending, detached, reduction)
+        w.counted = counted
+        w.has_backward = True
+        w.total += items
+        if pending is not None:
+            w.pending_counts.append((w.micro, pending))
+        w.losses.append((w.micro, detached, float(items) if reduction == "mean" else 1.0))
+        w.end_failed = None
+
+    def _scale_loss(self, loss: torch.Tensor, weight: float) -> torch.Tensor:
+        scaled = loss * weight if weight != 1 else loss
+        return self.scaler.scale(scaled) if self.scaler is not None else scaled
+
+    def _second_backward_error(self) -> GradguardError:
+        w = self._w
+        if w.end_failed is not None:
+            return GradguardError(
+                f"the end of this window (acc.step() or acc.flush()) raised {w.end_failed} and was undone, so the "
+                f"window still holds its {w.micro + 1} micro-batches: call acc.step() again (or acc.flush()) to end it "
+                "before the next micro-batch's backward()"
+            )
+        return GradguardError(
+            f"backward() was already called for micro-batch {w.micro} of this window: "
+            "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
+        )
+
+    def _start_window(self, loss: torch.Tensor) -> None:
+        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
+        params = self._params()
+        self._w.start_grads = _grad_marks(params)
+        if self._hooked != len(params):
+            self._hook(params)
+            self._report_outside_leaves(loss, params)
+
+    def _hook(self, params: List[torch.Tensor]) -> None:
+        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per parameter).
+
+        Only where autograd writes into the parameters themselves: not for sharded
+        parameters (FSDP2's DTensors, FSDP1's flat parameters), whose gradients
+        arrive by other ways and only at synchronised passes.
+        """
+        for h in self._hook_handles:
+            h.remove()
+        self._hooked = len(params)
+        self._hook_handles[:] = []
+        if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
+            return
+        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append)
+                                 for p in params if p.requires_grad]
+
+    def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
+        """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
+
+        Their ``.grad`` gets the window's in-flight sum, never normalised nor cleared
+        by the Accumulator: a second optimizer stepping them would use a wrong gradient.
+        """
+        mine = {id(p) for p in params}
+        leaves = [node.variable for node in grad_leaves(loss)]
+        outside = [t for t in leaves if id(t) not in mine]
+        if not outside or len(outside) == len(leaves):  # none, or sharded parameters (FSDP2): nothing to say
+            return
+        shapes = ", ".join(str(tuple(t.shape)) for t in outside[:4]) + (", ..." if len(outside) > 4 else "")
+        warnings.warn(
+            f"the loss reaches {len(outside)} tensors requiring grad (shapes {shapes}) that are not in the "
+            "Accumulator's optimizer: the Accumulator normalises and clears only its optimizer's gradients, so "
+            "their .grad holds the window's un-normalised sum. If another optimizer steps them, pass one optimizer "
+            "holding all of them (parameter groups can have their own lr); if they are frozen, set "
+            "requires_grad_(False) on them. (Checked once, on the first backward().)",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def _reference(self, first_count: float, counted: bool) -> float:
         if self._ref_hint is not None and self._hint_counted == counted:
@@ -390,23 +472,6 @@ class Accumulator:
         # Ranks must scale identically before their gradients are averaged, and they
         # see different counts: the distributed first window uses 1 on every rank.
         return 1 if self._sync.world_size > 1 else first_count
-
-    def _commit_backward(self, counted: bool, items: float, pending: Optional[torch.Tensor],
-                         detached: Optional[torch.Tensor], reduction: str) -> None:
-        w = self._w
-        w.counted = counted
-        w.has_backward = True
-        w.total += items
-        if pending is not None:
-            w.pending_counts.append((w.micro, pending))
-        if detached is not None:
-            w.losses.append((w.micro, detached))
-            alpha = float(items) if reduction == "mean" else 1.0
-            if w.loss_sum is None:
-                # Accumulate in at least float32 (a bf16 sum of many losses would round).
-                w.loss_sum = detached.to(torch.promote_types(detached.dtype, torch.float32)) * alpha
-            else:
-                w.loss_sum = w.loss_sum.add(detached, alpha=alpha)  # one kernel, no host read
 
     def _undo_failed_backward(self) -> bool:
         """After a backward pass raised: True when ``.grad`` is as before it (a retry is exact).
@@ -434,8 +499,14 @@ class Accumulator:
             GradguardError: when no ``backward()`` was made for this micro-batch
                 (use ``acc.backward(loss, count=0)`` for an empty one); at the
                 window's end, for a NaN/Inf loss (``nonfinite="raise"``), an invalid
-                tensor count, or losses that reached none of the optimizer's
-                parameters: the window is discarded then, nothing applied.
+                tensor count, or a micro-batch whose loss reached none of the
+                optimizer's parameters: the window is discarded then, nothing applied.
+            Any exception of the update itself (an out-of-memory error in the
+            optimizer, a KeyboardInterrupt): the window's end is undone, so
+            ``.grad`` and the Accumulator are as before the call and calling
+            ``step()`` again ends the window exactly; when clipping or a
+            GradScaler had already rewritten ``.grad``, the window is discarded
+            instead, with a :class:`GradguardError` saying so.
         """
         w = self._w
         if not w.has_backward:
@@ -443,57 +514,67 @@ class Accumulator:
                 f"step() called without backward() for micro-batch {w.micro}: one backward() then one step() per micro-batch "
                 "(for a micro-batch with no items, call acc.backward(loss, count=0))"
             )
-        ends = self._ends_window(w.micro)
+        if self._ends_window(w.micro):
+            return self._end_window()
         w.micro += 1
         w.has_backward = False
-        return self._end_window() if ends else False
+        return False
 
     def flush(self) -> bool:
         """Step a partial window (fewer than ``steps`` micro-batches) with its exact weights.
 
         Call it after the last micro-batch of an epoch or of training. A
         micro-batch that had ``backward()`` but no ``step()`` yet is included.
+        Raises as :meth:`step` does at a window's end.
 
         Returns:
             True when the optimizer stepped; False when nothing was pending.
         """
-        w = self._w
-        if w.has_backward:
-            w.micro += 1
-            w.has_backward = False
-        if w.micro == 0:
+        if not self._w.in_flight:
             return False
         return self._end_window()
 
     def _end_window(self) -> bool:
+        """End the window (its micro-batches: ``micro``, plus the current one if it had a backward).
+
+        All or nothing: what raises before the optimizer step leaves ``.grad`` and
+        the window as they were (the normalising multiply undone), or discards the
+        window when that is impossible; nothing here changes the window's counters
+        until the update is through.
+        """
         w, sync = self._w, self._sync
+        micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)
-        w.last_synced = True  # a retried end (after a failed optimizer step) must not reduce again
+        w.last_synced = True  # a retried end must not reduce again
 
-        total, loss_sum, bad, bad_count = self._read_window(params)
+        total, loss_sum, bad, bad_count, unreached, found = self._read_window(params)
         if bad_count:
             message = self._bad_count_message()
             self._drop_window()
             raise GradguardError(message)
-        if bad or (loss_sum is not None and not math.isfinite(loss_sum)):
+        if bad:  # a loss of the window is NaN/Inf (only their weighted sum overflowing is no reason to stop)
             if self.nonfinite == "skip":
                 return self._drop_window()
-            found = self._nonfinite_loss()
-            if bad or found is not None or sync.world_size > 1:
-                message = self._nonfinite_message(found)
-                self._drop_window()
-                raise GradguardError(message)
-            # Every loss of the window is finite: only their weighted sum overflowed; the gradient is fine.
+            if found is None:  # distributed: which of this rank's losses (a second read, on the error path only)
+                found = self._nonfinite_loss()
+            message = self._nonfinite_message(found)
+            self._drop_window()
+            raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and not _reached(params, w.start_grads):
+        if sync.world_size == 1 and not self._hooks_fire and not _reached(params, w.start_grads):
+            # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
                 "the window's losses reach none of the optimizer's parameters (no .grad of theirs changed): the loss "
                 "comes from another model or from detached outputs, and stepping would move nothing. Pass the "
                 "optimizer of the model the loss is computed from. The window was discarded"
             )
+        if unreached:
+            message = self._unreached_message()
+            self._drop_window()
+            raise GradguardError(message)
         if self.max_grad_norm is not None and any(p.grad is not None and p.grad.is_sparse for p in params):
             raise GradguardError(
                 "max_grad_norm is set but some gradients are sparse (nn.Embedding(sparse=True)): "
@@ -504,66 +585,140 @@ class Accumulator:
         # A rank whose window had 0 items never set a reference; use the one it would have.
         ref = w.ref if w.ref is not None else self._reference(1, bool(w.counted))
         factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
-        if factor != 1.0 and not w.normalised:
-            grads = [p.grad for p in params if p.grad is not None]
+        grads = [p.grad for p in params if p.grad is not None] if factor != 1.0 and not w.normalised else []
+        before = [g._version for g in grads]
+        after = None
+        stepped = []
+        try:
             if grads:
-                torch._foreach_mul_(grads, factor)
-        # If the update below raises (an out-of-memory error in the optimizer, say), the
-        # window stays pending and a retried step() or flush() does not scale it again.
-        w.normalised = True
-        self._ref_hint = total / (w.micro * sync.world_size)
-        self._hint_counted = bool(w.counted)
-
-        stepped = self._apply_update(params)
+                self._scale_grads(grads, factor)
+            after = [g._version for g in grads]
+            self._unscale_and_clip(params)
+            self._optimizer_step(stepped)
+        except BaseException as exc:
+            if not stepped:
+                self._undo_end(exc, grads, factor, before, after)  # raises a GradguardError, or returns
+                raise
+            # The optimizer stepped and something after it raised: the window is over.
+            self._close_window(stepped[0], loss_sum, total, micro_batches)
+            raise
         # The optimizer has stepped (or the scaler skipped it): the window is over,
-        # whatever fails after this (a scheduler past its last step, say).
+        # whatever fails after this (the scaler's update, a scheduler past its last step).
+        try:
+            if self.scaler is not None:
+                self.scaler.update()
+        finally:
+            self._close_window(stepped[0], loss_sum, total, micro_batches)
+        if stepped[0] and self.scheduler is not None:
+            self.scheduler.step()
+        return stepped[0]
+
+    def _scale_grads(self, grads: List[torch.Tensor], factor: float, *, undo: bool = False) -> None:
+        """Multiply the window's gradients by ``factor`` in place (``undo``: divide them by it).
+
+        The one place the in-flight sum is scaled: the end-of-window normalisation,
+        its undo when the update fails, and the rescale of a raised reference.
+        """
+        if undo:
+            torch._foreach_div_(grads, factor)
+        else:
+            torch._foreach_mul_(grads, factor)
+
+    def _undo_end(self, exc: BaseException, grads: List[torch.Tensor], factor: float, before: list, after: Optional[list]) -> None:
+        """A window's end raised before the optimizer stepped: put ``.grad`` back, or discard the window.
+
+        Version counters tell exactly what happened to ``.grad``, wherever the
+        exception (a KeyboardInterrupt lands between any two bytecodes) came from.
+        """
+        w = self._w
+        now = [g._version for g in grads]
+        if after is None or now == after:  # nothing but (maybe) the normalising multiply touched .grad
+            if now != before:
+                self._scale_grads(grads, factor, undo=True)
+            w.end_failed = type(exc).__name__
+            return
+        # Unscaling or clipping rewrote .grad after the multiply: it cannot be put back.
+        self._drop_window()
+        if isinstance(exc, Exception):
+            raise GradguardError(
+                f"the update of window {self.optimizer_steps} failed ({type(exc).__name__}: {exc}) after clipping or the "
+                "GradScaler had rewritten the gradients, which cannot be undone, so the window was discarded (nothing "
+                "applied, its gradients cleared, skipped_windows + 1). Training can go on: the next backward() starts a new window"
+            ) from exc
+
+    def _close_window(self, stepped: bool, loss_sum: Optional[float], total: float, micro_batches: int) -> None:
         if stepped:
             self.optimizer_steps += 1
             self._last_loss = loss_sum / total if loss_sum is not None else None
         else:
             self.skipped_windows += 1
+        self._ref_hint = total / (micro_batches * self._sync.world_size)
+        self._hint_counted = bool(self._w.counted)
         self._clear_window()
-        if stepped and self.scheduler is not None:
-            self.scheduler.step()
-        return stepped
 
-    def _read_window(self, params: List[torch.Tensor]) -> Tuple[float, Optional[float], bool, bool]:
-        """The window's item total, loss sum, non-finite flag and invalid-count flag: one host read.
+    def _read_window(self, params: List[torch.Tensor]):
+        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss).
 
-        On one process with Python counts and no loss (every micro-batch empty)
-        nothing is read. Distributed: summed over ranks first (one collective),
-        in float64 on every rank: dtypes must match across ranks (a rank with
-        0 items has no loss dtype), and float32 rounds token totals above 2**24.
+        One process, int counts: the losses themselves are read (one small
+        transfer), so the loss sum is formed and a non-finite loss named on the
+        host. Otherwise a header is formed on the device first: item total (with
+        counts still on the device), loss sum, non-finite flag, invalid-count
+        flag, unreached flag; distributed, it is summed over ranks (one
+        collective) in float64 on every rank: dtypes must match across ranks (a
+        rank with 0 items has no loss dtype), and float32 rounds token totals
+        above 2**24. Nothing is read when there is nothing to read.
         """
         w, sync = self._w, self._sync
         distributed = sync.world_size > 1
-        if not distributed and w.loss_sum is None and not w.pending_counts and w.bad is None:
-            return w.total, None, False, False
-        device = (w.loss_sum.device if w.loss_sum is not None
+        losses = [l for _, l, _ in w.losses]
+        simple = not (distributed or w.pending_counts or w.loss_sum is not None or w.bad is not None)
+        if simple and not losses:
+            return w.total, None, False, False, w.unreached is not None, None
+        device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
+        if simple:  # the window's one host read: the losses, in one transfer
+            values = torch.stack([_on(l, device) for l in losses]).to("cpu", torch.float64, copy=True).tolist()
+            loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
+            return w.total, loss_sum, found is not None, False, w.unreached is not None, found
+
+        stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
         zero = torch.zeros((), device=device, dtype=torch.float64)
-        total, bad_count = zero + float(w.total), zero
+        total, bad_count, loss_sum, bad = zero + float(w.total), zero, zero, zero
         if w.pending_counts:
             counts = torch.stack([_on(c.double(), device) for _, c in w.pending_counts])
             total = total + counts.sum()
             bad_count = (~torch.isfinite(counts) | (counts < 0)).any().double()
-        vec = torch.stack([total,
-                           w.loss_sum.double() if w.loss_sum is not None else zero,
-                           w.bad.double() if w.bad is not None else zero,
-                           bad_count])
+        if stacked is not None:
+            alphas = [alpha for _, _, alpha in w.losses]
+            weighted = stacked * alphas[0] if len(set(alphas)) == 1 else torch.stack(torch._foreach_mul(stacked.unbind(0), alphas))
+            loss_sum = weighted.sum()
+            bad = (~torch.isfinite(stacked)).any().double()
+        if w.loss_sum is not None:
+            loss_sum = loss_sum + _on(w.loss_sum.double(), device)
+        if w.bad is not None:
+            bad = bad + _on(w.bad.double(), device)
+        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None)])
         if distributed:
             vec = sync.reduce_sum(vec)  # every rank decides alike: all step, drop or raise
-        t, s, b, c = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
+        elif stacked is not None:
+            vec = torch.cat([vec, stacked])  # read the losses too: a non-finite one is named without a second read
+        values = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
+        t, s, b, c, u = values[:5]
+        found = None
+        if not distributed:
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[5:]) if not math.isfinite(v)), None)
         exact_total = w.total if not distributed and not w.pending_counts else t
-        return exact_total, (s if w.loss_sum is not None or distributed else None), b > 0, c > 0
+        has_loss = stacked is not None or w.loss_sum is not None or distributed
+        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found
 
     def _nonfinite_loss(self) -> Optional[Tuple[int, float]]:
         """(micro-batch, value) of this rank's first non-finite loss in the window (a read, on the error path only)."""
         w = self._w
         if not w.losses:
             return None
-        values = torch.stack([l.double() for _, l in w.losses]).tolist()
-        for (i, _), v in zip(w.losses, values):
+        values = torch.stack([l.double() for _, l, _ in w.losses]).tolist()
+        for (i, _, _), v in zip(w.losses, values):
             if not math.isfinite(v):
                 return i, v
         return None
@@ -578,6 +733,15 @@ class Accumulator:
                 "data, log of 0); nonfinite='skip' drops such windows silently, nonfinite='raise_early' raises in "
                 "backward() before the loss reaches .grad")
 
+    def _unreached_message(self) -> str:
+        i = self._w.unreached
+        where = f"micro-batch {i} of window {self.optimizer_steps}" if i is not None else \
+            f"a micro-batch of window {self.optimizer_steps} on another rank"
+        return (f"the loss of {where} reached none of the optimizer's parameters (no .grad of theirs changed): its "
+                "items were counted but added nothing, so stepping would dilute the window's gradient. The loss comes "
+                "from another model, from detached outputs, or from a branch the optimizer does not hold. Nothing was "
+                "applied and the window was discarded (skipped_windows + 1); training can go on")
+
     def _bad_count_message(self) -> str:
         w = self._w
         values = torch.stack([c.double() for _, c in w.pending_counts]).tolist() if w.pending_counts else []
@@ -588,31 +752,37 @@ class Accumulator:
         return (f"a count of window {self.optimizer_steps} on another rank is negative or not finite: nothing was "
                 "applied and the window's gradients were discarded")
 
-    def _apply_update(self, params: List[torch.Tensor]) -> bool:
-        """Unscale, clip, step. Returns False when the GradScaler skipped the step."""
-        scaler = self.scaler
-        if scaler is not None and self.max_grad_norm is not None:
-            scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
-        if self.max_grad_norm is not None:
-            self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
-        if scaler is None:
+    def _unscale_and_clip(self, params: List[torch.Tensor]) -> None:
+        """Unscale (with a GradScaler) and clip, when ``max_grad_norm`` is set: the true gradient is clipped."""
+        if self.max_grad_norm is None:
+            return
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
+
+    def _optimizer_step(self, stepped: list) -> None:
+        """Step; appends whether the optimizer stepped (False when the GradScaler skipped it)."""
+        if self.scaler is None:
             self._sync.step(self.optimizer)
-            return True
+            stepped.append(True)
+            return
         # scaler.step() calls optimizer.step() only when the gradients are finite: a
         # post-hook (public API, removed right after) sees whether it did.
-        stepped = []
-        handle = self.optimizer.register_step_post_hook(lambda *_: stepped.append(True))
+        ran = []
+        handle = self.optimizer.register_step_post_hook(lambda *_: ran.append(True))
         try:
-            self._sync.step(self.optimizer, scaler)
+            self._sync.step(self.optimizer, self.scaler)
         finally:
             handle.remove()
-        scaler.update()
-        return bool(stepped)
+        stepped.append(bool(ran))
 
     def _clear_window(self) -> None:
-        with accumulator_clearing():  # the watch knows this clearing is the Accumulator's own
+        if listening():
+            with accumulator_clearing():  # a running watch knows this clearing is the Accumulator's own
+                self.optimizer.zero_grad(set_to_none=self.set_to_none)
+        else:
             self.optimizer.zero_grad(set_to_none=self.set_to_none)
-        self._w = _Window()
+        self._w = Window()
 
     def _drop_window(self) -> bool:
         """End a window without stepping: clear its gradients (a NaN window's are poison)."""
@@ -637,31 +807,8 @@ class Accumulator:
             # FSDP2 with deferred reduction keeps in-flight gradients inside FSDP:
             # the sync object brings them into .grad (a collective: call on every rank).
             self._sync.settle(self._params())
-        total, bad = w.total, w.bad
-        if w.pending_counts:  # counts still on the device: read them now (a checkpoint is no hot path)
-            values = torch.stack([c.double() for _, c in w.pending_counts]).tolist()
-            if all(math.isfinite(v) and v >= 0 for v in values):
-                total = total + sum(values)
-            else:
-                bad = torch.ones((), dtype=torch.bool)  # the resumed window ends dropped, as this one would
-        return {
-            "format": _FORMAT,
-            "steps": self.steps,
-            "micro": w.micro,
-            "has_backward": w.has_backward,
-            "counted": w.counted,
-            "ref": w.ref,
-            "total": total,
-            "loss_sum": w.loss_sum,
-            "bad": bad,
-            "optimizer_steps": self.optimizer_steps,
-            "skipped_windows": self.skipped_windows,
-            "last_loss": self._last_loss,
-            "ref_hint": self._ref_hint,
-            "hint_counted": self._hint_counted,
-            "normalised": w.normalised,
-            "grads": [p.grad.detach() if p.grad is not None else None for p in self._params()] if w.in_flight else [],
-        }
+        grads = [p.grad.detach() if p.grad is not None else None for p in self._params()] if w.in_flight else []
+        return _window.save(w, self.steps, {key: getattr(self, attr) for key, attr in _window.RUN_FIELDS.items()}, grads)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore :meth:`state_dict`; in-flight gradients go back into ``.grad``.
@@ -676,7 +823,7 @@ class Accumulator:
                 optimizer's parameters. Nothing is changed then.
         """
         params = self._params()
-        window, counters, grads = _check_state(state_dict, self.steps, params)
+        window, run, grads = _window.load(state_dict, self.steps, params, single_process=self._sync.world_size == 1)
         # Convert every gradient first: a failure here must leave .grad as it was.
         try:
             new_grads = [None if g is None else g.detach().to(device=p.device, dtype=p.dtype, copy=True)
@@ -689,13 +836,24 @@ class Accumulator:
             for p, g in zip(params, new_grads):
                 p.grad = g
         self._w = window
-        self.optimizer_steps, self.skipped_windows, self._last_loss, self._ref_hint, self._hint_counted = counters
+        for key, attr in _window.RUN_FIELDS.items():
+            setattr(self, attr, run[key])
 
     def __repr__(self) -> str:
         return (
             f"Accumulator(steps={self.steps}, micro_step={self._w.micro}, optimizer_steps={self.optimizer_steps}, "
-            f"world_size={self._sync.world_size})"
+            f"world_size={self.world_size})"
         )
+
+
+def _remove_handles(handles: list) -> None:
+    for h in handles:
+        h.remove()
+
+
+def _sharded(p: torch.Tensor) -> bool:
+    """A DTensor (FSDP2, tensor parallel) or FSDP1's flat parameter."""
+    return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "device_mesh")
 
 
 def _needs_closure(optimizer) -> bool:
@@ -720,13 +878,23 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
             raise GradguardError(f"count must be an int or a 0-dim tensor, got a tensor of shape {tuple(count.shape)}")
         if count.dtype == torch.bool or count.is_complex():
             raise GradguardError(f"count must be a number of items, got a {count.dtype} tensor: use mask.sum()")
+        if count.is_meta:
+            raise GradguardError(
+                f"count is a meta tensor ({count!r}), which holds no value: pass the real number of items "
+                "(an int, or a tensor on the loss's device)"
+            )
         if reduction == "sum":
             return 0, count.detach()
         value = count.item()  # the one read a tensor count of a mean costs (0 must be seen to keep 0/0 out)
-    elif isinstance(count, bool) or not isinstance(count, Real):
-        raise GradguardError(f"count must be an int or a 0-dim tensor (number of items), got {count!r}")
+    elif isinstance(count, Integral) and not isinstance(count, bool):
+        value = int(count)  # numpy integers too
+    elif isinstance(count, float) or (isinstance(count, Real) and type(count).__module__ == "numpy"):
+        value = float(count)
     else:
-        value = count
+        raise GradguardError(
+            f"count must be an int, a float or a 0-dim tensor (number of items), got {count!r}"
+            + (": pass int(count) or float(count)" if isinstance(count, Real) and not isinstance(count, bool) else "")
+        )
     try:
         ok = math.isfinite(value) and value >= 0
     except OverflowError:  # an int beyond float range
@@ -778,120 +946,3 @@ def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def _device_of(params: List[torch.Tensor]) -> torch.device:
     return params[0].device if params else torch.device("cpu")
-
-
-# ------------------------------------------------------------ state checks
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool)
-
-
-def _check_state(sd, steps: int, params: List[torch.Tensor]):
-    """Validate a saved state against ``steps`` and ``params``; returns (window, counters, grads).
-
-    Raises GradguardError naming the first field that cannot be right.
-    """
-    if not isinstance(sd, dict) or sd.get("format") != _FORMAT:
-        fmt = sd.get("format") if isinstance(sd, dict) else None
-        if isinstance(fmt, str) and fmt.startswith(_FORMAT_PREFIX):
-            raise GradguardError(
-                f"the Accumulator state has format {fmt!r}, which this gradguard does not read (it reads {_FORMAT!r}): "
-                "it was saved by another gradguard version; load it with the version that saved it, or upgrade gradguard"
-            )
-        raise GradguardError(
-            f"not a gradguard Accumulator state (format {fmt if isinstance(sd, dict) else type(sd).__name__!r}, "
-            f"expected {_FORMAT!r}): pass the dict returned by acc.state_dict()"
-        )
-    missing = sorted(_STATE_KEYS - set(sd))
-    if missing:
-        raise GradguardError(f"the Accumulator state is missing {', '.join(map(repr, missing))}: it was not made by acc.state_dict()")
-    extra = sorted(set(sd) - _STATE_KEYS, key=repr)
-    if extra:
-        raise GradguardError(f"the Accumulator state has unknown keys {', '.join(map(repr, extra))}: it was not made by acc.state_dict()")
-
-    def bad(key, want):
-        return GradguardError(f"the Accumulator state's {key} is {sd[key]!r}, but it must be {want}: the state is damaged or was not made by acc.state_dict()")
-
-    if not _is_int(sd["steps"]):
-        raise bad("steps", "an int")
-    if sd["steps"] != steps:
-        raise GradguardError(
-            f"the state was saved with steps={sd['steps']} but this Accumulator has steps={steps}: "
-            "resume with the same number of micro-batches per step"
-        )
-    micro, has_backward = sd["micro"], sd["has_backward"]
-    if not isinstance(has_backward, bool):
-        raise bad("has_backward", "True or False")
-    if not _is_int(micro) or not 0 <= micro <= steps or (micro == steps and has_backward):
-        raise bad("micro", f"an int from 0 to {steps - 1} (steps - 1)")
-    in_flight = micro > 0 or has_backward
-    counted = sd["counted"]
-    if counted not in (None, True, False) or (counted is None) == in_flight:
-        raise bad("counted", "True or False in a window with micro-batches, None otherwise")
-    ref = sd["ref"]
-    if ref is not None and not (_is_number(ref) and math.isfinite(ref) and ref > 0):
-        raise bad("ref", "None or a finite number > 0")
-    total = sd["total"]
-    if not (_is_number(total) and math.isfinite(total) and total >= 0):
-        raise bad("total", "a finite number >= 0")
-    if counted is False and total != micro + has_backward:
-        raise bad("total", f"{micro + has_backward} (one per uncounted micro-batch)")
-    if not in_flight and total != 0:
-        raise bad("total", "0 outside a window")
-    for key, dtype_ok in (("loss_sum", lambda t: t.is_floating_point()), ("bad", lambda t: t.dtype == torch.bool)):
-        v = sd[key]
-        if v is not None and not (isinstance(v, torch.Tensor) and v.dim() == 0 and dtype_ok(v)):
-            raise bad(key, "None or a 0-dim " + ("floating" if key == "loss_sum" else "bool") + " tensor")
-    if not in_flight and (sd["loss_sum"] is not None or sd["bad"] is not None):
-        raise bad("loss_sum", "None outside a window")
-    for key in ("optimizer_steps", "skipped_windows"):
-        if not (_is_int(sd[key]) and sd[key] >= 0):
-            raise bad(key, "an int >= 0")
-    last = sd["last_loss"]
-    if last is not None and not ((_is_number(last)) or (isinstance(last, torch.Tensor) and last.dim() == 0 and last.is_floating_point())):
-        raise bad("last_loss", "None, a number or a 0-dim floating tensor")
-    hint, hint_counted = sd["ref_hint"], sd["hint_counted"]
-    if hint is not None and not (_is_number(hint) and math.isfinite(hint) and hint > 0):
-        raise bad("ref_hint", "None or a finite number > 0")
-    if hint_counted not in (None, True, False) or (hint is None) != (hint_counted is None):
-        raise bad("hint_counted", "True or False with a ref_hint, None without")
-    normalised = sd["normalised"]
-    if not isinstance(normalised, bool) or (normalised and (micro == 0 or has_backward)):
-        raise bad("normalised", "True only for an ended window whose step failed")
-
-    grads = sd["grads"]
-    if not isinstance(grads, (list, tuple)):
-        raise bad("grads", "a list")
-    if in_flight and len(grads) != len(params) or not in_flight and grads:
-        raise GradguardError(
-            f"the state holds gradients for {len(grads)} parameters but "
-            + (f"the optimizer has {len(params)}: load it into an Accumulator over the same optimizer (same parameter groups, same order)"
-               if in_flight else "no window was in flight: it was not made by acc.state_dict()")
-        )
-    # A window whose losses include a non-finite one legitimately holds NaN gradients (it ends dropped).
-    poisoned = (sd["bad"] is not None and bool(sd["bad"])) or (sd["loss_sum"] is not None and not bool(torch.isfinite(sd["loss_sum"])))
-    for i, (p, g) in enumerate(zip(params, grads)):
-        if g is None:
-            continue
-        if not isinstance(g, torch.Tensor):
-            raise GradguardError(f"in-flight gradient {i} is a {type(g).__name__}, not a tensor: the state is damaged")
-        if tuple(g.shape) != tuple(p.shape):
-            raise GradguardError(
-                f"in-flight gradient {i} has shape {tuple(g.shape)} but parameter {i} has shape {tuple(p.shape)}: "
-                "the state belongs to a different model"
-            )
-        if g.is_complex() != p.is_complex() or not (g.is_floating_point() or g.is_complex()):
-            raise GradguardError(f"in-flight gradient {i} has dtype {g.dtype} but parameter {i} has {p.dtype}: the state belongs to a different model")
-        if g.is_meta:
-            raise GradguardError(f"in-flight gradient {i} is a meta tensor (no values): the state is damaged")
-        values = g.coalesce().values() if g.is_sparse else g
-        if not poisoned and not bool(torch.isfinite(values).all()):
-            raise GradguardError(f"in-flight gradient {i} holds NaN or Inf although the window's losses are finite: the state is damaged")
-
-    window = _Window(micro=micro, has_backward=has_backward, counted=counted, ref=ref, total=total,
-                     loss_sum=sd["loss_sum"], bad=sd["bad"], normalised=normalised)
-    counters = (sd["optimizer_steps"], sd["skipped_windows"], last, hint, hint_counted)
-    return window, counters, list(grads) if in_flight else None

@@ -111,7 +111,7 @@ def accumulate_batch(
         raise GradguardError(
             f"min_micro_batch_size must be an int between 1 and micro_batch_size={micro_batch_size}, got {min_micro_batch_size!r}"
         )
-    if acc is not None and acc._sync.world_size > 1:
+    if acc is not None and acc.world_size > 1:
         raise GradguardError(
             "accumulate_batch runs in one process: under DDP/FSDP2 every rank must run the same micro-batches, "
             "which a per-rank out-of-memory retry would break; pick the micro-batch size with `gradguard plan` instead"

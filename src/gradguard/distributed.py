@@ -26,6 +26,10 @@ The contract a sync object honours (the accumulator calls nothing else):
   run a backward pass: with gradient sync its rank has to join the collectives
   the other ranks start from their backward hooks, and FSDP2's state machine
   expects a backward after each training forward even without sync.
+* ``accumulates_into_params``: True when autograd writes every backward
+  pass's gradient into the optimizer's parameters themselves (one process,
+  DDP), so a pass that leaves them untouched reached none of them; False for
+  FSDP2, whose passes accumulate into unsharded copies.
 * ``microbatch(ends_window)``: context manager around one micro-batch's
   forward and backward; suppresses gradient sync unless ``ends_window``.
 * ``empty_backward(loss, params)``: called (when ``needs_empty_backward``)
@@ -75,6 +79,7 @@ class LocalSync:
     defers_sync = False
     #: True when `empty_backward` must run for a 0-item micro-batch.
     needs_empty_backward = False
+    accumulates_into_params = True
 
     def microbatch(self, ends_window: bool) -> ContextManager:
         return nullcontext()
@@ -199,6 +204,7 @@ class FSDP2Sync(LocalSync):
 
     grads_averaged = True
     needs_empty_backward = True
+    accumulates_into_params = False
 
     def __init__(self, model: torch.nn.Module, *, defer_reduce: bool = True) -> None:
         from torch.distributed.fsdp import FSDPModule
@@ -361,15 +367,7 @@ def zeroed_backward(loss: torch.Tensor) -> int:
     pre-hooks on the graph's ``AccumulateGrad`` nodes (public
     ``Node.register_prehook``), removed afterwards. Returns the number of leaves.
     """
-    leaves, seen, stack = [], set(), [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        if hasattr(node, "variable"):  # AccumulateGrad: the node that writes a leaf's .grad
-            leaves.append(node)
-        stack.extend(nxt for nxt, _ in node.next_functions)
+    leaves = grad_leaves(loss)
     if not leaves:
         return 0
 
@@ -383,6 +381,20 @@ def zeroed_backward(loss: torch.Tensor) -> int:
         for h in handles:
             h.remove()
     return len(leaves)
+
+
+def grad_leaves(loss: torch.Tensor) -> list:
+    """The ``AccumulateGrad`` nodes of ``loss``'s graph (``node.variable`` is the leaf whose ``.grad`` they write)."""
+    leaves, seen, stack = [], set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):  # AccumulateGrad: the node that writes a leaf's .grad
+            leaves.append(node)
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return leaves
 
 
 def mean_over_ranks(
