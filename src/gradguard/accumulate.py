@@ -121,7 +121,7 @@ class Accumulator:
         accelerator: an ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``
             that prepared ``optimizer`` (and ``model``): its backward, no_sync and
             clipping are used, and its optimizer steps once per window (see
-            :mod:`gradguard.integrations.accelerators`).
+            :mod:`gradguard.accelerators`).
 
     Raises:
         GradguardError: for ``steps`` < 1, a non-optimizer or one whose step
@@ -200,7 +200,7 @@ class Accumulator:
         self.set_to_none = set_to_none
         self.nonfinite = nonfinite
         if accelerator is not None:
-            from .integrations.accelerators import accelerator_sync  # the frameworks stay optional
+            from .accelerators import accelerator_sync  # the frameworks stay optional
 
             self._sync = accelerator_sync(accelerator, optimizer, model=model, scaler=scaler)
         else:

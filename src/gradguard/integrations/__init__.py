@@ -10,7 +10,7 @@ Accelerate or Transformers:
 * :mod:`gradguard.integrations.transformers`: ``check_trainer`` (is an HF
   ``Trainer``'s accumulated gradient the full-batch one?) and ``Watch`` (a
   ``TrainerCallback``).
-* :mod:`gradguard.integrations.accelerators`: the drivers behind
-  ``gradguard.Accumulator(..., accelerator=acc)`` for an
-  ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``.
+
+The drivers behind ``gradguard.Accumulator(..., accelerator=acc)`` sit below
+the Accumulator, beside the process-group drivers: :mod:`gradguard.accelerators`.
 """

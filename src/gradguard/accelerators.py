@@ -31,8 +31,8 @@ from typing import ContextManager, List, Optional
 
 import torch
 
-from .._errors import GradguardError
-from ..distributed import LocalSync, mean_over_ranks, zeroed_backward
+from ._errors import GradguardError
+from .distributed import LocalSync, mean_over_ranks, zeroed_backward
 
 __all__ = ["AccelerateSync", "FabricSync", "accelerator_sync"]
 
