@@ -46,6 +46,7 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import sync_for
+from .deepspeed import is_deepspeed_engine
 from ._channel import accumulator_backward, accumulator_clearing
 
 
@@ -103,7 +104,9 @@ class Accumulator:
     with its true weights.
 
     Args:
-        optimizer: the ``torch.optim.Optimizer`` whose parameters accumulate.
+        optimizer: the ``torch.optim.Optimizer`` whose parameters accumulate, or a
+            ``deepspeed.DeepSpeedEngine`` (ZeRO stages 0-3): backward and step then go
+            through the engine, one ``engine.step()`` per window (see :mod:`gradguard.deepspeed`).
         steps: micro-batches per optimizer step (>= 1).
         model: the model; a ``DistributedDataParallel`` or FSDP2 (``fully_shard``)
             model makes ``acc.microbatch()`` defer gradient sync to the window's end.
@@ -153,6 +156,14 @@ class Accumulator:
         nonfinite: str = "raise",
         accelerator=None,
     ) -> None:
+        engine_sync = None
+        if is_deepspeed_engine(optimizer):
+            # The engine stands in for the optimizer: its driver shows the Accumulator the
+            # model's parameters and steps through engine.step() (see gradguard.deepspeed).
+            from .deepspeed import DeepSpeedSync
+
+            engine_sync = DeepSpeedSync(optimizer)
+            optimizer = engine_sync.optimizer
         if not (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))):
             raise GradguardError(
                 f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: "
@@ -170,6 +181,8 @@ class Accumulator:
             isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, Real) or not max_grad_norm > 0 or math.isinf(max_grad_norm)
         ):
             raise GradguardError(f"max_grad_norm must be a positive finite number or None, got {max_grad_norm!r}")
+        if engine_sync is not None:
+            engine_sync.check_options(steps, scheduler=scheduler, scaler=scaler, max_grad_norm=max_grad_norm, accelerator=accelerator)
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             raise GradguardError(
                 "scheduler is a ReduceLROnPlateau, which steps on a metric (usually a validation loss, once per epoch): "
@@ -199,7 +212,9 @@ class Accumulator:
         self.max_grad_norm = max_grad_norm
         self.set_to_none = set_to_none
         self.nonfinite = nonfinite
-        if accelerator is not None:
+        if engine_sync is not None:
+            self._sync = engine_sync
+        elif accelerator is not None:
             from .accelerators import accelerator_sync  # the frameworks stay optional
 
             self._sync = accelerator_sync(accelerator, optimizer, model=model, scaler=scaler)
@@ -349,7 +364,8 @@ class Accumulator:
 
         items = n if counted else 1  # a pending tensor count is 0 here: it is not known yet
         ref = w.ref if w.ref is not None else self._reference(items if pending is None else 1, counted)
-        rebase = pending is None and items > _REBASE_RATIO * ref and self._sync.world_size == 1
+        rebase = (pending is None and items > _REBASE_RATIO * ref and self._sync.world_size == 1
+                  and self._sync.grads_in_params)
         if rebase:
             ref = items  # rescales the in-flight sum below, once this micro-batch is sure to run
         weight = (items if reduction == "mean" else 1) / (ref * self.steps)
@@ -487,7 +503,7 @@ class Accumulator:
             # Every loss of the window is finite: only their weighted sum overflowed; the gradient is fine.
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and not _reached(params, w.start_grads):
+        if sync.world_size == 1 and sync.grads_in_params and not _reached(params, w.start_grads):
             self._drop_window()
             raise GradguardError(
                 "the window's losses reach none of the optimizer's parameters (no .grad of theirs changed): the loss "
@@ -505,9 +521,7 @@ class Accumulator:
         ref = w.ref if w.ref is not None else self._reference(1, bool(w.counted))
         factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
         if factor != 1.0 and not w.normalised:
-            grads = [p.grad for p in params if p.grad is not None]
-            if grads:
-                torch._foreach_mul_(grads, factor)
+            sync.scale_grads(params, factor)  # .grad, or where the framework keeps the reduced gradient
         # If the update below raises (an out-of-memory error in the optimizer, say), the
         # window stays pending and a retried step() or flush() does not scale it again.
         w.normalised = True
