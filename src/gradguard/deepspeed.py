@@ -115,7 +115,8 @@ class DeepSpeedSync(LocalSync):
                 "the engine has no optimizer (deepspeed.initialize got none): pass optimizer=... or an 'optimizer' "
                 "section in the DeepSpeed config, the Accumulator steps it through engine.step()"
             )
-        if not engine.managed_gradient_accumulation():
+        managed = getattr(engine, "managed_gradient_accumulation", None)  # the switch is new in deepspeed 0.19
+        if managed is not None and not managed():
             raise GradguardError(
                 "the engine runs with managed_gradient_accumulation=false (every engine.step() is a boundary): build it "
                 "with the default (true); gradguard.Accumulator(engine, steps) sets the boundary itself"
