@@ -11,7 +11,9 @@ runs, for every ZeRO stage named, on real ``deepspeed.DeepSpeedEngine`` objects:
   divides by ``gradient_accumulation_steps``, ``engine.step()`` per micro-batch)
   beside the Accumulator on the same data;
 * ``clipped``: the Accumulator with the engine's ``gradient_clipping`` on;
-* ``collectives``: all-reduces per window (counted on ``torch.distributed``).
+* ``collectives``: all-reduces per window (counted on ``torch.distributed``);
+* ``accelerate``: HF Accelerate with a DeepSpeed plugin (ZeRO-2): the engine that
+  ``accelerator.prepare`` returns, driven by the Accumulator.
 
 Each rank saves what it saw to OUT/<stage>-rank<r>.pt; the test compares with
 the float64 full-batch reference built here in plain PyTorch (``reference``),
@@ -235,6 +237,39 @@ def run_resume(rank: int, world_size: int) -> dict:
     return {"params": params}
 
 
+def run_accelerate(rank: int, world_size: int, stage: int = 2) -> dict:
+    """HF Accelerate with a DeepSpeed plugin: accelerator= is refused with directions; the prepared engine is exact."""
+    from accelerate import Accelerator
+    from accelerate.utils import DeepSpeedPlugin
+
+    import gradguard as gg
+
+    plugin = DeepSpeedPlugin(zero_stage=stage, gradient_accumulation_steps=STEPS, gradient_clipping=0.0)
+    plugin.deepspeed_config.update(train_micro_batch_size_per_gpu=h.PAD, train_batch_size=h.PAD * STEPS * world_size,
+                                   zero_allow_untested_optimizer=True,
+                                   gradient_clipping=0.0)  # the plugin drops its own 0.0, and DeepSpeed's default clips
+    accelerator = Accelerator(deepspeed_plugin=plugin)
+    model = make_model()
+    engine, opt = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=h.LR, momentum=h.MOMENTUM))
+    try:
+        gg.Accumulator(opt, STEPS, accelerator=accelerator, model=engine)
+        refusal = ""
+    except gg.GradguardError as exc:
+        refusal = str(exc)
+    acc = gg.Accumulator(engine, STEPS)  # what the refusal says to do
+    params = []
+    for w, per_rank in enumerate(schedule_for(world_size)):
+        counts = per_rank[rank]
+        for m, count in enumerate(counts):
+            x, y, mask = _data(w, rank, m, count)
+            acc.backward(h.masked_loss(engine, x, y, mask), count=count)
+            acc.step()
+        if len(counts) < STEPS:
+            acc.flush()
+        params.append(full_params(engine))
+    return {"refusal": refusal, "params": params, "distributed_type": str(accelerator.distributed_type)}
+
+
 def main(out_dir: str, stages: List[int]) -> None:
     import deepspeed
     import torch.distributed as dist
@@ -258,8 +293,29 @@ def main(out_dir: str, stages: List[int]) -> None:
             if stage == 0:
                 result["resume"] = run_resume(rank, world_size)
         torch.save(result, os.path.join(out_dir, f"stage{stage}-rank{rank}.pt"))
+    torch.save(run_accelerate(rank, world_size), os.path.join(out_dir, f"accelerate-rank{rank}.pt"))
     dist.barrier()
 
 
+def report(out_dir: str, world_size: int, stages: List[int]) -> None:
+    """Print the first window's update error (relative to the largest reference update) of each run in out_dir."""
+    start = [p.detach().double() for p in make_model().parameters()]
+    ref = reference(world_size, h.NAIVE_SCHEDULE)["params"][0]
+    largest = max((r - s).abs().max().item() for r, s in zip(ref, start))
+
+    def error(params) -> float:
+        return max((p.double() - r).abs().max().item() for p, r in zip(params, ref)) / largest
+
+    for stage in stages:
+        out = torch.load(os.path.join(out_dir, f"stage{stage}-rank0.pt"), weights_only=False)
+        line = f"stage {stage}, {world_size} process(es): DeepSpeed's own accumulation {error(out['naive']['params'][0]):.3f}"
+        if "gradguard" in out:
+            line += f", gg.Accumulator(engine) {error(out['gradguard']['params'][0]):.1e}"
+        print(line)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], [int(s) for s in sys.argv[2:]])
+    if sys.argv[1] == "--report":  # python tests/_deepspeed_helpers.py --report OUT WORLD_SIZE STAGES...
+        report(sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
+    else:
+        main(sys.argv[1], [int(s) for s in sys.argv[2:]])

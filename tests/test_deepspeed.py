@@ -37,7 +37,9 @@ def _launch(tmp_path_factory, nproc: int) -> dict:
            "--master-port", str(h.free_port()), d.__file__, str(out), *map(str, STAGES)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return {(s, r): torch.load(out / f"stage{s}-rank{r}.pt", weights_only=False) for s in STAGES for r in range(nproc)}
+    runs = {(s, r): torch.load(out / f"stage{s}-rank{r}.pt", weights_only=False) for s in STAGES for r in range(nproc)}
+    runs.update({("accelerate", r): torch.load(out / f"accelerate-rank{r}.pt", weights_only=False) for r in range(nproc)})
+    return runs
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +111,26 @@ def test_stage0_resume_mid_window_matches_full_batch(two):
     ref = d.reference(2, d.schedule_for(2))
     for rank in range(2):
         assert _rel(two[0, rank]["resume"]["params"], ref["params"]) < REL
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_accelerate_deepspeed_plugin_refused_with_directions_that_are_exact(one, two, nproc):
+    runs = one if nproc == 1 else two
+    for rank in range(nproc):
+        out = runs["accelerate", rank]
+        assert out["distributed_type"] == "DistributedType.DEEPSPEED"
+        assert "gg.Accumulator(engine, steps)" in out["refusal"] and "accelerator.prepare" in out["refusal"]
+        assert _rel(out["params"], d.reference(nproc, d.schedule_for(nproc))["params"]) < REL
+
+
+def test_lightning_deepspeed_strategy_refused_with_directions():
+    L = pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.strategies import DeepSpeedStrategy
+
+    import gradguard as gg
+    from gradguard.integrations.lightning import ExactAccumulation
+
+    trainer = L.Trainer(strategy=DeepSpeedStrategy(stage=2), accelerator="cpu", devices=1, accumulate_grad_batches=2,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    with pytest.raises(gg.GradguardError, match=r"gradguard\.Accumulator\(engine, steps\)"):
+        ExactAccumulation().setup(trainer, L.LightningModule(), "fit")
