@@ -55,12 +55,15 @@ def make_model() -> nn.Module:
 
 
 # ------------------------------------------------------------ the reference
-def reference(world_size: int, schedule=h.SCHEDULE, clip: float = 0.0) -> Dict[str, list]:
-    """Plain PyTorch, float64, full batch per window: parameters after every window, and each window's mean loss."""
+def reference(world_size: int, schedule=h.SCHEDULE, clip: float = 0.0, windows=None) -> Dict[str, list]:
+    """Plain PyTorch, float64, full batch per window: parameters after every window, and each window's mean loss.
+
+    ``windows``: the windows of ``schedule`` to train on (default all), e.g. without one a run dropped.
+    """
     model = make_model().double()
     opt = torch.optim.SGD(model.parameters(), lr=h.LR, momentum=h.MOMENTUM)
     params, losses = [], []
-    for w in range(len(schedule)):
+    for w in (range(len(schedule)) if windows is None else windows):
         x, y = h.union(w, world_size, schedule)
         loss = ((model(x) - y) ** 2).sum(dim=1).mean()
         loss.backward()
@@ -210,6 +213,24 @@ def refusals(stage: int, rank: int) -> Dict[str, str]:
     return out
 
 
+def run_skip(stage: int, rank: int) -> dict:
+    """nonfinite="skip": a NaN loss on rank 0 in window 0 drops that window on every rank, and training goes on."""
+    import gradguard as gg
+
+    engine = _engine(stage)
+    acc = gg.Accumulator(engine, STEPS, nonfinite="skip")
+    params = []
+    for w, per_rank in enumerate(h.NAIVE_SCHEDULE):
+        for m, count in enumerate(per_rank[rank]):
+            x, y, mask = _data(w, rank, m, count)
+            if (w, m, rank) == (0, 1, 0):
+                x[0] = float("nan")
+            acc.backward(h.masked_loss(engine, x, y, mask), count=count)
+            acc.step()
+        params.append(full_params(engine))
+    return {"params": params, "skipped": acc.skipped_windows, "steps": acc.optimizer_steps}
+
+
 def run_resume(rank: int, world_size: int) -> dict:
     """Stage 0: stop in the middle of window 1, save the Accumulator, load it into a new one, go on."""
     import copy
@@ -290,6 +311,7 @@ def main(out_dir: str, stages: List[int]) -> None:
             result["gradguard"] = run_accumulator(stage, rank, schedule=h.NAIVE_SCHEDULE)
             result["clipped"] = run_accumulator(stage, rank, schedule=h.NAIVE_SCHEDULE, clip=CLIP)
             result["collectives"] = count_collectives(stage, rank)
+            result["skip"] = run_skip(stage, rank)
             if stage == 0:
                 result["resume"] = run_resume(rank, world_size)
         torch.save(result, os.path.join(out_dir, f"stage{stage}-rank{rank}.pt"))

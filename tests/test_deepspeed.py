@@ -107,6 +107,19 @@ def test_refusals_name_what_to_do(two, one, stage):
             assert "window boundary" in msg["state_dict_mid_window"], msg
 
 
+@pytest.mark.parametrize("stage", STAGES)
+def test_dropped_window_leaves_nothing_behind_in_the_engine(two, stage):
+    # A NaN loss on rank 0 in window 0 (nonfinite="skip"): every rank drops that window, and the
+    # next one equals full-batch training on window 1 alone, from the initial parameters.
+    start = [p.detach().double() for p in d.make_model().parameters()]
+    only_window_1 = d.reference(2, h.NAIVE_SCHEDULE, windows=[1])["params"]
+    for rank in range(2):
+        out = two[stage, rank]["skip"]
+        assert (out["skipped"], out["steps"]) == (1, 1)
+        assert _rel([out["params"][0]], [start]) < REL  # nothing moved
+        assert _rel([out["params"][1]], only_window_1) < REL
+
+
 def test_stage0_resume_mid_window_matches_full_batch(two):
     ref = d.reference(2, d.schedule_for(2))
     for rank in range(2):
