@@ -124,7 +124,7 @@ def run_accumulator(stage: int, rank: int, schedule=h.SCHEDULE, clip: float = 0.
         assert stepped, f"window {w} did not step"
         params.append(full_params(engine))
         losses.append(acc.loss)
-    return {"params": params, "losses": losses, "optimizer_steps": acc.optimizer_steps}
+    return {"params": params, "losses": losses, "optimizer_steps": acc.optimizer_steps, "engine_steps": engine.global_steps}
 
 
 def run_engine_default(stage: int, rank: int, schedule=h.NAIVE_SCHEDULE) -> dict:

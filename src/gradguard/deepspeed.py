@@ -138,15 +138,17 @@ class DeepSpeedSync(LocalSync):
 
     def check_options(self, steps: int, *, scheduler=None, scaler=None, max_grad_norm=None, accelerator=None) -> None:
         """Refuse what the engine owns itself, and an accumulation length that disagrees with the engine's."""
-        owned = [(name, value, where) for name, value, where in (
-            ("max_grad_norm", max_grad_norm, "'gradient_clipping' in the DeepSpeed config (the engine clips after the exact normalisation)"),
-            ("scaler", scaler, "'fp16' / 'bf16' in the DeepSpeed config (the engine scales the loss)"),
-            ("scheduler", scheduler, "deepspeed.initialize(lr_scheduler=...) or a 'scheduler' section (engine.step() steps it once per window)"),
-            ("accelerator", accelerator, "nothing: pass the engine alone"),
+        owned = [(name, value, advice) for name, value, advice in (
+            ("max_grad_norm", max_grad_norm, "the engine clips: set 'gradient_clipping' in the DeepSpeed config (it "
+                                             "clips the exact window gradient)"),
+            ("scaler", scaler, "the engine scales the loss: set 'fp16' or 'bf16' in the DeepSpeed config"),
+            ("scheduler", scheduler, "the engine steps its own LR scheduler once per window: pass it to "
+                                     "deepspeed.initialize(lr_scheduler=...) or a 'scheduler' section of the config"),
+            ("accelerator", accelerator, "drop accelerator=, the Accumulator drives the engine directly"),
         ) if value is not None]
         if owned:
-            name, value, where = owned[0]
-            raise GradguardError(f"{name}={value!r} was passed next to a DeepSpeed engine, which owns it: use {where}")
+            name, value, advice = owned[0]
+            raise GradguardError(f"{name}={value!r} was passed next to a DeepSpeed engine: {advice}")
         engine_steps = self.engine.gradient_accumulation_steps()
         if engine_steps != steps:
             raise GradguardError(
