@@ -42,7 +42,7 @@ __all__ = ["AccelerateSync", "FabricSync", "accelerator_sync"]
 # Accumulator drives it directly (gradguard.deepspeed), not through the accelerator's backward.
 _DEEPSPEED_INSTEAD = (
     "{who}: its backward() steps the DeepSpeed engine on every call, so the accelerator cannot be driven once per "
-    "window. Drive the engine itself: gg.Accumulator(engine, steps), with engine the model {prepared}() returned "
+    "window. Drive the engine itself: gg.Accumulator(engine, steps), with engine {engine} "
     "(a deepspeed.DeepSpeedEngine) and {steps} equal to steps; call acc.backward(loss, count=n) and acc.step() "
     "instead of the accelerator's backward and optimizer.step()"
 )
@@ -105,7 +105,7 @@ class AccelerateSync(_AcceleratorSync):
 
         kind = getattr(accelerator.distributed_type, "name", str(accelerator.distributed_type))
         if kind == "DEEPSPEED":
-            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Accelerator runs DeepSpeed", prepared="accelerator.prepare",
+            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Accelerator runs DeepSpeed", engine="the model accelerator.prepare() returned",
                                                            steps="the DeepSpeed plugin's gradient_accumulation_steps"))
         if kind not in _ACCELERATE_OK:
             raise GradguardError(
@@ -166,7 +166,7 @@ class FabricSync(_AcceleratorSync):
         wrappers = _fabric_module(fabric, "wrappers")
         strategy = fabric.strategy
         if isinstance(strategy, strategies.DeepSpeedStrategy):
-            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Fabric runs strategy='deepspeed'", prepared="fabric.setup",
+            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Fabric runs strategy='deepspeed'", engine="fabric.strategy.model",
                                                            steps="the strategy's gradient_accumulation_steps"))
         if not isinstance(
             strategy, (strategies.SingleDeviceStrategy, strategies.DDPStrategy)
