@@ -17,10 +17,10 @@ PACKAGE = "gradguard"
 
 # The parts that make gradients right. They may use the ground floor (errors, the
 # channel the watch listens on, batch helpers) and the drivers of the training
-# frameworks they run inside (integrations.accelerators), but never the diagnostics
+# frameworks they run inside (accelerators), but never the diagnostics
 # built on top of them: the watch, the linter, the command line, the demo, and the
 # framework callbacks that run the watch.
-CORE = ("accumulate", "distributed", "memory", "semantics", "equivalence", "auto_microbatch", "_batch")
+CORE = ("accumulate", "distributed", "accelerators", "deepspeed", "memory", "semantics", "equivalence", "auto_microbatch", "_batch")
 ABOVE_CORE = (
     "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.pytest_plugin",
     "gradguard.integrations.lightning", "gradguard.integrations.transformers", "gradguard.integrations._watch",

@@ -48,6 +48,7 @@ import torch
 
 from ._errors import GradguardError
 from .distributed import grad_leaves, sync_for
+from .deepspeed import is_deepspeed_engine
 from ._channel import accumulator_backward, accumulator_clearing, listening
 from . import _window
 from ._window import Window
@@ -74,7 +75,9 @@ class Accumulator:
     with its true weights.
 
     Args:
-        optimizer: the ``torch.optim.Optimizer`` whose parameters accumulate.
+        optimizer: the ``torch.optim.Optimizer`` whose parameters accumulate, or a
+            ``deepspeed.DeepSpeedEngine`` (ZeRO stages 0-3): backward and step then go
+            through the engine, one ``engine.step()`` per window (see :mod:`gradguard.deepspeed`).
         steps: micro-batches per optimizer step (>= 1).
         model: the model; a ``DistributedDataParallel`` or FSDP2 (``fully_shard``)
             model makes ``acc.microbatch()`` defer gradient sync to the window's end.
@@ -92,7 +95,7 @@ class Accumulator:
         accelerator: an ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``
             that prepared ``optimizer`` (and ``model``): its backward, no_sync and
             clipping are used, and its optimizer steps once per window (see
-            :mod:`gradguard.integrations.accelerators`).
+            :mod:`gradguard.accelerators`).
 
     Raises:
         GradguardError: for ``steps`` < 1, a non-optimizer or one whose step
@@ -124,6 +127,14 @@ class Accumulator:
         nonfinite: str = "raise",
         accelerator=None,
     ) -> None:
+        engine_sync = None
+        if is_deepspeed_engine(optimizer):
+            # The engine stands in for the optimizer: its driver shows the Accumulator the
+            # model's parameters and steps through engine.step() (see gradguard.deepspeed).
+            from .deepspeed import DeepSpeedSync
+
+            engine_sync = DeepSpeedSync(optimizer)
+            optimizer = engine_sync.optimizer
         if not (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))):
             raise GradguardError(
                 f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: "
@@ -141,6 +152,8 @@ class Accumulator:
             isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, Real) or not max_grad_norm > 0 or math.isinf(max_grad_norm)
         ):
             raise GradguardError(f"max_grad_norm must be a positive finite number or None, got {max_grad_norm!r}")
+        if engine_sync is not None:
+            engine_sync.check_options(steps, scheduler=scheduler, scaler=scaler, max_grad_norm=max_grad_norm, accelerator=accelerator)
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             raise GradguardError(
                 "scheduler is a ReduceLROnPlateau, which steps on a metric (usually a validation loss, once per epoch): "
@@ -170,8 +183,10 @@ class Accumulator:
         self.max_grad_norm = max_grad_norm
         self.set_to_none = set_to_none
         self.nonfinite = nonfinite
-        if accelerator is not None:
-            from .integrations.accelerators import accelerator_sync  # the frameworks stay optional
+        if engine_sync is not None:
+            self._sync = engine_sync
+        elif accelerator is not None:
+            from .accelerators import accelerator_sync  # the frameworks stay optional
 
             self._sync = accelerator_sync(accelerator, optimizer, model=model, scaler=scaler)
         else:
@@ -201,7 +216,8 @@ class Accumulator:
         self._hooks_fire = False
         weakref.finalize(self, _remove_handles, self._hook_handles)
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
-        self._may_rebase = self._sync.world_size == 1
+        # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
+        self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
 
     # ------------------------------------------------------------------ window
     def _ends_window(self, micro: int) -> bool:
@@ -563,7 +579,7 @@ class Accumulator:
             raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and not self._hooks_fire and not _reached(params, w.start_grads):
+        if sync.world_size == 1 and sync.grads_in_params and not self._hooks_fire and not _reached(params, w.start_grads):
             # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
@@ -585,7 +601,13 @@ class Accumulator:
         # A rank whose window had 0 items never set a reference; use the one it would have.
         ref = w.ref if w.ref is not None else self._reference(1, bool(w.counted))
         factor = ref * self.steps * (sync.world_size if sync.grads_averaged else 1) / total
-        grads = [p.grad for p in params if p.grad is not None] if factor != 1.0 and not w.normalised else []
+        grads = []
+        if factor != 1.0 and not w.normalised:
+            if sync.grads_in_params:
+                grads = [p.grad for p in params if p.grad is not None]
+            else:  # where the framework keeps the reduced gradient (DeepSpeed's partitions): no undo there,
+                sync.scale_grads(params, factor)  # so a retried step() or flush() must not scale it again
+                w.normalised = True
         before = [g._version for g in grads]
         after = None
         stepped = []

@@ -44,6 +44,13 @@ The contract a sync object honours (the accumulator calls nothing else):
 * ``backward(loss)``: back-propagate one micro-batch's (weighted, scaled)
   loss. Plain ``loss.backward()``; a framework whose own backward must run
   (an accelerator's) overrides it.
+* ``grads_in_params``: True when the window's gradients are in each
+  parameter's ``.grad`` (so the Accumulator can see whether a loss reached
+  them, rescale them mid-window and save them); False where a framework
+  keeps them in its own partitions (DeepSpeed ZeRO).
+* ``scale_grads(params, factor)``: the end-of-window normalising multiply of
+  the reduced gradient (a foreach multiply of ``.grad``; a framework that
+  keeps gradients elsewhere overrides it).
 * ``clip_grad_norm_(params, max_norm)``: clip the window's total gradient
   norm, return the norm before clipping (``torch.nn.utils.clip_grad_norm_``).
 * ``step(optimizer, scaler)``: the optimizer step of a window
@@ -80,6 +87,8 @@ class LocalSync:
     #: True when `empty_backward` must run for a 0-item micro-batch.
     needs_empty_backward = False
     accumulates_into_params = True
+    #: True when the window's gradients are in each parameter's ``.grad``.
+    grads_in_params = True
 
     def microbatch(self, ends_window: bool) -> ContextManager:
         return nullcontext()
@@ -92,6 +101,11 @@ class LocalSync:
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
+
+    def scale_grads(self, params: List[torch.Tensor], factor: float) -> None:
+        grads = [p.grad for p in params if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, factor)
 
     def clip_grad_norm_(self, params: List[torch.Tensor], max_norm: float) -> torch.Tensor:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
@@ -358,14 +372,16 @@ def sync_for(model) -> LocalSync:
 
 
 # --------------------------------------------------------------------- helpers
-def zeroed_backward(loss: torch.Tensor) -> int:
+def zeroed_backward(loss: torch.Tensor, backward=None) -> int:
     """Back-propagate ``loss`` with every gradient reaching a leaf replaced by zeros.
 
     The wrappers' backward hooks (DDP's all-reduce, FSDP's reduce-scatter) run
     as usual, but nothing is added to ``.grad``: the loss of an empty
     micro-batch is 0/0 and its true contribution is exactly zero. Hooks are
     pre-hooks on the graph's ``AccumulateGrad`` nodes (public
-    ``Node.register_prehook``), removed afterwards. Returns the number of leaves.
+    ``Node.register_prehook``), removed afterwards. ``backward`` runs the pass
+    (default ``loss.backward()``; an engine that must run its own passes its
+    own). Returns the number of leaves.
     """
     leaves = grad_leaves(loss)
     if not leaves:
@@ -376,7 +392,7 @@ def zeroed_backward(loss: torch.Tensor) -> int:
 
     handles = [node.register_prehook(to_zeros) for node in leaves]
     try:
-        loss.backward()
+        (backward or torch.Tensor.backward)(loss)
     finally:
         for h in handles:
             h.remove()

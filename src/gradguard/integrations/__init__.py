@@ -11,7 +11,7 @@ Accelerate or Transformers:
   ``Trainer``'s accumulated gradient the full-batch token mean, for any
   model), ``check_trainer`` (is it the full-batch one?) and ``Watch`` (a
   ``TrainerCallback``).
-* :mod:`gradguard.integrations.accelerators`: the drivers behind
-  ``gradguard.Accumulator(..., accelerator=acc)`` for an
-  ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``.
+
+The drivers behind ``gradguard.Accumulator(..., accelerator=acc)`` sit below
+the Accumulator, beside the process-group drivers: :mod:`gradguard.accelerators`.
 """

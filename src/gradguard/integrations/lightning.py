@@ -147,7 +147,9 @@ class ExactAccumulation(Callback):
         if trainer.strategy.handles_gradient_accumulation:
             raise GradguardError(
                 f"the strategy {type(trainer.strategy).__name__} accumulates gradients inside its own engine, "
-                "where a callback cannot reweight them: ExactAccumulation supports single-device and DDP strategies"
+                "where a callback cannot reweight them: ExactAccumulation supports single-device and DDP strategies. "
+                "For DeepSpeed, train the engine from deepspeed.initialize with gradguard.Accumulator(engine, steps) "
+                "(exact at ZeRO stages 0-3), or use strategy='ddp' with this callback"
             )
         self._ref_hint = None
         self._reset_window()

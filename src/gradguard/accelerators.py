@@ -16,8 +16,10 @@ the rest through the accelerator, as the sync objects of
 * ``reduce_sum``: the global item count, one collective per window.
 
 Only set-ups whose gradients live in each rank's ``.grad`` (one process, or
-DDP) are driven; DeepSpeed, FSDP, Megatron-LM and XLA accumulate or step
-inside their own engines, and are refused with an error.
+DDP) are driven; FSDP, Megatron-LM and XLA accumulate or step inside their
+own engines, and are refused with an error. Under DeepSpeed the error says
+to pass the prepared engine itself: ``gg.Accumulator(engine, steps)`` (see
+:mod:`gradguard.deepspeed`).
 
 The module imports neither framework: it reads the one the user already
 imported from ``sys.modules``.
@@ -31,11 +33,19 @@ from typing import ContextManager, List, Optional
 
 import torch
 
-from .._errors import GradguardError
-from ..distributed import LocalSync, mean_over_ranks, zeroed_backward
+from ._errors import GradguardError
+from .distributed import LocalSync, mean_over_ranks, zeroed_backward
 
 __all__ = ["AccelerateSync", "FabricSync", "accelerator_sync"]
 
+# A DeepSpeed engine keeps its gradients in ZeRO partitions and steps inside engine.step(): the
+# Accumulator drives it directly (gradguard.deepspeed), not through the accelerator's backward.
+_DEEPSPEED_INSTEAD = (
+    "{who}: its backward() steps the DeepSpeed engine on every call, so the accelerator cannot be driven once per "
+    "window. Drive the engine itself: gg.Accumulator(engine, steps), with engine {engine} "
+    "(a deepspeed.DeepSpeedEngine) and {steps} equal to steps; call acc.backward(loss, count=n) and acc.step() "
+    "instead of the accelerator's backward and optimizer.step()"
+)
 # Accelerate's distributed types whose gradients are plain per-rank .grad averaged by DDP.
 _ACCELERATE_OK = {"NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU"}
 
@@ -94,6 +104,9 @@ class AccelerateSync(_AcceleratorSync):
         from accelerate.optimizer import AcceleratedOptimizer
 
         kind = getattr(accelerator.distributed_type, "name", str(accelerator.distributed_type))
+        if kind == "DEEPSPEED":
+            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Accelerator runs DeepSpeed", engine="the model accelerator.prepare() returned",
+                                                           steps="the DeepSpeed plugin's gradient_accumulation_steps"))
         if kind not in _ACCELERATE_OK:
             raise GradguardError(
                 f"the Accelerator runs with distributed_type={kind}, which accumulates or steps inside its own engine: "
@@ -152,7 +165,10 @@ class FabricSync(_AcceleratorSync):
         strategies = _fabric_module(fabric, "strategies")
         wrappers = _fabric_module(fabric, "wrappers")
         strategy = fabric.strategy
-        if isinstance(strategy, strategies.DeepSpeedStrategy) or not isinstance(
+        if isinstance(strategy, strategies.DeepSpeedStrategy):
+            raise GradguardError(_DEEPSPEED_INSTEAD.format(who="the Fabric runs strategy='deepspeed'", engine="fabric.strategy.model",
+                                                           steps="the strategy's gradient_accumulation_steps"))
+        if not isinstance(
             strategy, (strategies.SingleDeviceStrategy, strategies.DDPStrategy)
         ):
             raise GradguardError(
