@@ -139,6 +139,21 @@ class Finding(NamedTuple):
             }
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finding":
+        """The finding back from its JSON object (what :meth:`to_dict` wrote).
+
+        >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients.", "t.py", 3, None, 2, ("w",))
+        >>> Finding.from_dict(f.to_dict()) == f
+        True
+        """
+        fix = d.get("fix")
+        if fix is not None:
+            fix = Fix(fix["message"], tuple(Edit(**e) for e in fix["edits"]), fix["applicability"])
+        params = d.get("params")
+        return cls(**{**{k: d.get(k) for k in JSON_KEYS}, "params": tuple(params) if params is not None else None,
+                      "fix": fix})
+
 
 def _first_sentence(text: str) -> str:
     at = text.find(". ")

@@ -41,8 +41,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (never calls sys.exit itself)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    script_args = None
+    if argv[:1] == ["run"]:  # the script's arguments pass through untouched, as python passes them
+        from .run import split_script_args
+
+        own, script_args = split_script_args(argv[1:])
+        argv = ["run", *own]
     try:
         args = parser.parse_args(argv)
+        if script_args is not None:
+            args.args = script_args
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     if not getattr(args, "handler", None):
