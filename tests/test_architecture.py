@@ -20,7 +20,7 @@ PACKAGE = "gradguard"
 # frameworks they run inside (integrations.accelerators), but never the diagnostics
 # built on top of them: the watch, the linter, the command line, the demo, and the
 # framework callbacks that run the watch.
-CORE = ("accumulate", "distributed", "memory", "semantics", "equivalence", "auto_microbatch", "_batch")
+CORE = ("accumulate", "distributed", "memory", "semantics", "equivalence", "microbatches", "_batch")
 ABOVE_CORE = (
     "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.pytest_plugin",
     "gradguard.integrations.lightning", "gradguard.integrations.transformers", "gradguard.integrations._watch",

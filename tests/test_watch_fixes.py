@@ -18,7 +18,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_module
 
 import gradguard as gg
-from gradguard.auto_microbatch import accumulate_batch
+from gradguard.microbatches import accumulate_batch
 
 SRC = Path(gg.__file__).parent
 
@@ -400,6 +400,6 @@ def test_watcher_import_graph_has_no_cycle_and_the_core_does_not_import_it():
     for name in graph:
         if name not in ("gradguard.watcher", "gradguard.watcher.rules"):
             assert name not in reach(name), name
-    for core in ("accumulate.py", "auto_microbatch.py", "_channel.py"):
+    for core in ("accumulate.py", "microbatches.py", "_channel.py"):
         for mod, _ in _imports(SRC / core, "gradguard"):
             assert "watcher" not in mod, (core, mod)
