@@ -88,10 +88,10 @@ def register(sub) -> None:
     fixes.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     fixes.add_argument("--fix-only", action="store_true",
                        help="apply the fixes and report only how many; exit 0 unless a file could not be fixed")
-    p.set_defaults(handler=handler)
+    return p
 
 
-def handler(args) -> int:
+def handle(args) -> int:
     from ..lint import iter_python_files, lint_files, lint_source
     from ..lint import find_config
     from ..lint import merge_config

@@ -21,10 +21,10 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("code", nargs="?", metavar="CODE", help="a rule code such as GG101 (omit to list all rules)")
-    p.set_defaults(handler=handler)
+    return p
 
 
-def handler(args) -> int:
+def handle(args) -> int:
     from ..rules import RULES
 
     if args.code is None:

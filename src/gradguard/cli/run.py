@@ -7,7 +7,7 @@ import os
 import sys
 
 from .._errors import GradguardError
-from . import check_output_path
+from ._paths import check_output_path
 
 DESCRIPTION = """\
 Runs SCRIPT as `python SCRIPT ARGS` would (or a module, as `python -m MODULE ARGS`, or a
@@ -56,7 +56,7 @@ def register(sub) -> None:
                    help="run a module as `python -m MODULE ARGS` does (everything after it goes to the module)")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the Python script (or folder with __main__.py) to run")
     p.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    p.set_defaults(handler=_handle)
+    return p
 
 
 _VALUE_OPTIONS = ("--mode", "--report", "--ignore")
@@ -148,7 +148,7 @@ def _target(args) -> tuple:
     return "path", os.path.abspath(script)  # python prints the script's frames with absolute paths
 
 
-def _handle(args) -> int:
+def handle(args) -> int:
     import runpy
     import tempfile
     import threading
