@@ -22,7 +22,7 @@ PACKAGE = "gradguard"
 # framework callbacks that run the watch.
 CORE = ("accumulate", "distributed", "memory", "semantics", "equivalence", "microbatches", "_batch")
 ABOVE_CORE = (
-    "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.pytest_plugin",
+    "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.integrations.pytest_plugin",
     "gradguard.integrations.lightning", "gradguard.integrations.transformers", "gradguard.integrations._watch",
 )
 

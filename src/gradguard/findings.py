@@ -118,13 +118,17 @@ class Finding(NamedTuple):
     def format(self, full: bool = False) -> str:
         """One line: ``path:line:col: CODE what happened`` (``full``: the whole message), then ``[step N]`` at run time."""
         text = self.message if full else self.short_message
-        step = f" [step {self.step}]" if self.step is not None else ""
-        return f"{self.location()}: {self.code} {text}{step}"
+        return f"{self.location()}: {self.code} {text}{self._step_suffix(text)}"
 
     def warning_text(self) -> str:
         """The text of the :class:`gradguard.GradientBugWarning` (its location is the warning's own)."""
-        step = f" [step {self.step}]" if self.step is not None else ""
-        return f"{self.code} {self.message}{step}"
+        return f"{self.code} {self.message}{self._step_suffix(self.message)}"
+
+    def _step_suffix(self, text: str) -> str:
+        """`` [step N]`` at run time, unless the text already names that step."""
+        if self.step is None or f"(step {self.step})" in text:
+            return ""
+        return f" [step {self.step}]"
 
     def to_dict(self) -> dict:
         """The JSON object of one finding (``None`` becomes ``null``)."""
@@ -203,6 +207,20 @@ def make_finding(
         step=step,
         params=tuple(params) if params is not None else None,
     )
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to the current folder when it lies below it, else as it is: how gradguard shows a file.
+
+    >>> import os
+    >>> short_path(os.path.join(os.getcwd(), "train.py")), short_path("/elsewhere/x.py") in ("/elsewhere/x.py",)
+    ('train.py', True)
+    """
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel.startswith(os.pardir) else rel
 
 
 def to_json(findings: Iterable[Finding], indent: Optional[int] = 2) -> str:

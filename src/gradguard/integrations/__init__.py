@@ -14,3 +14,24 @@ Accelerate or Transformers:
   ``gradguard.Accumulator(..., accelerator=acc)`` for an
   ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``.
 """
+
+
+def require(module: str, extra: str) -> None:
+    """Import ``module``, or raise an ImportError that says which extra of gradguard installs it.
+
+    >>> require("no_such_framework_here", "lightning")
+    Traceback (most recent call last):
+    ...
+    ModuleNotFoundError: this gradguard integration needs no_such_framework_here, which is not installed: pip install "gradguard[lightning]"
+    """
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
+            raise  # something inside the framework is missing: its own message says what
+        raise ModuleNotFoundError(
+            f"this gradguard integration needs {module}, which is not installed: pip install \"gradguard[{extra}]\"",
+            name=exc.name,
+        ) from None
