@@ -18,6 +18,7 @@ from gradguard.findings import Edit, Finding, Fix
 from gradguard.lint import fix as fix_engine
 from gradguard.lint.fix import apply_edits, fix_file, fix_source
 from gradguard.lint.fixes import GENERATORS, attach_fixes
+from _findings import codes
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = str(ROOT / "src")
@@ -42,9 +43,6 @@ def train(model, loader, optimizer, accum):
             optimizer.step()
 """
 
-
-def codes(text):
-    return [f.code for f in gg.lint_source(text)]
 
 
 def test_gg101_inserts_clearing_before_backward_and_is_idempotent():

@@ -10,6 +10,8 @@ import pytest
 from gradguard.cli import main
 from gradguard.findings import JSON_KEYS
 
+from _findings import codes
+
 SCRIPTS = Path(__file__).parent / "watch_scripts"
 
 
@@ -217,10 +219,6 @@ BUGGY_LOOP = (
 )
 
 
-def codes_in(path):
-    return [d["code"] for d in json.loads(Path(path).read_text())]
-
-
 def test_a_buggy_loop_in_a_thread_is_watched(tmp_path, capsys):
     script = write(tmp_path, "t.py", BUGGY_LOOP + (
         "import threading\n"
@@ -230,7 +228,7 @@ def test_a_buggy_loop_in_a_thread_is_watched(tmp_path, capsys):
         "Trainer().start()  # not joined: python waits for it at exit, so does gradguard run\n"))
     report = tmp_path / "r.json"
     assert main(["run", "--mode", "record", "--report", str(report), str(script)]) == 1
-    assert codes_in(report) == ["GG101"]  # once per code and line, whichever thread made it
+    assert codes(report) == ["GG101"]  # once per code and line, whichever thread made it
     assert "Found 1 finding (1 error)." in capsys.readouterr().err
     import threading
     assert threading.Thread.start.__module__ == "threading"  # everything gradguard run patched is restored
@@ -249,9 +247,9 @@ def test_a_buggy_loop_in_a_child_process_is_watched(tmp_path, how):
     done = subprocess.run([sys.executable, "-m", "gradguard", "run", "--mode", "record", "--report", "findings.json",
                            "t.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
-    assert codes_in(tmp_path / "findings.json") == []  # the parent itself trained nothing
+    assert codes(tmp_path / "findings.json") == []  # the parent itself trained nothing
     children = sorted(tmp_path.glob("findings.pid*.json"))
-    assert len(children) == 1 and codes_in(children[0]) == ["GG101"], done.stderr
+    assert len(children) == 1 and codes(children[0]) == ["GG101"], done.stderr
     pid = children[0].name.split(".")[1][3:]
     assert f"gradguard run [pid {pid}]: Found 1 finding (1 error)." in done.stderr
     assert "t.py:7: GG101" in done.stderr
@@ -263,7 +261,7 @@ def test_a_relative_report_is_resolved_before_the_script_changes_folder(tmp_path
     script = write(tmp_path, "t.py", BUGGY_LOOP + "import os\nos.chdir('elsewhere')\ntrain()\n")
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--mode", "record", "--report", "r.json", str(script)]) == 1
-    assert codes_in(tmp_path / "r.json") == ["GG101"]
+    assert codes(tmp_path / "r.json") == ["GG101"]
     assert not (tmp_path / "elsewhere" / "r.json").exists()
     assert "r.json has the full messages" in capsys.readouterr().err
 
@@ -274,7 +272,7 @@ def test_os_exit_keeps_the_findings_and_the_exit_code(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gradguard", "run", "--mode", "record", "--report", "r.json", "t.py"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr  # an error finding, as for sys.exit(0)
-    assert codes_in(tmp_path / "r.json") == ["GG101"]
+    assert codes(tmp_path / "r.json") == ["GG101"]
     assert "gradguard run: Found 1 finding (1 error)." in done.stderr
 
 
@@ -292,8 +290,8 @@ def test_torchrun_one_rank_os_exit_loses_no_rank_s_report(tmp_path):
            "-m", "gradguard", "run", "--mode", "record", "--report", "findings.json", "train.py"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0, done.stderr
-    assert codes_in(tmp_path / "findings.json") == ["GG101"]
-    assert codes_in(tmp_path / "findings.rank1.json") == ["GG101"]
+    assert codes(tmp_path / "findings.json") == ["GG101"]
+    assert codes(tmp_path / "findings.rank1.json") == ["GG101"]
     assert "gradguard run [rank 1/2]: Found 1 finding (1 error)." in done.stderr
 
 

@@ -12,10 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import gradguard as gg
+from _findings import codes
 
-
-def codes(w):
-    return [f.code for f in w.findings]
 
 
 # --------------------------------------------------------------- MNIST example
