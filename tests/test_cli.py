@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from gradguard.cli import main
 
 
@@ -34,6 +36,7 @@ def test_rules_carry_spec_fields_and_the_explanation_rule_prints(capsys):
     assert gg.RULES["GG101"].why.splitlines()[0] in capsys.readouterr().out
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_error_types_show_their_public_name():
     import gradguard as gg
 

@@ -223,6 +223,7 @@ def run(*args, cwd, stdin=None):
     )
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_fix_diff_fix_only(tmp_path):
     path = tmp_path / "train.py"
     path.write_bytes(STALE.encode())
@@ -239,6 +240,7 @@ def test_cli_fix_diff_fix_only(tmp_path):
     assert stdin.stdout == path.read_text()
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_fix_reports_what_remains(tmp_path):
     # GG103 (dropped final window) has no fix: it stays, and --fix exits 1
     (tmp_path / "t.py").write_text(ACCUM_NO_CLEAR)
@@ -246,6 +248,7 @@ def test_cli_fix_reports_what_remains(tmp_path):
     assert out.returncode == 1 and "GG103" in out.stdout and "GG101" not in out.stdout
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_json_and_sarif_carry_fixes(tmp_path):
     (tmp_path / "train.py").write_text(STALE)
     data = json.loads(run("train.py", "--format", "json", cwd=tmp_path).stdout)
@@ -263,6 +266,7 @@ def test_cli_json_and_sarif_carry_fixes(tmp_path):
     assert change["replacements"][0]["deletedRegion"] == {"startLine": 7, "startColumn": 1, "endLine": 7, "endColumn": 1}
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_rule_says_whether_it_has_a_fix():
     env = {**os.environ, "PYTHONPATH": SRC}
     out = {c: subprocess.run([sys.executable, "-m", "gradguard", "rule", c], env=env, capture_output=True, text=True, timeout=60).stdout for c in ("GG101", "GG105", "GG103")}

@@ -139,6 +139,7 @@ def test_report_that_cannot_be_written_at_the_end_goes_to_stderr(capsys):
     assert [d["code"] for d in data] == ["GG102"] and data[0]["line"] == 11
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_traceback_shows_the_users_frames_only(tmp_path):
     """As python prints it: absolute paths, the script's frames, no gradguard or runpy frames."""
     write(tmp_path, "lib.py", "def f():\n    raise ValueError('boom')\n")

@@ -1,5 +1,6 @@
 """The watch on real patterns it used to get wrong, and its safety with threads and out-of-order exits."""
 
+import pytest
 import ast
 import gc
 import importlib
@@ -210,6 +211,7 @@ def test_a_library_outside_site_packages_is_not_the_users_code(tmp_path):
     assert found[0] == "GG101" and found[1] == str(script) and found[2] == 7, found
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_packages_installed_into_the_working_tree_are_a_library_but_its_own_folders_are_not(tmp_path):
     # pip install --target ./libs (a *.dist-info marks it) inside the project: a library.
     # ./helpers on sys.path (a src/ layout, the tests folder pytest adds): the user's code.

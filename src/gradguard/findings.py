@@ -65,6 +65,11 @@ class Finding(NamedTuple):
         step: the optimizer step at which it happened (run time only).
         params: names of the parameters concerned (run time only).
         fix: the repair ``gradguard lint --fix`` can apply (lint only), or ``None``.
+        detail: the checker's own observation, the first part of ``message``
+            (``None`` when the finding was not made by :func:`make_finding`).
+        advice: the fix the checker gave in place of the rule's, if any (the
+            message's last part). ``detail`` and ``advice`` are the parts a
+            rewrite starts from (see :func:`make_finding`); they are not in the JSON.
 
     >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients. More words.", "train.py", 3, 5)
     >>> f.format()
@@ -83,6 +88,8 @@ class Finding(NamedTuple):
     step: Optional[int] = None
     params: Optional[Tuple[str, ...]] = None
     fix: Optional[Fix] = None
+    detail: Optional[str] = None
+    advice: Optional[str] = None
 
     def location(self) -> str:
         """``path:line:col`` as far as it is known (ruff's form)."""
@@ -102,7 +109,9 @@ class Finding(NamedTuple):
         """
         text = self.message
         rule = RULES.get(self.code)
-        if rule is not None:
+        if self.detail:  # the checker's part, kept as it was made
+            text = self.detail
+        elif rule is not None:  # a finding read back from JSON: its message has the rule's words after the detail
             for tail in (rule.consequence, rule.fix):
                 at = text.find(tail) if tail else -1
                 if at > 0:
@@ -191,7 +200,10 @@ def make_finding(
     ``detail`` is the checker's specific observation (which step, which
     parameters, how many passes); the rule's consequence and fix follow it.
     ``advice`` replaces the rule's fix where the checker knows better (a file
-    that cannot be read needs no syntax fixed).
+    that cannot be read needs no syntax fixed). The message is rendered from
+    these parts here, once; the finding keeps the parts, so a rewrite (a framework
+    integration's relocation and advice) builds a new finding from them rather
+    than editing the text.
     """
     rule = RULES[code]
     head = detail.strip() or rule.summary
@@ -206,6 +218,8 @@ def make_finding(
         col=col,
         step=step,
         params=tuple(params) if params is not None else None,
+        detail=detail.strip() or None,
+        advice=advice,
     )
 
 
