@@ -5,7 +5,7 @@ finding and a summary (``--output-format full``: the whole message with its
 consequence and fix), ``--statistics`` (counts per code), ``json``, ``sarif``
 (SARIF 2.1.0 for code-scanning upload) or ``github`` (workflow annotations).
 Paths are shown as ruff shows them: normalised (``train.py``, never
-``./train.py``). Exit codes: see :data:`EXIT_CODES`. Flags are added in
+``./train.py``). Exit codes: see ``EXAMPLES`` (the help) and :data:`FAILING`. Flags are added in
 :func:`register`, one ``add_argument`` each, in the group they belong to.
 """
 
