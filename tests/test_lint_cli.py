@@ -336,6 +336,7 @@ def test_exclusions_from_pyproject(project, capsys):
     assert "tests/fixtures/bad.py" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # lints the whole repository
 def test_this_repository_excludes_its_own_buggy_inputs(capsys, monkeypatch):
     """`gradguard lint .` here reports nothing: the files that hold bugs on purpose are excluded."""
     repo = Path(__file__).resolve().parents[1]

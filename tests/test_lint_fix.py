@@ -281,6 +281,7 @@ sys.modules.setdefault("lint_recall", lint_recall)
 _spec.loader.exec_module(lint_recall)
 
 
+@pytest.mark.slow  # trains every fixed mutant
 def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     """Every mutant a fix applies to (of a program the linter finds clean): once fixed it parses,
     lints clean and, for a runnable program, trains to the original's parameters (float64, 1e-12).

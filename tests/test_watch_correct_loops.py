@@ -7,6 +7,7 @@ that a watch that saw nothing at all could not pass.
 
 import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -56,6 +57,7 @@ def mnist_loop(zero_grad=True):
         scheduler.step()
 
 
+@pytest.mark.slow  # trains the MNIST example
 def test_mnist_example_loop_is_clean():
     with gg.watch(mode="raise") as w:
         mnist_loop()
@@ -109,6 +111,7 @@ def nanogpt_loop(divide=True, iters=3, accum=4):
         optimizer.zero_grad(set_to_none=True)
 
 
+@pytest.mark.slow  # trains a small GPT
 def test_nanogpt_style_accumulation_is_clean():
     with gg.watch(mode="raise") as w:
         nanogpt_loop()

@@ -183,6 +183,7 @@ def test_accumulate_batch_in_a_correct_loop_is_clean():
 
 
 # ------------------------------------------------------------------ whose line
+@pytest.mark.slow  # runs python in a subprocess
 def test_a_library_outside_site_packages_is_not_the_users_code(tmp_path):
     lib = tmp_path / "libs" / "trainlib"
     lib.mkdir(parents=True)
