@@ -1,6 +1,7 @@
 """gradguard inside the frameworks people train with.
 
-Each submodule imports its framework at the top and is itself imported only
+Each submodule imports its framework at the top (through :func:`require`, which
+names the extra to install when it is missing) and is itself imported only
 when the user asks for it, so ``import gradguard`` never pulls in Lightning,
 Accelerate or Transformers:
 
@@ -10,6 +11,8 @@ Accelerate or Transformers:
 * :mod:`gradguard.integrations.transformers`: ``check_trainer`` (is an HF
   ``Trainer``'s accumulated gradient the full-batch one?) and ``Watch`` (a
   ``TrainerCallback``).
+* :mod:`gradguard.integrations.pytest_plugin`: ``pytest --gradguard``, the
+  watch around every test (pytest finds it through its ``pytest11`` entry point).
 * :mod:`gradguard.integrations.accelerators`: the drivers behind
   ``gradguard.Accumulator(..., accelerator=acc)`` for an
   ``accelerate.Accelerator`` or a ``lightning.fabric.Fabric``.
