@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import gradguard as gg
-from gradguard.auto_microbatch import accumulate_batch
+from gradguard.microbatches import accumulate_batch
 from reference import CaptureOptimizer, full_batch_grads, rel_error
 
 

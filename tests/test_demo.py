@@ -9,6 +9,7 @@ import torch
 from gradguard.cli import main
 
 
+@pytest.mark.slow  # the whole demo
 def test_demo_runs_and_shows_exactness_on_real_text(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--steps", "6", "--no-progress"]) == 0

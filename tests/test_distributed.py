@@ -50,10 +50,12 @@ def _check_against_reference(ranks, ref, tol=TOL):
             assert math.isclose(got, want, rel_tol=max(1e-12, tol["rtol"])), (rank, got, want)
 
 
+@pytest.mark.slow  # more than one process
 def test_ddp_gradients_params_and_loss_equal_full_batch(ddp, ref):
     _check_against_reference(ddp, ref)
 
 
+@pytest.mark.slow  # more than one process
 def test_ddp_non_final_microbatches_send_no_gradients(ddp):
     for rank, out in enumerate(ddp):
         for window, micro, allreduces in out["per_micro"]:
@@ -65,6 +67,7 @@ def test_ddp_non_final_microbatches_send_no_gradients(ddp):
                 assert allreduces == 0, f"rank {rank}: window {window} micro-batch {micro} sent {allreduces} all-reduces"
 
 
+@pytest.mark.slow  # more than one process
 def test_ddp_naive_scaling_is_wrong_gradguard_is_exact():
     ranks = h.run_ranks(h.scenario_ddp_naive)
     ref = h.reference(schedule=h.NAIVE_SCHEDULE)
@@ -79,6 +82,7 @@ def test_ddp_naive_scaling_is_wrong_gradguard_is_exact():
                 assert_close(g, r, **TOL)
 
 
+@pytest.mark.slow  # more than one process
 @pytest.mark.parametrize("kind", ["ddp", pytest.param("fsdp2", marks=needs_fsdp2)])
 def test_resume_mid_window_matches_uninterrupted(kind):
     ranks = h.run_ranks(h.scenario_resume, kind=kind)
@@ -88,6 +92,7 @@ def test_resume_mid_window_matches_uninterrupted(kind):
             assert_close(p, r, **TOL)
 
 
+@pytest.mark.slow  # more than one process
 @needs_fsdp2
 @pytest.mark.parametrize("defer_reduce", [False, True], ids=["reduce-every-micro-batch", "defer-to-window-end"])
 def test_fsdp2_gradients_params_and_loss_equal_full_batch(defer_reduce, ref):
@@ -96,6 +101,7 @@ def test_fsdp2_gradients_params_and_loss_equal_full_batch(defer_reduce, ref):
     _check_against_reference(ranks, ref)
 
 
+@pytest.mark.slow  # more than one process
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_ddp_on_cuda_tensors_equals_full_batch(ref):
@@ -104,6 +110,7 @@ def test_ddp_on_cuda_tensors_equals_full_batch(ref):
     _check_against_reference(h.run_ranks(h.scenario_ddp, device="cuda"), ref)
 
 
+@pytest.mark.slow  # more than one process
 @needs_fsdp2
 def test_fsdp2_deferred_with_mixed_precision_flushes_fsdp_own_buffer(ref):
     # reduce_dtype != param_dtype: the deferred gradient lives in FSDP's float64 buffer, which
@@ -136,6 +143,7 @@ def test_zeroed_backward_adds_exact_zeros_even_through_nan():
     assert zeroed_backward(detached.detach().requires_grad_()) == 0
 
 
+@pytest.mark.slow  # more than one process
 def test_ddp_nonfinite_skip_drops_the_window_on_every_rank():
     ranks = h.run_ranks(h.scenario_ddp_nonfinite_skip)
     assert [(r["skipped"], r["steps"]) for r in ranks] == [(1, 1), (1, 1)]
@@ -151,6 +159,7 @@ def test_ddp_nonfinite_skip_drops_the_window_on_every_rank():
             assert_close(p, r.detach(), **TOL)
 
 
+@pytest.mark.slow  # more than one process
 def test_under_torchrun(tmp_path, ref):
     """The real launcher: env:// rendezvous, 2 gloo ranks, DDP, the same exact result."""
     import os

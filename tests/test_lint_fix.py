@@ -18,6 +18,7 @@ from gradguard.findings import Edit, Finding, Fix
 from gradguard.lint import fix as fix_engine
 from gradguard.lint.fix import apply_edits, fix_file, fix_source
 from gradguard.lint.fixes import GENERATORS, attach_fixes
+from _findings import codes
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = str(ROOT / "src")
@@ -42,9 +43,6 @@ def train(model, loader, optimizer, accum):
             optimizer.step()
 """
 
-
-def codes(text):
-    return [f.code for f in gg.lint_source(text)]
 
 
 def test_gg101_inserts_clearing_before_backward_and_is_idempotent():
@@ -225,6 +223,7 @@ def run(*args, cwd, stdin=None):
     )
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_fix_diff_fix_only(tmp_path):
     path = tmp_path / "train.py"
     path.write_bytes(STALE.encode())
@@ -241,6 +240,7 @@ def test_cli_fix_diff_fix_only(tmp_path):
     assert stdin.stdout == path.read_text()
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_fix_reports_what_remains(tmp_path):
     # GG103 (dropped final window) has no fix: it stays, and --fix exits 1
     (tmp_path / "t.py").write_text(ACCUM_NO_CLEAR)
@@ -248,6 +248,7 @@ def test_cli_fix_reports_what_remains(tmp_path):
     assert out.returncode == 1 and "GG103" in out.stdout and "GG101" not in out.stdout
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_cli_json_and_sarif_carry_fixes(tmp_path):
     (tmp_path / "train.py").write_text(STALE)
     data = json.loads(run("train.py", "--format", "json", cwd=tmp_path).stdout)
@@ -265,6 +266,7 @@ def test_cli_json_and_sarif_carry_fixes(tmp_path):
     assert change["replacements"][0]["deletedRegion"] == {"startLine": 7, "startColumn": 1, "endLine": 7, "endColumn": 1}
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_rule_says_whether_it_has_a_fix():
     env = {**os.environ, "PYTHONPATH": SRC}
     out = {c: subprocess.run([sys.executable, "-m", "gradguard", "rule", c], env=env, capture_output=True, text=True, timeout=60).stdout for c in ("GG101", "GG105", "GG103")}
@@ -279,6 +281,7 @@ sys.modules.setdefault("lint_recall", lint_recall)
 _spec.loader.exec_module(lint_recall)
 
 
+@pytest.mark.slow  # trains every fixed mutant
 def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     """Every mutant a fix applies to (of a program the linter finds clean): once fixed it parses,
     lints clean and, for a runnable program, trains to the original's parameters (float64, 1e-12).

@@ -68,6 +68,7 @@ def test_original_is_clean(name, source):
     assert [f.format() for f in gg.lint_source(source, name)] == []
 
 
+@pytest.mark.slow  # runs every mutant program
 @pytest.mark.parametrize("name,source", RUNNABLE, ids=[n for n, _ in RUNNABLE])
 def test_mutants_of_runnable_programs_are_real_bugs(name, source):
     """Each mutant trains to other parameters than the original (float64, same seed): it is a bug,

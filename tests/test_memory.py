@@ -6,7 +6,7 @@ from torch import nn
 from torch.testing import assert_close
 
 import gradguard as gg
-from gradguard.auto_microbatch import accumulate_batch
+from gradguard.microbatches import accumulate_batch
 from gradguard.memory import MemoryReport, MemoryRow, default_sizes, format_bytes, parse_bytes, take
 
 TOL = dict(rtol=1e-10, atol=1e-12)

@@ -48,6 +48,7 @@ def test_only_a_warning():
 '''
 
 
+@pytest.mark.slow  # more than one process
 def test_fails_only_the_buggy_test(pytester):
     pytester.makepyfile(test_loops=TESTS)
     result = pytester.runpytest_subprocess("--gradguard", "-p", "no:cacheprovider")
@@ -56,12 +57,14 @@ def test_fails_only_the_buggy_test(pytester):
     result.stdout.fnmatch_lines(["*GradientBugWarning*GG110*"])
 
 
+@pytest.mark.slow  # more than one process
 def test_off_by_default(pytester):
     pytester.makepyfile(test_loops=TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
     result.assert_outcomes(passed=5)
 
 
+@pytest.mark.slow  # more than one process
 def test_ignore_and_bad_code(pytester):
     pytester.makepyfile(test_loops=TESTS)
     result = pytester.runpytest_subprocess("--gradguard", "--gradguard-ignore", "GG101", "-p", "no:cacheprovider")

@@ -10,6 +10,8 @@ import pytest
 from gradguard.cli import main
 from gradguard.findings import JSON_KEYS
 
+from _findings import codes
+
 SCRIPTS = Path(__file__).parent / "watch_scripts"
 
 
@@ -137,6 +139,7 @@ def test_report_that_cannot_be_written_at_the_end_goes_to_stderr(capsys):
     assert [d["code"] for d in data] == ["GG102"] and data[0]["line"] == 11
 
 
+@pytest.mark.slow  # runs python in a subprocess
 def test_traceback_shows_the_users_frames_only(tmp_path):
     """As python prints it: absolute paths, the script's frames, no gradguard or runpy frames."""
     write(tmp_path, "lib.py", "def f():\n    raise ValueError('boom')\n")
@@ -203,3 +206,101 @@ def test_console_script_in_a_subprocess(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "GG101" in proc.stderr and "GradientBugWarning" in proc.stderr  # the default mode warns as it goes
     assert [d["code"] for d in json.loads(report.read_text())] == ["GG101"]
+
+
+# ---------------------------------------------------------------- the whole program: threads, child processes
+BUGGY_LOOP = (
+    "def train():\n"
+    "    import torch\n"
+    "    m = torch.nn.Linear(2, 1)\n"
+    "    o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    "    for _ in range(3):\n"
+    "        m(torch.ones(1, 2)).sum().backward()\n"
+    "        o.step()  # no zero_grad: GG101\n"
+)
+
+
+def test_a_buggy_loop_in_a_thread_is_watched(tmp_path, capsys):
+    script = write(tmp_path, "t.py", BUGGY_LOOP + (
+        "import threading\n"
+        "class Trainer(threading.Thread):  # a subclass overriding run() is watched too\n"
+        "    def run(self):\n        train()\n"
+        "t = threading.Thread(target=train); t.start(); t.join()\n"
+        "Trainer().start()  # not joined: python waits for it at exit, so does gradguard run\n"))
+    report = tmp_path / "r.json"
+    assert main(["run", "--mode", "record", "--report", str(report), str(script)]) == 1
+    assert codes(report) == ["GG101"]  # once per code and line, whichever thread made it
+    assert "Found 1 finding (1 error)." in capsys.readouterr().err
+    import threading
+    assert threading.Thread.start.__module__ == "threading"  # everything gradguard run patched is restored
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["fork", "spawn", "forkserver", "torch.multiprocessing.spawn"])
+def test_a_buggy_loop_in_a_child_process_is_watched(tmp_path, how):
+    """Each child's findings in its own report (FILE.pidN.json) and summary; the run exits 1 for them."""
+    start = ("import torch.multiprocessing as tmp\n    tmp.spawn(lambda_free, nprocs=1)\n"
+             if how == "torch.multiprocessing.spawn" else
+             f"import multiprocessing as mp\n    p = mp.get_context({how!r}).Process(target=train)\n"
+             "    p.start(); p.join(); assert p.exitcode == 0\n")
+    write(tmp_path, "t.py", BUGGY_LOOP + "def lambda_free(rank):\n    train()\n"
+          "if __name__ == '__main__':\n    " + start)
+    done = subprocess.run([sys.executable, "-m", "gradguard", "run", "--mode", "record", "--report", "findings.json",
+                           "t.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert codes(tmp_path / "findings.json") == []  # the parent itself trained nothing
+    children = sorted(tmp_path.glob("findings.pid*.json"))
+    assert len(children) == 1 and codes(children[0]) == ["GG101"], done.stderr
+    pid = children[0].name.split(".")[1][3:]
+    assert f"gradguard run [pid {pid}]: Found 1 finding (1 error)." in done.stderr
+    assert "t.py:7: GG101" in done.stderr
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_relative_report_is_resolved_before_the_script_changes_folder(tmp_path, capsys, monkeypatch):
+    (tmp_path / "elsewhere").mkdir()
+    script = write(tmp_path, "t.py", BUGGY_LOOP + "import os\nos.chdir('elsewhere')\ntrain()\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--mode", "record", "--report", "r.json", str(script)]) == 1
+    assert codes(tmp_path / "r.json") == ["GG101"]
+    assert not (tmp_path / "elsewhere" / "r.json").exists()
+    assert "r.json has the full messages" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_os_exit_keeps_the_findings_and_the_exit_code(tmp_path):
+    write(tmp_path, "t.py", BUGGY_LOOP + "import os\ntrain()\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-m", "gradguard", "run", "--mode", "record", "--report", "r.json", "t.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr  # an error finding, as for sys.exit(0)
+    assert codes(tmp_path / "r.json") == ["GG101"]
+    assert "gradguard run: Found 1 finding (1 error)." in done.stderr
+
+
+@pytest.mark.slow
+def test_torchrun_one_rank_os_exit_loses_no_rank_s_report(tmp_path):
+    """Rank 1 ends with os._exit(0); torchrun then stops rank 0 (still running): both reports hold their findings."""
+    write(tmp_path, "train.py", BUGGY_LOOP + (
+        "import os, time\ntrain()\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    while not os.path.exists('rank0_trained'):\n        time.sleep(0.1)\n"
+        "    os._exit(0)\n"
+        "open('rank0_trained', 'w').close()\n"
+        "time.sleep(120)  # rank 0 is still busy when torchrun stops it\n"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
+           "-m", "gradguard", "run", "--mode", "record", "--report", "findings.json", "train.py"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0, done.stderr
+    assert codes(tmp_path / "findings.json") == ["GG101"]
+    assert codes(tmp_path / "findings.rank1.json") == ["GG101"]
+    assert "gradguard run [rank 1/2]: Found 1 finding (1 error)." in done.stderr
+
+
+def test_the_script_gets_its_arguments_exactly_as_from_python(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "s.py", "import sys\nprint('argv', sys.argv)\n")
+    monkeypatch.chdir(tmp_path)
+    for args in (["--", "--lr", "3"], ["x", "--", "y"], ["--mode", "record"], []):
+        assert main(["run", "s.py", *args]) == 0
+        assert f"argv {['s.py', *args]}" in capsys.readouterr().out  # argv[0] as typed, `--` kept
+    assert main(["run", "--mode", "record", "./s.py", "--report", "x"]) == 0
+    assert "argv ['./s.py', '--report', 'x']" in capsys.readouterr().out

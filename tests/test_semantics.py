@@ -119,9 +119,3 @@ def test_check_equivalence_wrong_loss_fn_gets_one_clear_error(loss_fn, message):
     with pytest.raises(gg.GradguardError, match=message) as info:
         gg.check_equivalence(model, loss_fn, batch, splits=2)
     assert "loss_fn(model, micro_batch)" in str(info.value)
-
-
-def test_check_equivalence_is_importable_from_its_old_place():
-    from gradguard.semantics import check_equivalence
-
-    assert check_equivalence is gg.check_equivalence

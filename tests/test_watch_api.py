@@ -11,12 +11,10 @@ from torch.optim import optimizer as optim_module
 
 import gradguard as gg
 from gradguard.watcher._graph import LossInfo, analyze_loss
+from _findings import codes
 
 THIS_FILE = __file__
 
-
-def codes(w):
-    return [f.code for f in w.findings]
 
 
 def make(seed=0, momentum=0.0):

@@ -7,15 +7,14 @@ that a watch that saw nothing at all could not pass.
 
 import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import gradguard as gg
+from _findings import codes
 
-
-def codes(w):
-    return [f.code for f in w.findings]
 
 
 # --------------------------------------------------------------- MNIST example
@@ -58,6 +57,7 @@ def mnist_loop(zero_grad=True):
         scheduler.step()
 
 
+@pytest.mark.slow  # trains the MNIST example
 def test_mnist_example_loop_is_clean():
     with gg.watch(mode="raise") as w:
         mnist_loop()
@@ -111,6 +111,7 @@ def nanogpt_loop(divide=True, iters=3, accum=4):
         optimizer.zero_grad(set_to_none=True)
 
 
+@pytest.mark.slow  # trains a small GPT
 def test_nanogpt_style_accumulation_is_clean():
     with gg.watch(mode="raise") as w:
         nanogpt_loop()

@@ -43,7 +43,7 @@ _LAZY = {
     "lint_source": ".lint",
     "lint_paths": ".lint",
     "measure_memory": ".memory",
-    "accumulate_batch": ".auto_microbatch",
+    "accumulate_batch": ".microbatches",
 }
 
 
@@ -63,7 +63,7 @@ def __dir__():
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .accumulate import Accumulator
     from .lint import lint_paths, lint_source
-    from .auto_microbatch import accumulate_batch
+    from .microbatches import accumulate_batch
     from .memory import measure_memory
     from .equivalence import check_equivalence
     from .semantics import grads_per_step

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from typing import ContextManager, List, Optional
+from typing import ContextManager, List
 
 import torch
 

@@ -65,6 +65,11 @@ class Finding(NamedTuple):
         step: the optimizer step at which it happened (run time only).
         params: names of the parameters concerned (run time only).
         fix: the repair ``gradguard lint --fix`` can apply (lint only), or ``None``.
+        detail: the checker's own observation, the first part of ``message``
+            (``None`` when the finding was not made by :func:`make_finding`).
+        advice: the fix the checker gave in place of the rule's, if any (the
+            message's last part). ``detail`` and ``advice`` are the parts a
+            rewrite starts from (see :func:`make_finding`); they are not in the JSON.
 
     >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients. More words.", "train.py", 3, 5)
     >>> f.format()
@@ -83,6 +88,8 @@ class Finding(NamedTuple):
     step: Optional[int] = None
     params: Optional[Tuple[str, ...]] = None
     fix: Optional[Fix] = None
+    detail: Optional[str] = None
+    advice: Optional[str] = None
 
     def location(self) -> str:
         """``path:line:col`` as far as it is known (ruff's form)."""
@@ -102,7 +109,9 @@ class Finding(NamedTuple):
         """
         text = self.message
         rule = RULES.get(self.code)
-        if rule is not None:
+        if self.detail:  # the checker's part, kept as it was made
+            text = self.detail
+        elif rule is not None:  # a finding read back from JSON: its message has the rule's words after the detail
             for tail in (rule.consequence, rule.fix):
                 at = text.find(tail) if tail else -1
                 if at > 0:
@@ -118,13 +127,17 @@ class Finding(NamedTuple):
     def format(self, full: bool = False) -> str:
         """One line: ``path:line:col: CODE what happened`` (``full``: the whole message), then ``[step N]`` at run time."""
         text = self.message if full else self.short_message
-        step = f" [step {self.step}]" if self.step is not None else ""
-        return f"{self.location()}: {self.code} {text}{step}"
+        return f"{self.location()}: {self.code} {text}{self._step_suffix(text)}"
 
     def warning_text(self) -> str:
         """The text of the :class:`gradguard.GradientBugWarning` (its location is the warning's own)."""
-        step = f" [step {self.step}]" if self.step is not None else ""
-        return f"{self.code} {self.message}{step}"
+        return f"{self.code} {self.message}{self._step_suffix(self.message)}"
+
+    def _step_suffix(self, text: str) -> str:
+        """`` [step N]`` at run time, unless the text already names that step."""
+        if self.step is None or f"(step {self.step})" in text:
+            return ""
+        return f" [step {self.step}]"
 
     def to_dict(self) -> dict:
         """The JSON object of one finding (``None`` becomes ``null``)."""
@@ -138,6 +151,21 @@ class Finding(NamedTuple):
                 "edits": [e._asdict() for e in self.fix.edits],
             }
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finding":
+        """The finding back from its JSON object (what :meth:`to_dict` wrote).
+
+        >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients.", "t.py", 3, None, 2, ("w",))
+        >>> Finding.from_dict(f.to_dict()) == f
+        True
+        """
+        fix = d.get("fix")
+        if fix is not None:
+            fix = Fix(fix["message"], tuple(Edit(**e) for e in fix["edits"]), fix["applicability"])
+        params = d.get("params")
+        return cls(**{**{k: d.get(k) for k in JSON_KEYS}, "params": tuple(params) if params is not None else None,
+                      "fix": fix})
 
 
 def _first_sentence(text: str) -> str:
@@ -172,7 +200,10 @@ def make_finding(
     ``detail`` is the checker's specific observation (which step, which
     parameters, how many passes); the rule's consequence and fix follow it.
     ``advice`` replaces the rule's fix where the checker knows better (a file
-    that cannot be read needs no syntax fixed).
+    that cannot be read needs no syntax fixed). The message is rendered from
+    these parts here, once; the finding keeps the parts, so a rewrite (a framework
+    integration's relocation and advice) builds a new finding from them rather
+    than editing the text.
     """
     rule = RULES[code]
     head = detail.strip() or rule.summary
@@ -187,7 +218,23 @@ def make_finding(
         col=col,
         step=step,
         params=tuple(params) if params is not None else None,
+        detail=detail.strip() or None,
+        advice=advice,
     )
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to the current folder when it lies below it, else as it is: how gradguard shows a file.
+
+    >>> import os
+    >>> short_path(os.path.join(os.getcwd(), "train.py")), short_path("/elsewhere/x.py") in ("/elsewhere/x.py",)
+    ('train.py', True)
+    """
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel.startswith(os.pardir) else rel
 
 
 def to_json(findings: Iterable[Finding], indent: Optional[int] = 2) -> str:

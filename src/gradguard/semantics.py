@@ -55,5 +55,3 @@ def grads_per_step(x: torch.Tensor, steps: int, fn: Optional[Callable[[torch.Ten
         out.append(x.grad.tolist())
     return out
 
-
-from .equivalence import EquivalenceReport, check_equivalence  # noqa: E402,F401  (older import path)

@@ -1,55 +1,75 @@
 """The ``gradguard`` command line: ``main(argv) -> int`` (flake8's shape).
 
-One module per subcommand; each exposes ``register(subparsers)``, which adds
-its parser and sets ``handler`` to a function ``(args) -> int``. Subcommand
-modules import heavy things (torch, matplotlib) inside their handlers only, so
+One module per subcommand; each has ``register(subparsers)``, which adds its
+parser and returns it, and ``handle(args) -> int``, which runs it. Subcommand
+modules import heavy things (torch, matplotlib) inside ``handle`` only, so
 ``gradguard lint`` and ``gradguard rule`` start fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from typing import Optional, Sequence
 
 from .._errors import GradguardError
+from . import demo, lint, plan, rule, run
 
 #: exit code for bad usage (argparse's own, and ours).
 USAGE_ERROR = 2
 
-_SUBCOMMANDS = ("demo", "run", "lint", "rule", "plan")
+SUBCOMMANDS = {"demo": demo, "run": run, "lint": lint, "rule": rule, "plan": plan}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from importlib import import_module
+def build_parser() -> tuple:
+    """``(the top-level parser, {command: its parser})``."""
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="gradguard",
         description="Own PyTorch's .grad accumulator: exact accumulation, a run-time watch and a linter.",
     )
-    from .._version import __version__
-
-    parser.add_argument("--version", action="version", version=f"gradguard {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"gradguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _SUBCOMMANDS:
-        import_module(f".{name}", __name__).register(sub)
-    return parser
+    parsers = {name: module.register(sub) for name, module in SUBCOMMANDS.items()}
+    return parser, parsers
+
+
+def _unknown_flags(extra: list, command_parser: argparse.ArgumentParser) -> str:
+    """The usage error for arguments the subcommand does not know, with the closest flag it has."""
+    flags = [o for action in command_parser._actions for o in action.option_strings]
+    first = extra[0]
+    close = difflib.get_close_matches(first.split("=", 1)[0], flags, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close and first.startswith("-") else ""
+    return f"unrecognized argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}{hint}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (never calls sys.exit itself)."""
-    parser = build_parser()
+    parser, parsers = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    script_args = None
+    if argv[:1] == ["run"]:  # the script's arguments pass through untouched, as python passes them
+        from .run import split_script_args
+
+        own, script_args = split_script_args(argv[1:])
+        argv = ["run", *own]
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the subcommand, with its usage and the flag meant, not by the top-level parser
+            command_parser = parsers.get(getattr(args, "command", None), parser)
+            command_parser.error(_unknown_flags(extra, command_parser))
+        if script_args is not None:
+            args.args = script_args
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
-    if not getattr(args, "handler", None):
+    if args.command is None:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
     try:
-        code = int(args.handler(args) or 0)
+        code = int(SUBCOMMANDS[args.command].handle(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
     except GradguardError as exc:
@@ -58,42 +78,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # `gradguard lint src | head -1`: stop quietly, as other Unix tools do
         _silence_stdout()
         return 1
-
-
-def check_output_path(path: str, flag: str, *, folder: bool = False) -> None:
-    """Refuse an output path that cannot be written, before any work starts.
-
-    ``folder``: the path is a folder to create (``demo --out``), else a file
-    (its folder must exist). Raises :class:`GradguardError` (one line, exit 2).
-    """
-    import stat
-
-    shown = f"{flag} {path}"
-    if not path:
-        raise GradguardError(f"{flag} needs a path")
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise GradguardError(f"{shown}: cannot use it: {exc.strerror}") from None
-    if mode is not None:
-        if stat.S_ISDIR(mode) != folder:
-            kind = "a folder" if stat.S_ISDIR(mode) else "a file"
-            raise GradguardError(f"{shown}: is {kind}; give a {'folder' if folder else 'file'} path")
-        if not os.access(path, os.W_OK):
-            raise GradguardError(f"{shown}: not writable")
-        return
-    parent = os.path.dirname(os.path.abspath(path))
-    # the nearest existing folder above: demo --out creates the missing ones, a file needs its own folder
-    existing = parent
-    while folder and not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        what = "does not exist" if not os.path.exists(existing) else "is not a folder"
-        raise GradguardError(f"{shown}: the folder {existing} {what}; create it first or choose another path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise GradguardError(f"{shown}: cannot write in the folder {existing}")
 
 
 def _silence_stdout() -> None:

@@ -28,10 +28,10 @@ def register(sub) -> None:
     p.add_argument("--steps", default=None, metavar="N",
                    help="optimizer steps of each training run, a positive integer, run exactly (default: 30)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they appear only on a terminal anyway)")
-    p.set_defaults(handler=_handle)
+    return p
 
 
-def _handle(args) -> int:
+def handle(args) -> int:
     from ..demo import run_demo
 
     steps = None

@@ -2,10 +2,11 @@
 
 Output follows ruff: one short ``path:line:col: CODE what happened`` line per
 finding and a summary (``--output-format full``: the whole message with its
-consequence and fix), ``--statistics`` (counts per code), ``json`` or ``sarif``
-(SARIF 2.1.0 for code-scanning upload). Exit codes: 0 clean, 1 findings, 2
-usage error. Flags are added in :func:`register`, one ``add_argument`` each, in
-the group they belong to.
+consequence and fix), ``--statistics`` (counts per code), ``json``, ``sarif``
+(SARIF 2.1.0 for code-scanning upload) or ``github`` (workflow annotations).
+Paths are shown as ruff shows them: normalised (``train.py``, never
+``./train.py``). Exit codes: see ``EXAMPLES`` (the help) and :data:`FAILING`. Flags are added in
+:func:`register`, one ``add_argument`` each, in the group they belong to.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ examples:
   gradguard lint train.py --fix                repair what has a safe fix, report the rest
   gradguard lint src/ --diff                   show the fixes without writing
 
+exit codes:
+  0  no findings, or only info-severity ones (such as GG107: worth knowing, not always wrong)
+  1  an error- or warning-severity finding (with --fix: one left unfixed, or a file not fixed)
+  2  a usage error (an unknown flag, rule code or path), with one line on stderr
+  --exit-zero: 0 even with findings (2 still for usage errors)
+
 Silence one line with `# gradguard: ignore[GG101]` (or a bare `# gradguard: ignore`).
 Defaults come from [tool.gradguard] (select, ignore, exclude, extend-exclude) in the
 nearest pyproject.toml. Command-line flags win: --select replaces the configured
@@ -36,7 +43,19 @@ asked for with --select is reported even if the configuration ignores it (or a
 prefix of it).
 """
 
-FORMATS = ("concise", "full", "text", "json", "sarif")
+FORMATS = ("concise", "full", "text", "json", "sarif", "github")
+
+#: the severities that make ``gradguard lint`` exit 1 (an info finding is reported, and exits 0).
+FAILING = ("error", "warning")
+
+
+def _rule_list() -> str:
+    """The rules, one line each, for the help's epilog (the catalogue is the source, so none is missing)."""
+    from ..rules import RULES
+
+    rows = [f"  {r.code}  {r.name:<28} {r.severity}" for r in RULES.values() if r.static]
+    return "rules (`gradguard rule CODE` explains one):\n" + "\n".join(rows) + "\n"
+
 
 
 def _globs(text: str) -> list:
@@ -47,8 +66,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "lint",
         help="find gradient-buffer bugs in training code before it runs",
-        description="Check Python files and folders for gradient-buffer bugs (rules GG1xx, GG201, GG000).",
-        epilog=EXAMPLES,
+        description="Check Python files and folders for gradient-buffer bugs (the rules listed below).",
+        epilog=EXAMPLES + "\n" + _rule_list(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="*", metavar="PATH",
@@ -74,7 +93,8 @@ def register(sub) -> None:
     output = p.add_argument_group("output")
     output.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="concise",
                         help="concise (default, also 'text'): one short line per finding; full: with each "
-                             "finding's consequence and fix; json; sarif")
+                             "finding's consequence and fix; json; sarif; github: GitHub Actions annotations")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
     output.add_argument("--no-progress", action="store_true", help="no progress display on long runs")
     output.add_argument("--show-skipped", action="store_true",
@@ -88,10 +108,10 @@ def register(sub) -> None:
     fixes.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     fixes.add_argument("--fix-only", action="store_true",
                        help="apply the fixes and report only how many; exit 0 unless a file could not be fixed")
-    p.set_defaults(handler=handler)
+    return p
 
 
-def handler(args) -> int:
+def handle(args) -> int:
     from ..lint import iter_python_files, lint_files, lint_source
     from ..lint import find_config
     from ..lint import merge_config
@@ -101,8 +121,8 @@ def handler(args) -> int:
     def note(text: str) -> None:
         print(f"gradguard lint: warning: {text}", file=sys.stderr)
 
-    if args.statistics and args.format == "sarif":
-        raise GradguardError("--statistics cannot be written as SARIF: use --format text or json")
+    if args.statistics and args.format in ("sarif", "github"):
+        raise GradguardError(f"--statistics cannot be written as {args.format}: use --format text or json")
     paths = args.paths or ["."]
     stdin = "-" in paths
     if stdin and len(paths) > 1:
@@ -137,7 +157,7 @@ def handler(args) -> int:
                 key = os.path.realpath(file)
                 if key not in seen:
                     seen.add(key)
-                    files.append(file)
+                    files.append(os.path.normpath(file))  # `lint .` shows train.py, as `lint train.py` does
         if not files:
             return 0
         if fixing:
@@ -149,7 +169,14 @@ def handler(args) -> int:
         if args.show_skipped or "syntax of Python" in s.reason:
             note(s.format())
     _write_findings(findings, args)
-    return 1 if findings else 0
+    return _exit_code(findings, args)
+
+
+def _exit_code(findings, args, failed: int = 0) -> int:
+    """1 for an error or warning finding (or a file that could not be fixed), else 0; ``--exit-zero``: 0."""
+    if args.exit_zero:
+        return 0
+    return 1 if failed or any(f.severity in FAILING for f in findings) else 0
 
 
 def _fix_stdin(args, name, select, ignore) -> int:
@@ -185,7 +212,7 @@ def _fix_files(args, files, select, ignore) -> int:
         return 1 if failed else 0
     print(f"Fixed {fixed} {noun}.", file=sys.stderr if args.format in ("json", "sarif") else sys.stdout)
     _write_findings(remaining, args)
-    return 1 if remaining or failed else 0
+    return _exit_code(remaining, args, failed)
 
 
 def _exclusions(args, config):
@@ -231,6 +258,9 @@ def _write_findings(findings, args) -> None:
         findings = with_fixes(findings)  # each finding carries the repair --fix would make
     if args.format == "sarif":
         _write(json.dumps(to_sarif(findings), indent=2) + "\n")
+    elif args.format == "github":
+        for f in findings:
+            _write(github_annotation(f) + "\n")
     elif args.format == "json":
         if args.statistics:
             rows = [{"code": c, "name": n, "count": k} for c, n, k in statistics(findings)]
@@ -249,3 +279,30 @@ def _write_findings(findings, args) -> None:
         if findings and not full:
             code = findings[0].code
             _write(f"`gradguard rule {code}` explains a rule and its fix; --output-format full shows them here.\n")
+
+
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def github_annotation(f) -> str:
+    """One GitHub Actions workflow command, as ruff's ``--output-format github`` writes it.
+
+    >>> from gradguard.findings import Finding
+    >>> github_annotation(Finding("GG101", "stale-gradient", "error", "Step reused: 50% stale.", "t.py", 3, 5))
+    '::error title=gradguard (GG101),file=t.py,line=3,col=5::t.py:3:5: GG101 Step reused: 50%25 stale.'
+    """
+
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    props = [f"title={prop(f'gradguard ({f.code})')}"]
+    if f.path:
+        props.append(f"file={prop(f.path)}")
+    if f.line is not None:
+        props.append(f"line={f.line}")
+        if f.col is not None:
+            props.append(f"col={f.col}")
+    return f"::{_GITHUB_LEVEL.get(f.severity, 'warning')} {','.join(props)}::{data(f.format(full=True))}"

@@ -25,7 +25,7 @@ import sys
 from importlib import import_module
 
 from .._errors import GradguardError
-from . import check_output_path
+from ._paths import check_output_path
 
 EXAMPLE = "gradguard plan gradguard.demo.model:plan_factory --batch-size 32 --budget 64MiB --plot plan.png"
 
@@ -56,10 +56,10 @@ def register(sub) -> None:
     p.add_argument("--input-shape", default=None, help="per-item input shape when the factory returns a bare model, e.g. 3,32,32")
     p.add_argument("--plot", default="gradguard-plan.png", help="PNG to write (default: ./gradguard-plan.png); '' for none")
     p.add_argument("--no-progress", action="store_true", help="no progress display while measuring")
-    p.set_defaults(handler=_handle)
+    return p
 
 
-def _handle(args) -> int:
+def handle(args) -> int:
     from .. import memory
     from .._progress import progress
 

@@ -8,6 +8,7 @@ import sys
 EXAMPLES = """\
 examples:
   gradguard rule GG101      explain stale-gradient
+  gradguard rule stale-gradient   the same, by name
   gradguard rule            list every rule
 """
 
@@ -20,11 +21,11 @@ def register(sub) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("code", nargs="?", metavar="CODE", help="a rule code such as GG101 (omit to list all rules)")
-    p.set_defaults(handler=handler)
+    p.add_argument("code", nargs="?", metavar="CODE", help="a rule code such as GG101, or its name such as stale-gradient (omit to list all rules)")
+    return p
 
 
-def handler(args) -> int:
+def handle(args) -> int:
     from ..rules import RULES
 
     if args.code is None:
@@ -32,9 +33,16 @@ def handler(args) -> int:
             where = "/".join(k for k, on in (("watch", r.runtime), ("lint", r.static)) if on)
             print(f"{r.code}  {r.name:<26} {r.severity:<8} {where:<11} {r.summary}")
         return 0
-    rule = RULES.get(args.code.strip().upper())
+    asked = args.code.strip()
+    by_name = {r.name: r for r in RULES.values()}
+    rule = RULES.get(asked.upper()) or by_name.get(asked.lower())
     if rule is None:
-        print(f"gradguard rule: error: unknown rule code {args.code!r}; known codes: {', '.join(RULES)}", file=sys.stderr)
+        import difflib
+
+        close = difflib.get_close_matches(asked.lower(), list(by_name), n=1)
+        hint = f"; did you mean {close[0]} ({by_name[close[0]].code})?" if close else ""
+        print(f"gradguard rule: error: unknown rule {args.code!r}{hint}; known codes: {', '.join(RULES)}",
+              file=sys.stderr)
         return 2
     print(rule.explanation, end="")
     return 0

@@ -7,13 +7,19 @@ import os
 import sys
 
 from .._errors import GradguardError
-from . import check_output_path
+from ._paths import check_output_path
 
 DESCRIPTION = """\
 Runs SCRIPT as `python SCRIPT ARGS` would (or a module, as `python -m MODULE ARGS`, or a
 folder holding __main__.py): same sys.argv, __main__, sys.path[0] and exit code, while
 gradguard.watch looks at every optimizer, parameter and backward pass. Prints the findings
 to stderr at the end. Exit code: 1 if any error-severity finding, else the script's own.
+
+The whole program is watched: threads the script starts, and multiprocessing child
+processes (fork, spawn, forkserver; torch.multiprocessing.spawn). Each child with findings
+writes FILE with .pidN before its suffix (findings.pid4242.json) and gets its own summary;
+the exit code counts the children's errors too. Findings are written as they are made,
+so a run killed or ended by os._exit keeps what it found.
 
 Under torchrun every rank runs the watch: rank 0 writes --report FILE, rank N writes
 FILE with .rankN before its suffix (findings.rank1.json), and each summary names its rank.
@@ -50,7 +56,35 @@ def register(sub) -> None:
                    help="run a module as `python -m MODULE ARGS` does (everything after it goes to the module)")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the Python script (or folder with __main__.py) to run")
     p.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    p.set_defaults(handler=_handle)
+    return p
+
+
+_VALUE_OPTIONS = ("--mode", "--report", "--ignore")
+
+
+def split_script_args(argv: list) -> tuple:
+    """``(gradguard's own arguments, the script's)``: everything after SCRIPT (or ``-m MODULE``) is the script's, verbatim.
+
+    argparse would drop a ``--`` the script should see; ``python`` passes it on.
+
+    >>> split_script_args(["--report", "r.json", "train.py", "--", "--lr", "3"])
+    (['--report', 'r.json', 'train.py'], ['--', '--lr', '3'])
+    >>> split_script_args(["-m", "pkg.train", "--", "-x"])
+    (['-m', 'pkg.train'], ['--', '-x'])
+    """
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[: i + 2], argv[i + 2 :]
+        if arg == "-m":
+            return argv[: i + 2], argv[i + 2 :]
+        if arg.startswith("-"):
+            takes_value = "=" not in arg and any(o.startswith(arg) for o in _VALUE_OPTIONS) and len(arg) > 2
+            i += 2 if takes_value else 1
+            continue
+        return argv[: i + 1], argv[i + 1 :]
+    return argv, []
 
 
 def _exit_code(code) -> int:
@@ -88,7 +122,7 @@ def _target(args) -> tuple:
     if args.module is not None:
         if args.script is not None:  # `SCRIPT -m MODULE` cannot reach here: REMAINDER took it all
             raise GradguardError("give a script or -m MODULE, not both")
-        name, args.args = (args.module[0], args.module[1:]) if args.module else ("", [])
+        name = args.module[0] if args.module else ""
         if not name:
             raise GradguardError("-m needs a module name, e.g. -m mypackage.train")
         import importlib.util
@@ -114,24 +148,25 @@ def _target(args) -> tuple:
     return "path", os.path.abspath(script)  # python prints the script's frames with absolute paths
 
 
-def _handle(args) -> int:
+def handle(args) -> int:
     import runpy
+    import tempfile
+    import threading
 
     from .._errors import GradientBugError
-    from ..findings import summary_line
     from ..rules import parse_codes
+    from . import _whole_program
 
     ignore = parse_codes(args.ignore)  # GradguardError -> one line and exit 2 in main()
     kind, target = _target(args)
     rank, world_size = _rank()
-    report = report_path(args.report, rank, world_size) if args.report else None
+    # Absolute now: the script may change the current folder before the report is written.
+    report = os.path.abspath(report_path(args.report, rank, world_size)) if args.report else None
     if report:
         check_output_path(report, "--report")  # before the run, not after hours of training
     who = f"gradguard run [rank {rank}/{world_size}]" if world_size > 1 else "gradguard run"
 
-    from ..watcher import watch
-
-    saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_argv, saved_path, saved_main = sys.argv, list(sys.path), sys.modules["__main__"]
     saved_tqdm = os.environ.get("TQDM_DISABLE")
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
@@ -142,61 +177,72 @@ def _handle(args) -> int:
     else:
         sys.path.insert(0, first)
     sys.argv = [args.script if kind == "path" else target, *args.args]
-    w = watch(mode=args.mode, ignore=ignore)
+    config = _whole_program.Config(args.mode, tuple(sorted(ignore)), report,
+                                   tempfile.mkdtemp(prefix="gradguard-run-"), who)
+    threads_before = set(threading.enumerate())
+    run = _whole_program.install(config, parent=True)
     code = 0
     try:
-        with w:
-            if kind == "module":
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target, run_name="__main__")
-    except SystemExit as exc:
-        code = _exit_code(exc.code)
-    except GradientBugError as exc:
-        print(f"{who}: stopped at {exc.finding.location()}: {exc.finding.code} {exc.finding.name}", file=sys.stderr)
-        code = 1
-    except KeyboardInterrupt as exc:
-        print_user_traceback(exc)
-        code = 130
-    except BaseException as exc:  # the script crashed: show its traceback as python would
-        print_user_traceback(exc)
-        code = 1
+        w = run.new_watch()
+        run.watches[threading.get_ident()] = w
+        try:
+            with w:
+                if kind == "module":
+                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+                else:
+                    _run_script(target, args.script)
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except GradientBugError as exc:
+            print(f"{who}: stopped at {exc.finding.location()}: {exc.finding.code} {exc.finding.name}",
+                  file=sys.stderr)
+            code = 1
+        except KeyboardInterrupt as exc:
+            print_user_traceback(exc)
+            code = 130
+        except BaseException as exc:  # the script crashed: show its traceback as python would
+            print_user_traceback(exc)
+            code = 1
+        finally:
+            sys.argv = saved_argv
+            sys.path[:] = saved_path
+            sys.modules["__main__"] = saved_main
+            if args.no_progress:
+                if saved_tqdm is None:
+                    os.environ.pop("TQDM_DISABLE", None)
+                else:
+                    os.environ["TQDM_DISABLE"] = saved_tqdm
+        _whole_program.wait_for_the_program(threads_before)
+        return _whole_program.finish_parent(code)
     finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
-        if args.no_progress:
-            if saved_tqdm is None:
-                os.environ.pop("TQDM_DISABLE", None)
-            else:
-                os.environ["TQDM_DISABLE"] = saved_tqdm
-
-    findings = w.findings
-    if report:
-        _write_report(findings, report, who)
-    if findings:
-        print(f"\n{who}: findings", file=sys.stderr)
-        for f in findings:
-            print(f.format(), file=sys.stderr)
-        print(f"`gradguard rule {findings[0].code}` explains a rule and its fix"
-              + (f"; {report} has the full messages" if report else ""), file=sys.stderr)
-    print(f"{who}: {summary_line(findings)}", file=sys.stderr)
-    if any(f.severity == "error" for f in findings):
-        return 1
-    return code
+        _whole_program.uninstall()
 
 
-def _write_report(findings, path: str, who: str) -> None:
-    """Write the JSON report; if that fails now (a full disk), the findings still reach stderr."""
-    from ..findings import to_json
+def _run_script(path: str, typed: str) -> None:
+    """Run the script at absolute ``path`` as ``python typed`` does: ``sys.argv[0]`` as typed, ``__file__`` absolute.
 
-    text = to_json(findings) + "\n"
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        print(f"{who}: error: could not write the report to {path}: {exc.strerror or exc}; "
-              "the findings as JSON follow", file=sys.stderr)
-        sys.stderr.write(text)
+    ``runpy.run_path`` would set ``sys.argv[0]`` to the path it was given; a
+    zip file or a folder with ``__main__.py`` still goes through it.
+    """
+    import builtins
+    import io
+    import runpy
+    import types
+    import zipfile
+    from importlib.machinery import SourceFileLoader
+
+    if os.path.isdir(path) or zipfile.is_zipfile(path):
+        sys.argv[0] = path
+        runpy.run_path(path, run_name="__main__")
+        return
+    with io.open_code(path) as fh:
+        source = fh.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __loader__=SourceFileLoader("__main__", path), __builtins__=builtins,
+                           __cached__=None, __package__=None, __spec__=None)
+    sys.modules["__main__"] = module  # multiprocessing's spawn finds the script through it
+    exec(code, module.__dict__)
 
 
 def _is_ours(filename: str) -> bool:

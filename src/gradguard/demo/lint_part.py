@@ -28,16 +28,11 @@ def run_lint_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> d
     """
     import gradguard as gg
 
-    from ..findings import summary_line
+    from ..findings import short_path, summary_line
     from . import buggy_loop
 
     path = Path(buggy_loop.__file__).resolve()
-    try:  # a short path when the package sits below the current folder
-        shown = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        shown = str(path)
-    if shown.startswith(".."):
-        shown = str(path)
+    shown = short_path(str(path))  # a short path when the package sits below the current folder
     findings = gg.lint_source(path.read_text(encoding="utf-8"), filename=shown)
     print_fn("== The linter: gradguard lint on the bundled buggy loop (before it runs) ==")
     for f in findings:

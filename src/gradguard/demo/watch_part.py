@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ..findings import short_path
+
 
 def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> dict:
     """Run each loop of ``gradguard/demo/buggy_loop.py`` under ``watch(mode="record")`` and print the findings.
@@ -43,7 +45,7 @@ def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> 
             loop(model, data)
         print_fn(f"-- {loop.__name__}: {summary_line(w.findings)}")
         for f in w.findings:
-            where = f"{_short(f.path)}:{f.line}" if f.path else "<unknown>"
+            where = f"{short_path(f.path)}:{f.line}" if f.path else "<unknown>"
             step = f"step {f.step}" if f.step is not None else "end of run"
             params = ", ".join(f.params) if f.params else "-"
             print_fn(f"   {f.code} {f.name} at {where} ({step}; params: {params})")
@@ -53,14 +55,6 @@ def run_watch_part(out_dir: Optional[os.PathLike] = None, *, print_fn=print) -> 
         everything.extend(w.findings)
     print_fn(summary_line(everything))
     return {"findings": len(everything), "codes": sorted({f.code for f in everything}), "by_loop": by_loop}
-
-
-def _short(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _source_line(path: Optional[str], line: Optional[int]) -> str:

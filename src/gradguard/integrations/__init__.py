@@ -1,6 +1,7 @@
 """gradguard inside the frameworks people train with.
 
-Each submodule imports its framework at the top and is itself imported only
+Each submodule imports its framework at the top (through :func:`require`, which
+names the extra to install when it is missing) and is itself imported only
 when the user asks for it, so ``import gradguard`` never pulls in Lightning,
 Accelerate or Transformers:
 
@@ -11,7 +12,30 @@ Accelerate or Transformers:
   ``Trainer``'s accumulated gradient the full-batch token mean, for any
   model), ``check_trainer`` (is it the full-batch one?) and ``Watch`` (a
   ``TrainerCallback``).
+* :mod:`gradguard.integrations.pytest_plugin`: ``pytest --gradguard``, the
+  watch around every test (pytest finds it through its ``pytest11`` entry point).
 
 The drivers behind ``gradguard.Accumulator(..., accelerator=acc)`` sit below
 the Accumulator, beside the process-group drivers: :mod:`gradguard.accelerators`.
 """
+
+
+def require(module: str, extra: str) -> None:
+    """Import ``module``, or raise an ImportError that says which extra of gradguard installs it.
+
+    >>> require("no_such_framework_here", "lightning")
+    Traceback (most recent call last):
+    ...
+    ModuleNotFoundError: this gradguard integration needs no_such_framework_here, which is not installed: pip install "gradguard[lightning]"
+    """
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
+            raise  # something inside the framework is missing: its own message says what
+        raise ModuleNotFoundError(
+            f"this gradguard integration needs {module}, which is not installed: pip install \"gradguard[{extra}]\"",
+            name=exc.name,
+        ) from None

@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from ..rules import RULES
+from ..findings import make_finding
 from ..watcher import describe_site as _at
 from ..watcher import user_site, watch
 
@@ -80,16 +80,12 @@ class FrameworkWatch:
             self._watch.__exit__(type(exc), exc, exc.__traceback__)
 
     def _rewrite(self, f):
-        message = f.message
-        path, line = f.path, f.line
+        path, line, detail = f.path, f.line, f.detail or ""
         if self._to != self._from and self._from[0] is not None and (path, line) in (self._from, (None, None)):
             path, line = self._to
-            message = message.replace(_at(self._from, self._from), _at(self._to, self._to))
-        advice = self.advice.get(f.code)
-        rule = RULES[f.code]
-        if advice and rule.fix and message.endswith(rule.fix):
-            message = message[: -len(rule.fix)] + advice
-        return f._replace(path=path, line=line, message=message)
+            detail = detail.replace(_at(self._from, self._from), _at(self._to, self._to))
+        return make_finding(f.code, detail, path=path, line=line, step=f.step, params=f.params,
+                            advice=self.advice.get(f.code) or f.advice)
 
 
 def loss_line(fn) -> Site:

@@ -26,9 +26,13 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any, Callable, Optional
 
-import lightning.pytorch as pl
-import torch
-from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
+from . import require
+
+require("lightning", "lightning")
+
+import lightning.pytorch as pl  # noqa: E402
+import torch  # noqa: E402
+from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler  # noqa: E402
 
 from .._errors import GradguardError
 from .._channel import accumulator_backward

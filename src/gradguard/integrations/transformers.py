@@ -23,10 +23,14 @@ import random
 import sys
 from typing import List, Optional
 
-import torch
-import torch.nn.functional as F
-from transformers import Trainer, TrainerCallback
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+from . import require
+
+require("transformers", "transformers")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from transformers import Trainer, TrainerCallback  # noqa: E402
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
 
 from .._errors import GradguardError
 from ._watch import FrameworkWatch, loss_line

@@ -60,7 +60,7 @@ class Reporter:
         self.findings.extend(queue)
         if self.mode == "warn":
             for f in queue:
-                warnings.warn_explicit(f"{f.code} {f.message}", GradientBugWarning, f.path or "<unknown>", f.line or 0)
+                warnings.warn_explicit(f.warning_text(), GradientBugWarning, f.path or "<unknown>", f.line or 0)
         elif self.mode == "raise":
             raise GradientBugError(queue[0])
 

@@ -7,11 +7,11 @@ nothing of how the buffers are tracked.
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..findings import short_path
 from ._source import Site
 from ._tracker import OptState, ParamState, Pass
 
@@ -24,14 +24,7 @@ def at(site: Site, here: Optional[Site] = None) -> str:
         return "an unknown location"
     if here is not None and here[0] == site[0]:
         return f"line {site[1]}"
-    path = site[0]
-    try:
-        rel = os.path.relpath(path)
-        if not rel.startswith(".."):
-            path = rel
-    except ValueError:  # another drive on Windows
-        pass
-    return f"{path}:{site[1]}"
+    return f"{short_path(site[0])}:{site[1]}"
 
 
 def plural(n: int, word: str, many: str = "") -> str:

@@ -1,13 +1,18 @@
-"""The import graph of ``src/gradguard``: no circle, and the core never reaches up.
+"""The project's structure, in one place: the import graph, what loads what, and the rule registry.
 
-Read with ``ast`` (nothing is imported), so the test also covers imports inside
-functions: a lazy import hides a cycle from Python, not from a reader. Imports
-under ``if TYPE_CHECKING:`` are ignored (they never run).
+The import graph of ``src/gradguard`` (no circle, the core never reaches up,
+no part imports another part's private names) is read with one ``ast`` parser,
+``_graph`` (nothing is imported), so it also covers imports inside functions: a
+lazy import hides a cycle from Python, not from a reader. Imports under
+``if TYPE_CHECKING:`` are ignored (they never run). What a fresh interpreter
+loads (``import gradguard``, the linter) is checked in a subprocess.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +25,9 @@ PACKAGE = "gradguard"
 # frameworks they run inside (accelerators), but never the diagnostics
 # built on top of them: the watch, the linter, the command line, the demo, and the
 # framework callbacks that run the watch.
-CORE = ("accumulate", "distributed", "accelerators", "deepspeed", "memory", "semantics", "equivalence", "auto_microbatch", "_batch")
+CORE = ("accumulate", "distributed", "accelerators", "deepspeed", "memory", "semantics", "equivalence", "microbatches", "_batch")
 ABOVE_CORE = (
-    "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.pytest_plugin",
+    "gradguard.watcher", "gradguard.lint", "gradguard.cli", "gradguard.demo", "gradguard.integrations.pytest_plugin",
     "gradguard.integrations.lightning", "gradguard.integrations.transformers", "gradguard.integrations._watch",
 )
 
@@ -177,3 +182,55 @@ def _private_imports() -> list:
 def test_no_part_imports_another_parts_private_names():
     found = _private_imports()
     assert not found, "private names imported across parts: " + "; ".join(sorted(found))
+
+
+def test_rule_table_and_findings_do_not_import_each_other():
+    """rules.py is the ground floor (data); findings.py builds on it, never the reverse."""
+    graph = _graph()
+    assert "gradguard.findings" not in graph["gradguard.rules"]
+    assert "gradguard.rules" in graph["gradguard.findings"]
+
+
+def test_the_watch_is_reached_by_no_core_module_nor_the_channel():
+    """The Accumulator tells the watch about its own passes through the channel, never by importing it."""
+    graph = _graph()
+    for module in [f"gradguard.{c}" for c in CORE] + ["gradguard._channel"]:
+        assert not any(t.startswith("gradguard.watcher") for t in graph[module]), module
+
+
+def test_every_runtime_rule_has_a_module_and_a_script_pair():
+    from gradguard.rules import RULES
+    from gradguard.watcher.rules import MODULES
+
+    scripts = Path(__file__).parent / "watch_scripts"
+    runtime = [code for code, rule in RULES.items() if rule.runtime]
+    assert sorted(MODULES) == sorted(runtime)
+    for code in runtime:
+        assert MODULES[code].CODE == code
+        assert any(hasattr(MODULES[code], f) for f in ("at_step", "at_window", "at_pass", "at_end", "Lines"))
+        assert (scripts / f"{code.lower()}_bad.py").is_file() and (scripts / f"{code.lower()}_good.py").is_file()
+
+
+def test_import_gradguard_does_not_import_torch():
+    """The linter's command line must start fast: the package loads torch only when asked."""
+    code = "import sys, gradguard; assert 'torch' not in sys.modules; gradguard.RULES['GG101']; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_lint_does_not_import_torch():
+    code = (
+        "import sys, gradguard as gg\n"
+        "gg.lint_source(open(gg.__file__.replace('__init__.py', 'demo/buggy_loop.py')).read())\n"
+        "from gradguard.cli import main\n"
+        "main(['rule', 'GG101'])\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_an_integration_whose_framework_is_missing_names_the_extra():
+    code = ("import sys\nsys.modules['lightning'] = None\n"
+            "try:\n    import gradguard.integrations.lightning\nexcept ImportError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert 'pip install "gradguard[lightning]"' in done.stdout, done.stdout + done.stderr

@@ -46,7 +46,7 @@ def pytest_configure(config) -> None:
         "or enabled=False to run it unwatched",
     )
     if config.getoption("gradguard"):
-        from .rules import parse_codes
+        from ..rules import parse_codes
 
         try:
             ignore = parse_codes(config.getoption("gradguard_ignore"))
@@ -63,15 +63,15 @@ class _WatchEachTest:
     def pytest_runtest_call(self, item):
         import warnings
 
-        from ._errors import GradientBugWarning
-        from .watcher import watch
+        from .._errors import GradientBugWarning
+        from ..watcher import watch
 
         ignore = self.ignore
         marker = item.get_closest_marker("gradguard")
         if marker is not None:
             if not marker.kwargs.get("enabled", True):
                 return (yield)
-            from .rules import parse_codes
+            from ..rules import parse_codes
 
             ignore = ignore | parse_codes(marker.kwargs.get("ignore", ()))
         w = watch(mode="record", ignore=ignore)
@@ -80,7 +80,7 @@ class _WatchEachTest:
         errors = [f for f in w.findings if f.severity == "error"]
         for f in w.findings:
             if f.severity != "error":
-                warnings.warn_explicit(f"{f.code} {f.message}", GradientBugWarning, f.path or "<unknown>", f.line or 0)
+                warnings.warn_explicit(f.warning_text(), GradientBugWarning, f.path or "<unknown>", f.line or 0)
         if errors:
             lines = "\n".join(f"  {f.format(full=True)}" for f in errors)
             pytest.fail(f"gradguard found {len(errors)} gradient bug(s) in {item.nodeid}:\n{lines}", pytrace=False)

@@ -97,7 +97,7 @@ def accumulate_batch(
         GradguardError: bad sizes, or a distributed ``acc``.
 
     >>> import torch, gradguard as gg
-    >>> from gradguard.auto_microbatch import accumulate_batch
+    >>> from gradguard.microbatches import accumulate_batch
     >>> model = torch.nn.Linear(3, 1)
     >>> x, y = torch.randn(10, 3), torch.randn(10, 1)
     >>> mse = lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1])
