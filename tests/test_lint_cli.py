@@ -84,11 +84,12 @@ INFO_ONLY = (
 
 
 def test_exit_code_by_severity_and_exit_zero(project, capsys):
-    """Error and warning findings exit 1; an info-only run (GG107) is reported and exits 0; --exit-zero: always 0."""
+    """Any finding exits 1 (an info-only run too, as in ruff); ignoring the code exits 0; --exit-zero: always 0."""
     Path("info.py").write_text(INFO_ONLY)
-    assert main(["lint", "info.py"]) == 0
+    assert main(["lint", "info.py"]) == 1
     out = capsys.readouterr().out
     assert "info.py:5:9: GG107" in out and "Found 1 finding (1 info)." in out
+    assert main(["lint", "--ignore", "GG107", "info.py"]) == 0
     assert main(["lint", "info.py", "train.py"]) == 1
     assert main(["lint", "--exit-zero", "train.py"]) == 0
     assert "GG101" in capsys.readouterr().out

@@ -5,7 +5,7 @@ finding and a summary (``--output-format full``: the whole message with its
 consequence and fix), ``--statistics`` (counts per code), ``json``, ``sarif``
 (SARIF 2.1.0 for code-scanning upload) or ``github`` (workflow annotations).
 Paths are shown as ruff shows them: normalised (``train.py``, never
-``./train.py``). Exit codes: see ``EXAMPLES`` (the help) and :data:`FAILING`. Flags are added in
+``./train.py``). Exit codes: see ``EXAMPLES`` (the help) and :func:`_exit_code`. Flags are added in
 :func:`register`, one ``add_argument`` each, in the group they belong to.
 """
 
@@ -30,8 +30,10 @@ examples:
   gradguard lint src/ --diff                   show the fixes without writing
 
 exit codes:
-  0  no findings, or only info-severity ones (such as GG107: worth knowing, not always wrong)
-  1  an error- or warning-severity finding (with --fix: one left unfixed, or a file not fixed)
+  0  no findings
+  1  findings, whatever their severity, as ruff and flake8 do (with --fix: one left unfixed,
+     or a file not fixed); an info rule such as GG107 that should not fail a build: --ignore it
+     (or ignore = ["GG107"] in [tool.gradguard]), or --exit-zero
   2  a usage error (an unknown flag, rule code or path), with one line on stderr
   --exit-zero: 0 even with findings (2 still for usage errors)
 
@@ -45,8 +47,6 @@ prefix of it).
 
 FORMATS = ("concise", "full", "text", "json", "sarif", "github")
 
-#: the severities that make ``gradguard lint`` exit 1 (an info finding is reported, and exits 0).
-FAILING = ("error", "warning")
 
 
 def _rule_list() -> str:
@@ -173,10 +173,14 @@ def handle(args) -> int:
 
 
 def _exit_code(findings, args, failed: int = 0) -> int:
-    """1 for an error or warning finding (or a file that could not be fixed), else 0; ``--exit-zero``: 0."""
+    """1 for any finding (or a file that could not be fixed), else 0; ``--exit-zero``: 0.
+
+    Every severity counts, as in ruff and flake8: a reported finding that should not fail a
+    build is one to ignore (``--ignore``, ``[tool.gradguard]``), not one to print and pass.
+    """
     if args.exit_zero:
         return 0
-    return 1 if failed or any(f.severity in FAILING for f in findings) else 0
+    return 1 if failed or findings else 0
 
 
 def _fix_stdin(args, name, select, ignore) -> int:
