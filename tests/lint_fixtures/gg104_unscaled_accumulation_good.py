@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 
 def divided(model, loader, accum, optimizer):
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
     for i, (x, y) in enumerate(loader):
         loss = F.cross_entropy(model(x), y)
         loss = loss / accum
@@ -14,6 +15,7 @@ def divided(model, loader, accum, optimizer):
 
 
 def divided_inline(model, loader, accum, optimizer):
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
     for i, (x, y) in enumerate(loader):
         raw_loss = F.cross_entropy(model(x), y)
         (raw_loss / accum).backward()

@@ -46,4 +46,4 @@ def scaled_loss_logged_raw(model, loader, loss_fn, optimizer, accum):
             optimizer.zero_grad()
         shown = raw.float()
         logged += shown  # expect: GG201
-    optimizer.step()
+    optimizer.step()  # expect: GG111

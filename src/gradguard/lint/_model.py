@@ -162,6 +162,21 @@ def steps_after(loop: "Loop") -> bool:
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
+def says_divides(test: ast.expr, k: ast.expr, negated: bool) -> bool:
+    """``X % K == 0`` (or, ``negated``, ``X % K != 0`` / ``X % K``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return says_divides(test.operand, k, not negated)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not negated:
+        return any(says_divides(v, k, negated) for v in test.values)
+    mod = test.left if isinstance(test, ast.Compare) else test
+    if not (isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.dump(mod.right) == ast.dump(k)):
+        return False
+    if not isinstance(test, ast.Compare):
+        return negated  # `if n % K: raise`
+    zero = len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+    return zero and isinstance(test.ops[0], ast.NotEq if negated else ast.Eq)
+
+
 class Loop:
     """One training loop: its iteration paths and the module around it.
 
@@ -362,6 +377,22 @@ class Loop:
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
                 return True
             if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()):
+                return True
+        return False
+
+    def proves_whole_windows(self, k: ast.expr) -> bool:
+        """The function (or a helper holding the step) checks that the number of micro-batches
+        divides by ``k``: ``assert len(loader) % K == 0`` or ``if len(loader) % K: raise ...``."""
+        scopes = [self.scope if self.scope is not None else self.module.tree]
+        scopes += [fn for e in self.steps for fn, _ in e.frame]  # a helper the loop calls holds the window loop
+        for n in (n for scope in scopes for n in ast.walk(scope)):
+            if isinstance(n, ast.Assert):
+                test, negated = n.test, False
+            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
+                test, negated = n.test, True
+            else:
+                continue
+            if says_divides(test, k, negated):
                 return True
         return False
 
