@@ -67,12 +67,7 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
 
 def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
     """The value of the one assignment to ``name`` in the loop's scope (None if not exactly one)."""
-    scope = loop.scope if loop.scope is not None else loop.module.tree
-    values = [
-        n.value
-        for n in ast.walk(scope)
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
-    ]
+    values = loop.module.scope_facts(loop.scope).bound.get(name, [])
     return values[0] if len(values) == 1 else None
 
 
@@ -156,11 +151,10 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
         return None
     opt = _stepped_optimizer(step.node)
-    scope = t.function_of(node) or t.tree
     block = t.block.get(node, [])
     before = block[block.index(node) - 1] if block and block.index(node) > 0 else None
     initialised = _sets_constant(before, counter)  # `i = -1` already there (a previous fix, or the user's)
-    if opt is None or _used_outside(scope, [node] + ([before] if initialised else []), counter):
+    if opt is None or _used_outside(loop, [node] + ([before] if initialised else []), counter):
         return None
     k, o = t.segment(count), t.segment(opt)
     k_par = k if isinstance(count, (ast.Name, ast.Attribute, ast.Constant)) else f"({k})"
@@ -281,10 +275,11 @@ def _stepped_optimizer(call: ast.AST) -> Optional[ast.expr]:
     return None if call.args else recv
 
 
-def _used_outside(scope: ast.AST, stmts: list, name: str) -> bool:
-    """``name`` appears in ``scope`` outside ``stmts`` (then ``name = -1`` before the loop could change something)."""
-    inside = {id(n) for stmt in stmts for n in ast.walk(stmt)}
-    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside for n in ast.walk(scope))
+def _used_outside(loop: Loop, stmts: list, name: str) -> bool:
+    """``name`` appears in the loop's function outside ``stmts`` (then ``name = -1`` before the
+    loop could change something)."""
+    inside = sum(1 for stmt in stmts for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name)
+    return loop.module.scope_facts(loop.scope).names.get(name, 0) > inside
 
 
 def _sets_constant(stmt: Optional[ast.stmt], name: str) -> bool:

@@ -144,6 +144,8 @@ def _remainder_steps(loop: Loop) -> Iterator[ast.Call]:
     targets = {s.target for s in loop.steps}
     for stmts in loop.after[1:]:
         for stmt in stmts:
+            if isinstance(stmt, _NOT_A_REMAINDER):
+                return  # another loop (its steps are its own windows'), a definition
             calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and terminal(n.func) == "step"]
             stepped = [c for c in calls if _steps_one_of(c, targets)]
             if not stepped:
@@ -153,6 +155,9 @@ def _remainder_steps(loop: Loop) -> Iterator[ast.Call]:
             if not _rescales_grad(stmt):
                 yield stepped[0]
             return
+
+
+_NOT_A_REMAINDER = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _steps_one_of(call: ast.Call, targets: set) -> bool:

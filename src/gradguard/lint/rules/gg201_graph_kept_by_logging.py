@@ -323,7 +323,7 @@ def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 def backwarded_later(module, scope, name: str) -> bool:
     """The running total is itself back-propagated somewhere in the scope (a summed loss, not a log)."""
     pattern = r"\b%s\b[^\n]*\.backward\s*\(|backward\([^\n]*\b%s\b" % (re.escape(name), re.escape(name))
-    return re.search(pattern, module.scope_text(scope)) is not None
+    return re.search(pattern, module.lines_with(scope, "backward")) is not None
 
 
 def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
