@@ -76,9 +76,35 @@ def _decode(source: Union[str, bytes]) -> str:
         return source.decode("utf-8", errors="replace")
 
 
+#: Files larger than this are skipped with a notice, not parsed: Python's parser holds about
+#: 4 KB per line, so a generated file of a million lines would need gigabytes. Hand-written
+#: training code stays far below (the largest file of torch itself has about 20,000 lines).
+MAX_FILE_LINES = 100_000
+#: The same bound in bytes (a file of a few very long lines, such as minified code).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _too_large(size: int, lines: int) -> Optional[str]:
+    if size > MAX_FILE_BYTES:
+        return f"{size:,} bytes, more than the {MAX_FILE_BYTES:,} a file may have to be checked (generated code?)"
+    if lines > MAX_FILE_LINES:
+        return f"{lines:,} lines, more than the {MAX_FILE_LINES:,} a file may have to be checked (generated code?)"
+    return None
+
+
+def _skip_large(filename: str, why: str, notify: Notify, skipped: Optional[list]) -> List[Finding]:
+    (notify or _warn)(f"skipped {filename}: {why}; exclude it, or split it to have it checked")
+    if skipped is not None:
+        skipped.append(Skipped(filename, 1, why))
+    return []
+
+
 def _lint(
     source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None
 ) -> List[Finding]:
+    too_large = _too_large(len(source), source.count(b"\n" if isinstance(source, bytes) else "\n"))
+    if too_large:
+        return _skip_large(filename, too_large, notify, skipped)
     # the parser counts "\r\n", "\r" and "\n" as line ends: so must the checker's text
     text = _decode(source).replace("\r\n", "\n").replace("\r", "\n")
     parsed = check_parse(source, filename, text)
@@ -364,6 +390,10 @@ def lint_files(
     findings: List[Finding] = []
     for file in files:
         try:
+            size = os.stat(file).st_size
+            if size > MAX_FILE_BYTES:  # not even read into memory
+                _skip_large(file, _too_large(size, 0), notify, skipped)
+                continue
             with open(file, "rb") as fh:
                 data = fh.read()
         except OSError as exc:
