@@ -1,4 +1,5 @@
 """Flat accumulation loop: step every `accum_steps` batches (the common tutorial form)."""
+# mutation: skip drop-last-window (12 batches in windows of 3: the remainder block never runs, the mutant trains the same)
 import torch
 from torch import nn
 
@@ -16,7 +17,10 @@ def train_epoch(model, loader, optimizer, loss_fn, accum_steps):
         if (i + 1) % accum_steps == 0:
             optimizer.step()
             optimizer.zero_grad()
-    if (i + 1) % accum_steps != 0:  # the last, partial window
+    if (i + 1) % accum_steps != 0:  # the last, partial window: its losses were divided by accum_steps
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(accum_steps / ((i + 1) % accum_steps))
         optimizer.step()
         optimizer.zero_grad()
     return total_loss

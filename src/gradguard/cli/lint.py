@@ -80,8 +80,8 @@ def register(sub) -> None:
     files = p.add_argument_group("files")
     files.add_argument("--exclude", metavar="GLOBS", action="append", type=_globs,
                        help="comma-separated glob patterns of files and folders not to check, replacing the "
-                            "defaults (hidden folders such as .git and .venv, __pycache__, build, dist, venv, "
-                            "node_modules, site-packages)")
+                            "defaults (hidden folders such as .git and .venv, __pycache__, venv, node_modules, "
+                            "site-packages, and build and dist at a project root)")
     files.add_argument("--extend-exclude", metavar="GLOBS", action="append", type=_globs,
                        help="patterns to exclude in addition to the defaults and the configured ones")
     files.add_argument("--force-exclude", action="store_true",
@@ -185,7 +185,7 @@ def _exit_code(findings, args, failed: int = 0) -> int:
 
 def _fix_stdin(args, name, select, ignore) -> int:
     """Standard input in, the fixed source (or its diff) out."""
-    from ..lint.fix import fix_source, unified_diff
+    from ..lint.autofix import fix_source, unified_diff
 
     text = sys.stdin.read()
     result = fix_source(text, name, select=select, ignore=ignore, unsafe=args.unsafe_fixes)
@@ -195,7 +195,7 @@ def _fix_stdin(args, name, select, ignore) -> int:
 
 def _fix_files(args, files, select, ignore) -> int:
     """``--fix``, ``--diff``, ``--fix-only``: repair files (or show how), then report what remains."""
-    from ..lint.fix import fix_file, unified_diff
+    from ..lint.autofix import fix_file, unified_diff
 
     fixed, remaining, failed = 0, [], 0
     for path in files:
@@ -257,7 +257,7 @@ def _write_findings(findings, args) -> None:
     from ..findings import format_statistics, statistics, summary_line, to_json, to_sarif
 
     if args.format in ("json", "sarif"):
-        from ..lint.fix import with_fixes
+        from ..lint.autofix import with_fixes
 
         findings = with_fixes(findings)  # each finding carries the repair --fix would make
     if args.format == "sarif":

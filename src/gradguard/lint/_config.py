@@ -18,6 +18,12 @@ from .._errors import GradguardError
 #: ``.venv``, ``.tox``, ``.eggs``, ...), caches, build output, virtual environments.
 DEFAULT_EXCLUDE = (".*", "__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist",
                    "node_modules", "site-packages", "venv")
+#: Default patterns excluded only at a project root (a folder named on the command line, or one
+#: holding ``pyproject.toml``, ``setup.py`` or ``setup.cfg``), where they are build output: a source
+#: package named ``build`` or ``dist`` inside a package is checked.
+ROOT_ONLY_EXCLUDE = ("build", "dist")
+#: The files that make a folder a project root.
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 
 KEYS = ("select", "ignore", "exclude", "extend-exclude")
 
@@ -175,8 +181,9 @@ def merge(
 
     >>> merge(Config(ignore=["GG101"]), "GG101", None)
     (['GG101'], [])
-    >>> merge(Config(ignore=["GG1"]), "GG101,GG2", None)
-    (['GG101', 'GG2'], ['GG102', 'GG103', 'GG104', 'GG105', 'GG106', 'GG107', 'GG108', 'GG109', 'GG110'])
+    >>> select, ignore = merge(Config(ignore=["GG1"]), "GG101,GG2", None)
+    >>> select, "GG101" in ignore, "GG102" in ignore
+    (['GG101', 'GG2'], False, True)
     >>> merge(Config(select=["GG2"]), None, "GG201")
     (['GG2'], ['GG201'])
     >>> merge(Config(select=["GG1"], ignore=["GG107"]), "GG1", None)
