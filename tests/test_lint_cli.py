@@ -324,7 +324,7 @@ def test_build_and_dist_are_skipped_only_at_a_project_root(project, capsys):
         (project / package / "__init__.py").write_text("")
     assert main(["lint", "--select", "GG101", "."]) == 1
     paths = {line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": GG101 " in line}
-    assert paths == {"./train.py", "./pkg/build/bad.py", "./src/pkg/dist/bad.py"}
+    assert paths == {"train.py", "pkg/build/bad.py", "src/pkg/dist/bad.py"}
     # naming the package (no project marker there) checks its build/ subpackage too
     assert main(["lint", "--select", "GG101", "pkg"]) == 1
     assert "pkg/build/bad.py:6:5" in capsys.readouterr().out
