@@ -380,6 +380,53 @@ optimizer.zero_grad()
         static=False,
     ),
     Rule(
+        code="GG111",
+        name="underscaled-window",
+        severity="warning",
+        summary="A step used K' < K backward passes whose losses were each scaled for the full window of K (the final partial window divided by the full window size).",
+        consequence="The step's gradient is K'/K of the mean over its items: the last update of every epoch is too small (a remainder of 1 micro-batch with accum 8 gets an eighth of its intended step), and with Adam-type optimizers the moments and weight decay see a different gradient than the one you configured.",
+        fix="Divide each micro-batch loss by the number of micro-batches its window really has (min(accum, n_batches - window_start)), or weight it by its share of the window's items, or use gradguard.Accumulator and acc.flush().",
+        what=(
+            "Flags an optimizer step fed by K' backward passes of a loss divided by K, where the\n"
+            "same loop's earlier windows had K passes each divided by K: the loop steps its final\n"
+            "partial window but keeps the full window's divisor. At run time the watch learns K from\n"
+            "the loop itself (a step fed by K >= 2 passes of one backward line, each a mean-reduced\n"
+            "loss multiplied by exactly 1/K) and reports a later step of the same optimizer fed by\n"
+            "fewer passes of that line still multiplied by 1/K. It claims nothing before a full\n"
+            "window was seen, for divisors it cannot read on the host (a tensor), for losses scaled by\n"
+            "a GradScaler or weighted by gradguard itself, and for a framework's own loop (backward\n"
+            "and step made inside one call such as `trainer.fit()`)."
+        ),
+        why=(
+            "`loss / accum` makes K micro-batch means add up to the window's mean only when the\n"
+            "window really has K micro-batches. A loop that also steps its remainder\n"
+            "(`if (i + 1) % accum == 0 or i == len(loader) - 1`) gives that last window K'/K of the\n"
+            "mean gradient: the examples in it count for less than the others, every epoch. It is\n"
+            "easy to miss because the loop looks complete. Lightning's automatic optimization does the\n"
+            "same: it divides every loss by `accumulate_grad_batches` and steps on the last batch of\n"
+            "the epoch, so a final window of fewer batches is scaled by the full count\n"
+            "(Lightning-AI/pytorch-lightning issue 19987, 'Handle gradient accumulations at the end\n"
+            "of epoch differently')."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    (loss_fn(model(x), y) / accum).backward()
+    if (i + 1) % accum == 0 or i == len(loader) - 1:
+        optimizer.step()                   # the last window has fewer than accum micro-batches
+        optimizer.zero_grad()
+""",
+        instead="""
+n = len(loader)
+for i, (x, y) in enumerate(loader):
+    window = min(accum, n - (i // accum) * accum)   # micro-batches in this window
+    (loss_fn(model(x), y) / window).backward()
+    if (i + 1) % accum == 0 or i == n - 1:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        static=False,
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
