@@ -57,6 +57,8 @@ def grads_of(params: List[torch.Tensor]) -> list:
 def versions_of(grads: list) -> List[int]:
     """The ``._version`` of each buffer, -1 for ``None``."""
     if any(map(is_, grads, repeat(None))):
+        if not any(map(is_not, grads, repeat(None))):
+            return [-1] * len(grads)
         return [-1 if g is None else g._version for g in grads]
     return list(map(_version, grads))
 
@@ -426,15 +428,28 @@ class Tracker:
         """After a pass: every buffer that changed during it holds (also) its gradient."""
         params = self.params
         grads = grads_of(params)
-        vers = versions_of(grads)
-        reached = list(map(and_, map(or_, map(is_not, grads, self.buf), map(ne, vers, self.ver)),
-                           map(is_not, grads, repeat(None))))
+        new = list(map(is_not, grads, self.buf))
+        if any(map(is_not, self.buf, repeat(None))):
+            # Some buffers were there before the pass: grown in place is told by the version.
+            vers = versions_of(grads)
+            reached = list(map(and_, map(or_, new, map(ne, vers, self.ver)), map(is_not, grads, repeat(None))))
+        else:
+            # All made by this pass (the steady state after zero_grad(set_to_none=True)): no version
+            # to compare. Their versions are read when it matters: before the next pass (a refresh)
+            # and when a step applies them; until then they wait for a step, where a change in
+            # place tells nothing.
+            vers = [-1] * len(grads)
+            reached = new
         self.buf = grads
         self.ver = vers
         ps.reached = reached
         if not any(reached):
             return
         self.passes.append(ps)
+        if len(self.passes) > 2 * MAX_PENDING:
+            # A loop that never steps (updates by hand) or a buffer no step ever applies:
+            # keep what can still matter, and a bounded number of those.
+            self.passes = [q for q in self.passes if self.live(q)][-4 * MAX_PENDING:]
         self.last = pick(reached, self.last, ps.index)
         self.zero = list(map(and_, self.zero, map(not_, reached)))
         if not all(map(or_, self.owned, map(not_, reached))):  # it reached parameters no optimizer holds
@@ -502,7 +517,7 @@ class Tracker:
         low = min(self.since) if self.since else 0
         keep = [ps for ps in passes if not ps.used or (ps.index > low and self.live(ps))]
         if len(keep) > 4 * MAX_PENDING:
-            keep = [ps for ps in keep if not ps.used] [-4 * MAX_PENDING:] or keep[-MAX_PENDING:]
+            keep = [ps for ps in keep if not ps.used][-4 * MAX_PENDING:] or keep[-MAX_PENDING:]
         self.passes = keep
 
     def open_passes(self) -> List[Pass]:
