@@ -289,11 +289,11 @@ class Session:
             grads = grads_of(ost.params)
             with_grad, _, _, by_hand, fed = tracker.step_view(ost, grads)
         else:
-            with_grad, by_hand, fed = view.with_grad_mask, view.by_hand, view.passes
+            grads, with_grad, by_hand, fed = view.grads, view.with_grad_mask, view.by_hand, view.passes
         rules.after_step(ost, fed, by_hand, self.memory)
         for ps in fed.values():
             ps.used = True
-        tracker.applied(ost, with_grad)
+        tracker.applied(ost, with_grad, grads)
         ost.steps += 1
         ost.clock = self.clock
         self._discovery()

@@ -311,29 +311,30 @@ class Tracker:
             sub.put(self.ver, versions_of(grads))
 
     def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: Optional[list]) -> list:
-        params = sub.get(self.params)
         if grads is None:
-            grads = grads_of(params)
-        bufs = sub.get(self.buf)
-        new = list(map(is_not, grads, bufs))
-        moved = where(new)
+            grads = grads_of(sub.get(self.params))
+        new = list(map(is_not, grads, sub.get(self.buf)))
         # A buffer still there, changed in place: it matters only inside a zero_grad, for a
         # buffer holding only applied gradient (a p.grad.zero_() by hand), or to end a zero-fill.
+        inplace: List[int] = []
         if zero_fill:
             look = list(map(is_not, grads, repeat(None)))
         else:
-            pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
-            look = list(map(or_, map(and_, sub.get(self.consumed), map(not_, pending)), sub.get(self.zero)))
-        if any(look):
+            consumed, zero = sub.get(self.consumed), sub.get(self.zero)
+            look = None
+            if any(consumed) or any(zero):
+                pending = map(gt, sub.get(self.last), sub.get(self.since))
+                look = list(map(or_, map(and_, consumed, map(not_, pending)), zero))
+        if look is not None and any(look):
             vers = sub.get(self.ver)
             inplace = [j for j in where(look) if not new[j] and grads[j] is not None and grads[j]._version != vers[j]]
-        else:
-            inplace = []
-        if not moved and not inplace:
-            return grads
-        if not inplace and not any(map(is_not, grads, repeat(None))):
-            self._cleared_all(sub, site)  # everything set to None: one clearing, in columns
-            return grads
+        if not inplace:
+            if not any(new):
+                return grads
+            if not any(map(is_not, grads, repeat(None))):
+                self._cleared_all(sub, site)  # everything set to None: one clearing, in columns
+                return grads
+        moved = where(new)
         idx = sub.idx
         for j in moved:
             self._observe(idx[j], grads[j], site, False)
@@ -451,8 +452,10 @@ class Tracker:
             # keep what can still matter, and a bounded number of those.
             self.passes = [q for q in self.passes if self.live(q)][-4 * MAX_PENDING:]
         self.last = pick(reached, self.last, ps.index)
-        self.zero = list(map(and_, self.zero, map(not_, reached)))
-        if not all(map(or_, self.owned, map(not_, reached))):  # it reached parameters no optimizer holds
+        if any(self.zero):
+            self.zero = list(map(and_, self.zero, map(not_, reached)))
+        if not all(self.owned) and not all(map(or_, self.owned, map(not_, reached))):
+            # it reached parameters no optimizer holds
             for i in where(list(map(and_, reached, map(not_, self.owned)))):
                 if i not in self.first_site:
                     self.first_site[i] = ps.site
@@ -475,10 +478,14 @@ class Tracker:
         has = list(map(is_not, grads, repeat(None)))
         since = sub.get(self.since)
         pending = list(map(gt, sub.get(self.last), since))
-        zero_only = list(map(and_, map(and_, has, map(not_, pending)), sub.get(self.zero)))
-        with_grad = list(map(and_, has, map(not_, zero_only)))
-        stale = list(map(and_, with_grad, sub.get(self.consumed)))
-        by_hand = any(map(and_, map(and_, with_grad, map(not_, pending)), map(not_, sub.get(self.consumed))))
+        zero, consumed = sub.get(self.zero), sub.get(self.consumed)
+        if any(zero):
+            zero_only = list(map(and_, map(and_, has, map(not_, pending)), zero))
+            with_grad = list(map(and_, has, map(not_, zero_only)))
+        else:
+            zero_only, with_grad = [False] * len(has), has
+        stale = list(map(and_, with_grad, consumed)) if any(consumed) else [False] * len(has)
+        by_hand = not all(pending) and any(map(and_, map(and_, with_grad, map(not_, pending)), map(not_, consumed)))
         fed = {}
         if any(pending):
             low = min(since) if since else 0
@@ -493,10 +500,14 @@ class Tracker:
                     fed[ps.index] = ps
         return with_grad, stale, zero_only, by_hand, fed
 
-    def applied(self, ost: OptState, with_grad: list) -> None:
-        """After ``ost``'s step: the gradient in the buffers marked ``with_grad`` has been applied."""
+    def applied(self, ost: OptState, with_grad: list, grads: Optional[list] = None) -> None:
+        """After ``ost``'s step: the gradient in the buffers marked ``with_grad`` has been applied.
+
+        ``grads``: the ``.grad`` list as the step's check read it (a step reads them, it does not replace them).
+        """
         sub = self.of(ost)
-        grads = grads_of(sub.get(self.params))
+        if grads is None:
+            grads = grads_of(sub.get(self.params))
         has = list(map(is_not, grads, repeat(None)))
         wg = list(map(and_, with_grad, has))
         pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
