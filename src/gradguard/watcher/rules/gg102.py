@@ -30,7 +30,7 @@ intervals right from its first one to be reported.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import torch
 

@@ -20,7 +20,7 @@ framework's; its Lightning integration makes that window exact).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from .._view import StepView, at
 
