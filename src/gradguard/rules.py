@@ -392,7 +392,13 @@ optimizer.zero_grad()
             "batch close it (`if (i + 1) % K == 0 or i + 1 == len(loader):`, `is_accumulating = ... and\n"
             "i + 1 < len(loader)`), or a step after the loop applies the remainder without multiplying\n"
             "its gradients by K / K' first. A divisor that is the window's own size, or a rescaling of\n"
-            "`.grad` before the remainder's step, is correct and not reported."
+            "`.grad` before the remainder's step, is correct and not reported.\n"
+            "Run time: the watch learns K from the loop itself (a step fed by K >= 2 passes of one\n"
+            "backward line, each a mean-reduced loss multiplied by exactly 1/K) and reports a later step\n"
+            "of the same optimizer fed by fewer passes of that line still multiplied by 1/K. It claims\n"
+            "nothing before a full window was seen, for divisors it cannot read on the host (a tensor),\n"
+            "for losses scaled by a GradScaler or weighted by gradguard itself, and for a framework's\n"
+            "own loop (backward and step made inside one call such as `trainer.fit()`)."
         ),
         why=(
             "Dividing each micro-batch loss by K makes a full window's gradient the mean over its K\n"
@@ -430,7 +436,6 @@ for x, y in loader:
     acc.step()
 acc.flush()
 """,
-        runtime=False,
     ),
     Rule(
         code="GG201",

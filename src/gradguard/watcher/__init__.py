@@ -9,11 +9,12 @@ Usage (see :class:`watch`)::
     print(w.findings)
 
 Modules, each using only those after it: ``_session`` (one active watch:
-events in order) -> ``_hooks`` (what is installed into torch, and per-thread
-dispatch), ``rules/`` (one module per code, reading ``_view``'s views),
-``_reporter`` (dedupe, names, warn/raise/record) -> ``_view`` -> ``_tracker``
-(the ``.grad`` buffers) -> ``_graph`` (reading a loss's autograd graph),
-``_source`` (the user's line). The Accumulator's marks come through
+events in order, dispatched to the rules) -> ``_hooks`` (what is installed into
+torch, and per-thread dispatch), ``rules/`` (one module per code: its criteria,
+its memory, its words' specifics; reading ``_view``'s views), ``_reporter``
+(dedupe, parameter names, warn/raise/record) -> ``_view`` -> ``_tracker`` (the
+``.grad`` buffers as columns, one record per backward pass) -> ``_graph``
+(reading a loss's autograd graph), ``_source`` (the user's line). The Accumulator's marks come through
 :mod:`gradguard._channel`.
 """
 
@@ -38,7 +39,7 @@ class watch(ContextDecorator):
     Use it as a context manager or a decorator. While it is active it sees every
     optimizer (built before or inside the block), every backward pass and every
     clearing of ``.grad`` (``zero_grad``, ``p.grad = None``, ``p.grad.zero_()``),
-    and reports the run-time rules GG101–GG110 (``gradguard rule CODE``).
+    and reports the run-time rules GG101–GG111 (``gradguard rule CODE``).
     Everything it installs is removed on exit, also when the block raises,
     and whatever order several watches exit in.
 

@@ -1,9 +1,13 @@
-"""Findings out of the watch: once per code and line, named, then recorded, warned or raised."""
+"""Findings out of the watch: once per code and line, named, then recorded, warned or raised.
+
+Naming lives here: the reporter learns the modules seen running (``see``) and
+names a finding's parameters by them, or by the optimizer slot that holds them.
+"""
 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import torch
 
@@ -23,16 +27,42 @@ class Reporter:
     """
 
     def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set,
-                 names: Callable[[], Dict[int, str]], slot: Callable[[torch.Tensor], Optional[str]],
-                 rewrite: Optional[Callable[[Finding], Finding]] = None):
+                 rewrite: Optional[Callable[[Finding], Finding]] = None,
+                 optimizers: Callable[[], Iterable] = tuple):
         self.mode = mode
         self.ignore = ignore
         self.findings = findings
         self.reported = reported  # (code, path, line)
         self._queue: List[Finding] = []
-        self._names = names  # id(parameter) -> its qualified name
-        self._slot = slot  # where an optimizer holds a parameter without a name
+        self._modules: Dict[int, torch.nn.Module] = {}  # the modules seen running
+        self._name_cache: Optional[Dict[int, str]] = None  # id(parameter) -> its qualified name
+        self._optimizers = optimizers  # the watched optimizers (objects with .opt and .name)
         self._rewrite = rewrite  # a framework integration's relocation and advice
+
+    # ------------------------------------------------------------ names
+    def see(self, module: torch.nn.Module) -> None:
+        """A module ran: its parameters can now be named."""
+        self._modules[id(module)] = module
+        self._name_cache = None
+
+    def knows(self, module: torch.nn.Module) -> bool:
+        return id(module) in self._modules
+
+    def modules(self) -> List[torch.nn.Module]:
+        return list(self._modules.values())
+
+    def _names(self) -> Dict[int, str]:
+        if self._name_cache is None:
+            self._name_cache = model_names(list(self._modules.values()))
+        return self._name_cache
+
+    def _slot(self, p: torch.Tensor) -> Optional[str]:
+        for ost in self._optimizers():
+            for gi, group in enumerate(ost.opt.param_groups):
+                for pi, q in enumerate(group["params"]):
+                    if q is p:
+                        return f"{ost.name}.param_groups[{gi}]['params'][{pi}]"
+        return None
 
     def wants(self, code: str, site: Site) -> bool:
         """Whether a finding of ``code`` at ``site`` would still be reported."""

@@ -1,15 +1,10 @@
 """One active watch: the events it receives (from ``_hooks``), in order, on its thread.
 
 At each event the session brings the tracker up to date, builds the view the
-rules read, runs them, and has the reporter emit what they found. The work per
-event is one pass over the parameters concerned reading ``p.grad`` and its
-``_version``: no gradient values, no device syncs. The exceptions are rare by
-construction: just before a ``zero_grad`` would report a discarded gradient
-(GG102) for the first time at its line, the watch checks whether that gradient
-is finite (one foreach norm, one sync), because clearing a NaN/Inf gradient
-instead of stepping is deliberate; and in a loop that updates parameters by
-hand, a ``.grad`` changed in place after the update is checked for zeros
-(a ``p.grad.zero_()`` by hand) before calling it stale.
+rules read, and dispatches it to them (``rules``); the reporter emits what they
+found. The session holds no rule's criteria or memory: each rule module keeps
+its own (``rules/ggXXX.py``). The work per event is a few C loops over the
+``.grad`` list (see ``_tracker``): no gradient values, no device syncs.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 
@@ -26,12 +21,10 @@ from .._errors import GradguardError
 from ..findings import Finding
 from . import _hooks, rules
 from ._graph import UNKNOWN, analyze_loss
-from ._reporter import Reporter, model_names
+from ._reporter import Reporter
 from ._source import Site, Source
-from ._tracker import MAX_PENDING, OptState, ParamState, Pass, Tracker
-from ._view import DiscardView, EndView, PassView, StepView
-
-_BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
+from ._tracker import OptState, Pass, Tracker, grads_of
+from ._view import ClearView, DiscardView, EndView, ModuleView, PassView, StepView
 
 
 class Session:
@@ -40,34 +33,23 @@ class Session:
     def __init__(self, mode: str, ignore: frozenset, findings: List[Finding], reported: set, rewrite=None):
         self.source = Source()
         self.tracker = Tracker(self._discarded)
-        self.gg102 = rules.gg102.Lines()
-        self.reporter = Reporter(mode, ignore, findings, reported, self._names, self._optimizer_slot, rewrite)
-        self.modules: Dict[int, torch.nn.Module] = {}
-        self.bn_ran: Dict[int, int] = {}  # id(batch-norm module) -> clock when it last ran with batch statistics
-        self.bn_modules: Dict[int, torch.nn.Module] = {}
+        self.reporter = Reporter(mode, ignore, findings, reported, rewrite, lambda: self.tracker.opts.values())
+        self.memory = rules.memory(lambda: self.clock)  # each rule's own state, for this watch
         self.clock = 0  # ticks once per backward pass and per step
-        self.passes = 0
+        self.amp_roots: "weakref.WeakSet[torch.Tensor]" = weakref.WeakSet()  # losses GradScaler.scale returned
         self.stepping = False  # between a step's pre and post hook (a closure runs in there)
         # One entry per step in progress (steps nest: SAM's step(closure) calls its base
         # optimizer's step): whether another step ran inside it.
         self._step_stack: List[bool] = []
         self.broken = False  # an internal error turned the watch off (see guard)
         self.in_pass = False  # inside a watched backward call
-        self.amp_roots: "weakref.WeakSet[torch.Tensor]" = weakref.WeakSet()  # losses GradScaler.scale returned
-        self.deferred: list = []  # GG105 checks waiting for device-side item counts
-        self._name_cache: Optional[Dict[int, str]] = None
-        self._module_hooks: list = []
-        self._open: List[Pass] = []  # passes not yet used by a step whose gradient is still somewhere
-        self._nonfinite = False  # verdict of the finiteness check before a zero_grad about to report GG102
-        # id(optimizer state) -> (passes feeding its step in progress, parameters with gradient,
-        # whether some of that gradient was assigned by hand), from the step's check.
-        self._fed: Dict[int, tuple] = {}
+        # id(optimizer state) -> (its step's view), from the step's check until its post hook.
+        self._fed: dict = {}
         self.thread = threading.get_ident()
-        self.graph_grads = False  # a backward(create_graph=True) was seen: .grad may hold a graph (GG108)
-        # The global forward hook learns which models run (for parameter names and
-        # GG106), but it moves every module call onto nn.Module's slow path. So it
-        # is wanted for the first two steps, then again for one step at steps 8, 16,
-        # 32, ... to catch models that first run later: the cost fades out.
+        # The global forward hook learns which models run (for parameter names, GG106 and
+        # GG109), but it moves every module call onto nn.Module's slow path. So it is wanted
+        # for the first two steps, then again for one step at steps 8, 16, 32, ... to catch
+        # models that first run later: the cost fades out.
         self.wants_forward = True
         self._steps = 0
         self._discover_until = 2
@@ -88,9 +70,7 @@ class Session:
         if self._subscription is not None:
             self._subscription.remove()
             self._subscription = None
-        for h in self._module_hooks:
-            h.remove()
-        self._module_hooks = []
+        rules.close(self.memory)
 
     # ------------------------------------------------------------ safety
     def guard(self, fn, *args):
@@ -116,81 +96,42 @@ class Session:
     def report(self, code: str, detail: str, site: Site, step: Optional[int], params=()) -> None:
         self.reporter.report(code, detail, site, step, params)
 
-    # ------------------------------------------------------------ names
-    def _names(self) -> Dict[int, str]:
-        if self._name_cache is None:
-            self._name_cache = model_names(list(self.modules.values()))
-        return self._name_cache
-
-    def _optimizer_slot(self, p: torch.Tensor) -> Optional[str]:
-        for ost in self.tracker.opts.values():
-            for gi, group in enumerate(ost.opt.param_groups):
-                for pi, q in enumerate(group["params"]):
-                    if q is p:
-                        return f"{ost.name}.param_groups[{gi}]['params'][{pi}]"
-        return None
-
     # ------------------------------------------------------------ forward
     def forward(self, module) -> None:
-        if id(module) not in self.modules and not self.broken:
+        if not self.reporter.knows(module) and not self.broken:
             self.guard(self._see_module, module)
 
     def _see_module(self, module: torch.nn.Module) -> None:
-        self.modules[id(module)] = module
-        self._name_cache = None
-        params = self.tracker.params
+        self.reporter.see(module)
+        add = self.tracker.add
         for p in module.parameters():
-            if p.requires_grad and id(p) not in params:
-                self.tracker.state(p)
-        if isinstance(module, _BATCH_STATS):
-            self.bn_modules[id(module)] = module
-            self._module_hooks.append(module.register_forward_hook(self._on_batch_stats_forward))
-
-    def _on_batch_stats_forward(self, module, args, output):
-        # Batch statistics are used in training mode, and always without running stats.
-        if module.training or getattr(module, "running_mean", None) is None:
-            self.bn_ran[id(module)] = self.clock + 1
-
-    def _batch_stats(self, ost: OptState) -> List[torch.nn.Module]:
-        """Batch-norm layers that ran since ``ost``'s last step and belong to a model it trains."""
-        if not self.bn_ran:
-            return []
-        ran = [self.bn_modules[mid] for mid, t in self.bn_ran.items() if t > ost.clock]
-        return [m for m in ran if self._feeds(m, ost)]
-
-    def _feeds(self, bn: torch.nn.Module, ost: OptState) -> bool:
-        if any(id(p) in ost.ids for p in bn.parameters()):
-            return True
-        for m in self.modules.values():
-            if m is bn or not any(id(p) in ost.ids for p in m.parameters()):
-                continue
-            if any(sub is bn for sub in m.modules()):
-                return True
-        return False
+            if p.requires_grad:
+                add(p)
+        rules.on_module(ModuleView(module, self.memory))
 
     # ------------------------------------------------------------ backward
     def backward(self, orig, tensors, args, kwargs):
         if self.broken or self.in_pass:
             # A backward inside a backward (reentrant checkpointing) is part of the outer pass.
             return orig(tensors, *args, **kwargs)
-        before = self.guard(self._before_pass, tensors, args, kwargs)
-        if before is None:
+        ps = self.guard(self._before_pass, tensors, args, kwargs)
+        if ps is None:
             return orig(tensors, *args, **kwargs)
         self.in_pass = True
         try:
             result = orig(tensors, *args, **kwargs)
         except BaseException:
             self.in_pass = False
-            self.guard(self._after_pass, *before)  # what did arrive is still gradient
+            self.guard(self.tracker.arrived, ps)  # what did arrive is still gradient
             self.reporter.drop()  # but the user's own error comes first
             raise
         self.in_pass = False
-        self.guard(self._after_pass, *before)
+        self.guard(self.tracker.arrived, ps)
         self.reporter.flush()
         return result
 
-    def _before_pass(self, tensors, args, kwargs):
-        site = self.source.site()
+    def _before_pass(self, tensors, args, kwargs) -> Pass:
+        site, through_library = self.source.call()
         info = UNKNOWN
         grad_tensors = args[0] if args else kwargs.get("grad_tensors", kwargs.get("grad_variables"))
         root = tensors
@@ -199,44 +140,36 @@ class Session:
         if isinstance(root, torch.Tensor) and grad_tensors is None and root.numel() == 1:
             info = analyze_loss(root, amp_root=root in self.amp_roots)
         tracker = self.tracker
-        tracked = tracker.tracked()
         counted = _channel.accumulator_counted()
         # A pass made by gradguard's own code (accumulate_batch) is weighted by it exactly,
         # and so is whatever that code did to .grad before it (setting gradients aside).
         own = counted is None and self.source.called_by_gradguard()
         tracker.own = own
         try:
-            tracker.sync(tracked)
+            tracker.sync(tracker.everything(), refresh=True)
         finally:
             tracker.own = False
         if tracker.manual and not own:
             moved = tracker.moved_by_hand()
             if moved:
-                stale = _not_zeroed(moved)  # a .grad zeroed by hand after the update is cleared
-                for st in moved:
-                    tracker.cleared(st, None)  # judged once, here; what follows is this pass's
-                rules.at_pass(PassView(site, stale, self.report))
-        self.passes += 1
+                rules.at_pass(PassView(site, [tracker.params[i] for i in moved], self.report, self.memory))
+                tracker.forget(moved)  # judged once, here; what follows is this pass's
+        tracker.count += 1
         self.clock += 1
         # A pass inside a step (an LBFGS or Lightning closure) is read by that step.
-        ps = Pass(self.passes, site, info, counted is not None or own, used=self.stepping, counted=own or counted is not False)
+        ps = Pass(tracker.count, site, info, counted is not None or own, used=self.stepping,
+                  counted=own or counted is not False)
         # Tensor.backward passes (gradient, retain_graph, create_graph) positionally.
         retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
         create = args[2] if len(args) > 2 else kwargs.get("create_graph", False)
         ps.retained = bool(retain) or bool(create)
-        if create:
-            self.graph_grads = True
-        return ps, tracked
-
-    def _after_pass(self, ps: Pass, tracked: List[ParamState]) -> None:
-        self.tracker.arrived(ps, tracked)
-        if ps.live and not ps.used:
-            if len(self._open) >= 4 * MAX_PENDING:
-                self._open = [q for q in self._open if not q.used and q.live > 0]
-            self._open.append(ps)
+        ps.create_graph = bool(create)
+        ps.framework = through_library
+        rules.before_pass(ps, self.memory)
+        return ps
 
     def scaled(self, out: torch.Tensor) -> None:
-        # Remember the scaled loss (weakly): when it is back-propagated, its top factor
+        # The loss GradScaler.scale returned: when it is back-propagated, its top factor
         # is the scaler's, and the scaler may skip the step on inf/NaN without a trace.
         if not self.broken:
             self.amp_roots.add(out)
@@ -245,78 +178,54 @@ class Session:
     def zero_grad(self, orig, owner, args, kwargs, module: bool):
         if self.broken:
             return orig(owner, *args, **kwargs)
+        tracker = self.tracker
         if module:
-            states = self.guard(lambda: [self.tracker.state(p) for p in owner.parameters() if p.requires_grad])
+            sub = self.guard(lambda: tracker.subset(p for p in owner.parameters() if p.requires_grad))
         else:
-            ost = self.guard(self.tracker.opt_state, owner)
-            states = ost.params if ost is not None else None
-        if states is None:
+            ost = self.guard(tracker.opt_state, owner)
+            sub = tracker.of(ost) if ost is not None else None
+        if sub is None:
             return orig(owner, *args, **kwargs)
         # Account for earlier changes first: an in-place unscale or clip since the last
         # event is not this call's doing. Only needed while some pass's gradient is not
-        # yet used by a step (``_open``): otherwise nothing can be discarded, and the
-        # clearing is seen by the next event instead (one loop over the parameters less).
+        # yet used by a step: otherwise nothing can be discarded.
         site = None
-        if self._open:
-            self.guard(self.tracker.sync, states)
+        waiting = self.guard(tracker.open_passes) if tracker.passes else []
+        if waiting:
+            self.guard(tracker.sync, sub)
             if not _channel.in_accumulator_clearing():
                 site = self.guard(self.source.site)
                 if site is not None:
-                    grads = self.guard(self._would_report, states, site)
-                    if grads:
-                        # About to report GG102 at this line for the first time: is the gradient finite?
-                        self._nonfinite = not _all_finite(grads)
-        set_to_none = (args[0] if args else kwargs.get("set_to_none", True))
+                    self.guard(rules.before_clearing, ClearView(site, sub, waiting, tracker, self.reporter, self.memory))
         try:
             result = orig(owner, *args, **kwargs)
-            if self._open or not set_to_none:
-                self.guard(self._cleared_by_zero_grad, states, site)
+            self.guard(self._cleared_by_zero_grad, sub, site)
         finally:
-            self._nonfinite = False
+            rules.after_clearing(self.memory)
         self.reporter.flush()
         return result
 
-    def _cleared_by_zero_grad(self, states, site):
+    def _cleared_by_zero_grad(self, sub, site):
         self.tracker.own = _channel.in_accumulator_clearing()
         try:
-            self.tracker.sync(states, site or self.source.site(2), zero_fill=True)
+            self.tracker.sync(sub, site or self.source.site(2), zero_fill=True)
         finally:
             self.tracker.own = False
 
-    def _discarded(self, ps: Pass, st: ParamState, site: Optional[Site]) -> None:
-        self.gg102.discarded(DiscardView(ps, st.opt, site, self._nonfinite, self.report))
-
-    def _would_report(self, states: List[ParamState], site: Site) -> List[torch.Tensor]:
-        """Before a zero_grad at ``site``: the gradients it would report as discarded, if any (else [])."""
-        open_ = [ps for ps in self._open if not ps.used and ps.live > 0 and not ps.reported]
-        self._open = open_
-        if not open_ or not self.reporter.wants("GG102", site):
-            return []
-        ids = None
-        grads: List[torch.Tensor] = []
-        for ps in open_:
-            if ps.info.amp:
-                continue
-            live = [q for q in ps.params if ps in q.pending]
-            if not live or live[0].opt is None:
-                continue
-            if ids is None:
-                ids = {id(q.p) for q in states}
-            if not all(id(q.p) in ids for q in live):
-                continue
-            if self.gg102.near(site, live[0].opt):
-                grads.extend(q.p.grad for q in live if q.p.grad is not None)
-        return grads
+    def _discarded(self, ps: Pass, ost: OptState, site: Optional[Site]) -> None:
+        ost.discarded_in = ost.steps  # GG110 then leaves this interval's step to GG102
+        rules.at_discard(DiscardView(ps, ost, site, [p for p, r in zip(self.tracker.params, ps.reached) if r],
+                                     self.report, self.memory))
 
     def _on_accumulator_clearing(self) -> None:
         # The Accumulator cleared .grad (maybe by hand: p.grad = None when it drops a window):
         # account for it now, while it is still known to be the Accumulator's own. Only on
         # this watch's thread: another thread's buffers are not ours to read.
-        if self.broken or not self._open or self.thread != threading.get_ident():
+        if self.broken or not self.tracker.passes or self.thread != threading.get_ident():
             return
         self.tracker.own = True
         try:
-            self.guard(self.tracker.sync, self.tracker.tracked())
+            self.guard(self.tracker.sync, self.tracker.everything())
         finally:
             self.tracker.own = False
 
@@ -349,32 +258,14 @@ class Session:
         self.stepping = True
 
     def _check_step(self, ost: OptState, site: Site) -> None:
-        params = ost.params
-        grads = [st.p.grad for st in params]
-        self.tracker.sync(params, grads=grads)  # first: a clearing found now decides GG110 vs GG102
-        view = StepView(ost, site, self.report, self._batch_stats, self.deferred.append if len(self.deferred) < 256 else _drop)
-        graphs = self.graph_grads  # only backward(create_graph=True) leaves a graph in .grad
-        with_grad, stale, zero_only, passes = view.with_grad, view.stale, view.zero_only, view.passes
-        last = None
-        by_hand = False
-        for st, g in zip(params, grads):  # (syncing changes no .grad)
-            if g is None:
-                continue
-            pending = st.pending
-            if not pending:
-                if st.zero:
-                    zero_only.append(st)
-                    continue
-                by_hand = by_hand or not st.consumed  # gradient no watched pass made
-            with_grad.append(st)
-            if st.consumed:
-                stale.append(st)
-            if graphs and g.requires_grad:
-                view.graph.append(st)
-            for ps in pending:
-                if ps is not last:
-                    passes[ps.index] = last = ps
-        self._fed[id(ost)] = (passes, with_grad, by_hand)
+        tracker = self.tracker
+        sub = tracker.of(ost)
+        grads = grads_of(ost.params)
+        tracker.sync(sub, grads=grads)  # first: a clearing found now decides GG110 vs GG102
+        with_grad, stale, zero_only, by_hand, fed = tracker.step_view(ost, grads)
+        view = StepView(ost, site, self.report, self.memory, self.clock, ost.params, grads,
+                        with_grad, stale, zero_only, by_hand, fed, self.reporter.modules())
+        self._fed[id(ost)] = view
         rules.at_step(view)
 
     def step_post(self, opt, args, kwargs):
@@ -385,27 +276,26 @@ class Session:
             self.reporter.flush()
 
     def _step_post(self, opt, inner: bool = False):
-        ost = self.tracker.opt_state(opt)
+        tracker = self.tracker
+        ost = tracker.opt_state(opt)
         if ost.closure and not inner:
             # The closure's backward ran inside step(): only now is there something to check.
             # Unless another optimizer's step ran in there (SAM's step(closure) calls its base
             # optimizer's step): that one checked, and applied, the gradient already.
             self._check_step(ost, self.source.site())
         self.clock += 1
-        checked = self._fed.pop(id(ost), None)
-        if checked is None:  # not checked here (an outer step's closure ran this one): mark per parameter
-            checked = ({ps.index: ps for st in ost.params for ps in st.pending},
-                       [st for st in ost.params if st.p.grad is not None], False)
-        fed, with_grad, by_hand = checked
-        if ost.open_lines:
-            self.gg102.close(ost, {ps.site for ps in fed.values()}, by_hand)
+        view = self._fed.pop(id(ost), None)
+        if view is None:  # not checked here (an outer step's closure ran this one)
+            grads = grads_of(ost.params)
+            with_grad, _, _, by_hand, fed = tracker.step_view(ost, grads)
+        else:
+            grads, with_grad, by_hand, fed = view.grads, view.with_grad_mask, view.by_hand, view.passes
+        rules.after_step(ost, fed, by_hand, self.memory)
         for ps in fed.values():
             ps.used = True
-        self.tracker.applied(ost, with_grad)
+        tracker.applied(ost, with_grad, grads)
         ost.steps += 1
         ost.clock = self.clock
-        if self._open:
-            self._open = [ps for ps in self._open if not ps.used and ps.live > 0]
         self._discovery()
 
     def _discovery(self) -> None:
@@ -426,36 +316,6 @@ class Session:
         self.uninstall()
         if check and not self.broken:
             tracker = self.tracker
-            self.guard(tracker.sync, tracker.tracked())
-            self.guard(rules.at_end, EndView(list(tracker.opts.values()), list(tracker.params.values()), self.report, self.deferred))
+            self.guard(tracker.sync, tracker.everything())
+            self.guard(rules.at_end, EndView(tracker, self.report, self.memory))
             self.reporter.flush()
-
-
-def _drop(item) -> None:
-    pass
-
-
-def _not_zeroed(states: List[ParamState]) -> List[ParamState]:
-    """Those of ``states`` whose ``.grad`` is not all zeros (one foreach max-norm, one sync)."""
-    grads = [st.p.grad for st in states]
-    try:
-        norms = torch._foreach_norm(grads, float("inf"))
-        device = norms[0].device
-        nonzero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) != 0).tolist()
-    except Exception:
-        return states
-    return [st for st, nz in zip(states, nonzero) if nz]
-
-
-def _all_finite(grads: List[torch.Tensor]) -> bool:
-    """Whether every value of ``grads`` is finite: one foreach max-norm, one device sync.
-
-    The max-norm (not the 2-norm) cannot overflow a float16 gradient whose values are finite.
-    Where it cannot be computed (sparse gradients), the gradient counts as finite.
-    """
-    try:
-        norms = torch._foreach_norm(grads, float("inf"))
-        device = norms[0].device
-        return bool(torch.isfinite(torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])).all())
-    except Exception:
-        return True

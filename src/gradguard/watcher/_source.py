@@ -123,6 +123,25 @@ class Source:
             frame = frame.f_back
         return fallback
 
+    def call(self, depth: int = 1) -> Tuple[Site, bool]:
+        """:meth:`site`, and whether the call reached here through a library's code (a framework's
+        ``backward``, such as ``accelerator.backward`` or Lightning's loop, rather than the user's own call)."""
+        frame = sys._getframe(depth)
+        fallback: Site = (None, None)
+        kind = self.kind
+        through = False
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            k = kind(filename)
+            if k == USER:
+                return (filename, frame.f_lineno), through
+            if k == LIBRARY:
+                through = True
+                if fallback[0] is None:
+                    fallback = (filename, frame.f_lineno)
+            frame = frame.f_back
+        return fallback, through
+
     def called_by_gradguard(self, depth: int = 1) -> bool:
         """Whether the innermost frame outside torch (and this package) is gradguard's own code."""
         frame = sys._getframe(depth)

@@ -1,10 +1,21 @@
 """The bookkeeping of the watch: which backward pass's gradient is in which ``.grad`` buffer.
 
-The watch never reads gradient values on its regular paths. It tells what
-happened to a ``.grad`` buffer between two events it sees (a backward pass, a
-``zero_grad``, an optimizer step) from the buffer's identity and its
-``._version`` counter, which every in-place operation bumps. :meth:`Tracker.changed`
-is that one test; :meth:`Tracker.observe` says what a change means:
+One record per backward pass, and the buffers as columns. The tracker keeps,
+for every parameter it has seen (``params``, in a fixed order), a few
+parallel lists: the ``.grad`` buffer last seen and its ``._version``, the pass
+number since which the buffer holds no waiting gradient (``since``), the last
+pass that reached it (``last``), and two flags. A :class:`Pass` records which
+buffers it created or grew as one boolean mask over that order. Every event
+reads the ``.grad`` list in one go and compares it with the last one with C
+loops (``map(operator.is_, ...)``); a correct loop's steady state (all cleared,
+all reached, all applied) updates whole columns at once. Python work per
+parameter is left for what is rare: a buffer cleared by hand in the middle of a
+window, a gradient assigned by hand, a parameter that no optimizer holds.
+
+The watch never reads gradient values on these paths. It tells what happened
+to a buffer between two events it sees (a backward pass, a ``zero_grad``, an
+optimizer step) from the buffer's identity and its ``._version`` counter, which
+every in-place operation bumps:
 
 * ``.grad`` became ``None``, or is another tensor: the buffer was cleared
   (``zero_grad(set_to_none=True)``, ``p.grad = None``, a gradient assigned by hand);
@@ -14,11 +25,19 @@ is that one test; :meth:`Tracker.observe` says what a change means:
   scaling (clipping, ``GradScaler.unscale_``, the Accumulator's normalisation):
   the gradient is still there, still waiting for a step. Changing a gradient
   in place does not use it; only an optimizer step does.
+
+The buffers last seen are held by strong reference, which costs nothing while
+they are still the parameters' ``.grad``: a weak reference per buffer would cost
+a Python object per parameter per step (and set off CPython's cyclic collector).
+A ``zero_grad`` the watch sees lets go of them before it clears; a buffer
+cleared by hand (``p.grad = None``) is let go at the watch's next event (the next
+backward pass, step or ``zero_grad``).
 """
 
 from __future__ import annotations
 
-import weakref
+from itertools import compress, islice, repeat
+from operator import add, and_, attrgetter, gt, is_, is_not, lt, mul, ne, not_, or_
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -26,16 +45,45 @@ import torch
 from ._graph import LossInfo
 from ._source import Site
 
+_grad = attrgetter("grad")
+_version = attrgetter("_version")
+
+
+def grads_of(params: List[torch.Tensor]) -> list:
+    """``[p.grad for p in params]``, in one C loop."""
+    return list(map(_grad, params))
+
+
+def versions_of(grads: list) -> List[int]:
+    """The ``._version`` of each buffer, -1 for ``None``."""
+    if any(map(is_, grads, repeat(None))):
+        if not any(map(is_not, grads, repeat(None))):
+            return [-1] * len(grads)
+        return [-1 if g is None else g._version for g in grads]
+    return list(map(_version, grads))
+
+
+def where(mask) -> List[int]:
+    """The positions where ``mask`` is true."""
+    return list(compress(range(len(mask)), mask))
+
+
+def pick(mask, bools_or_ints, value):
+    """``value`` where ``mask`` is true, else the element of ``bools_or_ints`` (ints and bools only)."""
+    return list(map(add, map(mul, mask, repeat(value)), map(mul, map(not_, mask), bools_or_ints)))
+
 
 class Pass:
-    """One backward pass: where it was called, what its loss was, where it went.
+    """One backward pass: where it was called, what its loss was, which buffers it reached.
 
-    ``live`` counts the parameters whose buffer still holds this pass's
-    gradient waiting for a step; ``used`` turns True when any optimizer step
-    applied any of it.
+    ``reached``: a mask over the tracker's parameters (as ordered when the pass
+    ran; positions past its end were not reached). ``used`` turns True when any
+    optimizer step applied any of its gradient; ``judged`` when its discarding
+    was signalled (once).
     """
 
-    __slots__ = ("index", "site", "info", "managed", "counted", "used", "live", "reported", "params", "retained", "pver")
+    __slots__ = ("index", "site", "info", "managed", "counted", "used", "judged", "reached", "retained", "pver",
+                 "create_graph", "framework")
 
     def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
         self.index = index
@@ -44,10 +92,11 @@ class Pass:
         self.managed = managed  # weighted by gradguard itself (the Accumulator, accumulate_batch)
         self.counted = counted  # ... with item counts (exact weights); False: count=None, equal weights
         self.used = used
-        self.live = 0
-        self.reported = False  # its discarding was already judged (GG102)
-        self.params: List["ParamState"] = []  # the parameters it reached
+        self.judged = False
+        self.reached: list = []
         self.retained = False  # backward(retain_graph=True): its graph is shared with another pass
+        self.create_graph = False
+        self.framework = False  # called through a library's code (a framework's backward, which scales the loss)
         # (parameter, its _version) for the first few parameters reached, right after the
         # pass: a parameter modified in place before the gradient is cleared means the
         # gradient was used by hand (SAM's perturbation, a hand-written update).
@@ -57,57 +106,25 @@ class Pass:
         """Some parameter it reached was modified in place since the pass (not by a watched step)."""
         return any(p._version != v for p, v in self.pver)
 
+    def mask(self, n: int) -> list:
+        """``reached`` padded with False to ``n`` positions."""
+        r = self.reached
+        return r if len(r) == n else (r + [False] * (n - len(r)))[:n]
 
-# A buffer that kept growing without any step or clearing (a parameter that no
-# optimizer holds) would keep every pass alive; past this many entries only the
-# passes that matter for a finding (not yet used by any step) are kept.
+
+# Passes kept beyond those that still matter for a finding (not yet used by a step).
 MAX_PENDING = 32
 
 
-class ParamState:
-    """What the watch knows about one parameter's ``.grad`` buffer."""
-
-    __slots__ = ("p", "ref", "ver", "pending", "consumed", "zero", "got", "first_site", "opt", "pv")
-
-    def __init__(self, p: torch.Tensor):
-        self.p = p
-        # The buffer last seen (weakly: never keep a cleared grad alive) and its _version;
-        # ver -1: it was None. A buffer seen cleared keeps its (dead) weak reference until the
-        # next buffer's replaces it: freeing one as the other is made leaves CPython's cyclic
-        # GC count unchanged, where freeing 10,000 first and making 10,000 later sets off
-        # collections that walk every tensor (the many-tensor case).
-        self.ref: Optional[weakref.ref] = None
-        self.ver = -1
-        # Passes whose gradient is in the buffer, not yet applied by a step. One list per
-        # parameter for good (cleared, not replaced): a new list per parameter per event
-        # sets off CPython's cyclic GC every few hundred parameters, and each collection
-        # walks the fresh .grad tensors (13 ms instead of 1 ms per pass at 2000 tensors).
-        self.pending: List[Pass] = []
-        self.consumed = False  # the buffer holds gradient that a step already applied
-        self.zero = False  # the buffer was zero-filled by a zero_grad the watch saw, nothing added since
-        self.got = False  # some watched backward pass reached this parameter
-        self.first_site: Site = (None, None)
-        self.opt = None  # the first watched optimizer that holds it (an OptState)
-        self.pv = -1  # no optimizer holds it: the parameter's _version after the last pass reached it
-
-    def remember(self, g: Optional[torch.Tensor]) -> None:
-        """Record the buffer as it is now."""
-        if g is None:
-            self.ver = -1
-        else:
-            if self.ref is None or self.ref() is not g:
-                self.ref = weakref.ref(g)
-            self.ver = g._version
-
-
 class OptState:
-    """A watched optimizer: its parameters' states and its step count."""
+    """A watched optimizer: where its parameters sit in the tracker's columns, and its step count."""
 
-    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "discard_at", "open_lines")
+    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "sl", "idx",
+                 "discarded_in")
 
     def __init__(self, opt: torch.optim.Optimizer):
         self.opt = opt
-        self.params: List[ParamState] = []
+        self.params: List[torch.Tensor] = []
         self.ids: frozenset = frozenset()
         self.sig = None
         self.steps = 0  # steps completed inside the watch
@@ -115,8 +132,9 @@ class OptState:
         self.moves_zero = False
         self.closure = False
         self.name = type(opt).__name__
-        self.discard_at = -1  # the step interval of the latest discard of its parameters' gradient
-        self.open_lines: list = []  # GG102: lines that discarded in the current interval
+        self.sl: Optional[slice] = None  # its parameters' positions, when they are one run of the columns
+        self.idx: List[int] = []  # else: their positions
+        self.discarded_in = -1  # the step interval in which gradient of its parameters was last cleared unused
 
 
 def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
@@ -127,39 +145,96 @@ def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
     return False
 
 
-class Tracker:
-    """Every parameter the watch has seen, and what its ``.grad`` holds.
+class Subset:
+    """Some of the tracker's positions: one slice of the columns when they are contiguous (read and written in C)."""
 
-    ``on_discard(ps, st, site)`` is called when a clearing at ``site`` took the
+    __slots__ = ("sl", "idx")
+
+    def __init__(self, idx: List[int]):
+        if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+            self.sl, self.idx = slice(idx[0], idx[0] + len(idx)), idx
+        else:
+            self.sl, self.idx = None, idx
+
+    def get(self, col: list) -> list:
+        if self.sl is not None:
+            return col[self.sl]
+        return [col[i] for i in self.idx]
+
+    def put(self, col: list, values: list) -> None:
+        if self.sl is not None:
+            col[self.sl] = values
+        else:
+            for i, v in zip(self.idx, values):
+                col[i] = v
+
+
+class Tracker:
+    """Every parameter the watch has seen, and what its ``.grad`` holds (see the module's docstring).
+
+    ``on_discard(ps, ost, site)`` is called when a clearing at ``site`` took the
     last gradient of a pass that no step used (``own``: the clearing is
     gradguard's own, which discards nothing).
     """
 
-    def __init__(self, on_discard: Callable[[Pass, ParamState, Optional[Site]], None]):
-        self.params: Dict[int, ParamState] = {}
-        self._tracked: List[ParamState] = []
-        self._dirty = False
+    def __init__(self, on_discard: Callable[[Pass, OptState, Optional[Site]], None]):
+        self.params: List[torch.Tensor] = []
+        self.pos: Dict[int, int] = {}  # id(parameter) -> its position
+        self.buf: list = []  # the .grad last seen (None: none)
+        self.ver: List[int] = []  # its _version; -1: None
+        self.since: List[int] = []  # pass number from which on gradient in the buffer waits for a step
+        self.last: List[int] = []  # number of the last pass that reached it; 0: none
+        self.consumed: List[bool] = []  # the buffer holds gradient that a step already applied
+        self.zero: List[bool] = []  # zero-filled by a zero_grad the watch saw, nothing added since
+        self.owner: list = []  # the first watched optimizer that holds it (an OptState), or None
+        self.owned: List[bool] = []
+        self.passes: List[Pass] = []  # passes whose gradient may still wait somewhere
+        self.count = 0  # backward passes so far
         self.opts: Dict[int, OptState] = {}
         self.on_discard = on_discard
         self.own = False  # the clearing being handled is gradguard's own
-        self.manual: List[ParamState] = []  # reached by a pass, held by no optimizer (updated by hand?)
+        self.manual: List[int] = []  # positions reached by a pass and held by no optimizer (updated by hand?)
+        self.first_site: Dict[int, Site] = {}  # position held by no optimizer -> the first pass that reached it
+        self.pv: Dict[int, int] = {}  # manual position -> parameter _version after the last pass reached it
+        self._print = ((), None)
+        self._all: Optional[Subset] = None
+        self._subsets: Dict[int, tuple] = {}
 
     # ------------------------------------------------------------ who
-    def state(self, p: torch.Tensor) -> ParamState:
-        st = self.params.get(id(p))
-        if st is None:
-            st = self.params[id(p)] = ParamState(p)
-            self._dirty = True
-            # A gradient from before the watch or from an unseen source: it is
-            # "a gradient", but no watched pass made it.
-            st.remember(p.grad)
-        return st
+    def add(self, p: torch.Tensor) -> int:
+        """The position of ``p``, added if new (a gradient it has now: "a gradient" no watched pass made)."""
+        i = self.pos.get(id(p))
+        if i is not None and self.params[i] is p:
+            return i
+        i = self.pos[id(p)] = len(self.params)
+        self.params.append(p)
+        g = p.grad
+        self.buf.append(g)
+        self.ver.append(-1 if g is None else g._version)
+        self.since.append(self.count)
+        self.last.append(0)
+        self.consumed.append(False)
+        self.zero.append(False)
+        self.owner.append(None)
+        self.owned.append(False)
+        self._all = None
+        return i
 
-    def tracked(self) -> List[ParamState]:
-        if self._dirty:
-            self._tracked = list(self.params.values())
-            self._dirty = False
-        return self._tracked
+    def everything(self) -> Subset:
+        if self._all is None or len(self._all.idx) != len(self.params):
+            self._all = Subset(list(range(len(self.params))))
+        return self._all
+
+    def subset(self, params) -> Subset:
+        """The positions of ``params`` (a module's), cached while the same tensors come in the same order."""
+        params = list(params)
+        key = id(params[0]) if params else 0
+        hit = self._subsets.get(key)
+        if hit is not None and len(hit[0]) == len(params) and all(map(is_, hit[0], params)):
+            return hit[1]
+        sub = Subset([self.add(p) for p in params])
+        self._subsets[key] = (params, sub)
+        return sub
 
     def opt_state(self, opt: torch.optim.Optimizer) -> OptState:
         ost = self.opts.get(id(opt))
@@ -169,174 +244,331 @@ class Tracker:
         sig = (len(groups), sum(len(g["params"]) for g in groups))
         if sig != ost.sig:  # new optimizer, or add_param_group
             ost.sig = sig
-            ost.params = [self.state(p) for g in groups for p in g["params"]]
-            ost.ids = frozenset(id(st.p) for st in ost.params)
+            ost.params = [p for g in groups for p in g["params"]]
+            ost.ids = frozenset(map(id, ost.params))
             ost.moves_zero = optimizer_moves_zero_grads(opt)
-            for st in ost.params:
-                if st.opt is None:
-                    st.opt = ost
-            self.manual = [st for st in self.manual if st.opt is None]
+            for p in ost.params:
+                i = self.add(p)
+                if self.owner[i] is None:
+                    self.owner[i] = ost
+                    self.owned[i] = True
+            self._reorder()
+            self.manual = [i for i in self.manual if self.owner[i] is None]
         return ost
 
-    # ------------------------------------------------------------ the one test
-    @staticmethod
-    def changed(states: List[ParamState], grads: Optional[list] = None) -> List[int]:
-        """The indices of ``states`` whose ``.grad`` is not the buffer last seen, or was changed in place since.
+    def _reorder(self) -> None:
+        """Give each optimizer's parameters one run of the columns, in its order: its events then read and
+        write slices in C. Only when an optimizer is registered or grows."""
+        order: List[int] = []
+        taken = set()
+        for ost in self.opts.values():
+            for p in ost.params:
+                i = self.pos[id(p)]
+                if i not in taken:
+                    taken.add(i)
+                    order.append(i)
+        order += [i for i in range(len(self.params)) if i not in taken]
+        if order != list(range(len(order))):
+            n = len(order)
+            for name in ("params", "buf", "ver", "since", "last", "consumed", "zero", "owner", "owned"):
+                col = getattr(self, name)
+                setattr(self, name, [col[i] for i in order])
+            new_of = {old: new for new, old in enumerate(order)}
+            self.pos = {id(p): i for i, p in enumerate(self.params)}
+            for ps in self.passes:
+                r = ps.mask(n)
+                ps.reached = [r[i] for i in order]
+            self.manual = [new_of[i] for i in self.manual]
+            self.first_site = {new_of[i]: s for i, s in self.first_site.items()}
+            self.pv = {new_of[i]: v for i, v in self.pv.items()}
+            self._print = ([new_of[i] for i in self._print[0]], self._print[1])
+            self._all = None
+            self._subsets = {}
+        for ost in self.opts.values():
+            idx = [self.pos[id(p)] for p in ost.params]
+            sub = Subset(idx)
+            ost.sl, ost.idx = sub.sl, sub.idx
 
-        ``grads``: their ``.grad`` as the caller read it (each read costs, with many tensors).
-        The identity goes first: a new buffer is told without reading its ``_version``.
-        """
-        if grads is None:
-            grads = [st.p.grad for st in states]
-        out = []
-        add = out.append
-        i = -1
-        for st, g in zip(states, grads):
-            i += 1
-            if g is None:
-                if st.ver < 0:
-                    continue
-            elif st.ver >= 0 and st.ref() is g and g._version == st.ver:
-                continue
-            add(i)
-        return out
+    @staticmethod
+    def of(ost: OptState) -> Subset:
+        sub = Subset.__new__(Subset)
+        sub.sl, sub.idx = ost.sl, ost.idx
+        return sub
 
     # ------------------------------------------------------------ what a change means
-    def sync(self, states: List[ParamState], site: Optional[Site] = None, zero_fill: bool = False,
-             grads: Optional[list] = None) -> None:
-        """Account for every change to ``states``' buffers since they were last seen (``grads``: see ``changed``)."""
+    def sync(self, sub: Subset, site: Optional[Site] = None, zero_fill: bool = False,
+             grads: Optional[list] = None, refresh: bool = False) -> None:
+        """Account for every change to ``sub``'s buffers since they were last seen (``site``: a clearing's line).
+
+        ``grads``: their ``.grad`` as the caller read it. ``zero_fill``: inside a
+        ``zero_grad`` the watch saw (a change in place is its zero-fill).
+        ``refresh``: then note every buffer's version as it is (before a backward
+        pass, which tells the buffers it grew by their versions).
+        """
+        grads = self._sync(sub, site, zero_fill, grads)
+        if refresh:
+            sub.put(self.buf, grads)
+            sub.put(self.ver, versions_of(grads))
+
+    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: Optional[list]) -> list:
         if grads is None:
-            grads = [st.p.grad for st in states]
-        for i in self.changed(states, grads):
-            st = states[i]
-            if not st.pending and grads[i] is None:  # the common clearing, inline: nothing to discard
-                st.ver = -1
-                st.consumed = st.zero = False
-            else:
-                self.observe(st, site, zero_fill)
+            grads = grads_of(sub.get(self.params))
+        new = list(map(is_not, grads, sub.get(self.buf)))
+        # A buffer still there, changed in place: it matters only inside a zero_grad, for a
+        # buffer holding only applied gradient (a p.grad.zero_() by hand), or to end a zero-fill.
+        inplace: List[int] = []
+        if zero_fill:
+            look = list(map(is_not, grads, repeat(None)))
+        else:
+            consumed, zero = sub.get(self.consumed), sub.get(self.zero)
+            look = None
+            if any(consumed) or any(zero):
+                pending = map(gt, sub.get(self.last), sub.get(self.since))
+                look = list(map(or_, map(and_, consumed, map(not_, pending)), zero))
+        if look is not None and any(look):
+            vers = sub.get(self.ver)
+            inplace = [j for j in where(look) if not new[j] and grads[j] is not None and grads[j]._version != vers[j]]
+        if not inplace:
+            if not any(new):
+                return grads
+            if not any(map(is_not, grads, repeat(None))):
+                self._cleared_all(sub, site)  # everything set to None: one clearing, in columns
+                return grads
+        moved = where(new)
+        idx = sub.idx
+        for j in moved:
+            self._observe(idx[j], grads[j], site, False)
+        for j in inplace:
+            self._observe(idx[j], grads[j], site, zero_fill)
+        return grads
 
-    def observe(self, st: ParamState, site: Optional[Site] = None, zero_fill: bool = False) -> None:
-        """Account for what happened to ``st``'s buffer since it was last seen (``site``: a clearing's line)."""
-        g = st.p.grad
+    def _observe(self, i: int, g, site: Optional[Site], zero_fill: bool) -> None:
+        """What happened to position ``i``'s buffer, now ``g``."""
+        b = self.buf[i]
         if g is None:
-            if st.ver >= 0:
-                st.ver = -1
-                self.cleared(st, site)
+            self.buf[i] = None
+            self.ver[i] = -1
+            if b is not None:
+                self.clear([i], site)
             return
-        if st.ver < 0 or st.ref() is not g:
-            if st.ver >= 0:
-                self.cleared(st, site)
-            # A buffer that no watched pass filled (assigned by hand, or filled
-            # by a backward the watch did not see): a gradient of unknown origin.
-            st.remember(g)
+        if b is not g:
+            if b is not None:
+                self.clear([i], site)
+            # A buffer that no watched pass filled (assigned by hand, or filled by a backward
+            # the watch did not see): a gradient of unknown origin.
+            self.buf[i] = g
+            self.ver[i] = g._version
             return
-        if g._version != st.ver:
-            st.ver = g._version
-            if zero_fill or (st.consumed and not st.pending):
-                # Zero-filled by a zero_grad, or only already-applied gradient was in
-                # there: a p.grad.zero_().
-                self.cleared(st, site)
-                st.zero = zero_fill
-            else:
-                st.zero = False  # scaled, clipped or unscaled in place: still waiting for a step
+        self.ver[i] = g._version
+        if zero_fill or (self.consumed[i] and self.last[i] <= self.since[i]):
+            # Zero-filled by a zero_grad, or only already-applied gradient was in there: a p.grad.zero_().
+            self.clear([i], site)
+            self.zero[i] = zero_fill
+        else:
+            self.zero[i] = False  # scaled, clipped or unscaled in place: still waiting for a step
 
-    def cleared(self, st: ParamState, site: Optional[Site]) -> None:
-        """The buffer was emptied: passes whose last pending gradient this was are discarded."""
-        st.consumed = False
-        st.zero = False
-        pending = st.pending
-        if not pending:
-            return
-        if st.opt is None:
-            # No optimizer holds this parameter (manual SGD reads .grad itself):
-            # "used by a step" has no meaning, so neither has "discarded".
-            for ps in pending:
-                ps.live -= 1
-            pending.clear()
-            return
-        own = self.own
-        for ps in pending:
-            ps.live -= 1
-            if ps.live <= 0 and not ps.used and not ps.reported and not own and not ps.info.amp:
-                # A GradScaler skips the step on inf/NaN (unseen: it only calls step() or
-                # not), so its passes are never judged.
-                ps.reported = True
-                self.on_discard(ps, st, site)
-        pending.clear()
+    def _cleared_all(self, sub: Subset, site: Optional[Site]) -> None:
+        n = len(sub.idx)
+        watch_for = self._open_before()
+        sub.put(self.buf, [None] * n)
+        sub.put(self.ver, [-1] * n)
+        sub.put(self.consumed, [False] * n)
+        sub.put(self.zero, [False] * n)
+        sub.put(self.since, [self.count] * n)
+        if watch_for:
+            self._judge(watch_for, sub.idx, site)
+
+    def clear(self, positions: List[int], site: Optional[Site]) -> None:
+        """The buffers at ``positions`` were emptied: passes whose last waiting gradient this was are discarded."""
+        watch_for = self._open_before()
+        for i in positions:
+            self.consumed[i] = self.zero[i] = False
+            self.since[i] = self.count
+        if watch_for:
+            self._judge(watch_for, positions, site)
+
+    def _open_before(self) -> List[Pass]:
+        """The passes no step used whose gradient still waits somewhere (before a clearing)."""
+        if not self.passes:
+            return []
+        return [ps for ps in self.passes if not ps.used and not ps.judged and self.live(ps)]
+
+    def _judge(self, passes: List[Pass], cleared: List[int], site: Optional[Site]) -> None:
+        """Of ``passes`` (waiting before the clearing of ``cleared``), those now gone without a step."""
+        for ps in passes:
+            if self.live(ps):
+                continue
+            mask = ps.reached
+            hit = [i for i in cleared if i < len(mask) and mask[i] and self.owner[i] is not None]
+            if not hit:
+                continue  # only parameters no optimizer holds: "used by a step" means nothing there
+            if self.own or ps.info.amp:
+                # gradguard's own clearing discards nothing; a GradScaler skips the step on
+                # inf/NaN unseen (it only calls step() or not), so its passes are never judged.
+                continue
+            ps.judged = True
+            self.on_discard(ps, self.owner[hit[0]], site)
+
+    def live(self, ps: Pass) -> bool:
+        """Some buffer still holds ``ps``'s gradient waiting for a step."""
+        r = ps.reached
+        if not any(r):
+            return False
+        since = self.since
+        if len(r) < len(since):
+            since = since[: len(r)]
+        return any(map(and_, r, map(lt, since, repeat(ps.index))))
+
+    def waiting(self, ps: Pass, sub: Subset) -> list:
+        """Mask over ``sub``: where ``ps``'s gradient still waits for a step."""
+        r = sub.get(ps.mask(len(self.params)))
+        return list(map(and_, r, map(lt, sub.get(self.since), repeat(ps.index))))
 
     # ------------------------------------------------------------ events
-    def arrived(self, ps: Pass, tracked: List[ParamState]) -> None:
+    def arrived(self, ps: Pass) -> None:
         """After a pass: every buffer that changed during it holds (also) its gradient."""
-        reached = ps.params
-        add = reached.append
-        new_ref = weakref.ref
-        grads = [st.p.grad for st in tracked]
-        for i in self.changed(tracked, grads):
-            st = tracked[i]
-            g = grads[i]
-            if g is None:
-                st.ver = -1
-                continue
-            ref = st.ref
-            if ref is None or ref() is not g:
-                st.ref = new_ref(g)  # frees the old one (see ParamState)
-            st.ver = g._version
-            pending = st.pending
-            if len(pending) >= MAX_PENDING:
-                pending[:] = [q for q in pending if not q.used]
-            pending.append(ps)
-            add(st)
-            st.zero = False
-            if not st.got:
-                st.got = True
-                st.first_site = ps.site
-                if st.opt is None:
-                    self.manual.append(st)
-        ps.live = len(reached)
-        if reached and not ps.used:
-            ps.pver = tuple((q.p, q.p._version) for q in reached[:4])
+        params = self.params
+        grads = grads_of(params)
+        new = list(map(is_not, grads, self.buf))
+        if any(map(is_not, self.buf, repeat(None))):
+            # Some buffers were there before the pass: grown in place is told by the version.
+            vers = versions_of(grads)
+            reached = list(map(and_, map(or_, new, map(ne, vers, self.ver)), map(is_not, grads, repeat(None))))
+        else:
+            # All made by this pass (the steady state after zero_grad(set_to_none=True)): no version
+            # to compare. Their versions are read when it matters: before the next pass (a refresh)
+            # and when a step applies them; until then they wait for a step, where a change in
+            # place tells nothing.
+            vers = [-1] * len(grads)
+            reached = new
+        self.buf = grads
+        self.ver = vers
+        ps.reached = reached
+        if not any(reached):
+            return
+        self.passes.append(ps)
+        if len(self.passes) > 2 * MAX_PENDING:
+            # A loop that never steps (updates by hand) or a buffer no step ever applies:
+            # keep what can still matter, and a bounded number of those.
+            self.passes = [q for q in self.passes if self.live(q)][-4 * MAX_PENDING:]
+        self.last = pick(reached, self.last, ps.index)
+        if any(self.zero):
+            self.zero = list(map(and_, self.zero, map(not_, reached)))
+        if not all(self.owned) and not all(map(or_, self.owned, map(not_, reached))):
+            # it reached parameters no optimizer holds
+            for i in where(list(map(and_, reached, map(not_, self.owned)))):
+                if i not in self.first_site:
+                    self.first_site[i] = ps.site
+                    self.manual.append(i)
+        if not ps.used:
+            ps.pver = tuple((p, p._version) for p in islice(compress(params, reached), 4))
         if self.manual:
-            for st in self.manual:
-                if st.pending and st.pending[-1] is ps:
-                    st.pv = st.p._version
+            for i in self.manual:
+                if reached[i]:
+                    self.pv[i] = params[i]._version
             # ``p.data.add_(...)`` leaves no trace in p's version counter (``.data`` has its
             # own): a fingerprint of the values (one foreach norm, no sync) tells instead.
             # Only for parameters no optimizer holds, which loops that update by hand have.
-            self._print = (list(self.manual), _fingerprint(self.manual))
+            self._print = (list(self.manual), _fingerprint([params[i] for i in self.manual]))
 
-    def applied(self, ost: OptState, with_grad: List[ParamState]) -> None:
-        """After ``ost``'s step: the gradient in ``with_grad``'s buffers has been applied."""
-        for st in with_grad:
-            g = st.p.grad
-            if g is None:
-                st.ver = -1
-                continue
-            if st.pending or not st.zero:
-                st.consumed = True  # (a gradient of unknown origin, too, is now applied)
-            st.pending.clear()
-            ref = st.ref
-            if ref is None or ref() is not g:
-                st.ref = weakref.ref(g)
-            st.ver = g._version
+    def step_view(self, ost: OptState, grads: list):
+        """For ``ost``'s step about to read ``grads``: masks over its parameters (with gradient, stale,
+        zero-filled only), whether gradient no watched pass made is among them, and the passes it applies."""
+        sub = self.of(ost)
+        has = list(map(is_not, grads, repeat(None)))
+        since = sub.get(self.since)
+        pending = list(map(gt, sub.get(self.last), since))
+        zero, consumed = sub.get(self.zero), sub.get(self.consumed)
+        if any(zero):
+            zero_only = list(map(and_, map(and_, has, map(not_, pending)), zero))
+            with_grad = list(map(and_, has, map(not_, zero_only)))
+        else:
+            zero_only, with_grad = [False] * len(has), has
+        stale = list(map(and_, with_grad, consumed)) if any(consumed) else [False] * len(has)
+        by_hand = not all(pending) and any(map(and_, map(and_, with_grad, map(not_, pending)), map(not_, consumed)))
+        fed = {}
+        if any(pending):
+            low = min(since) if since else 0
+            n = len(self.params)
+            for ps in self.passes:
+                r = sub.get(ps.mask(n))
+                if ps.index > low:
+                    waits = any(map(and_, r, map(lt, since, repeat(ps.index))))
+                else:
+                    waits = False
+                if waits:
+                    fed[ps.index] = ps
+        return with_grad, stale, zero_only, by_hand, fed
 
-    def moved_by_hand(self) -> List[ParamState]:
-        """Parameters held by no optimizer, changed in place since the last pass reached them,
+    def applied(self, ost: OptState, with_grad: list, grads: Optional[list] = None) -> None:
+        """After ``ost``'s step: the gradient in the buffers marked ``with_grad`` has been applied.
+
+        ``grads``: the ``.grad`` list as the step's check read it (a step reads them, it does not replace them).
+        """
+        sub = self.of(ost)
+        if grads is None:
+            grads = grads_of(sub.get(self.params))
+        has = list(map(is_not, grads, repeat(None)))
+        wg = list(map(and_, with_grad, has))
+        pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
+        # (a gradient of unknown origin, too, is now applied; a zero-fill with nothing since is not a gradient)
+        now = list(map(and_, wg, map(or_, pending, map(not_, sub.get(self.zero)))))
+        sub.put(self.consumed, list(map(or_, sub.get(self.consumed), now)))
+        sub.put(self.since, pick(wg, sub.get(self.since), self.count))
+        # Where the buffer is gone now (a step that clears), forget it as it was.
+        sub.put(self.buf, list(map(_keep, wg, grads, sub.get(self.buf))) if not all(map(is_, wg, has)) else grads)
+        sub.put(self.ver, versions_of(sub.get(self.buf)))
+        self._trim()
+
+    def _trim(self) -> None:
+        """Forget passes whose gradient waits nowhere and that a step used (their findings are decided)."""
+        passes = self.passes
+        if not passes:
+            return
+        low = min(self.since) if self.since else 0
+        keep = [ps for ps in passes if not ps.used or (ps.index > low and self.live(ps))]
+        if len(keep) > 4 * MAX_PENDING:
+            keep = [ps for ps in keep if not ps.used][-4 * MAX_PENDING:] or keep[-MAX_PENDING:]
+        self.passes = keep
+
+    def open_passes(self) -> List[Pass]:
+        """Passes that no step used and whose gradient still waits somewhere."""
+        return [ps for ps in self.passes if not ps.used and not ps.judged and self.live(ps)]
+
+    def moved_by_hand(self) -> List[int]:
+        """Positions held by no optimizer, changed in place since the last pass reached them,
         whose ``.grad`` still holds that pass's gradient (an update by hand with no clearing)."""
-        states, before = getattr(self, "_print", ((), None))
-        if not states or not any(st.pending for st in states):
+        states, before = self._print
+        if not states:
             return []
-        now = _fingerprint(states)
+        pending = [i for i in states if self.last[i] > self.since[i]]
+        if not pending:
+            return []
+        now = _fingerprint([self.params[i] for i in states])
         values = (now != before).tolist() if now is not None and before is not None else [False] * len(states)
+        moved = dict(zip(states, values))
         out = []
-        for st, moved in zip(states, values):
-            if st.pending and st.pv >= 0 and (moved or st.p._version != st.pv) and st.p.grad is not None:
-                out.append(st)
+        for i in pending:
+            p = self.params[i]
+            pv = self.pv.get(i, -1)
+            if pv >= 0 and (moved[i] or p._version != pv) and p.grad is not None:
+                out.append(i)
         return out
 
+    def forget(self, positions: List[int]) -> None:
+        """Judged once (a hand-written update): what follows is the next pass's."""
+        for i in positions:
+            self.consumed[i] = self.zero[i] = False
+            self.since[i] = self.count
 
-def _fingerprint(states: List[ParamState]) -> Optional[torch.Tensor]:
+
+def _keep(take: bool, g, old):
+    return g if take else old
+
+
+def _fingerprint(params: List[torch.Tensor]) -> Optional[torch.Tensor]:
     try:
-        norms = torch._foreach_norm([st.p.detach() for st in states])
+        norms = torch._foreach_norm([p.detach() for p in params])
         return torch.stack([n.to(device=norms[0].device, dtype=torch.float32) for n in norms])
     except Exception:
         return None

@@ -1,19 +1,21 @@
 """What the rules read: a view of one step, one backward pass, one clearing, or the end of a watch.
 
 The session builds a view at each event from the tracker's records; the rules
-(``rules/``) read only views and report through them, so that a rule knows
-nothing of how the buffers are tracked.
+(``rules/``) read only views, keep their own memory in ``view.memory[CODE]``
+and report through ``view.report``, so that a rule knows nothing of how the
+buffers are tracked. Lists of parameters are made only when a rule asks.
 """
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..findings import short_path
 from ._source import Site
-from ._tracker import OptState, ParamState, Pass
+from ._tracker import OptState, Pass, Subset, Tracker
 
 Report = Callable[[str, str, Site, Optional[int], Sequence], None]
 
@@ -34,33 +36,68 @@ def plural(n: int, word: str, many: str = "") -> str:
 class StepView:
     """One ``optimizer.step()`` about to read ``.grad`` (or, with a closure, just after).
 
-    ``with_grad``: its parameters whose buffer holds gradient; ``stale``: those
-    holding gradient an earlier step already applied; ``graph``: those whose
-    ``.grad`` requires grad; ``zero_only``: zero-filled by ``zero_grad`` with
-    nothing since; ``passes``: the backward passes whose gradient it applies
-    (by index); ``discarded``: its gradient was cleared unused in this interval.
+    ``params``/``grads``: the optimizer's parameters and their ``.grad`` now;
+    ``with_grad``: those whose buffer holds gradient; ``stale``: those holding
+    gradient an earlier step already applied; ``zero_only``: zero-filled by
+    ``zero_grad`` with nothing since; ``passes``: the backward passes whose
+    gradient it applies (by index); ``discarded``: its gradient was cleared
+    unused in this interval; ``modules``: the modules seen running.
     """
 
-    __slots__ = ("opt", "name", "n", "site", "params", "moves_zero", "with_grad", "stale", "graph",
-                 "zero_only", "passes", "discarded", "report", "batch_stats", "defer")
+    __slots__ = ("ost", "opt", "name", "n", "site", "params", "grads", "moves_zero", "with_grad_mask", "stale_mask",
+                 "zero_mask", "by_hand", "passes", "discarded", "report", "memory", "clock", "modules", "_lists")
 
-    def __init__(self, ost: OptState, site: Site, report: Report,
-                 batch_stats: Callable[[OptState], List[torch.nn.Module]], defer: Callable[[tuple], None]):
+    def __init__(self, ost: OptState, site: Site, report: Report, memory: dict, clock: int, params: list,
+                 grads: list, with_grad: list, stale: list, zero_only: list, by_hand: bool, passes: Dict[int, Pass],
+                 modules: list):
+        self.ost = ost
         self.opt = ost.opt
         self.name = ost.name
         self.n = ost.steps + 1
         self.site = site
-        self.params = ost.params
+        self.params = params
+        self.grads = grads
         self.moves_zero = ost.moves_zero
-        self.discarded = ost.discard_at == ost.steps
-        self.with_grad: List[ParamState] = []
-        self.stale: List[ParamState] = []
-        self.graph: List[ParamState] = []
-        self.zero_only: List[ParamState] = []
-        self.passes: Dict[int, Pass] = {}
+        self.discarded = ost.discarded_in == ost.steps
+        self.with_grad_mask, self.stale_mask, self.zero_mask = with_grad, stale, zero_only
+        self.by_hand = by_hand
+        self.passes = passes
         self.report = report
-        self.batch_stats = lambda: batch_stats(ost)  # batch-norm layers of its model that ran since its last step
-        self.defer = defer  # run a check at the end of the watch (item counts on a device)
+        self.memory = memory
+        self.clock = clock
+        self.modules = modules
+        self._lists: dict = {}
+
+    def _list(self, mask: list) -> List[torch.Tensor]:
+        key = id(mask)
+        out = self._lists.get(key)
+        if out is None:
+            out = self._lists[key] = list(compress(self.params, mask)) if any(mask) else []
+        return out
+
+    @property
+    def with_grad(self) -> List[torch.Tensor]:
+        return self._list(self.with_grad_mask)
+
+    @property
+    def stale(self) -> List[torch.Tensor]:
+        return self._list(self.stale_mask)
+
+    @property
+    def zero_only(self) -> List[torch.Tensor]:
+        return self._list(self.zero_mask)
+
+    @property
+    def has_grad(self) -> bool:
+        return any(self.with_grad_mask)
+
+    def by_site(self) -> Dict[Site, List[Pass]]:
+        """The step's passes grouped by backward line (passes whose line is unknown left out)."""
+        out: Dict[Site, List[Pass]] = {}
+        for ps in self.passes.values():
+            if ps.site[0] is not None:
+                out.setdefault(ps.site, []).append(ps)
+        return out
 
     def windows(self) -> List[Tuple[Site, List[Pass]]]:
         """Accumulation windows: the step's passes grouped by backward line, two or more per line.
@@ -71,41 +108,98 @@ class StepView:
         Neither are passes that keep their graph (``retain_graph=True``): several
         losses of one forward pass, back-propagated one by one in a loop.
         """
-        by_site: Dict[Site, List[Pass]] = {}
-        for ps in self.passes.values():
-            if ps.site[0] is not None:
-                by_site.setdefault(ps.site, []).append(ps)
-        return [(s, g) for s, g in by_site.items() if len(g) >= 2 and not any(ps.retained for ps in g)]
+        return [(s, g) for s, g in self.by_site().items() if len(g) >= 2 and not any(ps.retained for ps in g)]
 
 
 class PassView:
     """A backward pass about to run: ``stale`` are parameters updated by hand with their gradient still in ``.grad``."""
 
-    __slots__ = ("site", "stale", "report")
+    __slots__ = ("site", "stale", "report", "memory")
 
-    def __init__(self, site: Site, stale: List[ParamState], report: Report):
-        self.site, self.stale, self.report = site, stale, report
+    def __init__(self, site: Site, stale: List[torch.Tensor], report: Report, memory: dict):
+        self.site, self.stale, self.report, self.memory = site, stale, report, memory
+
+
+class ModuleView:
+    """A module seen running for the first time."""
+
+    __slots__ = ("module", "memory")
+
+    def __init__(self, module: torch.nn.Module, memory: dict):
+        self.module, self.memory = module, memory
+
+
+class ClearView:
+    """A ``zero_grad`` at ``site`` about to clear the buffers of ``sub``, while ``waiting`` passes' gradient waits.
+
+    ``wants(code)``: whether a finding of ``code`` at ``site`` would still be reported.
+    """
+
+    __slots__ = ("site", "waiting", "memory", "_sub", "_tracker", "_reporter")
+
+    def __init__(self, site: Site, sub: Subset, waiting: List[Pass], tracker: Tracker, reporter, memory: dict):
+        self.site, self.waiting, self.memory = site, waiting, memory
+        self._sub, self._tracker, self._reporter = sub, tracker, reporter
+
+    def wants(self, code: str) -> bool:
+        return self._reporter.wants(code, self.site)
+
+    def cleared_whole(self, ps: Pass) -> Tuple[Optional[OptState], List[torch.Tensor]]:
+        """If this clearing takes all of ``ps``'s waiting gradient: the optimizer holding it and those
+        buffers; else ``(None, [])``."""
+        tracker = self._tracker
+        everything = tracker.everything()
+        waits = tracker.waiting(ps, everything)
+        positions = [i for i, w in enumerate(waits) if w]
+        if not positions or tracker.owner[positions[0]] is None:
+            return None, []
+        inside = set(self._sub.idx)
+        if not all(i in inside for i in positions):
+            return None, []
+        grads = [tracker.params[i].grad for i in positions]
+        return tracker.owner[positions[0]], [g for g in grads if g is not None]
 
 
 class EndView:
     """The end of a watch: the optimizers that stepped and what is left in the buffers."""
 
-    __slots__ = ("opts", "all_opts", "params", "report", "deferred")
+    __slots__ = ("all_opts", "opts", "report", "memory", "_tracker")
 
-    def __init__(self, all_opts: List[OptState], params: List[ParamState], report: Report, deferred: list):
-        self.all_opts = all_opts
-        self.opts = [ost for ost in all_opts if ost.steps > 0]  # those that stepped
-        self.params, self.report, self.deferred = params, report, deferred
+    def __init__(self, tracker: Tracker, report: Report, memory: dict):
+        self._tracker = tracker
+        self.all_opts = list(tracker.opts.values())
+        self.opts = [ost for ost in self.all_opts if ost.steps > 0]  # those that stepped
+        self.report, self.memory = report, memory
+
+    def unapplied(self, ost: OptState) -> List[Tuple[Pass, List[torch.Tensor]]]:
+        """Passes that no step used whose gradient still waits in ``ost``'s parameters, with those parameters."""
+        tracker = self._tracker
+        sub = tracker.of(ost)
+        out = []
+        for ps in tracker.passes:
+            if ps.used:
+                continue
+            waits = tracker.waiting(ps, sub)
+            if any(waits):
+                out.append((ps, list(compress(ost.params, waits))))
+        return out
+
+    def orphans(self) -> List[Tuple[torch.Tensor, Site]]:
+        """Parameters that received gradient from a watched pass and that no optimizer holds, with that pass's line."""
+        tracker = self._tracker
+        held = set()
+        for ost in self.all_opts:
+            held |= ost.ids
+        return [(tracker.params[i], site) for i, site in tracker.first_site.items() if id(tracker.params[i]) not in held]
 
 
 class DiscardView:
     """A clearing at ``site`` took the last gradient of pass ``ps``, which no step used.
 
-    ``ost``: the optimizer holding the parameters; ``nonfinite``: the gradient
-    cleared was not finite (checked only when a finding is near, see ``gg102``).
+    ``ost``: the optimizer holding the parameters; ``params``: those the pass reached.
     """
 
-    __slots__ = ("ps", "ost", "site", "nonfinite", "report")
+    __slots__ = ("ps", "ost", "site", "params", "report", "memory")
 
-    def __init__(self, ps: Pass, ost: OptState, site: Optional[Site], nonfinite: bool, report: Report):
-        self.ps, self.ost, self.site, self.nonfinite, self.report = ps, ost, site, nonfinite, report
+    def __init__(self, ps: Pass, ost: OptState, site: Optional[Site], params: list, report: Report, memory: dict):
+        self.ps, self.ost, self.site, self.params, self.report, self.memory = ps, ost, site, params, report, memory

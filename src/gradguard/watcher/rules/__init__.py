@@ -1,30 +1,54 @@
 """The run-time rules, one module per code.
 
-Each module names its ``CODE`` and reads only views (``.._view``): ``at_step``
-(a :class:`StepView`, before the optimizer reads ``.grad``), ``at_window``
-(one accumulation window of that step), ``at_pass`` (a :class:`PassView`,
-before a backward pass) or ``at_end`` (an :class:`EndView`). GG102, a rule
-about clearings, keeps its own memory of the clearing lines (``gg102.Lines``).
-The words of every finding come from :mod:`gradguard.rules`; a rule adds only
-the specifics (which step, which line, how many passes).
+Each module names its ``CODE``, holds its own criteria and, where it needs one,
+its own memory for one watch (a ``State`` class; the session keeps one instance
+per watch in ``view.memory[CODE]`` and knows nothing of its contents). A rule
+reads only views (``.._view``) through the functions it defines:
+
+* ``at_step(view)``: a :class:`StepView`, before the optimizer reads ``.grad``;
+* ``at_window(view, site, passes)``: one accumulation window of that step;
+* ``at_pass(view)``: a :class:`PassView`, before a backward pass;
+* ``at_discard(view)``: a :class:`DiscardView`, a pass's gradient cleared unused;
+* ``at_end(view)``: an :class:`EndView`, when the watch ends;
+
+and ``State`` may follow the watch's other events (``on_module``, ``before_pass``,
+``before_clearing``, ``after_clearing``, ``after_step``, ``close``). The words of
+every finding come from :mod:`gradguard.rules`; a rule adds only the specifics
+(which step, which line, how many passes). Adding a rule: its module here, its
+entry in ``MODULES``, a ``ggXXX_bad.py``/``ggXXX_good.py`` pair in
+``tests/watch_scripts/``, and its catalogue entry.
 """
 
 from __future__ import annotations
 
-from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110
+from typing import Callable, Dict
+
+from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111
 
 #: code -> module, for every rule the watch can report.
-MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110)}
+MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107)
+_STEP = (gg101, gg108, gg107, gg111)
 _WINDOW = (gg109, gg104, gg105)
 _END = (gg103, gg106, gg105)
 
 
+def memory(clock: Callable[[], int]) -> Dict[str, object]:
+    """A fresh memory for one watch: code -> that rule's ``State`` (``clock()``: the watch's event clock)."""
+    return {m.CODE: m.State(clock) for m in MODULES.values() if hasattr(m, "State")}
+
+
+def _each(memory: dict, event: str, *args) -> None:
+    for state in memory.values():
+        fn = getattr(state, event, None)
+        if fn is not None:
+            fn(*args)
+
+
 def at_step(view) -> None:
     """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
-    if not view.with_grad:
+    if not view.has_grad:
         gg110.at_step(view)
         return
     for rule in _STEP:
@@ -38,6 +62,34 @@ def at_pass(view) -> None:
     gg101.at_pass(view)
 
 
+def at_discard(view) -> None:
+    gg102.at_discard(view)
+
+
 def at_end(view) -> None:
     for rule in _END:
         rule.at_end(view)
+
+
+def on_module(view) -> None:
+    _each(view.memory, "on_module", view.module)
+
+
+def before_pass(ps, memory: dict) -> None:
+    _each(memory, "before_pass", ps)
+
+
+def before_clearing(view) -> None:
+    _each(view.memory, "before_clearing", view)
+
+
+def after_clearing(memory: dict) -> None:
+    _each(memory, "after_clearing")
+
+
+def after_step(ost, passes: dict, by_hand: bool, memory: dict) -> None:
+    _each(memory, "after_step", ost, passes, by_hand)
+
+
+def close(memory: dict) -> None:
+    _each(memory, "close")

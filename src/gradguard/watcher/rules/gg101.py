@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import List
+
+import torch
+
 from .._view import PassView, StepView, at, plural
 
 CODE = "GG101"
@@ -20,12 +24,29 @@ def at_step(view: StepView) -> None:
 def at_pass(view: PassView) -> None:
     # A parameter no optimizer holds, changed in place since the last pass reached it while
     # its .grad was neither cleared nor stepped: an update by hand (p -= lr * p.grad), and
-    # this pass adds to the gradient that update already applied.
-    if view.stale:
+    # this pass adds to the gradient that update already applied. Unless the .grad was
+    # zeroed by hand after the update (p.grad.zero_()): that is a clearing.
+    stale = _not_zeroed(view.stale)
+    if stale:
         view.report(
             CODE,
             f"The backward pass at {at(view.site, view.site)} added gradient to the .grad of "
-            f"{plural(len(view.stale), 'parameter')} that were updated in place since the previous backward pass "
+            f"{plural(len(stale), 'parameter')} that were updated in place since the previous backward pass "
             "(an update by hand) without clearing .grad, so it still holds the gradient already applied.",
-            view.site, None, view.stale,
+            view.site, None, stale,
         )
+
+
+def _not_zeroed(params: List[torch.Tensor]) -> List[torch.Tensor]:
+    """Those of ``params`` whose ``.grad`` is not all zeros (one foreach max-norm, one sync; only in loops
+    that update parameters by hand)."""
+    if not params:
+        return []
+    grads = [p.grad for p in params]
+    try:
+        norms = torch._foreach_norm(grads, float("inf"))
+        device = norms[0].device
+        nonzero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) != 0).tolist()
+    except Exception:
+        return params
+    return [p for p, nz in zip(params, nonzero) if nz]

@@ -10,7 +10,7 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
 :class:`Line`):
 
 (a) a discard of non-finite gradient is never counted (checked only when about
-    to report, before a zero_grad clears it: one foreach norm, one sync);
+    to report, before a zero_grad clears it: one foreach max-norm, one sync);
 (b) a line is reported at its first discard in the ``RUN``-th (3rd)
     consecutive step interval, counted from its first discard ever, where every
     earlier interval closed with a step that had no gradient at all (zero_grad
@@ -30,9 +30,11 @@ intervals right from its first one to be reported.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-from .._view import DiscardView, at, plural
+import torch
+
+from .._view import ClearView, DiscardView, at, plural
 
 CODE = "GG102"
 RUN = 3
@@ -63,16 +65,38 @@ class Line:
 class Lines:
     """The memory of GG102 in one watch: per (clearing line, optimizer) its :class:`Line`."""
 
-    def __init__(self):
+    def __init__(self, clock=None):
         self.lines: Dict[tuple, Line] = {}
+        self.open: Dict[int, List[Line]] = {}  # id(optimizer state) -> lines that discarded in its current interval
+        self.nonfinite = False  # verdict of the finiteness check before the clearing in progress
+
+    def before_clearing(self, view: ClearView) -> None:
+        """Before a zero_grad: if it is about to be reported here for the first time, is the gradient finite?"""
+        if not view.wants(CODE):
+            return
+        grads: List[torch.Tensor] = []
+        for ps in view.waiting:
+            if ps.info.amp:
+                continue
+            ost, gs = view.cleared_whole(ps)
+            if ost is not None and self.near(view.site, ost):
+                grads.extend(gs)
+        if grads:
+            self.nonfinite = not _all_finite(grads)
+
+    def after_clearing(self) -> None:
+        self.nonfinite = False
+
+    def after_step(self, ost, passes: dict, by_hand: bool) -> None:
+        if self.open.get(id(ost)):
+            self.confirm(ost, {ps.site for ps in passes.values()}, by_hand)
 
     def discarded(self, view: DiscardView) -> None:
         ps, ost, site = view.ps, view.ost, view.site
         if ps.moved():
             return  # (c)
         j = ost.steps
-        ost.discard_at = j  # GG110 then leaves this interval's step to GG102
-        if view.nonfinite:
+        if self.nonfinite:
             return  # (a)
         where = site if site is not None and site[0] is not None else ps.site
         key = (where, id(ost))
@@ -88,18 +112,19 @@ class Lines:
             line.last = j
             line.sources = set()
         line.sources.add(ps.site)
-        if not ost.open_lines or ost.open_lines[-1] is not line:
-            ost.open_lines.append(line)
+        open_lines = self.open.setdefault(id(ost), [])
+        if not open_lines or open_lines[-1] is not line:
+            open_lines.append(line)
         if line.run >= RUN - 1:
             _report(view, line.run + 1)
 
-    def close(self, ost, fed_sites: set, by_hand: bool) -> None:
+    def confirm(self, ost, fed_sites: set, by_hand: bool) -> None:
         """At ``ost``'s step: confirm or dismiss the lines that discarded in the interval it ends.
 
         ``fed_sites``: the backward lines of the passes the step applies; ``by_hand``:
         it also applies gradient no watched pass made (assigned to ``.grad`` by hand).
         """
-        lines, ost.open_lines = ost.open_lines, []
+        lines = self.open.pop(id(ost), [])
         j = ost.steps
         for line in lines:
             if line.banned or line.last != j:
@@ -119,6 +144,27 @@ class Lines:
         return line.last == j or (line.last == j - 1 and line.confirmed == j - 1)
 
 
+State = Lines
+
+
+def at_discard(view: DiscardView) -> None:
+    view.memory[CODE].discarded(view)
+
+
+def _all_finite(grads: List[torch.Tensor]) -> bool:
+    """Whether every value of ``grads`` is finite: one foreach max-norm, one device sync.
+
+    The max-norm (not the 2-norm) cannot overflow a float16 gradient whose values are finite.
+    Where it cannot be computed (sparse gradients), the gradient counts as finite.
+    """
+    try:
+        norms = torch._foreach_norm(grads, float("inf"))
+        device = norms[0].device
+        return bool(torch.isfinite(torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])).all())
+    except Exception:
+        return True
+
+
 def _report(view: DiscardView, intervals: int) -> None:
     ps, site = view.ps, view.site
     where = site if site is not None and site[0] is not None else ps.site
@@ -126,7 +172,7 @@ def _report(view: DiscardView, intervals: int) -> None:
     every = f"; this clearing did so in {intervals} consecutive optimizer-step intervals" if intervals > 1 else ""
     view.report(
         CODE,
-        f"The backward pass at {at(ps.site, where)} put gradients into {plural(len(ps.params), 'parameter')} and all of "
+        f"The backward pass at {at(ps.site, where)} put gradients into {plural(len(view.params), 'parameter')} and all of "
         f"them were cleared{cleared} before any optimizer step used them{every}.",
-        where, view.ost.steps + 1, ps.params,
+        where, view.ost.steps + 1, view.params,
     )

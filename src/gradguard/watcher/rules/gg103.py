@@ -12,14 +12,11 @@ CODE = "GG103"
 def at_end(view: EndView) -> None:
     waiting: Dict[tuple, Tuple[dict, List, object]] = {}
     for ost in view.opts:
-        for st in ost.params:
-            for ps in st.pending:
-                if ps.used:
-                    continue
-                entry = waiting.setdefault(ps.site, ({}, [], ost))
-                entry[0][ps.index] = ps
-                if not entry[1] or entry[1][-1] is not st:
-                    entry[1].append(st)
+        for ps, params in view.unapplied(ost):
+            entry = waiting.setdefault(ps.site, ({}, [], ost))
+            entry[0][ps.index] = ps
+            seen = set(map(id, entry[1]))
+            entry[1].extend(p for p in params if id(p) not in seen)
     for site, (group, states, ost) in waiting.items():
         view.report(
             CODE,

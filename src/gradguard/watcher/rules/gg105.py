@@ -31,13 +31,23 @@ def at_window(view: StepView, site, group) -> None:
     if any(f is None for f in factors) or any(c is None for c in counts):
         return  # weighted unknowably: claim nothing
     if any(isinstance(c, torch.Tensor) for c in counts):
-        view.defer((site, view.n, view.name, counts, factors, view.with_grad))  # item counts on a device
+        deferred = view.memory[CODE].deferred
+        if len(deferred) < 256:
+            deferred.append((site, view.n, view.name, counts, factors, view.with_grad))  # item counts on a device
         return
     _judge(view.report, site, view.n, view.name, counts, factors, view.with_grad)
 
 
+class State:
+    """Windows whose item counts are tensors on a device: judged when the watch ends, not to sync each step."""
+
+    def __init__(self, clock=None):
+        self.deferred: list = []
+
+
 def at_end(view: EndView) -> None:
-    deferred, view.deferred[:] = list(view.deferred), []
+    memory = view.memory[CODE]
+    deferred, memory.deferred = memory.deferred, []
     for site, n, opt_name, counts, factors, params in deferred:
         # One read per count, once, after training: the only device syncs the watch makes.
         values = [float(c.detach().cpu()) if isinstance(c, torch.Tensor) else c for c in counts]

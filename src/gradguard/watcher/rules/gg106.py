@@ -12,13 +12,9 @@ CODE = "GG106"
 def at_end(view: EndView) -> None:
     if not view.opts:
         return  # no optimizer stepped: a loop that updates by hand, nothing to compare with
-    held = set()
-    for ost in view.all_opts:
-        held |= ost.ids
     orphans: Dict[tuple, List] = {}
-    for st in view.params:
-        if st.got and id(st.p) not in held:
-            orphans.setdefault(st.first_site, []).append(st)
+    for p, site in view.orphans():
+        orphans.setdefault(site, []).append(p)
     for site, states in orphans.items():
         view.report(
             CODE,

@@ -1,0 +1,128 @@
+"""The watch's columnar bookkeeping: findings whatever the parameter order, and no buffer kept alive.
+
+The tracker keeps each optimizer's parameters as one run of its columns and
+holds the ``.grad`` buffers last seen by strong reference. These tests pin what
+that must not change: findings with parameter groups in another order than the
+model's (nanoGPT's decay / no-decay split, a module's own ``zero_grad``), and
+the memory a ``zero_grad`` frees.
+"""
+
+import gc
+import weakref
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradguard as gg
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.ReLU(), nn.Linear(8, 1))
+
+
+def _split_groups(model):
+    """nanoGPT's split: matrices decayed, biases and norms not (an order unlike model.parameters())."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return [{"params": rest, "weight_decay": 0.0}, {"params": decay, "weight_decay": 0.1}]
+
+
+def _batch(i):
+    g = torch.Generator().manual_seed(i)
+    return torch.randn(6, 4, generator=g), torch.randn(6, 1, generator=g)
+
+
+# zero_every_micro: the first step also has no gradient at all (GG110): the optimizer was not
+# known yet when its first window's gradient was cleared (as before the columns).
+@pytest.mark.parametrize("bug, expected", [(None, []), ("no_zero_grad", ["GG101"]),
+                                           ("zero_every_micro", ["GG102", "GG110"]), ("unscaled", ["GG104"])])
+def test_findings_with_groups_in_another_order(bug, expected):
+    model = _model()
+    opt = torch.optim.SGD(_split_groups(model), lr=0.01)
+    accum = 2
+    with gg.watch(mode="record") as w:
+        model(_batch(99)[0])  # the model runs before the optimizer is first seen: its order comes first
+        for i in range(8):
+            x, y = _batch(i)
+            loss = F.mse_loss(model(x), y)
+            (loss if bug == "unscaled" else loss / accum).backward()
+            if bug == "zero_every_micro":
+                model.zero_grad()
+            if (i + 1) % accum == 0:
+                opt.step()
+                if bug != "no_zero_grad":
+                    opt.zero_grad()
+    assert sorted({f.code for f in w.findings}) == expected
+
+
+def test_module_zero_grad_on_part_of_the_optimizer():
+    # Two optimizers over one model; each part cleared by its own module's zero_grad: clean.
+    model = _model()
+    first, last = model[0], model[3]
+    opt_a = torch.optim.SGD(first.parameters(), lr=0.01)
+    opt_b = torch.optim.Adam(list(model[1].parameters()) + list(last.parameters()), lr=0.01)
+    with gg.watch(mode="record") as w:
+        for i in range(4):
+            x, y = _batch(i)
+            F.mse_loss(model(x), y).backward()
+            opt_a.step()
+            opt_b.step()
+            first.zero_grad()
+            model[1].zero_grad()
+            last.zero_grad()
+    assert w.findings == []
+    # The same loop forgetting one part's clearing: GG101 on that optimizer only.
+    with gg.watch(mode="record") as w:
+        for i in range(4):
+            x, y = _batch(i)
+            F.mse_loss(model(x), y).backward()
+            opt_a.step()
+            opt_b.step()
+            first.zero_grad()
+    assert [f.code for f in w.findings] == ["GG101"] and "Adam" in w.findings[0].message
+
+
+def test_zero_grad_frees_the_buffers_at_once():
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record"):
+        for i in range(3):
+            x, y = _batch(i)
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+            refs = [weakref.ref(p.grad) for p in model.parameters()]
+            opt.zero_grad(set_to_none=True)
+            gc.collect()
+            assert all(r() is None for r in refs)  # the watch keeps none of them alive
+    # Negative control: a reference held elsewhere keeps the buffer, so the check above can fail.
+    x, y = _batch(0)
+    F.mse_loss(model(x), y).backward()
+    held = [p.grad for p in model.parameters()]
+    refs = [weakref.ref(g) for g in held]
+    opt.zero_grad(set_to_none=True)
+    assert all(r() is not None for r in refs)
+
+
+def test_a_buffer_cleared_by_hand_is_let_go_at_the_next_event():
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record") as w:
+        for i in range(3):
+            x, y = _batch(i)
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            refs = [weakref.ref(p.grad) for p in model.parameters()]
+            for p in model.parameters():
+                p.grad = None
+            x, y = _batch(i + 10)
+            F.mse_loss(model(x), y).backward()  # the next event: the old buffers are let go before it runs
+            gc.collect()
+            assert all(r() is None for r in refs)
+            opt.step()
+            for p in model.parameters():
+                p.grad = None
+    assert w.findings == []
