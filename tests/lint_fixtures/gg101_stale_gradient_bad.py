@@ -104,3 +104,11 @@ def accumulator_or_plain_without_clearing(model, data, opt, loss_fn, use_accum):
         else:
             loss_fn(model(x), y).backward()
             opt.step()  # expect: GG101
+
+
+def new_optimizer_each_batch(model, loader, loss_fn):
+    """A new optimizer every batch, over the same module: its .grad still grows."""
+    for x, y in loader:
+        sgd = torch.optim.SGD(model.parameters(), 0.1)
+        loss_fn(model(x), y).backward()
+        sgd.step()  # expect: GG101

@@ -90,3 +90,14 @@ def suppressed_bare(model, loader, loss_fn, optimizer):
         optimizer.step()  # gradguard: ignore
 
 
+
+
+def fresh_module_and_optimizer_per_case(cases, make_input):
+    """A test that builds a new module and a new SGD for every case: each step reads only its own backward."""
+    for case in cases:
+        layer = torch.nn.Linear(**case)
+        trainable = {n: p for n, p in layer.named_parameters() if p.requires_grad}
+        loss = layer(make_input(case)).sum()
+        loss.backward()
+        sgd = torch.optim.SGD(trainable.values(), 1)
+        sgd.step()

@@ -47,3 +47,13 @@ def scaled_loss_logged_raw(model, loader, loss_fn, optimizer, accum):
         shown = raw.float()
         logged += shown  # expect: GG201
     optimizer.step()
+
+
+def evaluate_returns_total(model, loader, loss_fn):
+    """An evaluation that returns its sum is still an evaluation: no no_grad, every graph kept."""
+    model.eval()
+    total_loss = 0.0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        total_loss += loss  # expect: GG201
+    return total_loss / len(loader)
