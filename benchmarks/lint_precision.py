@@ -17,6 +17,9 @@ the code and adds a line. A changed finding (other line text, other code) shows 
 it between backward and step, delete the accumulation division, ...) to every file of the same
 repositories that holds both a backward pass and an optimizer step, and counts a mutant as
 caught when the linter reports more findings of the expected code on it than on the original.
+A mutant a reviewer read and found to be no bug (an *equivalent* mutant: the clearing removed
+before the one and only step of a fresh model) is a verdicts row ``repository, path, operator,
+#index, equivalent, why`` and is left out of the recall; ``--show-mutant`` prints a mutant's diff.
 
 Usage (from the repository root)::
 
@@ -24,6 +27,7 @@ Usage (from the repository root)::
     PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos            # precision
     PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos --unjudged # TSV rows to review
     PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos --mutants -v
+    python benchmarks/lint_precision.py --show-mutant "owner/name:path.py#0" remove-clear
 """
 
 from __future__ import annotations
@@ -139,8 +143,8 @@ def load_verdicts(path: Path = VERDICTS) -> Dict[Key, Tuple[str, str]]:
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split("\t")
-        if len(parts) != 6 or parts[4] not in ("true", "false"):
-            raise SystemExit(f"{path}:{n}: want 6 tab-separated fields, verdict true/false: {line!r}")
+        if len(parts) != 6 or parts[4] not in ("true", "false", "equivalent"):
+            raise SystemExit(f"{path}:{n}: want 6 tab-separated fields, verdict true/false/equivalent: {line!r}")
         verdicts[Key(*parts[:4])] = (parts[4], parts[5])
     return verdicts
 
@@ -213,7 +217,11 @@ def recall(root: Path, verbose: bool = False) -> dict:
     import lint_recall as lr
     from gradguard import lint_source
 
-    per_op = {op: {"expect": code, "mutants": 0, "caught": 0, "missed": []} for op, (code, _) in lr.OPERATORS.items()}
+    # mutants a reviewer read and found to be no bug (the clearing removed before the one and only
+    # step of a fresh model): `repo, path, operator, #index, equivalent, why` rows of the verdicts file
+    equivalent = {(k.repo, k.path, k.code, k.text) for k, v in load_verdicts().items() if v[0] == "equivalent"}
+    per_op = {op: {"expect": code, "mutants": 0, "caught": 0, "equivalent": 0, "missed": []}
+              for op, (code, _) in lr.OPERATORS.items()}
     files = 0
     for repo in REPOS:
         base = root / folder(repo)
@@ -232,8 +240,11 @@ def recall(root: Path, verbose: bool = False) -> dict:
             for f in lint_source(source, rel):
                 base_counts[f.code] = base_counts.get(f.code, 0) + 1
             for m in lr.mutants(rel, source):
-                got = sum(f.code == m.expect for f in lint_source(m.source, rel))
                 row = per_op[m.operator]
+                if (repo.name, rel, m.operator, f"#{m.index}") in equivalent:
+                    row["equivalent"] += 1
+                    continue
+                got = sum(f.code == m.expect for f in lint_source(m.source, rel))
                 row["mutants"] += 1
                 if got > base_counts.get(m.expect, 0):
                     row["caught"] += 1
@@ -245,6 +256,19 @@ def recall(root: Path, verbose: bool = False) -> dict:
     caught = sum(r["caught"] for r in per_op.values())
     return {"files": files, "mutants": total, "caught": caught, "recall": caught / total if total else None,
             "operators": per_op}
+
+
+def show_mutant(root: Path, spec: str, operator: str) -> str:
+    import difflib
+
+    import lint_recall as lr
+
+    name, rest = spec.split(":", 1)
+    rel, index = rest.rsplit("#", 1)
+    source = (root / name.replace("/", "+") / rel).read_text(errors="replace")
+    found = [m for m in lr.mutants(rel, source) if m.operator == operator]
+    mutant = found[int(index)].source
+    return "".join(difflib.unified_diff(source.splitlines(True), mutant.splitlines(True), rel, f"{rel} ({operator}#{index})"))
 
 
 def _py_files(base: Path, paths: Sequence[str]) -> List[str]:
@@ -283,12 +307,12 @@ def _precision_table(r: dict, verbose: bool) -> str:
 
 def _recall_table(r: dict, verbose: bool) -> str:
     lines = [f"{r['files']} files with a backward pass and an optimizer step; {r['mutants']} mutants", "",
-             "| operator | expect | mutants | caught | recall |", "|---|---|---|---|---|"]
+             "| operator | expect | mutants | caught | recall | equivalent (left out) |", "|---|---|---|---|---|---|"]
     for op, row in r["operators"].items():
-        lines.append(f"| {op} | {row['expect']} | {row['mutants']} | {row['caught']} | {_pct(row['recall'])} |")
+        lines.append(f"| {op} | {row['expect']} | {row['mutants']} | {row['caught']} | {_pct(row['recall'])} | {row['equivalent']} |")
         if verbose and row["missed"]:
             lines += [f"    missed {m}" for m in row["missed"]]
-    lines.append(f"| all | | {r['mutants']} | {r['caught']} | {_pct(r['recall'])} |")
+    lines.append(f"| all | | {r['mutants']} | {r['caught']} | {_pct(r['recall'])} | {sum(row['equivalent'] for row in r['operators'].values())} |")
     return "\n".join(lines)
 
 
@@ -300,11 +324,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the extracted repositories (outside this repository)")
     parser.add_argument("--mutants", action="store_true", help="recall on the mutants instead of precision")
     parser.add_argument("--unjudged", action="store_true", help="print the unjudged findings as TSV rows to review")
+    parser.add_argument("--show-mutant", nargs=2, metavar=("REPO:PATH#INDEX", "OPERATOR"), help="print one mutant's diff")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
     if args.command == "extract":
         extract(args.mirror, args.root)
+        return 0
+    if args.show_mutant:
+        print(show_mutant(args.root, *args.show_mutant))
         return 0
     sys.path.insert(0, str(ROOT / "src"))
     if args.mutants:
