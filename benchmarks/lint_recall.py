@@ -1,7 +1,7 @@
 """Recall of ``gradguard lint`` on seeded bugs: a corpus of correct training programs, mutated.
 
 The corpus (``tests/lint_corpus/*.py``) holds correct training programs in the styles real
-projects use. Five mutation operators put one kind of gradient-buffer bug into them,
+projects use. Six mutation operators put one kind of gradient-buffer bug into them,
 mechanically (``ast`` + source positions, never by hand):
 
 =========================  ======  ===============================================================
@@ -15,6 +15,8 @@ drop-loss-division         GG104   remove the division of the loss by the accumu
 loss-tensor-in-sum         GG201   ``total += loss.item()`` -> ``total += loss`` (outside ``no_grad``)
 divide-by-micro-step       GG105   divide the loss by the running micro-step counter instead of the
                                    accumulation count (weights 1, 1/2, 1/3, ...)
+drop-last-window           GG103   delete the block after an accumulation loop that steps the last,
+                                   partial window
 =========================  ======  ===============================================================
 
 A mutant is caught when the linter reports more findings of the expected code on it than
@@ -395,6 +397,21 @@ def _no_graph(expr: ast.AST) -> bool:
                for c in ast.walk(expr))
 
 
+def drop_last_window(t: _Tree) -> List[str]:
+    """The ``if`` right after a ``for`` loop that steps on a modulo window, when the ``if`` steps too."""
+    out = []
+    for loop in (s for s in t.stmts if isinstance(s, (ast.For, ast.AsyncFor)) and not s.orelse):
+        windows = [
+            a for s in t.stmts if is_step_stmt(s) and t.contains(loop, s)
+            for a in t.ancestors(s) if isinstance(a, ast.If) and t.contains(loop, a) and "%" in t.src.segment(a.test)
+        ]
+        block = t.block.get(loop, [])
+        after = block[block.index(loop) + 1] if windows and block.index(loop) + 1 < len(block) else None
+        if isinstance(after, ast.If) and any(is_step_stmt(s) for s in ast.walk(after) if isinstance(s, ast.stmt)):
+            out.append(_apply(t.src.text, t.remove([after])))
+    return out
+
+
 #: name -> (expected code, operator)
 OPERATORS: Dict[str, Tuple[str, Callable[[_Tree], List[str]]]] = {
     "remove-clear": ("GG101", remove_clear),
@@ -402,6 +419,7 @@ OPERATORS: Dict[str, Tuple[str, Callable[[_Tree], List[str]]]] = {
     "drop-loss-division": ("GG104", drop_loss_division),
     "loss-tensor-in-sum": ("GG201", loss_tensor_in_sum),
     "divide-by-micro-step": ("GG105", divide_by_micro_step),
+    "drop-last-window": ("GG103", drop_last_window),
 }
 
 _SKIP = re.compile(r"^#\s*mutation:\s*skip\s+([\w-]+)", re.M)

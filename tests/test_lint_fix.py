@@ -61,7 +61,7 @@ def test_gg101_inserts_clearing_before_backward_and_is_idempotent():
 def test_gg101_in_accumulation_clears_after_the_window_step():
     result = fix_source(ACCUM_NO_CLEAR)
     assert "            optimizer.step()\n            optimizer.zero_grad(set_to_none=True)\n" in result.text
-    assert codes(result.text) == ["GG103"]  # the dropped last window has no automatic fix
+    assert codes(result.text) == []  # the dropped last window is stepped after the loop too
 
 
 def test_crlf_file_stays_crlf():
@@ -96,7 +96,7 @@ for i, (x, y) in enumerate(loader):
 """
     assert "GG104" in codes(src)
     fixed = fix_source(src, select="GG104").text
-    assert "    loss = loss / accum_steps\n    loss.backward()" in fixed
+    assert "    (loss / accum_steps).backward()" in fixed  # divided where back-propagated only
     assert "GG104" not in codes(fixed)
 
 
@@ -145,11 +145,13 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
         total_loss += loss
-    return total_loss
+    print(f"epoch loss {total_loss / len(loader):.4f}")
 """
     assert codes(src) == ["GG201"]
     fixed = fix_source(src).text
     assert "        total_loss += loss.item()\n" in fixed and codes(fixed) == []
+    returned = src.replace('    print(f"epoch loss {total_loss / len(loader):.4f}")', "    return total_loss")
+    assert [f.fix for f in gg.lint_source(returned)] == [None]  # the caller may use it as a loss
     on_device = src.replace("total_loss = 0.0", "total_loss = torch.zeros(())")
     assert "        total_loss += loss.detach()\n" in fix_source(on_device).text
 
@@ -243,8 +245,8 @@ def test_cli_fix_diff_fix_only(tmp_path):
 
 
 def test_cli_fix_reports_what_remains(tmp_path):
-    # GG103 (dropped final window) has no fix: it stays, and --fix exits 1
-    (tmp_path / "t.py").write_text(ACCUM_NO_CLEAR)
+    # GG103 on a window test the fix cannot prove (`i % accum == accum - 1`): it stays, --fix exits 1
+    (tmp_path / "t.py").write_text(ACCUM_NO_CLEAR.replace("(i + 1) % accum == 0", "i % accum == accum - 1"))
     out = run("t.py", "--fix", cwd=tmp_path)
     assert out.returncode == 1 and "GG103" in out.stdout and "GG101" not in out.stdout
 
@@ -268,8 +270,15 @@ def test_cli_json_and_sarif_carry_fixes(tmp_path):
 
 def test_rule_says_whether_it_has_a_fix():
     env = {**os.environ, "PYTHONPATH": SRC}
-    out = {c: subprocess.run([sys.executable, "-m", "gradguard", "rule", c], env=env, capture_output=True, text=True, timeout=60).stdout for c in ("GG101", "GG105", "GG103")}
-    assert "Fix: safe" in out["GG101"] and "Fix: unsafe" in out["GG105"] and "Fix: none" in out["GG103"]
+    out = {c: subprocess.run([sys.executable, "-m", "gradguard", "rule", c], env=env, capture_output=True, text=True, timeout=60).stdout for c in ("GG101", "GG105", "GG103", "GG108")}
+    assert "Fix: safe" in out["GG101"] and "Fix: unsafe" in out["GG105"] and "Fix: safe" in out["GG103"]
+    assert "Fix: none" in out["GG108"]
+
+
+def test_catalogue_and_rule_modules_agree_on_which_rules_have_a_fix():
+    from gradguard.rules import FIX_APPLICABILITY
+
+    assert set(FIX_APPLICABILITY) == set(FIXES)
 
 
 # --- the corpus: fixed mutants mean what the originals mean -----------------------------
@@ -313,12 +322,212 @@ def train(model, loader, optimizer):
         loss = model(x, y)
         loss.backward()
         optimizer.step()
-        é = total; total += loss
-    return total
+        é = float(total); total += loss
+    print(é)
 """
     [f] = gg.lint_source(src)
-    assert f.code == "GG201" and (f.line, f.col) == (8, 20)
+    assert f.code == "GG201" and (f.line, f.col) == (8, 27)
     [edit] = f.fix.edits
     assert src.splitlines()[7][f.col - 1 :].startswith("total += loss")
     assert src.splitlines()[7][edit.col - 1 : edit.end_col - 1] == "loss"
     assert "total += loss.item()" in apply_edits(src, f.fix.edits)
+
+
+# --- fix safety: a fix changes nothing but the bug ---------------------------------------
+
+FIXTURES = ROOT / "tests" / "lint_fixtures"
+
+
+def _correct_programs():
+    """Every correct program the tests hold: the corpus, the good fixtures, the real-code ones."""
+    out = list(lint_recall.corpus())
+    for path in sorted(FIXTURES.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "# expect:" not in text:
+            out.append((path.name, text))
+    return out
+
+
+def test_fix_with_unsafe_fixes_changes_no_correct_program(tmp_path):
+    """`lint --fix --unsafe-fixes` on every correct program writes nothing (through the CLI)."""
+    programs = _correct_programs()
+    assert len(programs) >= 70
+    folder = tmp_path / "correct"
+    folder.mkdir()
+    for name, text in programs:
+        (folder / name).write_text(text, encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    out = run("--fix", "--unsafe-fixes", "correct", cwd=tmp_path)
+    assert "Fixed 0 findings." in out.stdout or "Fixed" not in out.stdout, out.stdout
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # negative control: a buggy program in the same folder is changed
+    (folder / "stale.py").write_text(STALE)
+    run("--fix", "--unsafe-fixes", "correct", cwd=tmp_path)
+    assert (folder / "stale.py").read_text() != STALE
+
+
+DISTILLATION = """\
+import torch
+
+
+def layer_losses(student_atts, teacher_atts, loss_mse):
+    att_loss = 0.0
+    for student_att, teacher_att in zip(student_atts, teacher_atts):
+        tmp_loss = loss_mse(student_att, teacher_att)
+        att_loss += tmp_loss
+    {use}
+"""
+
+
+@pytest.mark.parametrize("use", ["return att_loss", "att_loss.backward()", "outputs.append(att_loss)", "total = att_loss * 2"])
+def test_gg201_never_cuts_a_total_that_is_returned_backpropagated_or_passed_on(use):
+    src = DISTILLATION.format(use=use)
+    assert all(f.fix is None for f in gg.lint_source(src) if f.code == "GG201")
+    assert fix_source(src, unsafe=True).text == src
+
+
+def test_gg201_fixes_a_total_that_is_only_logged():
+    # negative control of the test above: the same loop, the total only printed
+    src = DISTILLATION.format(use='print(f"{att_loss.item():.3f}")')
+    [f] = [f for f in gg.lint_source(src) if f.code == "GG201"]
+    assert f.fix is not None and "att_loss += tmp_loss.detach()" in fix_source(src).text
+
+
+def test_gg101_no_fix_where_the_loop_writes_grad_itself():
+    # Reptile's meta step assigns .grad; where a clearing would go depends on it
+    src = STALE.replace("        optimizer.step()\n", "        for p in model.parameters():\n            p.grad = p.grad * 0.5\n        optimizer.step()\n")
+    assert all(f.fix is None for f in gg.lint_source(src) if f.code == "GG101")
+    assert fix_source(src, unsafe=True).text == src
+    assert gg.lint_source(STALE)[0].fix is not None  # negative control
+
+
+def test_gg101_clearing_never_goes_inside_an_inner_loop_the_step_is_not_in():
+    src = """\
+def train(model, tasks, meta_opt):
+    for task in tasks:
+        for x, y in task:
+            model(x, y).backward()
+        meta_opt.step()
+"""
+    fixed = fix_source(src).text
+    assert "            meta_opt.zero_grad" not in fixed  # never once per inner iteration
+    assert "        meta_opt.step()\n        meta_opt.zero_grad(set_to_none=True)" in fixed
+
+
+def test_gg104_fix_leaves_the_logged_loss_unchanged():
+    src = """\
+def train(model, loader, optimizer, accum, log):
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        loss.backward()
+        log(loss.item())
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    fixed = fix_source(src, select="GG104").text
+    assert "        (loss / accum).backward()\n        log(loss.item())" in fixed
+
+
+def test_gg104_no_fix_where_a_step_also_closes_a_shorter_window():
+    # dividing by K there would weigh the last window's micro-batches K'/K of their mean
+    src = """\
+def train(model, loader, optimizer, accum):
+    for i, (x, y) in enumerate(loader):
+        model(x, y).backward()
+        if (i + 1) % accum == 0 or i + 1 == len(loader):
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    assert [f.fix for f in gg.lint_source(src) if f.code == "GG104"] == [None]
+
+
+# --- GG103: the last window stepped at its true weight ----------------------------------
+
+DROPPED_LAST_WINDOW = """\
+import torch
+from torch import nn
+
+
+def train_epoch(model, loader, optimizer, loss_fn, accum_steps):
+    for i, (inputs, labels) in enumerate(loader):
+        loss = loss_fn(model(inputs), labels)
+        loss = loss / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def main():
+    torch.manual_seed(0)
+    x = torch.randn(44, 5, dtype=torch.float64)
+    y = torch.randint(0, 3, (44,))
+    loader = [(x[i : i + 4], y[i : i + 4]) for i in range(0, 44, 4)]
+    model = nn.Linear(5, 3).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(2):
+        train_epoch(model, loader, optimizer, nn.CrossEntropyLoss(), accum_steps=3)
+    return [p.detach().clone() for p in model.parameters()]
+"""
+
+
+def _full_batch_windows():
+    """Independent reference: plain SGD on the mean loss of each window's samples (float64),
+    windows of 3, 3, 3 and 2 batches of 4, two epochs."""
+    torch.manual_seed(0)
+    x = torch.randn(44, 5, dtype=torch.float64)
+    y = torch.randint(0, 3, (44,))
+    model = torch.nn.Linear(5, 3).double()
+    for _ in range(2):
+        for start in range(0, 44, 12):
+            xs, ys = x[start : start + 12], y[start : start + 12]
+            model.zero_grad()
+            torch.nn.functional.cross_entropy(model(xs), ys).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.5 * p.grad
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_gg103_fix_steps_the_last_window_at_its_true_weight():
+    [f] = gg.lint_source(DROPPED_LAST_WINDOW)
+    assert f.code == "GG103" and f.fix is not None and f.fix.applicability == "safe"
+    result = fix_source(DROPPED_LAST_WINDOW)
+    assert [x.code for x in result.fixed] == ["GG103"] and result.remaining == []
+    reference = _full_batch_windows()
+    assert lint_recall._same_params(reference, lint_recall.train(result.text))
+    # negative controls: the unfixed program, and stepping the last window alone (its losses
+    # divided by 3 for 2 micro-batches: 2/3 of the mean), both train elsewhere
+    assert not lint_recall._same_params(reference, lint_recall.train(DROPPED_LAST_WINDOW))
+    step_alone = DROPPED_LAST_WINDOW.replace(
+        "            optimizer.zero_grad()\n\n\ndef main",
+        "            optimizer.zero_grad()\n    if (i + 1) % accum_steps != 0:\n        optimizer.step()\n        optimizer.zero_grad()\n\n\ndef main",
+    )
+    assert step_alone != DROPPED_LAST_WINDOW
+    assert not lint_recall._same_params(reference, lint_recall.train(step_alone))
+    assert fix_source(result.text).text == result.text  # idempotent
+
+
+def test_gg103_fix_keeps_an_empty_loader_working():
+    result = fix_source(DROPPED_LAST_WINDOW)
+    namespace = {}
+    exec(compile(result.text, "t.py", "exec"), namespace)
+    model = torch.nn.Linear(5, 3).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    namespace["train_epoch"](model, [], opt, torch.nn.CrossEntropyLoss(), 3)  # no NameError
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("(i + 1) % accum_steps == 0", "i % accum_steps == accum_steps - 1"),  # another window test
+        ("loss = loss / accum_steps", "loss = loss / 2"),  # divided by something else than K
+        ("enumerate(loader)", "enumerate(loader, 1)"),  # counts from 1
+        ("            optimizer.zero_grad()\n\n", "            optimizer.zero_grad()\n    print(i)\n\n"),  # i used after the loop
+    ],
+)
+def test_gg103_no_fix_where_the_model_cannot_prove_the_weights(change):
+    src = DROPPED_LAST_WINDOW.replace(*change)
+    assert src != DROPPED_LAST_WINDOW
+    assert all(f.fix is None for f in gg.lint_source(src) if f.code == "GG103")

@@ -137,7 +137,7 @@ for i, (x, y) in enumerate(loader):
         severity="warning",
         summary="Gradients from backward passes were never used by an optimizer step before the loop or run ended.",
         consequence="The final partial accumulation window was dropped: those batches never influence training (and their gradient leaks into the next epoch if it is not cleared).",
-        fix="After the loop, step the remainder (if the window is partial: optimizer.step(); optimizer.zero_grad()), or use gradguard.Accumulator and call acc.flush().",
+        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'), or use gradguard.Accumulator and call acc.flush().",
         what=(
             "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
             "that has stepped at least once, and that no step used before the watch (or the script\n"
@@ -483,7 +483,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
 #: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
 #: not listed have no automatic fix.
 FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
-    {"GG101": "safe", "GG102": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG201": "safe"}
+    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG201": "safe"}
 )
 
 

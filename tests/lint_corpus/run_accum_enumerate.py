@@ -1,4 +1,5 @@
 """Flat accumulation loop: step every `accum_steps` batches (the common tutorial form)."""
+# mutation: skip drop-last-window (12 batches in windows of 3: the remainder block never runs, the mutant trains the same)
 import torch
 from torch import nn
 

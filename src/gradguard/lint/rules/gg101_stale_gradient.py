@@ -8,8 +8,9 @@ import ast
 from typing import Optional
 
 from ...findings import Fix
-from .._edits import FUNCS, Tree
-from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, Event
+from .._ast import body_nodes
+from .._edits import FUNCS, LOOPS, Tree
+from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
 from .._ast import terminal
 from .._model import Diagnostic, Loop, Report, describe, tests
@@ -172,9 +173,23 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     if closure is not None:
         return Fix(f"{message} at the top of the closure `{closure.name}`", (t.insert_before(closure.body[0], clear),))
     backward = t.statement_of(d.backward)
-    if any(backward.lineno < r.node.lineno < stmt.lineno for r in d.loop.reads):
-        return None  # .grad is read between backward and step (SAM, a buffer): where to clear depends on it
-    if d.loop.accumulates() or not t.alone(backward) or t.function_of(backward) is not t.function_of(stmt):
+    if _writes_grad(d.loop.node) or any(e.kind == MAYBE_CLEAR for e in d.loop.events):
+        # .grad is assigned (`p.grad = meta_delta`: Reptile's meta step) or maybe cleared by a call
+        # the model cannot see into: it cannot prove where a clearing is harmless
+        return None
+    if d.loop.reads:
+        # .grad is read (SAM's perturbation, a buffer, a rescaling). A read followed by another
+        # backward pass before the step (SAM) needs a clearing between them that only the user
+        # can place; otherwise right after the step comes after every read of the update
+        if _read_then_backward(d.loop, call):
+            return None
+        return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
+    between = [a for a in t.ancestors(backward) if t.contains(d.loop.node, a) and a is not d.loop.node]
+    in_inner_loop = any(isinstance(a, LOOPS) and not t.contains(a, stmt) for a in between)
+    if (
+        d.loop.accumulates() or in_inner_loop or not t.alone(backward)
+        or t.function_of(backward) is not t.function_of(stmt)
+    ):
         return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
     return Fix(f"{message} before the update's first backward pass", (t.insert_before(backward, clear),))
 
@@ -186,3 +201,29 @@ def _closure(d: Diagnostic, call: ast.Call) -> Optional[ast.AST]:
         return None
     fn = d.loop.functions.get(arg.id)
     return fn if isinstance(fn, ast.FunctionDef) and not isinstance(fn.body[0], FUNCS) else None
+
+
+def _writes_grad(loop_node: ast.AST) -> bool:
+    """The loop assigns a gradient itself (``p.grad = expr``, ``p.grad += g``): a clearing would
+    race with that write."""
+    for n in body_nodes(loop_node):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if any(isinstance(x, ast.Attribute) and x.attr == "grad" for x in ast.walk(target)):
+                if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None):
+                    return True  # (`p.grad = None` is a clearing, which the model knows)
+    return False
+
+
+def _read_then_backward(loop: Loop, step_call: ast.AST) -> bool:
+    """On some path to ``step_call``, code reads ``.grad`` and a backward pass follows the read."""
+    for p in loop.paths:
+        read = False
+        for e in p.events:
+            if e.node is step_call:
+                break
+            if e.kind == READ:
+                read = True
+            elif e.kind == BACKWARD and read:
+                return True
+    return False

@@ -6,9 +6,11 @@ from __future__ import annotations
 import ast
 from typing import List, Optional
 
+from ...findings import Fix
 from .._ast import terminal
+from .._edits import LOOPS, Tree
 from .._flow import Path
-from .._model import Loop, Report, steps_after
+from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -172,3 +174,186 @@ def is_modulo_test(test: ast.expr) -> bool:
             isinstance(s, (ast.Constant, ast.Name, ast.Attribute, ast.BinOp)) for s in sides
         )
     return False
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG103 unapplied-gradient: step the last, partial window after the loop, at its true weight.
+
+    The loop's micro-batch losses were each divided by the window size K, so after K' < K
+    of them the gradient is K'/K of their mean: stepping it alone would underweight the last
+    window (GG111). The fix first multiplies the gradients by K / K', then runs what the loop
+    runs when a window closes (its step, clearing, scheduler)::
+
+        for i, batch in enumerate(loader):
+            ...
+            (loss / K).backward()
+            if (i + 1) % K == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        if (i + 1) % K != 0:
+            [p.grad.mul_(K / ((i + 1) % K)) for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+            optimizer.step()
+            optimizer.zero_grad()
+
+    ``i = -1`` before the loop keeps an empty loader from leaving ``i`` unbound. Offered only
+    where the model proves each part: the loop counts from 0 (``enumerate(x)``, ``range(n)``),
+    the window closes on ``(i + 1) % K == 0`` alone, in one ``if`` directly in the loop body
+    with no ``else``, no jump, one optimizer stepped; every backward pass divides its loss by
+    that same ``K`` unconditionally; ``i`` is used nowhere outside the loop and ``K`` is not
+    assigned in it.
+    """
+    loop = d.loop
+    node = loop.node
+    if not isinstance(node, ast.For) or node.orelse or len(loop.steps) != 1 or not t.alone(node):
+        return None
+    counter = _counter(node)
+    if counter is None:
+        return None
+    step = loop.steps[0]
+    window = next((a for a in t.ancestors(step.node) if isinstance(a, ast.If) and t.parent.get(a) is node), None)
+    if window is None or window.orelse or any(isinstance(n, _JUMPS) for n in ast.walk(window)):
+        return None
+    count = _window_count(loop.resolve(window.test), counter)
+    if count is None or not _fixed_in_loop(count, node) or not loop.backwards:
+        return None
+    if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
+        return None
+    opt = _stepped_optimizer(step.node)
+    scope = t.function_of(node) or t.tree
+    block = t.block.get(node, [])
+    before = block[block.index(node) - 1] if block and block.index(node) > 0 else None
+    initialised = _sets_constant(before, counter)  # `i = -1` already there (a previous fix, or the user's)
+    if opt is None or _used_outside(scope, [node] + ([before] if initialised else []), counter):
+        return None
+    k, o = t.segment(count), t.segment(opt)
+    k_par = k if isinstance(count, (ast.Name, ast.Attribute, ast.Constant)) else f"({k})"
+    rem = f"({counter} + 1) % {k_par}"
+    indent = t.indent(node)
+    body = "\n".join(t.statement_text(stmt, indent + "    ") for stmt in window.body)
+    code = (
+        f"if {rem} != 0:  # the last, partial window: weigh it by its own size\n"
+        f"{indent}    [p.grad.mul_({k_par} / ({rem})) for g in {o}.param_groups for p in g[\"params\"] if p.grad is not None]\n"
+        f"{body}"
+    )
+    edits = (t.insert_after(node, code),) if initialised else (t.insert_before(node, f"{counter} = -1"), t.insert_after(node, code))
+    return Fix(f"Step the last partial window after the loop, its gradients weighted by `{k}` / its size", edits)
+
+
+_JUMPS = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Raise)
+
+
+def _counter(node: ast.For) -> Optional[str]:
+    """``i`` of ``for i, x in enumerate(xs)`` / ``for i in range(n)``, counting from 0 by 1."""
+    it, target = node.iter, node.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords:
+        if it.func.id == "enumerate" and len(it.args) == 1 and isinstance(target, ast.Tuple) and target.elts:
+            first = target.elts[0]
+            return first.id if isinstance(first, ast.Name) else None
+        if it.func.id == "range" and len(it.args) == 1 and isinstance(target, ast.Name):
+            return target.id
+    return None
+
+
+def _window_count(test: ast.AST, counter: str) -> Optional[ast.expr]:
+    """``K`` of ``(counter + 1) % K == 0``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
+        return None
+    plus = left.left
+    if (
+        isinstance(plus, ast.BinOp) and isinstance(plus.op, ast.Add) and isinstance(plus.left, ast.Name)
+        and plus.left.id == counter and isinstance(plus.right, ast.Constant) and plus.right.value == 1
+    ):
+        return left.right
+    return None
+
+
+def _names(expr: ast.AST) -> list:
+    return [n for n in ast.walk(expr) if isinstance(n, ast.Name)]
+
+
+def _fixed_in_loop(count: ast.expr, loop: ast.For) -> bool:
+    """``K`` is a constant or names (attributes) the loop never assigns: it means the same after it."""
+    if not isinstance(count, (ast.Name, ast.Attribute, ast.Constant)):
+        return False
+    assigned = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stored_attrs = {ast.dump(n) for n in ast.walk(loop) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    return not any(n.id in assigned for n in _names(count)) and ast.dump(count) not in stored_attrs
+
+
+def _divides_by(t: Tree, call: ast.AST, count: ast.expr, loop: ast.For) -> bool:
+    """The backward pass ``call`` back-propagates a loss divided by ``count`` on every path:
+    ``(loss / K).backward()``, ``scaler.scale(loss / K).backward()``, or ``loss`` whose last
+    assignment before the backward, in its own block or a ``with`` block before it, is
+    ``loss = expr / K`` (or ``loss /= K``)."""
+    expr = backward_tensor(call)
+    if isinstance(expr, ast.Call) and terminal(expr.func) == "scale" and len(expr.args) == 1:
+        expr = expr.args[0]  # GradScaler.scale(loss): scaling is undone before the step
+    if _is_division(expr, count):
+        return True
+    if not isinstance(expr, ast.Name):
+        return False
+    stmt = t.statement_of(call)
+    block = t.block.get(stmt)
+    if block is None or not t.contains(loop, stmt):
+        return False
+    last = _last_assignment(block[: next(i for i, s in enumerate(block) if s is stmt)], expr.id)
+    if last is None or last is False:
+        return False
+    if isinstance(last, ast.AugAssign):
+        return isinstance(last.op, ast.Div) and ast.dump(last.value) == ast.dump(count)
+    return _is_division(last.value, count)
+
+
+def _last_assignment(stmts, name: str):
+    """The last statement of ``stmts`` assigning ``name`` (``with`` bodies entered), None if
+    none, False if one may assign it conditionally (an ``if``, a loop, a ``try``)."""
+    found = None
+    for stmt in stmts:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            inner = _last_assignment(stmt.body, name)
+            if inner is False:
+                return False
+            found = inner or found
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(n, ast.Name) and n.id == name for tg in targets for n in ast.walk(tg)):
+                found = stmt if (len(targets) == 1 and isinstance(targets[0], ast.Name)) else False
+                if found is False:
+                    return False
+        elif any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(stmt)):
+            return False
+    return found
+
+
+def _is_division(expr: ast.AST, count: ast.expr) -> bool:
+    return isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and ast.dump(expr.right) == ast.dump(count)
+
+
+def _stepped_optimizer(call: ast.AST) -> Optional[ast.expr]:
+    """``opt`` of ``opt.step()`` or ``scaler.step(opt)``."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
+        return None
+    recv = call.func.value
+    if "scaler" in terminal(recv).lower():
+        return call.args[0] if len(call.args) == 1 else None
+    return None if call.args else recv
+
+
+def _used_outside(scope: ast.AST, stmts: list, name: str) -> bool:
+    """``name`` appears in ``scope`` outside ``stmts`` (then ``name = -1`` before the loop could change something)."""
+    inside = {id(n) for stmt in stmts for n in ast.walk(stmt)}
+    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside for n in ast.walk(scope))
+
+
+def _sets_constant(stmt: Optional[ast.stmt], name: str) -> bool:
+    """``name = -1`` (any constant)."""
+    return (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        and stmt.targets[0].id == name and isinstance(stmt.value, (ast.Constant, ast.UnaryOp))
+    )

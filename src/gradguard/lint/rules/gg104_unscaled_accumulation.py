@@ -12,7 +12,7 @@ from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD
-from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -167,20 +167,24 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     """GG104 unscaled-accumulation: divide the loss by the window's number of micro-batches.
 
     The divisor is the accumulation variable the model found for the loop (``K`` of the
-    ``% K`` test that closes the window, ``range(K)`` of the micro-step loop). ``loss = loss / K``
-    goes right before the backward when the loss is a variable; an expression is divided in
-    place. Without such a variable, or when it is not visible where the backward runs (a test
-    in the loop, the backward in a helper), there is no certain fix (use ``gradguard.Accumulator``).
+    ``% K`` test that closes the window, ``range(K)`` of the micro-step loop). The loss is
+    divided where it is back-propagated (``(loss / K).backward()``), so that the loss the code
+    logs keeps its value: the gradient is the only thing that changes. Without such a variable,
+    when it is not visible where the backward runs (a test in the loop, the backward in a
+    helper), or when a step also closes a shorter window (``or i + 1 == len(loader)``, whose
+    micro-batches dividing by K would weigh K'/K of their mean), there is no certain fix (use
+    ``gradguard.Accumulator``).
     """
     count, back = d.accum, t.statement_of(d.backward)
+    if d.loop is not None and any(_closes_short_window(d.loop.resolve(test)) for s in d.loop.steps for test, _ in tests(s)):
+        return None
     loss = backward_tensor(d.backward)
     if isinstance(loss, ast.Call) and isinstance(loss.func, ast.Attribute) and loss.func.attr == "scale" and loss.args:
         loss = loss.args[0]  # scaler.scale(loss).backward(): divide the loss, not the scaled one
     if count is None or loss is None or back is None or not _visible(t, count, back):
         return None
     k = parenthesize(t, count)
-    if isinstance(loss, ast.Name) and t.alone(back):
-        return Fix(f"Divide the loss by `{t.segment(count)}` before backward", (t.insert_before(back, f"{loss.id} = {loss.id} / {k}"),))
+    # divided where it is back-propagated and nowhere else: the loss the code logs keeps its value
     (line, col), (end_line, end_col) = t.start(loss), t.end(loss)
     return Fix(f"Divide the loss by `{t.segment(count)}`", (Edit(line, col, end_line, end_col, f"({parenthesize(t, loss)} / {k})"),))
 
@@ -192,3 +196,8 @@ def _visible(t: Tree, count: ast.AST, at: ast.AST) -> bool:
         return True
     home = t.function_of(count)
     return home is t.function_of(at) or (home is not None and t.contains(home, at))
+
+
+def _closes_short_window(test) -> bool:
+    """A step test that also fires off the modulo boundary (``... or i + 1 == len(loader)``)."""
+    return isinstance(test, ast.AST) and any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in ast.walk(test))

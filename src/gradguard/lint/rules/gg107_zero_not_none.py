@@ -76,15 +76,14 @@ def moves_zero_gradients(ctor: ast.Call) -> bool:
 def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     """GG107 zero-not-none: clear with ``set_to_none=True``.
 
-    Only where nothing in the function reads ``.grad`` (a ``p.grad += g`` or ``buf.add_(p.grad)``
+    Only where nothing in the file reads ``.grad`` (a ``p.grad += g`` or ``buf.add_(p.grad)``
     would then meet None and raise).
     """
     call = d.clear
     if not isinstance(call, ast.Call):
         return None
-    scope = t.function_of(call) or t.tree
-    if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(scope)):
-        return None
+    if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(t.tree)):
+        return None  # code in this file (a helper, a hook too) reads .grad and may need the zeros
     value = next((k.value for k in call.keywords if k.arg == "set_to_none"), None)
     if value is None and call.args:
         value = call.args[0]

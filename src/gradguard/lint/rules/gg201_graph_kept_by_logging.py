@@ -404,8 +404,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     total = t.segment(target)
     term = _term(stmt.value, total)
-    if term is None:
-        return None
+    if term is None or not isinstance(target, ast.Name) or not _only_logged(t, stmt, target.id):
+        return None  # the total may be a loss after all (returned, back-propagated, passed on): no fix
     method = "detach" if _tensor_total(t, stmt, total) else "item"
     (line, col), (end_line, end_col) = t.start(term), t.end(term)
     text = t.segment(term)
@@ -433,3 +433,64 @@ def _tensor_total(t: Tree, stmt: ast.stmt, total: str) -> bool:
         if isinstance(n, ast.Attribute) and ast.unparse(n.value) == total and n.attr in ("item", "cpu", "detach", "to", "tolist", "numpy"):
             return True
     return False
+
+
+# Calls that only read a number out of their argument (printing, logging, converting).
+_NUMBER_SINKS = frozenset(
+    {
+        "print", "float", "int", "round", "str", "format", "repr", "isinstance", "log", "info", "debug", "warning",
+        "add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description", "log_metrics", "log_dict",
+        "isfinite", "isnan", "isinf",
+    }
+)
+# Tensor methods whose result is still the running total (a copy on another device or dtype).
+_SAME_VALUE = frozenset({"detach", "cpu", "to", "float", "double", "clone", "mean", "sum"})
+
+
+def _only_logged(t: Tree, stmt: ast.stmt, name: str) -> bool:
+    """Every other use of the running total ``name`` in its function only reads a number out of
+    it (``total.item()``, ``print(total)``, an f-string, a logging call, a comparison), so that
+    cutting its graph changes nothing but the memory it holds. Returned, back-propagated, stored,
+    passed to another function or assigned to another name: it may be a loss, and no fix is offered."""
+    scope = t.function_of(stmt) or t.tree
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(scope)):
+        return False
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+            continue
+        if not _read_as_number(t, node, name):
+            return False
+    return True
+
+
+def _read_as_number(t: Tree, node: ast.AST, name: str) -> bool:
+    while True:
+        parent = t.parent.get(node)
+        if parent is None:
+            return False
+        if isinstance(parent, (ast.FormattedValue, ast.Compare)):
+            return True
+        if isinstance(parent, ast.Attribute):
+            call = t.parent.get(parent)
+            if not (isinstance(call, ast.Call) and call.func is parent):
+                return parent.attr in ("shape", "dtype", "device")
+            if parent.attr in ("item", "tolist", "numpy"):
+                return True
+            if parent.attr not in _SAME_VALUE:
+                return False  # total.backward(), total.register_hook(...): not a logged number
+            node = call
+            continue
+        if isinstance(parent, ast.Call):
+            return node in parent.args and terminal(parent.func) in _NUMBER_SINKS
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp)):
+            node = parent
+            continue
+        if isinstance(parent, ast.AugAssign) and parent.target is not node:
+            # `total += loss` of this total: the running sum itself
+            return isinstance(parent.target, ast.Name) and parent.target.id == name
+        if isinstance(parent, ast.Assign):
+            # `total = total + loss`: the running sum itself; any other name: passed on
+            return len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name) and parent.targets[0].id == name
+        if isinstance(parent, ast.Expr):
+            return True  # evaluated and dropped
+        return False
