@@ -325,6 +325,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--mutants", action="store_true", help="recall on the mutants instead of precision")
     parser.add_argument("--unjudged", action="store_true", help="print the unjudged findings as TSV rows to review")
     parser.add_argument("--show-mutant", nargs=2, metavar=("REPO:PATH#INDEX", "OPERATOR"), help="print one mutant's diff")
+    parser.add_argument("--src", type=Path, default=ROOT / "src",
+                        help="the gradguard source to measure (another checkout's src/ for a before/after)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
@@ -334,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.show_mutant:
         print(show_mutant(args.root, *args.show_mutant))
         return 0
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(args.src.resolve()))
     if args.mutants:
         report = recall(args.root, args.verbose)
         print(json.dumps(report, indent=2) if args.json else _recall_table(report, args.verbose))

@@ -17,7 +17,7 @@ from ._ast import (
 )
 from ._events import optimizer_constructor
 from ._flow import TooComplex, Walker
-from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning
+from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
 
 
@@ -162,11 +162,13 @@ class _Builder:
                     continue
             rest = (stmts[i + 1 :],) + after
             if isinstance(stmt, ast.ClassDef):
+                own_loop = runs_own_loop(stmt)
                 if is_hf_trainer_class(stmt):
                     m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
-                    continue  # the HF Trainer runs the loop
+                    if not own_loop:
+                        continue  # the HF Trainer runs the loop
                 manual = is_manual_lightning(stmt)
-                if is_framework_class(stmt) and not manual:
+                if is_framework_class(stmt) and not manual and not own_loop:
                     continue  # Lightning automatic optimization, callbacks: the framework runs the loop
                 m.methods.setdefault(id(stmt), methods_of(stmt))
                 if manual:
