@@ -331,7 +331,7 @@ def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 def backwarded_later(module, scope, name: str) -> bool:
     """The running total is itself the loss: back-propagated somewhere in the scope, directly or
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
-    names = derived_names(scope or module.tree, name)
+    names = derived_names(module, scope or module.tree, name)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     return re.search(pattern, module.scope_text(scope)) is not None
 
@@ -341,21 +341,25 @@ def returned_as_loss(module, scope, name: str) -> bool:
     it built from it): a criterion collecting its loss terms for the caller to back-propagate."""
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or _evaluates(scope):
         return False
-    names = derived_names(scope, name)
+    names = derived_names(module, scope, name)
     return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in ast.walk(r))
 
 
-def derived_names(scope: ast.AST, name: str) -> set:
+def derived_names(module, scope: ast.AST, name: str) -> set:
     """``name`` and every name the scope assigns from it, transitively (graph kept or not:
-    only what is back-propagated or returned is asked about)."""
-    edges: Dict[str, set] = {}
-    for n in body_nodes(scope) if hasattr(scope, "body") else ():
-        if isinstance(n, ast.Assign):
-            reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
-            for t in n.targets:
-                for target in ({c.id for c in ast.walk(t) if isinstance(c, ast.Name)}):
-                    for r in reads:
-                        edges.setdefault(r, set()).add(target)
+    only what is back-propagated or returned is asked about). The assignment graph of a scope
+    is built once per file, whatever the number of running sums asked about."""
+    cache = module.__dict__.setdefault("_gg201_edges", {})
+    edges = cache.get(id(scope))
+    if edges is None:
+        edges = cache[id(scope)] = {}
+        for n in body_nodes(scope) if hasattr(scope, "body") else ():
+            if isinstance(n, ast.Assign):
+                reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
+                for t in n.targets:
+                    for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
+                        for r in reads:
+                            edges.setdefault(r, set()).add(target)
     out, pending = {name}, [name]
     while pending:
         for nxt in edges.get(pending.pop(), ()):
