@@ -57,3 +57,16 @@ def evaluate_returns_total(model, loader, loss_fn):
         loss = loss_fn(model(x), y)
         total_loss += loss  # expect: GG201
     return total_loss / len(loader)
+
+
+def validate_with_a_comment(model, valid_dl, loss_fn):
+    """`model.eval()` does not turn gradients off; a comment naming an event word (accumulate)
+    must not hide the evaluation loop."""
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src)
+        # compute the loss and accumulate it
+        loss = loss_fn(logits, tgt)
+        losses += loss  # expect: GG201
+    return losses / len(valid_dl)

@@ -67,6 +67,7 @@ class _Builder:
     def __init__(self, module: Module):
         self.m = module
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
+        self.hot_sums: List[tuple] = []  # (node, scope): loops with event words that sum a loss
         self.manual: set = set()  # ids of Lightning modules with manual optimization
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
@@ -91,6 +92,9 @@ class _Builder:
         self._visit(m.tree.body, None, None, (), {}, False)
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
+        if self.hot_sums:
+            training = {id(loop.node) for loop in m.loops if loop.trains or loop.managed}
+            m.eval_loops += [(node, scope) for node, scope in self.hot_sums if id(node) not in training]
 
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""
@@ -189,6 +193,10 @@ class _Builder:
             else:
                 if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
                     self.pending.append((stmt, scope, cls, (stmt.orelse,) + rest, closures))
+                    if not no_grad and overlaps(candidates, stmt):
+                        # sums a loss and has event words on its lines (a model call that a
+                        # helper makes interesting): an evaluation loop unless it turns out to train
+                        self.hot_sums.append((stmt, scope))
                 inner_no_grad = no_grad or (isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt))
                 bodies = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
                 bodies += [h.body for h in getattr(stmt, "handlers", None) or []]
