@@ -119,7 +119,7 @@ def _fabric_alone(rank, world_size, clip):
         if ends:
             if clip is not None:
                 fabric.clip_gradients(model, opt, max_norm=clip)
-            opt.step()
+            opt.step()  # gradguard: ignore[GG111] (the naive loop this test compares against: last window K'/K)
             opt.zero_grad()
     return [p.detach().clone() for p in model.module.parameters()]
 

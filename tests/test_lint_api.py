@@ -235,7 +235,8 @@ def test_property_accumulation(cond, scaled, remainder):
     )
     if remainder:
         src += "optimizer.step()\noptimizer.zero_grad()\n"
-    expected = sorted(([] if remainder else ["GG103"]) + ([] if scaled else ["GG104"]))
+    # a remainder stepped alone after losses divided by accum weighs K'/K of its mean: GG111
+    expected = sorted(([] if remainder else ["GG103"]) + ([] if scaled else ["GG104"]) + (["GG111"] if remainder and scaled else []))
     assert sorted(codes(src)) == expected
 
 
@@ -353,3 +354,23 @@ def test_many_helpers():
     assert [(f.code, f.line) for f in gg.lint_source(src)] == [("GG101", 4004)]
     fixed = src.replace("        opt.step()\n", "        opt.step()\n        opt.zero_grad()\n")
     assert gg.lint_source(fixed) == []
+
+
+def test_a_file_above_the_size_limit_is_skipped_with_a_notice(tmp_path):
+    from gradguard.lint import MAX_FILE_BYTES, MAX_FILE_LINES
+
+    buggy_tail = "for x in data:\n    model(x).backward()\n    opt.step()\n"
+    big = tmp_path / "generated.py"
+    big.write_text("x = 1\n" * MAX_FILE_LINES + buggy_tail)
+    notes, skipped = [], []
+    assert gg.lint_paths([str(big)], notify=notes.append, skipped=skipped) == []
+    assert len(notes) == 1 and "generated.py" in notes[0] and f"{MAX_FILE_LINES:,}" in notes[0]
+    assert [s.path for s in skipped] == [str(big)]
+    # negative control: just under the limit the file is checked and the bug found
+    under = tmp_path / "under.py"
+    under.write_text("x = 1\n" * (MAX_FILE_LINES - 10) + buggy_tail)
+    assert [f.code for f in gg.lint_paths([str(under)], notify=notes.append)] == ["GG101"]
+    # a file too large in bytes is not even read
+    wide = tmp_path / "wide.py"
+    wide.write_text("x = '" + "a" * MAX_FILE_BYTES + "'\n")
+    assert gg.lint_paths([str(wide)], notify=notes.append) == [] and "bytes" in notes[-1]

@@ -241,6 +241,33 @@ def test_default_exclusions_and_flags(project, capsys):
     assert "./train.py:6:5" in capsys.readouterr().out
 
 
+def test_build_and_dist_are_skipped_only_at_a_project_root(project, capsys):
+    """`build/` and `dist/` of a project root are build output; a source package of that name
+    inside a package (or a sub-project's own build output) is told apart."""
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    for folder in ("build/lib/pkg", "dist", "pkg/build", "src/pkg/dist", "sub/build"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "bad.py").write_text(BUGGY)
+    (project / "sub" / "setup.py").write_text("")  # a sub-project: its build/ is output too
+    for package in ("pkg", "pkg/build", "src/pkg", "src/pkg/dist"):
+        (project / package / "__init__.py").write_text("")
+    assert main(["lint", "--select", "GG101", "."]) == 1
+    paths = {line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": GG101 " in line}
+    assert paths == {"./train.py", "./pkg/build/bad.py", "./src/pkg/dist/bad.py"}
+    # naming the package (no project marker there) checks its build/ subpackage too
+    assert main(["lint", "--select", "GG101", "pkg"]) == 1
+    assert "pkg/build/bad.py:6:5" in capsys.readouterr().out
+    # a folder without a marker named on the command line is a root: its build/ (no package) is output
+    (project / "tool" / "build").mkdir(parents=True)
+    (project / "tool" / "build" / "bad.py").write_text(BUGGY)
+    assert main(["lint", "--select", "GG101", "tool"]) == 0
+    capsys.readouterr()
+    # --force-exclude (pre-commit names every file) follows the same rule
+    assert main(["lint", "--force-exclude", "--select", "GG101", "pkg/build/bad.py", "build/lib/pkg/bad.py"]) == 1
+    out = capsys.readouterr().out
+    assert "pkg/build/bad.py:6:5" in out and "build/lib" not in out
+
+
 def test_exclusions_from_pyproject(project, capsys):
     (project / "tests" / "fixtures").mkdir(parents=True)
     (project / "tests" / "fixtures" / "bad.py").write_text(BUGGY)

@@ -531,3 +531,39 @@ def test_gg103_no_fix_where_the_model_cannot_prove_the_weights(change):
     src = DROPPED_LAST_WINDOW.replace(*change)
     assert src != DROPPED_LAST_WINDOW
     assert all(f.fix is None for f in gg.lint_source(src) if f.code == "GG103")
+
+
+# --- what --fix writes: links, permissions ------------------------------------------------
+
+
+def test_fix_through_a_symlink_edits_the_target_and_keeps_the_link(tmp_path):
+    real = tmp_path / "src" / "train.py"
+    real.parent.mkdir()
+    real.write_text(STALE)
+    link = tmp_path / "train.py"
+    link.symlink_to(real)
+    out = run("train.py", "--fix", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "optimizer.zero_grad(set_to_none=True)" in real.read_text()
+    assert not list(tmp_path.rglob("*.gradguard-fix.tmp"))
+
+
+def test_fix_keeps_the_file_mode(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(STALE)
+    path.chmod(0o755)
+    assert run("train.py", "--fix", cwd=tmp_path).returncode == 0
+    assert codes(path.read_text()) == []  # written
+    assert (path.stat().st_mode & 0o777) == 0o755
+
+
+def test_fix_refuses_a_read_only_file(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(STALE)
+    path.chmod(0o444)
+    out = run("train.py", "--fix", cwd=tmp_path)
+    assert out.returncode == 1 and "read-only" in out.stderr
+    assert path.read_text() == STALE and (path.stat().st_mode & 0o777) == 0o444
+    assert "GG101" in out.stdout  # still reported: nothing was fixed
+    assert "Fixed 0 findings." in out.stdout

@@ -383,6 +383,59 @@ optimizer.zero_grad()
         static=False,
     ),
     Rule(
+        code="GG111",
+        name="underscaled-window",
+        severity="warning",
+        summary="A step used K' < K backward passes whose losses were each divided by the full window size K (the final partial window), so its gradient is K'/K of the mean.",
+        consequence="The last window of every epoch moves the model by only K'/K of its mean gradient (with K = 4 and a last window of 1 micro-batch, a quarter): those batches are underweighted, silently, in every epoch, and the result depends on the loader's length.",
+        fix="Divide each micro-batch loss by the size of the window it belongs to (K for full windows, K' for the last one), or multiply the last window's gradients by K / K' before its step, or use gradguard.Accumulator.",
+        what=(
+            "Lint: flags an accumulation loop whose losses are each divided by the window size K (`loss / K`)\n"
+            "and whose step also runs for a window shorter than K: the window test lets the loader's last\n"
+            "batch close it (`if (i + 1) % K == 0 or i + 1 == len(loader):`, `is_accumulating = ... and\n"
+            "i + 1 < len(loader)`), or a step after the loop applies the remainder without multiplying\n"
+            "its gradients by K / K' first. A divisor that is the window's own size, or a rescaling of\n"
+            "`.grad` before the remainder's step, is correct and not reported."
+        ),
+        why=(
+            "Dividing each micro-batch loss by K makes a full window's gradient the mean over its K\n"
+            "micro-batches. When the number of batches is not a multiple of K, the last window has\n"
+            "only K' < K micro-batches, each still divided by K: their summed gradient is K'/K of their\n"
+            "mean. Stepping that window (which fixes the dropped remainder of GG103) therefore applies\n"
+            "it at K'/K of its weight, and nothing reports it. This is what a loop that steps on\n"
+            "`(i + 1) % K == 0 or is_last_batch` does, and what PyTorch Lightning documents for\n"
+            "`accumulate_grad_batches` when the epoch's batch count is not divisible by it: the last\n"
+            "window is stepped with its losses divided by K."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):            # 10 batches, accum = 4: windows of 4, 4, 2
+    loss = loss_fn(model(x), y) / accum
+    loss.backward()
+    if (i + 1) % accum == 0 or i + 1 == len(loader):
+        optimizer.step()                       # the last window: 2/4 of its mean gradient
+        optimizer.zero_grad()
+""",
+        instead="""
+n = len(loader)
+for i, (x, y) in enumerate(loader):
+    start = i - i % accum                      # first micro-batch of this window
+    window = min(accum, n - start)             # K, or K' for the last window
+    loss = loss_fn(model(x), y) / window
+    loss.backward()
+    if (i + 1) % accum == 0 or i + 1 == n:
+        optimizer.step()
+        optimizer.zero_grad()
+
+# or: gradguard.Accumulator weighs every window, the last one too
+acc = gradguard.Accumulator(optimizer, steps=accum)
+for x, y in loader:
+    acc.backward(loss_fn(model(x), y), count=len(y))
+    acc.step()
+acc.flush()
+""",
+        runtime=False,
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",

@@ -11,6 +11,8 @@ def main(args, model, train_dataloader, eval_dataloader, optimizer, lr_scheduler
     model, optimizer, train_dataloader, eval_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, eval_dataloader, lr_scheduler
     )
+    # whole windows only: a last, shorter window would get its losses divided by the full size
+    assert len(train_dataloader) % args.gradient_accumulation_steps == 0
     num_update_steps_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
     max_train_steps = args.num_train_epochs * num_update_steps_per_epoch
     progress_bar = tqdm(range(max_train_steps), disable=not accelerator.is_local_main_process)
@@ -24,7 +26,7 @@ def main(args, model, train_dataloader, eval_dataloader, optimizer, lr_scheduler
             total_loss += loss.detach().float()
             loss = loss / args.gradient_accumulation_steps
             accelerator.backward(loss)
-            if step % args.gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
+            if (step + 1) % args.gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()

@@ -19,6 +19,7 @@ def train(args, model, data, target):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler(enabled=args.amp and device == "cuda")
     n = data.shape[0]
+    assert (n // 4) % args.accum == 0  # whole windows: every loss is divided by args.accum
     for epoch in range(args.epochs):
         running = 0.0
         for i in range(0, n, 4):

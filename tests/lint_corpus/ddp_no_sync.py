@@ -10,6 +10,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def train(rank, world_size, model, loader, loss_fn, accumulation_steps=4, epochs=2):
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     ddp_model = DDP(model)
+    assert len(loader) % accumulation_steps == 0  # whole windows: every loss is divided by accumulation_steps
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01, momentum=0.9)
     for epoch in range(epochs):
         optimizer.zero_grad(set_to_none=True)

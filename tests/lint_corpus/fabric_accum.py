@@ -4,6 +4,7 @@ import torch
 
 
 def train(fabric: L.Fabric, model, optimizer, dataloader, accumulate_grad_batches=4, max_epochs=2):
+    assert len(dataloader) % accumulate_grad_batches == 0  # whole windows: every loss is divided by their size
     for epoch in range(max_epochs):
         for iteration, batch in enumerate(dataloader):
             # the loader's last batch closes a partial window: it syncs and steps too

@@ -17,5 +17,9 @@ def train(model, loader, loss_fn, lr=1e-3, accumulation_steps=8, epochs=1):
                 optimizer.step()
                 model.zero_grad()
     if step % accumulation_steps != 0:
+        # the last window has step % accumulation_steps micro-batches, each divided by accumulation_steps
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(accumulation_steps / (step % accumulation_steps))
         optimizer.step()
         model.zero_grad()

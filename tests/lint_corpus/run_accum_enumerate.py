@@ -17,7 +17,10 @@ def train_epoch(model, loader, optimizer, loss_fn, accum_steps):
         if (i + 1) % accum_steps == 0:
             optimizer.step()
             optimizer.zero_grad()
-    if (i + 1) % accum_steps != 0:  # the last, partial window
+    if (i + 1) % accum_steps != 0:  # the last, partial window: its losses were divided by accum_steps
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(accum_steps / ((i + 1) % accum_steps))
         optimizer.step()
         optimizer.zero_grad()
     return total_loss

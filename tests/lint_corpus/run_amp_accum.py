@@ -10,6 +10,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True)
     scaler = torch.amp.GradScaler(enabled=False)
     iters_to_accumulate = 2
+    assert (40 // 5) % iters_to_accumulate == 0  # whole windows: every loss is divided by iters_to_accumulate
     data = torch.randn(40, 6, dtype=torch.float64, device=device)
     target = data.mean(dim=1, keepdim=True)
     for epoch in range(2):

@@ -21,6 +21,7 @@ class FullFinetuneRecipeSingleDevice:
         return self._loss_fn(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
 
     def train(self):
+        assert len(self._dataloader) % self._gradient_accumulation_steps == 0  # whole windows only
         self._optimizer.zero_grad()
         running_loss = 0
         for curr_epoch in range(self.total_epochs):

@@ -47,6 +47,7 @@ class Trainer:
         self.model.train()
         self._call("on_epoch_start")
         epoch_loss = 0.0
+        assert len(loader) % self.grad_accum_steps == 0  # whole windows: each loss is divided by their size
         for i, batch in enumerate(loader):
             loss = self._training_step(batch)
             if (i + 1) % self.grad_accum_steps == 0 or i + 1 == len(loader):
@@ -68,9 +69,9 @@ class Trainer:
 def main():
     torch.manual_seed(0)
     model = nn.Linear(4, 2).double()
-    x = torch.randn(20, 4, dtype=torch.float64)
-    y = torch.randint(0, 2, (20,))
-    loader = [(x[i : i + 4], y[i : i + 4]) for i in range(0, 20, 4)]
+    x = torch.randn(24, 4, dtype=torch.float64)
+    y = torch.randint(0, 2, (24,))
+    loader = [(x[i : i + 4], y[i : i + 4]) for i in range(0, 24, 4)]
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     Trainer(model, opt, nn.CrossEntropyLoss(), grad_accum_steps=2, callbacks=[PrintLoss(2)]).fit(loader, 2)
     return [p.detach().clone() for p in model.parameters()]

@@ -49,6 +49,7 @@ def scheduler_is_not_an_optimizer(model, loader, loss_fn, scheduler):
 
 
 def window_start_and_end(model, loader, loss_fn, optimizer, k):
+    assert len(loader) % k == 0  # whole windows: every loss is divided by k
     for i, (x, y) in enumerate(loader):
         if i % k == 0:
             optimizer.zero_grad()
@@ -59,6 +60,7 @@ def window_start_and_end(model, loader, loss_fn, optimizer, k):
 
 
 def window_start_and_continue(model, loader, loss_fn, optimizer, k):
+    assert len(loader) % k == 0  # whole windows: every loss is divided by k
     for i, (x, y) in enumerate(loader):
         if i % k == 0:
             optimizer.zero_grad()
@@ -70,6 +72,7 @@ def window_start_and_continue(model, loader, loss_fn, optimizer, k):
 
 
 def window_start_and_named_end(model, loader, loss_fn, optimizer, k):
+    assert len(loader) % k == 0  # whole windows: every loss is divided by k
     for i, (x, y) in enumerate(loader):
         do_update = (i + 1) % k == 0 or i + 1 == len(loader)
         if i % k == 0:

@@ -18,7 +18,7 @@ def zero_every_microbatch(model, loader, loss_fn, accum):
         loss.backward()
         if (i + 1) % accum == 0:
             optimizer.step()
-    optimizer.step()
+    optimizer.step()  # expect: GG111
 
 
 def zero_every_microbatch_at_the_end(model, loader, loss_fn, accum, opt):
@@ -37,7 +37,7 @@ def zero_inside_the_step_branch_too_early(model, loader, loss_fn, accum, optimiz
         if (i + 1) % accum == 0:
             optimizer.zero_grad()  # expect: GG102
             optimizer.step()
-    optimizer.step()
+    optimizer.step()  # expect: GG111
 
 
 def flag_toggled_window_cleared_before_backward(model, loader, loss_fn, optimizer, args):

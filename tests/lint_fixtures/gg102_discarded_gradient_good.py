@@ -35,6 +35,7 @@ def gan_clears_the_other_optimizer(netD, netG, optD, optG, loader, loss_fn):
 
 
 def accumulate_correctly(model, loader, loss_fn, accum, optimizer):
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
     optimizer.zero_grad()
     for i, (x, y) in enumerate(loader):
         (loss_fn(model(x), y) / accum).backward()

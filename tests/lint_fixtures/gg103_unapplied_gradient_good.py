@@ -12,13 +12,18 @@ def remainder_stepped_after(model, loader, loss_fn, accum, optimizer):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     if step % accum != 0:
+        for p in model.parameters():  # its losses were divided by accum: weigh them by its own size
+            if p.grad is not None:
+                p.grad.mul_(accum / (step % accum))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
 
 def remainder_in_condition(model, loader, loss_fn, accum, optimizer):
+    n = len(loader)
     for i, (x, y) in enumerate(loader):
-        (loss_fn(model(x), y) / accum).backward()
+        window = min(accum, n - i // accum * accum)  # the last window may be shorter
+        (loss_fn(model(x), y) / window).backward()
         if (i + 1) % accum == 0 or (i + 1) == len(loader):
             optimizer.step()
             optimizer.zero_grad()
@@ -95,6 +100,7 @@ def literal_data_fits_the_window(model, loss_fn, optimizer):
 
 
 def window_test_through_a_name_with_the_last_batch(model, loader, loss_fn, optimizer, accumulation_steps):
+    assert len(loader) % accumulation_steps == 0  # whole windows: every loss is divided by accumulation_steps
     for i, (inputs, labels) in enumerate(loader):
         last_of_window = (i + 1) % accumulation_steps == 0 or i + 1 == len(loader)
         ctx = contextlib.nullcontext() if last_of_window else model.no_sync()

@@ -54,6 +54,7 @@ def flag_toggled_window_not_divided(model, loader, loss_fn, optimizer, use_accum
 def loss_rebound_for_logging(fabric, model, optimizer, loader, meter, accum):
     """`loss` is rebound to a number after the backward pass, for the progress line: the
     backward still reads the undivided mean loss of this iteration."""
+    assert len(loader) % accum == 0
     for i, (x, y) in enumerate(loader):
         loss = cross_entropy(model(x), y)
         fabric.backward(loss)  # expect: GG104
@@ -62,7 +63,7 @@ def loss_rebound_for_logging(fabric, model, optimizer, loader, meter, accum):
             optimizer.step()
             optimizer.zero_grad()
         loss = meter.compute().item()
-    optimizer.step()
+
 
 
 class DiffusionTrainer:

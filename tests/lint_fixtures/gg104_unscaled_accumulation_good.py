@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 
 def divided(model, loader, accum, optimizer):
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
     for i, (x, y) in enumerate(loader):
         loss = F.cross_entropy(model(x), y)
         loss = loss / accum
@@ -14,6 +15,7 @@ def divided(model, loader, accum, optimizer):
 
 
 def divided_inline(model, loader, accum, optimizer):
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
     for i, (x, y) in enumerate(loader):
         raw_loss = F.cross_entropy(model(x), y)
         (raw_loss / accum).backward()
@@ -57,6 +59,7 @@ def multitask_sum(model, batch, losses_fns, optimizer, loader):
 
 
 def loss_divided_then_rebound_for_logging(fabric, model, optimizer, loader, meter, accum):
+    assert len(loader) % accum == 0
     for i, (x, y) in enumerate(loader):
         loss = cross_entropy(model(x), y) / accum
         fabric.backward(loss)
@@ -65,4 +68,3 @@ def loss_divided_then_rebound_for_logging(fabric, model, optimizer, loader, mete
             optimizer.step()
             optimizer.zero_grad()
         loss = meter.compute().item()
-    optimizer.step()

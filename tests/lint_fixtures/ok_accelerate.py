@@ -19,6 +19,7 @@ def train(model, optimizer, dataloader, scheduler, loss_fn):
 
 def train_plain_backward_with_window(model, optimizer, dataloader, loss_fn, accelerator, accum):
     # no accumulate(): Accelerate neither divides nor gates; the loop does both itself
+    assert len(dataloader) % accum == 0  # whole windows: every loss is divided by accum
     for step, batch in enumerate(dataloader):
         loss = loss_fn(model(batch)) / accum
         accelerator.backward(loss)

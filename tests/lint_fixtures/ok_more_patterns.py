@@ -49,6 +49,7 @@ def apex_amp(model, loader, loss_fn, optimizer, amp, accum):
 
 
 def ddp_no_sync(ddp_model, loader, loss_fn, optimizer, accum_steps):
+    assert len(loader) % accum_steps == 0  # whole windows: every loss is divided by accum_steps
     for i, (x, y) in enumerate(loader):
         last = (i + 1) % accum_steps == 0 or i + 1 == len(loader)
         ctx = nullcontext() if last else ddp_model.no_sync()

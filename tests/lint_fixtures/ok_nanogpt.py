@@ -44,5 +44,8 @@ def seed_style_accumulation(model, loss_fn, train_loader, optimizer, device, acc
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     if step % accum_steps != 0:
+        for p in model.parameters():  # its losses were divided by accum_steps: weigh them by its own size
+            if p.grad is not None:
+                p.grad.mul_(accum_steps / (step % accum_steps))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -22,7 +22,7 @@ def accelerate_no_accumulate_clears_every_batch(model, optimizer, dataloader, ac
         if (step + 1) % accum == 0:
             optimizer.step()
         optimizer.zero_grad()  # expect: GG102
-    optimizer.step()
+    optimizer.step()  # expect: GG111
 
 
 def fabric_undivided(model, optimizer, dataloader, fabric, accum):
@@ -72,7 +72,7 @@ def fabric_accumulate(model, optimizer, dataloader, fabric, accum):
         if not is_accumulating:
             optimizer.step()
             optimizer.zero_grad()
-    optimizer.step()
+    optimizer.step()  # expect: GG111
 
 
 def fabric_plain():

@@ -61,8 +61,8 @@ def register(sub) -> None:
     files = p.add_argument_group("files")
     files.add_argument("--exclude", metavar="GLOBS", action="append", type=_globs,
                        help="comma-separated glob patterns of files and folders not to check, replacing the "
-                            "defaults (hidden folders such as .git and .venv, __pycache__, build, dist, venv, "
-                            "node_modules, site-packages)")
+                            "defaults (hidden folders such as .git and .venv, __pycache__, venv, node_modules, "
+                            "site-packages, and build and dist at a project root)")
     files.add_argument("--extend-exclude", metavar="GLOBS", action="append", type=_globs,
                        help="patterns to exclude in addition to the defaults and the configured ones")
     files.add_argument("--force-exclude", action="store_true",

@@ -24,7 +24,7 @@ from .._errors import GradguardError
 from ..findings import Finding, make_finding
 from ..rules import RULES, parse_codes
 from ._checker import Checker
-from ._config import DEFAULT_EXCLUDE, Config, find_config
+from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, find_config
 from ._config import merge as merge_config
 from ._model import Skipped
 from ._project import Project
@@ -77,10 +77,36 @@ def _decode(source: Union[str, bytes]) -> str:
         return source.decode("utf-8", errors="replace")
 
 
+#: Files larger than this are skipped with a notice, not parsed: Python's parser holds about
+#: 4 KB per line, so a generated file of a million lines would need gigabytes. Hand-written
+#: training code stays far below (the largest file of torch itself has about 20,000 lines).
+MAX_FILE_LINES = 100_000
+#: The same bound in bytes (a file of a few very long lines, such as minified code).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _too_large(size: int, lines: int) -> Optional[str]:
+    if size > MAX_FILE_BYTES:
+        return f"{size:,} bytes, more than the {MAX_FILE_BYTES:,} a file may have to be checked (generated code?)"
+    if lines > MAX_FILE_LINES:
+        return f"{lines:,} lines, more than the {MAX_FILE_LINES:,} a file may have to be checked (generated code?)"
+    return None
+
+
+def _skip_large(filename: str, why: str, notify: Notify, skipped: Optional[list]) -> List[Finding]:
+    (notify or _warn)(f"skipped {filename}: {why}; exclude it, or split it to have it checked")
+    if skipped is not None:
+        skipped.append(Skipped(filename, 1, why))
+    return []
+
+
 def _lint(
     source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None,
     project: Optional[Project] = None,
 ) -> List[Finding]:
+    too_large = _too_large(len(source), source.count(b"\n" if isinstance(source, bytes) else "\n"))
+    if too_large:
+        return _skip_large(filename, too_large, notify, skipped)
     # the parser counts "\r\n", "\r" and "\n" as line ends: so must the checker's text
     text = _decode(source).replace("\r\n", "\n").replace("\r", "\n")
     parsed = check_parse(source, filename, text)
@@ -187,9 +213,17 @@ def _missing(path: str) -> str:
 
 class _Exclude:
     """Glob patterns, each matched against a file's or folder's name (``build``, ``*_pb2.py``) or,
-    when it holds a ``/``, against its path from the folder the pattern was written for."""
+    when it holds a ``/``, against its path from the folder the pattern was written for.
 
-    def __init__(self, patterns: Iterable[Tuple[str, str]]):
+    ``root_only`` names (the defaults ``build`` and ``dist``) match only build output: a folder
+    that is no Python package (no ``__init__.py``) in a project root, that is a folder holding
+    ``pyproject.toml``/``setup.py``/``setup.cfg``, or one named on the command line (``roots``)
+    that is no package itself.
+    """
+
+    def __init__(self, patterns: Iterable[Tuple[str, str]], root_only: Iterable[str] = ()):
+        self.root_only = frozenset(root_only)
+        self.roots: set = set()
         self.names, self.paths = [], []
         for pattern, base in patterns:
             pattern = pattern.rstrip("/")
@@ -202,10 +236,21 @@ class _Exclude:
         name = os.path.basename(os.path.normpath(path))
         if any(fnmatch(name, p) for p in self.names):
             return True
+        if name in self.root_only and self._at_project_root(path):
+            return True
         if self.paths:
             full = os.path.abspath(path)
             return any(fnmatch(full, p) for p in self.paths)
         return False
+
+    def _at_project_root(self, path: str) -> bool:
+        folder = os.path.abspath(os.path.normpath(path))
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            return False  # a package named build or dist: source, not output
+        parent = os.path.dirname(folder)
+        if any(os.path.isfile(os.path.join(parent, m)) for m in PROJECT_MARKERS):
+            return True
+        return parent in self.roots and not os.path.isfile(os.path.join(parent, "__init__.py"))
 
     def anywhere(self, path: str) -> bool:
         """Whether the path or a folder on it (counted from the current folder) is excluded."""
@@ -214,6 +259,7 @@ class _Exclude:
         if rel.startswith(os.pardir):
             return self(full)
         parts = [part for part in rel.split(os.sep) if part not in ("", os.curdir)]
+        self.roots.add(os.getcwd())  # counted from the current folder: it is where the project starts
         return any(self(os.path.join(*parts[: i + 1])) for i in range(len(parts)))
 
 
@@ -235,8 +281,9 @@ def iter_python_files(
     """The ``.py`` files under ``paths`` (files as given, folders walked in sorted order).
 
     Folders are walked without descending into what ``exclude`` (default
-    :data:`DEFAULT_EXCLUDE`: hidden folders, ``__pycache__``, ``build``,
-    virtual environments, ...) or ``extend_exclude`` match: glob patterns, each
+    :data:`DEFAULT_EXCLUDE`: hidden folders, ``__pycache__``, virtual
+    environments, ..., and ``build``/``dist`` only at a project root, where they
+    are build output) or ``extend_exclude`` match: glob patterns, each
     a list or a comma-separated string, matched against a name or, with a
     ``/``, against the path from the current folder. A file named on its own is
     checked even if a pattern matches it, unless ``force_exclude`` (what
@@ -246,8 +293,12 @@ def iter_python_files(
     Raises:
         GradguardError: a path that does not exist or is not a file or folder.
     """
-    patterns = _patterns(DEFAULT_EXCLUDE if exclude is None else exclude) + _patterns(extend_exclude)
-    return _walk(paths, _Exclude(patterns), force_exclude, notify or _warn)
+    if exclude is None:
+        defaults = [p for p in DEFAULT_EXCLUDE if p not in ROOT_ONLY_EXCLUDE]
+        excluded = _Exclude(_patterns(defaults) + _patterns(extend_exclude), ROOT_ONLY_EXCLUDE)
+    else:
+        excluded = _Exclude(_patterns(exclude) + _patterns(extend_exclude))
+    return _walk(paths, excluded, force_exclude, notify or _warn)
 
 
 def _walk(paths, excluded: "_Exclude", force_exclude: bool, notify: Callable[[str], None]) -> Iterator[str]:
@@ -262,6 +313,8 @@ def _walk(paths, excluded: "_Exclude", force_exclude: bool, notify: Callable[[st
             raise GradguardError(f"{path!r} is {_kind(mode)}, not a file or folder: to lint a stream, "
                                  f"use `gradguard lint - < {path}`")
         roots.append((path, stat.S_ISDIR(mode)))
+        if stat.S_ISDIR(mode):
+            excluded.roots.add(os.path.abspath(path))
     for path, is_dir in roots:
         if force_exclude and excluded.anywhere(path):
             continue
@@ -349,6 +402,10 @@ def lint_files(
             pass
     for file in files:
         try:
+            size = os.stat(file).st_size
+            if size > MAX_FILE_BYTES:  # not even read into memory
+                _skip_large(file, _too_large(size, 0), notify, skipped)
+                continue
             with open(file, "rb") as fh:
                 data = fh.read()
         except OSError as exc:

@@ -215,7 +215,7 @@ class _Builder:
         if not hot:
             return
         lines = m.scope_text(fn)
-        start = sum(len(line) + 1 for line in m._source_lines[: fn.lineno - 1])
+        start = m.line_offset(fn.lineno)
         pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, hot)))
         positions = [start + match.start() for match in pattern.finditer(lines)]
         m._add_positions(positions)

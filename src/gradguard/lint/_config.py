@@ -18,6 +18,12 @@ from .._errors import GradguardError
 #: ``.venv``, ``.tox``, ``.eggs``, ...), caches, build output, virtual environments.
 DEFAULT_EXCLUDE = (".*", "__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist",
                    "node_modules", "site-packages", "venv")
+#: Default patterns excluded only at a project root (a folder named on the command line, or one
+#: holding ``pyproject.toml``, ``setup.py`` or ``setup.cfg``), where they are build output: a source
+#: package named ``build`` or ``dist`` inside a package is checked.
+ROOT_ONLY_EXCLUDE = ("build", "dist")
+#: The files that make a folder a project root.
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 
 KEYS = ("select", "ignore", "exclude", "extend-exclude")
 

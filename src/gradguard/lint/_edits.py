@@ -58,7 +58,14 @@ class Tree:
         return node.end_lineno, self.col(node.end_lineno, node.end_col_offset)
 
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ast.unparse(node)
+        """The source text of ``node`` (from the lines already split: ``ast.get_source_segment``
+        splits the whole file on every call, which made the fixes of a file quadratic)."""
+        if getattr(node, "end_lineno", None) is None or node.lineno > len(self.lines):
+            return ast.unparse(node)
+        (l1, c1), (l2, c2) = self.start(node), self.end(node)
+        if l1 == l2:
+            return self.lines[l1 - 1][c1 - 1 : c2 - 1]
+        return "".join([self.lines[l1 - 1][c1 - 1 :], *self.lines[l1 : l2 - 1], self.lines[l2 - 1][: c2 - 1]])
 
     def indent(self, stmt: ast.stmt) -> str:
         """The whitespace before a statement that starts its line (tabs kept)."""

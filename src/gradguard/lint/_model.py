@@ -34,6 +34,16 @@ from ._flow import Path
 from ._project import Project
 
 
+class ScopeFacts(NamedTuple):
+    """``bound``: name -> the values of its single-name assignments in a scope; ``checks``: the
+    ``(test, negated)`` of its ``assert test`` (False) and ``if test: raise`` (True); ``names``:
+    how often each name occurs."""
+
+    bound: Dict[str, list]
+    checks: List[Tuple[ast.expr, bool]]
+    names: Dict[str, int]  # name -> how many times it is written or read in the scope
+
+
 class Skipped(NamedTuple):
     """A loop (or file) the linter could not check, and why.
 
@@ -163,6 +173,21 @@ def steps_after(loop: "Loop") -> bool:
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
+def says_divides(test: ast.expr, k: ast.expr, negated: bool) -> bool:
+    """``X % K == 0`` (or, ``negated``, ``X % K != 0`` / ``X % K``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return says_divides(test.operand, k, not negated)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not negated:
+        return any(says_divides(v, k, negated) for v in test.values)
+    mod = test.left if isinstance(test, ast.Compare) else test
+    if not (isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.dump(mod.right) == ast.dump(k)):
+        return False
+    if not isinstance(test, ast.Compare):
+        return negated  # `if n % K: raise`
+    zero = len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+    return zero and isinstance(test.ops[0], ast.NotEq if negated else ast.Eq)
+
+
 class Loop:
     """One training loop: its iteration paths and the module around it.
 
@@ -366,6 +391,14 @@ class Loop:
                 return True
         return False
 
+    def proves_whole_windows(self, k: ast.expr) -> bool:
+        """The function (or a helper holding the step) checks that the number of micro-batches
+        divides by ``k``: ``assert len(loader) % K == 0`` or ``if len(loader) % K: raise ...``."""
+        scopes = [self.scope] + [fn for e in self.steps for fn, _ in e.frame]  # a helper may hold the window loop
+        return any(
+            says_divides(test, k, negated) for scope in scopes for test, negated in self.module.scope_facts(scope).checks
+        )
+
     def assignments(self) -> Dict[str, list]:
         """name -> the values assigned to it in the loop body (``("aug", op, node)`` for ``x /= k``)."""
         cached = getattr(self, "_assignments", None)
@@ -438,6 +471,24 @@ class Module:
             self._source_lines = self.source.split("\n")
         return "\n".join(self._source_lines[scope.lineno - 1 : scope.end_lineno])
 
+    def lines_with(self, scope: Optional[ast.AST], word: str) -> str:
+        """The lines of ``scope`` (None: the file) that contain ``word``, joined: a small text
+        to search instead of the whole scope on every question (kept per scope and word)."""
+        cache = self.__dict__.setdefault("_lines_with", {})
+        key = (id(scope), word)
+        if key not in cache:
+            cache[key] = "\n".join(line for line in self.scope_text(scope).split("\n") if word in line)
+        return cache[key]
+
+    def line_offset(self, line: int) -> int:
+        """The character offset of the start of 1-based ``line`` in the source."""
+        starts = self.__dict__.get("_line_starts")
+        if starts is None:
+            starts = self._line_starts = [0]
+            for text in self.source.split("\n"):
+                starts.append(starts[-1] + len(text) + 1)
+        return starts[min(line - 1, len(starts) - 1)]
+
     def sums_in(self, scope: Optional[ast.AST]) -> bool:
         """``reduction="sum"`` (or ``size_average=False``) written inside ``scope``."""
         return bool(self._sum_lines) if scope is None else overlaps(self._sum_lines, scope)
@@ -463,6 +514,28 @@ class Module:
                     pending.append((child, in_init))
             cached = self._mutated = frozenset(found)
         return cached
+
+    def scope_facts(self, scope: Optional[ast.AST]) -> "ScopeFacts":
+        """What one walk of a function (or, for None, the whole file) finds, kept per scope: every
+        loop of a file asks about its scope, and walking it again per loop made many module-level
+        loops quadratic."""
+        cache = self.__dict__.setdefault("_scope_facts", {})
+        key = id(scope)
+        if key not in cache:
+            bound: Dict[str, list] = {}
+            checks: List[Tuple[ast.expr, bool]] = []
+            names: Dict[str, int] = {}
+            for n in ast.walk(scope if scope is not None else self.tree):
+                if isinstance(n, ast.Name):
+                    names[n.id] = names.get(n.id, 0) + 1
+                elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                    bound.setdefault(n.targets[0].id, []).append(n.value)
+                elif isinstance(n, ast.Assert):
+                    checks.append((n.test, False))
+                elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
+                    checks.append((n.test, True))
+            cache[key] = ScopeFacts(bound, checks, names)
+        return cache[key]
 
     def skip(self, node: ast.AST, reason: str) -> None:
         self.skipped.append(Skipped(self.filename, getattr(node, "lineno", 1), reason))

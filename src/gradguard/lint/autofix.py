@@ -23,6 +23,7 @@ import difflib
 import io
 import os
 import re
+import stat
 import tokenize
 import warnings
 from pathlib import Path
@@ -167,24 +168,40 @@ def _read(path: str) -> Tuple[bytes, str, str]:
 
 def fix_file(path: str, *, select=None, ignore=None, unsafe: bool = False, write: bool = True) -> FileFix:
     """Fix one file; written only when something changed, it still parses and the file on disk
-    is still the one that was read."""
+    is still the one that was read.
+
+    A symbolic link is followed: the file it points to is edited and the link stays a link.
+    The file keeps its permission bits (an executable script stays executable). A read-only
+    file (no write permission bit) is never written: the fixes are reported as not applied.
+    """
+    target = os.path.realpath(path)
     try:
-        data, text, encoding = _read(path)
+        data, text, encoding = _read(target)
     except (OSError, SyntaxError, LookupError, UnicodeDecodeError) as exc:
         return FileFix(path, "", FixResult("", [], [], f"cannot read this file as Python source: {exc}"), False)
     result = fix_source(text, path, select=select, ignore=ignore, unsafe=unsafe)
     if not write or result.text == text:
         return FileFix(path, text, result, False)
+
+    def refused(error: str) -> FileFix:
+        # nothing was written: what the fixes would have repaired is still there
+        return FileFix(path, text, result._replace(text=text, fixed=[], remaining=result.fixed + result.remaining, error=error), False)
+
+    tmp = f"{target}.gradguard-fix.tmp"
     try:
-        if Path(path).read_bytes() != data:
-            error = "changed on disk while it was being fixed; not written (run the fix again)"
-            return FileFix(path, text, result._replace(text=text, fixed=[], error=error), False)
-        tmp = f"{path}.gradguard-fix.tmp"
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+        if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+            return refused("read-only file; not written (make it writable to apply the fixes)")
+        if Path(target).read_bytes() != data:
+            return refused("changed on disk while it was being fixed; not written (run the fix again)")
         with open(tmp, "wb") as fh:
             fh.write(result.text.encode(encoding))
-        os.replace(tmp, path)  # atomic: a crash never leaves half a file
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)  # atomic: a crash never leaves half a file
     except OSError as exc:
-        return FileFix(path, text, result._replace(text=text, fixed=[], error=f"cannot write: {exc.strerror or exc}"), False)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        return refused(f"cannot write: {exc.strerror or exc}")
     return FileFix(path, text, result, True)
 
 

@@ -10,7 +10,7 @@ from ...findings import Fix
 from .._ast import terminal
 from .._edits import LOOPS, Tree
 from .._flow import Path
-from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -83,17 +83,34 @@ def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
     }
     iterated = {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} - {"enumerate", "range", "len", "islice"}
-    # the loop's own function, and the module's top level (not the other functions' asserts)
-    candidates = list(ast.walk(loop.scope)) if loop.scope is not None else []
-    candidates += [s for s in loop.module.tree.body if isinstance(s, ast.Assert)]
-    for node in candidates:
-        if not isinstance(node, ast.Assert):
-            continue
-        for mod in ast.walk(node.test):
+    # the loop's own function (its facts are kept per scope), and the module's top level (not the
+    # other functions' asserts)
+    checks = list(loop.module.scope_facts(loop.scope).checks) if loop.scope is not None else []
+    checks += _top_level(loop.module).checks
+    for test, _ in checks:
+        for mod in ast.walk(test):
             if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.unparse(mod.right) in moduli:
                 if {n.id for n in ast.walk(mod.left) if isinstance(n, ast.Name)} & iterated:
                     return True
     return False
+
+
+def _top_level(module) -> ScopeFacts:
+    """The module's top-level assignments and checks (``MAX_ITERS = 600``, ``assert MAX_ITERS %
+    ACCUM == 0``), not those inside its functions; found once per file."""
+    cached = module.__dict__.get("_gg103_top")
+    if cached is None:
+        bound: dict = {}
+        checks = []
+        for n in module.tree.body:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                bound.setdefault(n.targets[0].id, []).append(n.value)
+            elif isinstance(n, ast.Assert):
+                checks.append((n.test, False))
+            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
+                checks.append((n.test, True))
+        cached = module.__dict__["_gg103_top"] = ScopeFacts(bound, checks, {})
+    return cached
 
 
 def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
@@ -115,18 +132,9 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
 def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
     """The value of the one assignment to ``name`` in the loop's scope, else of the one
     module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
-    def values_in(scope, walk):
-        return [
-            n.value
-            for n in walk(scope)
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
-        ]
-
-    if loop.scope is not None:
-        values = values_in(loop.scope, ast.walk)
-        if values:
-            return values[0] if len(values) == 1 else None
-    values = values_in(loop.module.tree, lambda tree: tree.body)  # module level, not inside functions
+    values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
+    if not values:
+        values = _top_level(loop.module).bound.get(name, [])
     return values[0] if len(values) == 1 else None
 
 
@@ -220,11 +228,10 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
         return None
     opt = _stepped_optimizer(step.node)
-    scope = t.function_of(node) or t.tree
     block = t.block.get(node, [])
     before = block[block.index(node) - 1] if block and block.index(node) > 0 else None
     initialised = _sets_constant(before, counter)  # `i = -1` already there (a previous fix, or the user's)
-    if opt is None or _used_outside(scope, [node] + ([before] if initialised else []), counter):
+    if opt is None or _used_outside(loop, [node] + ([before] if initialised else []), counter):
         return None
     k, o = t.segment(count), t.segment(opt)
     k_par = k if isinstance(count, (ast.Name, ast.Attribute, ast.Constant)) else f"({k})"
@@ -345,10 +352,11 @@ def _stepped_optimizer(call: ast.AST) -> Optional[ast.expr]:
     return None if call.args else recv
 
 
-def _used_outside(scope: ast.AST, stmts: list, name: str) -> bool:
-    """``name`` appears in ``scope`` outside ``stmts`` (then ``name = -1`` before the loop could change something)."""
-    inside = {id(n) for stmt in stmts for n in ast.walk(stmt)}
-    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside for n in ast.walk(scope))
+def _used_outside(loop: Loop, stmts: list, name: str) -> bool:
+    """``name`` appears in the loop's function outside ``stmts`` (then ``name = -1`` before the
+    loop could change something)."""
+    inside = sum(1 for stmt in stmts for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name)
+    return loop.module.scope_facts(loop.scope).names.get(name, 0) > inside
 
 
 def _sets_constant(stmt: Optional[ast.stmt], name: str) -> bool:

@@ -176,7 +176,10 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     ``gradguard.Accumulator``).
     """
     count, back = d.accum, t.statement_of(d.backward)
-    if d.loop is not None and any(_closes_short_window(d.loop.resolve(test)) for s in d.loop.steps for test, _ in tests(s)):
+    if (
+        d.loop is not None and count is not None and not d.loop.proves_whole_windows(count)
+        and any(_closes_short_window(d.loop.resolve(test)) for s in d.loop.steps for test, _ in tests(s))
+    ):
         return None
     loss = backward_tensor(d.backward)
     if isinstance(loss, ast.Call) and isinstance(loss.func, ast.Attribute) and loss.func.attr == "scale" and loss.args:

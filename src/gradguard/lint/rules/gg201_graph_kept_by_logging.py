@@ -333,7 +333,7 @@ def backwarded_later(module, scope, name: str) -> bool:
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
     names = derived_names(module, scope or module.tree, name)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
-    return re.search(pattern, module.scope_text(scope)) is not None
+    return re.search(pattern, module.lines_with(scope, "backward")) is not None
 
 
 def returned_as_loss(module, scope, name: str) -> bool:
