@@ -75,7 +75,7 @@ def runs_own_loop(cls: ast.ClassDef) -> bool:
     ``Trainer``, a project's own ``Trainer``. Its loop is the user's, checked like raw PyTorch,
     whatever its base is called.
 
-    >>> src = "class PPOTrainer(Trainer):\n    def train(self):\n        for b in self.dl:\n            self.acc.backward(self.loss(b))\n            self.opt.step()"
+    >>> src = "class PPOTrainer(Trainer):\\n    def train(self):\\n        for b in self.dl:\\n            self.acc.backward(self.loss(b))\\n            self.opt.step()"
     >>> runs_own_loop(ast.parse(src).body[0])
     True
     """
