@@ -7,16 +7,19 @@ alternation ``--repeat`` times and the best run of each is kept (timeit's advice
 the minimum is the least disturbed by other processes). TorchFix (libcst-based) is timed once, if
 it is installed; it is optional and not a test dependency.
 
-    python benchmarks/bench_lint.py                 # print the table, write the PNG
+    python benchmarks/bench_lint.py                 # print the tables, write the PNGs
     python benchmarks/bench_lint.py --update-docs   # also rewrite the section in docs/benchmarks.md
 
-Target: lint time at most 3x the parse time.
+Targets: lint time at most 2.5x the parse time on torch/nn + torch/optim, and linear in the
+size of a file of many training loops (``--scaling``: 500 to 8,000 lines of two-loop training
+functions, and of a script of module-level loops, timed in interleaved rounds with the parse).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib.util
 import json
 import os
@@ -31,7 +34,9 @@ OUT = ROOT / "benchmarks" / "out"
 DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "## Linter speed"
 COMMAND = "python benchmarks/bench_lint.py --update-docs"
-TARGET_RATIO = 3.0
+TARGET_RATIO = 2.5
+#: The scaling curve is kept in the repository, beside the page that shows it.
+SCALING_PNG = ROOT / "docs" / "img" / "lint_scaling.png"
 
 
 def _progress(iterable, desc, total=None):
@@ -100,6 +105,123 @@ def helper_module(n: int) -> str:
     return helpers + "def train(model, loader, opt):\n    for x in loader:\n        h0(model, x).backward()\n        opt.step()\n"
 
 
+def two_loop_function(i: int) -> str:
+    """A correct training function with two loops: an accumulation loop (its last partial window
+    stepped at its true weight) and an evaluation loop under ``torch.no_grad()`` (22 lines)."""
+    return f'''
+def train_{i}(model, loader, val_loader, optimizer, loss_fn, accum):
+    model.train()
+    i = -1
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum
+        loss.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    if (i + 1) % accum != 0:
+        [p.grad.mul_(accum / ((i + 1) % accum)) for p in model.parameters() if p.grad is not None]
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for x, y in val_loader:
+            total += loss_fn(model(x), y).item()
+    return total / max(len(val_loader), 1)
+'''
+
+
+def script_loop(i: int) -> str:
+    """A module-level training loop (a script: every loop shares one scope, 8 lines)."""
+    return f'''
+for epoch in range(epochs):
+    for x, y in loader_{i}:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+'''
+
+
+SHAPES = {"two-loop functions": two_loop_function, "module-level loops": script_loop}
+
+
+def scaling_source(shape: str, lines: int) -> str:
+    parts, n, i = ["import torch\n"], 1, 0
+    while n < lines:
+        part = SHAPES[shape](i)
+        parts.append(part)
+        n += part.count("\n")
+        i += 1
+    return "".join(parts)
+
+
+def time_scaling(sizes, repeat):
+    """``{shape: [(lines, loops, parse_s, lint_s, findings)]}``, best of ``repeat`` rounds; every
+    round parses and lints every file in turn, so that load on the machine hits all alike."""
+    from gradguard.lint import lint_source
+
+    sources = {(shape, n): scaling_source(shape, n) for shape in SHAPES for n in sizes}
+    best = {key: [float("inf"), float("inf"), 0] for key in sources}
+    for _ in _progress(range(repeat), "scaling rounds", total=repeat):
+        for key, src in sources.items():
+            # as timeit does: the collector off while timing, run between, so that a full
+            # collection of what an earlier size left behind is not charged to this one
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                ast.parse(src)
+                parse_s = time.perf_counter() - start
+                gc.collect()
+                start = time.perf_counter()
+                found = len(lint_source(src))
+                lint_s = time.perf_counter() - start
+            finally:
+                gc.enable()
+            row = best[key]
+            row[0], row[1], row[2] = min(row[0], parse_s), min(row[1], lint_s), found
+    out = {shape: [] for shape in SHAPES}
+    for (shape, n), (parse_s, lint_s, found) in best.items():
+        src = sources[(shape, n)]
+        loops = sum(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in ast.walk(ast.parse(src)))
+        out[shape].append((src.count("\n"), loops, parse_s, lint_s, found))
+    return out
+
+
+def linear_fit(rows):
+    """Least-squares ``seconds = a * lines`` through the origin, and the worst relative residual."""
+    a = sum(n * t for n, _, _, t, _ in rows) / sum(n * n for n, *_ in rows)
+    worst = max(abs(t - a * n) / (a * n) for n, _, _, t, _ in rows)
+    return a, worst
+
+
+def plot_scaling(scaling, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    colors = {"two-loop functions": "#1f77b4", "module-level loops": "#2ca02c"}
+    for shape, rows in scaling.items():
+        xs = [r[0] for r in rows]
+        ax.plot(xs, [r[3] for r in rows], "o-", color=colors[shape], label=f"gradguard lint: {shape}")
+        ax.plot(xs, [r[2] for r in rows], "x--", color=colors[shape], alpha=0.6, label=f"ast.parse: {shape}")
+        a, _ = linear_fit(rows)
+        ax.plot(xs, [a * x for x in xs], ":", color="#7f7f7f", linewidth=1)
+    ax.plot([], [], ":", color="#7f7f7f", label="linear fit through 0 (lint)")
+    ax.set_xlabel("file size (lines)")
+    ax.set_ylabel("seconds (best of rounds)")
+    ax.set_title("Lint time against file size: many training loops in one file", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def time_helpers(counts):
     """``[(helpers, lines, parse_s, lint_s)]``: lint time against parse time as the helpers grow."""
     from gradguard.lint import lint_source
@@ -166,7 +288,7 @@ def markdown(results):
         )
     lines += [
         "",
-        f"Target: lint at most {TARGET_RATIO:.0f}x the parse time: "
+        f"Target: lint at most {TARGET_RATIO:.1f}x the parse time: "
         f"{'met' if results['lint_ratio'] <= TARGET_RATIO else 'NOT met'} ({results['lint_ratio']:.2f}x). "
         f"The linter searches each file's text for the few words a gradient-buffer event needs "
         f"(`backward`, `zero_grad`, `.grad`, `.step`, optimizer names) and looks closely only at "
@@ -180,6 +302,37 @@ def markdown(results):
         )
     else:
         lines.append("TorchFix was not installed for this run (`pip install torchfix` to add its row).")
+    if results.get("scaling"):
+        lines += [
+            "",
+            f"Many training loops in one file (`--scaling`; best of {results['scaling_repeat']} rounds, each "
+            "parsing and linting every size in turn, the garbage collector off while timing as in `timeit`): correct two-loop training functions (an accumulation "
+            "loop whose last window is stepped at its true weight, and an evaluation loop), and a script of "
+            "module-level loops sharing one scope.",
+            "",
+            "![lint and parse time against file size, two shapes of training code](img/lint_scaling.png)",
+            "",
+            "| shape | lines | loops | `ast.parse` s | lint s (parse included) | vs `ast.parse` | lint µs per line |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for shape, rows in results["scaling"].items():
+            lines += [
+                f"| {shape} | {n} | {loops} | {p:.3f} | {l:.3f} | {l / p:.1f}x | {1e6 * l / n:.0f} |"
+                for n, loops, p, l, _ in rows
+            ]
+        fits = "; ".join(
+            f"{shape}: {1e6 * a:.0f} µs per line, every size within {100 * worst:.0f} % of it"
+            for shape, (a, worst) in ((shape, linear_fit(rows)) for shape, rows in results["scaling"].items())
+        )
+        lines += [
+            "",
+            f"Linear fit through the origin: {fits}. What made the time grow faster than the file was "
+            "work over the whole file done once per loop or per finding: each module-level loop walked "
+            "the whole module again (for the window's size, for checks that the length divides, for "
+            "the loss's assignments), each fix re-split the whole file to read a node's text "
+            "(`ast.get_source_segment`), and each function with a closure summed every line before it. "
+            "Each is now done once per scope and kept.",
+        ]
     if results.get("helpers"):
         lines += [
             "",
@@ -216,6 +369,11 @@ def main(argv=None) -> int:
         "--helpers", type=int, nargs="*", default=[2000, 8000, 32000],
         help="helper counts of the call-graph scaling rows (5 lines each; default 2000 8000 32000)",
     )
+    parser.add_argument(
+        "--scaling", type=int, nargs="*", default=[500, 1000, 2000, 4000, 8000],
+        help="file sizes in lines of the many-loops scaling rows (default 500 1000 2000 4000 8000)",
+    )
+    parser.add_argument("--scaling-repeat", type=int, default=3, help="rounds of the scaling rows (default 3)")
     parser.add_argument("--update-docs", action="store_true", help=f"rewrite '{HEADING}' in docs/benchmarks.md")
     args = parser.parse_args(argv)
 
@@ -247,6 +405,8 @@ def main(argv=None) -> int:
         "machine": f"{platform.machine()}, {platform.system()}",
         "cpus": os.cpu_count(),
         "helpers": time_helpers(args.helpers) if args.helpers else [],
+        "scaling": time_scaling(args.scaling, args.scaling_repeat) if args.scaling else {},
+        "scaling_repeat": args.scaling_repeat,
     }
     if torchfix_s is not None:
         from importlib.metadata import version
@@ -257,13 +417,19 @@ def main(argv=None) -> int:
     print(f"gradguard lint  {lint_s:8.3f} s   {results['lint_ratio']:.2f}x parse   ({n_findings} findings)")
     if torchfix_s is not None:
         print(f"TorchFix        {torchfix_s:8.3f} s   {results['torchfix_ratio']:.1f}x parse   ({torchfix_n} findings)")
-    print(f"target <= {TARGET_RATIO:.0f}x parse: {'met' if results['lint_ratio'] <= TARGET_RATIO else 'NOT met'}")
+    print(f"target <= {TARGET_RATIO:.1f}x parse: {'met' if results['lint_ratio'] <= TARGET_RATIO else 'NOT met'}")
+    for shape, rows in results["scaling"].items():
+        for n, loops, p, l, _ in rows:
+            print(f"{shape:20s} {n:6d} lines {loops:5d} loops  parse {p:7.3f} s  lint {l:7.3f} s  {1e6 * l / n:5.0f} us/line")
 
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bench_lint.json").write_text(json.dumps(results, indent=2) + "\n")
     try:
         plot(results, OUT / "bench_lint.png")
         print(f"wrote {OUT / 'bench_lint.png'}")
+        if results["scaling"]:
+            plot_scaling(results["scaling"], SCALING_PNG)
+            print(f"wrote {SCALING_PNG}")
     except ImportError:
         print("matplotlib not installed: no chart", file=sys.stderr)
     if args.update_docs:
