@@ -329,10 +329,23 @@ def clear_before_backward(t: _Tree) -> List[str]:
     return list(dict.fromkeys(out))
 
 
+def _feeds_backward(t: _Tree, w: Window, d: ast.AST) -> bool:
+    """The division scales what the window's backward pass back-propagates: it sits in the
+    backward statement, or it is assigned to a name that statement reads (``loss = loss / K``),
+    not a division of a logged number (``total / log_interval``)."""
+    if t.contains(w.backward, d):
+        return True
+    stmt = d if isinstance(d, ast.AugAssign) else t.parent.get(d)
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+    names = {n.id for tg in targets for n in ast.walk(tg) if isinstance(n, ast.Name)}
+    read = {n.id for n in ast.walk(w.backward) if isinstance(n, ast.Name)}
+    return bool(names & read) and d.lineno <= w.backward.lineno
+
+
 def drop_loss_division(t: _Tree) -> List[str]:
     out = []
     for w in find_windows(t):
-        for d in _divisions(t, w):
+        for d in (d for d in _divisions(t, w) if _feeds_backward(t, w, d)):
             if isinstance(d, ast.AugAssign):
                 edits = t.remove([d])
             else:
@@ -368,10 +381,20 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
         if not (isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add)) or t.in_no_grad(s):
             continue
         for call in _calls(s.value):
-            if _attr(call) == "item" and not call.args and "loss" in t.src.segment(call.func.value).lower():
+            if _attr(call) != "item":
+                continue
+            receiver = call.func.value
+            if not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
+
+
+def _no_graph(expr: ast.AST) -> bool:
+    """A value built from numbers (``torch.Tensor(list_of_floats).mean()``): dropping its
+    ``.item()`` keeps no graph, the mutant would be no bug."""
+    return any(isinstance(c, ast.Call) and ast.unparse(c.func) in ("torch.Tensor", "torch.tensor", "np.array", "np.mean")
+               for c in ast.walk(expr))
 
 
 def drop_last_window(t: _Tree) -> List[str]:

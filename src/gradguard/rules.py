@@ -142,7 +142,10 @@ for i, (x, y) in enumerate(loader):
             "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
             "that has stepped at least once, and that no step used before the watch (or the script\n"
             "under `gradguard run`) ended. The linter flags an accumulation loop with a conditional\n"
-            "`step()` (`if (i + 1) % accum == 0`) and no step after the loop for the remainder."
+            "`step()` (`if (i + 1) % accum == 0`) and no step after the loop for the remainder, also\n"
+            "when an early exit counts optimizer steps (`if global_step >= max_train_steps: break`:\n"
+            "the data may run out first); not where the count provably divides (`assert len(loader)\n"
+            "% accum == 0`, `islice(loader, n * accum)`, constants such as `range(1, MAX_ITERS + 1)`)."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"
@@ -483,7 +486,9 @@ for x, y in loader:
         what=(
             "Lint only: flags a `compute_loss(self, model, inputs, return_outputs=False,\n"
             "num_items_in_batch=None)` override, in a class deriving from a `*Trainer`, whose body\n"
-            "never reads `num_items_in_batch`."
+            "never reads `num_items_in_batch`. Silent where the class or a base (in any file linted\n"
+            "with it) sets `self.model_accepts_loss_kwargs = False` or `loss_is_scaled_for_ga` (the\n"
+            "Trainer then scales the mean itself), or where the body divides by the accumulation steps."
         ),
         why=(
             "Accepting `num_items_in_batch` tells the Trainer that the loss is already normalised by\n"

@@ -1,5 +1,6 @@
 """GG101: a loop that back-propagates and steps but clears nothing on some path."""
 import torch
+from transformers import Trainer
 
 import gradguard as gg
 
@@ -104,3 +105,23 @@ def accumulator_or_plain_without_clearing(model, data, opt, loss_fn, use_accum):
         else:
             loss_fn(model(x), y).backward()
             opt.step()  # expect: GG101
+
+
+def new_optimizer_each_batch(model, loader, loss_fn):
+    """A new optimizer every batch, over the same module: its .grad still grows."""
+    for x, y in loader:
+        sgd = torch.optim.SGD(model.parameters(), 0.1)
+        loss_fn(model(x), y).backward()
+        sgd.step()  # expect: GG101
+
+
+class RolloutTrainer(Trainer):
+    """Derives from the HF Trainer but runs its own loop in train(): checked like raw PyTorch."""
+
+    def train(self):
+        for epoch in range(self.args.num_ppo_epochs):
+            for mb in self.minibatches():
+                with self.accelerator.accumulate(self.model):
+                    loss = self.policy_loss(mb)
+                    self.accelerator.backward(loss)
+                    self.optimizer.step()  # expect: GG101

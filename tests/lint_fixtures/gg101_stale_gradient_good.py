@@ -1,5 +1,6 @@
 """GG101: correct code of the same shapes (no finding expected)."""
 import torch
+from transformers import Trainer
 import gradguard as gg
 
 
@@ -93,3 +94,27 @@ def suppressed_bare(model, loader, loss_fn, optimizer):
         optimizer.step()  # gradguard: ignore
 
 
+
+
+def fresh_module_and_optimizer_per_case(cases, make_input):
+    """A test that builds a new module and a new SGD for every case: each step reads only its own backward."""
+    for case in cases:
+        layer = torch.nn.Linear(**case)
+        trainable = {n: p for n, p in layer.named_parameters() if p.requires_grad}
+        loss = layer(make_input(case)).sum()
+        loss.backward()
+        sgd = torch.optim.SGD(trainable.values(), 1)
+        sgd.step()
+
+
+class RolloutTrainer(Trainer):
+    """Derives from the HF Trainer but runs its own loop in train(), clearing after each step."""
+
+    def train(self):
+        for epoch in range(self.args.num_ppo_epochs):
+            for mb in self.minibatches():
+                with self.accelerator.accumulate(self.model):
+                    loss = self.policy_loss(mb)
+                    self.accelerator.backward(loss)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()

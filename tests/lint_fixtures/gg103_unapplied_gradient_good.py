@@ -1,5 +1,7 @@
 """GG103: correct code of the same shapes (no finding expected)."""
 import contextlib
+import itertools
+
 import torch
 
 
@@ -47,16 +49,44 @@ def whole_windows(model, data, loss_fn, accum, optimizer, steps):
             optimizer.zero_grad()
 
 
-def stops_on_a_window_boundary(model, loader, loss_fn, accum, optimizer, max_steps):
-    steps = 0
+def count_asserted_to_divide(model, loader, loss_fn, accum, optimizer):
+    assert len(loader) % accum == 0, "the loader must hold whole windows"
     for i, (x, y) in enumerate(loader):
         (loss_fn(model(x), y) / accum).backward()
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
-            steps += 1
-            if steps == max_steps:
-                break
+
+
+def whole_windows_sliced(model, loader, loss_fn, accum, optimizer, n_windows):
+    for i, (x, y) in enumerate(itertools.islice(loader, n_windows * accum)):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+MAX_ITERS = 600
+GRAD_ACCUM = 4
+
+
+def module_constants_divide(model, get_batch, loss_fn, optimizer):
+    for it in range(1, MAX_ITERS + 1):
+        x, y = get_batch()
+        (loss_fn(model(x), y) / GRAD_ACCUM).backward()
+        if it % GRAD_ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def stops_on_its_own_index(model, loader, loss_fn, accum, optimizer, n_windows):
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        if i + 1 == n_windows * accum:
+            break
 
 
 def literal_data_fits_the_window(model, loss_fn, optimizer):

@@ -49,3 +49,31 @@ def flag_toggled_window_not_divided(model, loader, loss_fn, optimizer, use_accum
             loss_fn(model(x), y).backward()
             optimizer.step()
     optimizer.step()
+
+
+def loss_rebound_for_logging(fabric, model, optimizer, loader, meter, accum):
+    """`loss` is rebound to a number after the backward pass, for the progress line: the
+    backward still reads the undivided mean loss of this iteration."""
+    assert len(loader) % accum == 0
+    for i, (x, y) in enumerate(loader):
+        loss = cross_entropy(model(x), y)
+        fabric.backward(loss)  # expect: GG104
+        meter.update(loss.detach())
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        loss = meter.compute().item()
+
+
+
+class DiffusionTrainer:
+    def train(self):
+        """The model's forward returns its mean loss (a diffusion model's noise-prediction loss)."""
+        while self.step < self.train_num_steps:
+            for _ in range(self.gradient_accumulate_every):
+                data = next(self.dl)
+                loss = self.model(data)
+                self.accelerator.backward(loss)  # expect: GG104
+            self.opt.step()
+            self.opt.zero_grad()
+            self.step += 1

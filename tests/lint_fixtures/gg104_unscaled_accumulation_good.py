@@ -56,3 +56,15 @@ def multitask_sum(model, batch, losses_fns, optimizer, loader):
         optimizer.step()
 
 
+
+
+def loss_divided_then_rebound_for_logging(fabric, model, optimizer, loader, meter, accum):
+    assert len(loader) % accum == 0
+    for i, (x, y) in enumerate(loader):
+        loss = cross_entropy(model(x), y) / accum
+        fabric.backward(loss)
+        meter.update(loss.detach())
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        loss = meter.compute().item()

@@ -47,3 +47,26 @@ def scaled_loss_logged_raw(model, loader, loss_fn, optimizer, accum):
         shown = raw.float()
         logged += shown  # expect: GG201
     optimizer.step()  # expect: GG111
+
+
+def evaluate_returns_total(model, loader, loss_fn):
+    """An evaluation that returns its sum is still an evaluation: no no_grad, every graph kept."""
+    model.eval()
+    total_loss = 0.0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        total_loss += loss  # expect: GG201
+    return total_loss / len(loader)
+
+
+def validate_with_a_comment(model, valid_dl, loss_fn):
+    """`model.eval()` does not turn gradients off; a comment naming an event word (accumulate)
+    must not hide the evaluation loop."""
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src)
+        # compute the loss and accumulate it
+        loss = loss_fn(logits, tgt)
+        losses += loss  # expect: GG201
+    return losses / len(valid_dl)

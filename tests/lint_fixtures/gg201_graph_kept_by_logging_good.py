@@ -98,3 +98,39 @@ def building_the_loss(model, loader, loss_fn, optimizer, reg):
         loss += reg(model)
         loss.backward()
         optimizer.step()
+
+
+class SetCriterion:
+    """A criterion that collects its loss terms and returns their sum: the caller back-propagates it."""
+
+    def forward(self, outputs, targets):
+        terms = []
+        for name, out in outputs.items():
+            term_loss = self.compute(out, targets[name])
+            terms += [term_loss]
+        loss = sum(terms)
+        return loss
+
+
+def parse_logged_losses(history):
+    """Values logged earlier (buffers of numbers), averaged: nothing computed here has a graph."""
+    all_loss = 0
+    for name, buffer in history.items():
+        avg_loss = buffer.mean()
+        if "loss" in name:
+            all_loss += avg_loss
+    return all_loss
+
+
+def meta_loss_over_tasks(learner, tasks, loss_fn, meta_opt, n_tasks):
+    """The task losses summed are the meta-loss: it is divided and back-propagated under another name."""
+    for it in range(10):
+        iteration_loss = 0.0
+        for task in tasks:
+            clone = learner.clone()
+            loss = loss_fn(clone, task)
+            iteration_loss += loss
+        adaptation_loss = iteration_loss / n_tasks
+        meta_opt.zero_grad()
+        adaptation_loss.backward()
+        meta_opt.step()

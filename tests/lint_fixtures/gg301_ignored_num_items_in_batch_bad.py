@@ -29,3 +29,14 @@ class WeightedLossTrainer(Trainer):  # class weights, a per-micro-batch mean wha
         loss_fct = torch.nn.CrossEntropyLoss(weight=self.class_weights.to(logits.device))
         loss = loss_fct(logits.view(-1, self.model.config.num_labels), labels.view(-1))
         return (loss, outputs) if return_outputs else loss
+
+
+class LoggingTrainer(Trainer):  # a base that sets other state, not the scaling flag
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model_accepts_loss_kwargs_logged = False
+
+
+class PolicyTrainer(LoggingTrainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # expect: GG301
+        return model(**inputs).loss.mean()

@@ -28,3 +28,32 @@ class NoParameter(Trainer):  # the Trainer scales a mean for a compute_loss with
 class NotATrainer:
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         return model(**inputs).loss
+
+
+class PreferenceBase(Trainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the loss is a mean over pairs, not a sum over tokens: the Trainer must divide it
+        self.model_accepts_loss_kwargs = False
+
+
+class PairwiseTrainer(PreferenceBase):  # a base sets the flag: the Trainer divides the mean
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        chosen = model(inputs["chosen"]).logits[:, -1]
+        rejected = model(inputs["rejected"]).logits[:, -1]
+        return -F.logsigmoid(chosen - rejected).mean()
+
+
+class SaysItIsScaled(Trainer):
+    loss_is_scaled_for_ga = False  # transformers 5: training_step divides by the accumulation steps
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        return model(**inputs).loss
+
+
+class ScalesItself(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = model(**inputs).loss
+        if self.model.training:
+            loss = loss / self.current_gradient_accumulation_steps
+        return loss

@@ -27,6 +27,7 @@ from ._checker import Checker
 from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, find_config
 from ._config import merge as merge_config
 from ._model import Skipped
+from ._project import Project
 from ._suppress import find_suppressions, is_suppressed, unknown_codes
 from .rules.gg000_syntax_error import check_parse
 
@@ -100,7 +101,8 @@ def _skip_large(filename: str, why: str, notify: Notify, skipped: Optional[list]
 
 
 def _lint(
-    source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None
+    source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None,
+    project: Optional[Project] = None,
 ) -> List[Finding]:
     too_large = _too_large(len(source), source.count(b"\n" if isinstance(source, bytes) else "\n"))
     if too_large:
@@ -116,7 +118,7 @@ def _lint(
         elif skipped is not None:
             skipped.append(Skipped(filename, parsed.newer[0], parsed.newer[1]))
     else:
-        checker = Checker(parsed.tree, text, filename)
+        checker = Checker(parsed.tree, text, filename, project)
         findings = checker.run()
         if skipped is not None:
             skipped.extend(checker.skipped)
@@ -388,6 +390,16 @@ def lint_files(
 ) -> List[Finding]:
     """Lint the given files with the given set of codes (the command line's entry)."""
     findings: List[Finding] = []
+    files = list(files)
+    # a first pass over the text: the classes each file declares, for the rules that follow a
+    # class to its bases in other files of the tree
+    project = Project()
+    for file in files:
+        try:
+            with open(file, "rb") as fh:
+                project.add(_decode(fh.read()))
+        except OSError:
+            pass
     for file in files:
         try:
             size = os.stat(file).st_size
@@ -403,7 +415,7 @@ def lint_files(
                     advice="Make the file readable (check its permissions), or leave it out with --exclude.",
                 ))
             continue
-        findings.extend(_lint(data, file, chosen, notify, skipped))
+        findings.extend(_lint(data, file, chosen, notify, skipped, project))
     return findings
 
 

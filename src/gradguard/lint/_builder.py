@@ -17,7 +17,7 @@ from ._ast import (
 )
 from ._events import optimizer_constructor
 from ._flow import TooComplex, Walker
-from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning
+from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
 
 
@@ -67,6 +67,7 @@ class _Builder:
     def __init__(self, module: Module):
         self.m = module
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
+        self.hot_sums: List[tuple] = []  # (node, scope): loops with event words that sum a loss
         self.manual: set = set()  # ids of Lightning modules with manual optimization
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
@@ -91,6 +92,9 @@ class _Builder:
         self._visit(m.tree.body, None, None, (), {}, False)
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
+        if self.hot_sums:
+            training = {id(loop.node) for loop in m.loops if loop.trains or loop.managed}
+            m.eval_loops += [(node, scope) for node, scope in self.hot_sums if id(node) not in training]
 
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""
@@ -162,11 +166,13 @@ class _Builder:
                     continue
             rest = (stmts[i + 1 :],) + after
             if isinstance(stmt, ast.ClassDef):
+                own_loop = runs_own_loop(stmt)
                 if is_hf_trainer_class(stmt):
                     m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
-                    continue  # the HF Trainer runs the loop
+                    if not own_loop:
+                        continue  # the HF Trainer runs the loop
                 manual = is_manual_lightning(stmt)
-                if is_framework_class(stmt) and not manual:
+                if is_framework_class(stmt) and not manual and not own_loop:
                     continue  # Lightning automatic optimization, callbacks: the framework runs the loop
                 m.methods.setdefault(id(stmt), methods_of(stmt))
                 if manual:
@@ -187,6 +193,10 @@ class _Builder:
             else:
                 if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
                     self.pending.append((stmt, scope, cls, (stmt.orelse,) + rest, closures))
+                    if not no_grad and overlaps(candidates, stmt):
+                        # sums a loss and has event words on its lines (a model call that a
+                        # helper makes interesting): an evaluation loop unless it turns out to train
+                        self.hot_sums.append((stmt, scope))
                 inner_no_grad = no_grad or (isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt))
                 bodies = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
                 bodies += [h.body for h in getattr(stmt, "handlers", None) or []]

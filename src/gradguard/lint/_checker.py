@@ -20,6 +20,7 @@ from ..findings import Finding, Fix, make_finding
 from ._builder import build
 from ._edits import Tree
 from ._model import Diagnostic, Module, Report, Skipped
+from ._project import Project
 from .rules import FIXES, LOOP_RULES, MODULE_RULES
 
 # Without one of these words a file holds nothing any rule looks at.
@@ -34,8 +35,10 @@ class Checker:
     [('GG101', 3, 5)]
     """
 
-    def __init__(self, tree: ast.Module, source: str, filename: str):
+    def __init__(self, tree: ast.Module, source: str, filename: str, project: Optional[Project] = None):
         self.tree = tree
+        #: what the other files linted with this one say about its classes (this file alone by default)
+        self.project = project
         self.source = source
         self.filename = filename
         #: the loops (and files) that could not be checked, filled by :meth:`run`
@@ -50,6 +53,7 @@ class Checker:
         diagnostics: List[Diagnostic] = []
         try:
             model = self.model = build(self.tree, source, self.filename)
+            model.project = self.project if self.project is not None else Project([(self.filename, source)])
         except RecursionError:
             return [self._not_checked(self.tree.body[0] if self.tree.body else None, "this file")]
         self.skipped.extend(model.skipped)

@@ -69,6 +69,24 @@ def is_hf_trainer_class(cls: ast.ClassDef) -> bool:
     return any(terminal(base).endswith("Trainer") for base in cls.bases)
 
 
+def runs_own_loop(cls: ast.ClassDef) -> bool:
+    """A trainer class that overrides the loop itself (``def train(self)`` or the HF Trainer's
+    ``_inner_training_loop``) with backward passes and steps in it: a PPO trainer on the HF
+    ``Trainer``, a project's own ``Trainer``. Its loop is the user's, checked like raw PyTorch,
+    whatever its base is called.
+
+    >>> src = "class PPOTrainer(Trainer):\\n    def train(self):\\n        for b in self.dl:\\n            self.acc.backward(self.loss(b))\\n            self.opt.step()"
+    >>> runs_own_loop(ast.parse(src).body[0])
+    True
+    """
+    for fn in cls.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("train", "_inner_training_loop", "fit"):
+            attrs = {c.func.attr for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+            if "step" in attrs and ("backward" in attrs or "manual_backward" in attrs):
+                return True
+    return False
+
+
 def is_manual_lightning(cls: ast.ClassDef) -> bool:
     """A Lightning module with manual optimization (``self.automatic_optimization = False``):
     its ``training_step`` does backward, step and clearing itself, like a raw loop.

@@ -31,6 +31,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 from ._ast import assignments, bind_arguments, body_nodes, overlaps, parse_expr, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
 from ._flow import Path
+from ._project import Project
 
 
 class ScopeFacts(NamedTuple):
@@ -413,6 +414,7 @@ class Module:
         self.tree = tree
         self.source = source
         self.filename = filename
+        self.project = Project()  # the checker sets the index of the files linted together
         self.functions: Dict[str, ast.AST] = {}
         self.classes: Dict[str, ast.ClassDef] = {}
         self.methods: Dict[int, Dict[str, ast.AST]] = {}

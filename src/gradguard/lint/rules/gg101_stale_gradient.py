@@ -12,6 +12,7 @@ from .._ast import body_nodes
 from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
+from .._ast import terminal
 from .._model import Diagnostic, Loop, Report, describe, tests
 
 CODE = "GG101"
@@ -32,6 +33,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
             if any(loop.may_clear_for(c, step) for c in on_path):
+                continue
+            if _fresh_each_iteration(loop, step.target):
                 continue
             relevant = [c for c in clears if loop.may_clear_for(c, step)]
             if relevant and any(loop.boundary(t) for _, _, t in p.decisions):
@@ -62,6 +65,57 @@ def check_loop(loop: Loop, report: Report) -> None:
                 step=step.node,
                 backward=backward.node,
             )
+
+
+def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
+    """The optimizer is built in the iteration over parameters that the iteration builds too
+    (``net = Net(); opt = SGD(net.parameters())``: a test per case): every step reads
+    gradients that only this iteration's backward passes made, so none is stale."""
+    if not optimizer or not optimizer.isidentifier():
+        return False
+    assigns = loop.assignments()
+    made = assigns.get(optimizer)
+    if not made or not all(isinstance(v, ast.Call) for v in made):
+        return False
+
+    def fresh(name: str, seen: frozenset) -> bool:
+        values = assigns.get(name)
+        if not values or name in seen:
+            return False
+        for v in values:
+            if not isinstance(v, ast.AST):
+                return False
+            roots = _root_names(v)
+            # a constructor (`Net(**case)`) or a value built from this iteration's names only
+            if _constructed(v):
+                continue
+            if not roots or not all(fresh(r, seen | {name}) for r in roots):
+                return False
+        return True
+
+    for call in made:
+        params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
+        if params is None:
+            return False
+        roots = _root_names(params)
+        if not roots or not all(fresh(r, frozenset()) for r in roots):
+            return False
+    return True
+
+
+def _constructed(value: ast.AST) -> bool:
+    """A new object: a class called (``Net(**case)``, ``nn.Linear(3, 2).double().to(dev)``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Call):
+        value = value.func.value
+    return isinstance(value, ast.Call) and terminal(value.func)[:1].isupper()
+
+
+def _root_names(expr: ast.AST) -> set:
+    """The names an expression reads data from (``p`` of ``{n: p for n, p in net.named_parameters()}``
+    is bound inside it and does not count; ``list``/``filter`` and other builtins are not data)."""
+    bound = {n.id for c in ast.walk(expr) if isinstance(c, ast.comprehension) for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    called = {c.func.id for c in ast.walk(expr) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound - called
 
 
 def _steps_with_backward(loop, step, path) -> bool:

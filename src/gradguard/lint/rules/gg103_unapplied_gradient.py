@@ -10,7 +10,7 @@ from ...findings import Fix
 from .._ast import terminal
 from .._edits import LOOPS, Tree
 from .._flow import Path
-from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -20,14 +20,19 @@ FIXTURES = ("gg103_unapplied_gradient_bad.py", "gg103_unapplied_gradient_good.py
 def check_loop(loop: Loop, report: Report) -> None:
     if not loop.trains or loop.accumulate or not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop.node):
         return
-    if any(p.end in ("break", "return") for p in loop.paths):
-        return  # `if steps == max_steps: break` may end the loop on a window boundary
+    if any(p.end in ("break", "return") and _exit_on_index(loop, p) for p in loop.paths):
+        return  # `if i == n_windows * accum: break` may end the loop on a window boundary
     for s in loop.steps:
         for entry in s.stack:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(loop.resolve(entry[0])):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
-    windows = [m for m in loop.window_paths() if all(is_modulo_test(loop.resolve(t)) for _, _, t in m.decisions)]
-    if not windows or steps_after(loop) or _divides_evenly(loop, windows):
+    # the tests of early exits (`if global_step >= max_train_steps: break`) do not shape the window
+    exits = {id(t) for p in loop.paths if p.end in ("break", "return") for _, _, t in p.decisions[-1:]}
+    windows = [
+        m for m in loop.window_paths()
+        if all(is_modulo_test(loop.resolve(t)) or id(t) in exits for _, _, t in m.decisions)
+    ]
+    if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
     report(
         CODE,
@@ -38,15 +43,74 @@ def check_loop(loop: Loop, report: Report) -> None:
     )
 
 
+def _exit_on_index(loop: Loop, path: Path) -> bool:
+    """The early exit is decided on the loop's own index (``if i == limit: break``), which may
+    be a window boundary; an exit on a count of optimizer steps (``if global_step >=
+    max_train_steps: break``) leaves the data running out first, with its partial window, possible."""
+    target = loop.node.target
+    names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    it = loop.node.iter
+    if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        names = {n.id for n in ast.walk(target.elts[0]) if isinstance(n, ast.Name)}  # the index, not the batch
+    tests = [t for _, _, t in path.decisions[-1:]]  # the test that leads to the exit
+    if not tests:
+        return True  # an unconditional exit: the loop ends where it breaks
+    return any(isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t))
+
+
 def _window_fits(loop: ast.AST) -> bool:
-    """``for i in range(steps * accum)``: the iteration count is a whole number of windows."""
+    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)``: the iteration count
+    is a whole number of windows."""
     it = loop.iter
     if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and it.args:
         it = it.args[0]
-    if isinstance(it, ast.Call) and terminal(it.func) == "range" and it.args:
-        stop = it.args[-1] if len(it.args) < 3 else it.args[1]
+    if isinstance(it, ast.Call) and terminal(it.func) in ("range", "islice") and it.args:
+        args = it.args if terminal(it.func) == "range" else it.args[1:]
+        if not args:
+            return False
+        stop = args[-1] if len(args) < 3 else args[1]
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(stop))
     return False
+
+
+def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
+    """``assert len(loader) % accum == 0`` (or ``n % accum == 0``) in the function or the module,
+    naming what the loop iterates over and the window's modulus."""
+    moduli = {
+        ast.unparse(node.right)
+        for m in windows for _, _, test in m.decisions
+        for node in ast.walk(loop.resolve(test))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+    }
+    iterated = {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} - {"enumerate", "range", "len", "islice"}
+    # the loop's own function (its facts are kept per scope), and the module's top level (not the
+    # other functions' asserts)
+    checks = list(loop.module.scope_facts(loop.scope).checks) if loop.scope is not None else []
+    checks += _top_level(loop.module).checks
+    for test, _ in checks:
+        for mod in ast.walk(test):
+            if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.unparse(mod.right) in moduli:
+                if {n.id for n in ast.walk(mod.left) if isinstance(n, ast.Name)} & iterated:
+                    return True
+    return False
+
+
+def _top_level(module) -> ScopeFacts:
+    """The module's top-level assignments and checks (``MAX_ITERS = 600``, ``assert MAX_ITERS %
+    ACCUM == 0``), not those inside its functions; found once per file."""
+    cached = module.__dict__.get("_gg103_top")
+    if cached is None:
+        bound: dict = {}
+        checks = []
+        for n in module.tree.body:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                bound.setdefault(n.targets[0].id, []).append(n.value)
+            elif isinstance(n, ast.Assert):
+                checks.append((n.test, False))
+            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
+                checks.append((n.test, True))
+        cached = module.__dict__["_gg103_top"] = ScopeFacts(bound, checks, {})
+    return cached
 
 
 def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
@@ -66,16 +130,26 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
 
 
 def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
-    """The value of the one assignment to ``name`` in the loop's scope (None if not exactly one)."""
-    values = loop.module.scope_facts(loop.scope).bound.get(name, [])
+    """The value of the one assignment to ``name`` in the loop's scope, else of the one
+    module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
+    values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
+    if not values:
+        values = _top_level(loop.module).bound.get(name, [])
     return values[0] if len(values) == 1 else None
 
 
-def _literal_int(node: ast.expr, loop: Loop) -> Optional[int]:
+def _literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
+    if depth > 4:
+        return None
     if isinstance(node, ast.Name):
         node = _binding(node.id, loop)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _literal_int(node.left, loop, depth + 1), _literal_int(node.right, loop, depth + 1)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
     return None
 
 
@@ -88,6 +162,9 @@ def _literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
         return len(node.elts)
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
         return _literal_int(node.args[0], loop)
+    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
+        start, stop = _literal_int(node.args[0], loop), _literal_int(node.args[1], loop)
+        return None if start is None or stop is None else max(stop - start, 0)
     return None
 
 

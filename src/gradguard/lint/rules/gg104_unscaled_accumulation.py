@@ -38,7 +38,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     else:
         return
     for b in dict.fromkeys(candidates):
-        if loss_scale(backward_tensor(b.node), loop.scope_of(b), loop) == "raw":
+        assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno)
+        if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
                 CODE,
                 b.node,
@@ -48,8 +49,27 @@ def check_loop(loop: Loop, report: Report) -> None:
             )
 
 
+def reaching(assigns: dict, line: int) -> dict:
+    """The loop's assignments that can give a name its value at ``line``: those written above it
+    when there are any (``loss = meter.compute().item()`` after the backward pass, for logging,
+    is overwritten before the next backward reads ``loss``)."""
+    out = {}
+    for name, values in assigns.items():
+        lines = [_line(v) for v in values]
+        above = [v for v, n in zip(values, lines) if n is not None and n < line]
+        out[name] = above if above and all(n is not None for n in lines) else values
+    return out
+
+
+def _line(value) -> Optional[int]:
+    node = value[2] if isinstance(value, tuple) and len(value) > 2 else value
+    return getattr(node, "lineno", None)
+
+
 # An attribute holding a loss object (``self.loss_fn``, ``self.criterion``), not a method.
 _LOSS_OBJECT = re.compile(r"loss|criterion", re.IGNORECASE)
+# An attribute holding the model whose forward returns its (mean) loss: ``loss = self.model(x)``.
+_MODEL_OBJECT = re.compile(r"^(model|net|network|module|diffusion|unet|transformer)$", re.IGNORECASE)
 
 
 def scales_gradients(loop_node: ast.AST) -> bool:
@@ -128,7 +148,8 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         if terminal(func) in module.sum_losses:
             return "unknown"  # a loss object built with reduction="sum" elsewhere in the file
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and not _LOSS_OBJECT.search(name):
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+                and not _LOSS_OBJECT.search(name) and not _MODEL_OBJECT.search(name)):
             return "unknown"  # an inherited method (a Trainer's compute_loss) may scale
         if name in ("sum", "item") or re.search(r"scale|norm|weight|accum", name, re.IGNORECASE):
             return "unknown"

@@ -61,9 +61,11 @@ def _counters(loop: Loop) -> set:
         if isinstance(n, (ast.For, ast.AsyncFor)) and n is not node:
             names |= _index_names(n)
     for n in ast.walk(node):
-        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
-            if isinstance(n.value, ast.Constant) and n.value.value == 1:
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.value, ast.Constant) and n.value.value == 1:
+            if isinstance(n.target, ast.Name):
                 names.add(n.target.id)
+            elif isinstance(n.target, (ast.Attribute, ast.Subscript)):
+                names.add(text(n.target))  # state["iter_num"] += 1, self.micro_step += 1
     if loop.kind == "training_step":
         names |= {"batch_idx", "batch_nb", "batch_index"}
     return names
@@ -125,7 +127,10 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
 
 def _mentions(node: ast.AST, names: set) -> bool:
     """A divisor built from a counter (not ``len(batch)`` or a constant)."""
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    return any(
+        (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in names)
+        for n in ast.walk(node)
+    )
 
 
 # --- the fix ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, returns_of, self_ref, terminal, text
+from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, returns_of, self_ref, target_names, terminal, text
 from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
@@ -66,10 +66,11 @@ def check_module(module: Module, report: Report) -> None:
         return
     for loop_node, scope in module.eval_loops:
         assigns = assignments(loop_node)
+        items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
         losses = {
             name
             for name, values in assigns.items()
-            if LOSS_NAME.search(name) and values and all(_is_loss_value(v) for v in values)
+            if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
         }
         if not losses:
             continue
@@ -78,6 +79,7 @@ def check_module(module: Module, report: Report) -> None:
                 continue
             if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
                 backwarded_later(module, scope, terminal(total)) or reset_in_loop(loop_node, text(total))
+                or returned_as_loss(module, scope, terminal(total))
             ):
                 report(
                     CODE,
@@ -89,12 +91,18 @@ def check_module(module: Module, report: Report) -> None:
                 )
 
 
-def _is_loss_value(value) -> bool:
-    """A freshly computed loss: ``criterion(out, y)``, ``model(x).loss``, ``outputs["loss"]``."""
+def _is_loss_value(value, items=frozenset()) -> bool:
+    """A freshly computed loss: ``criterion(out, y)``, ``model(x).loss``, ``outputs["loss"]``.
+
+    Not a method of what the loop iterates over (``for name, buf in losses.items(): buf.mean()``
+    reads values logged before, a history buffer's mean: nothing computed here)."""
     if isinstance(value, ast.Attribute):
-        return value.attr == "loss" and _is_loss_value(value.value)
+        return value.attr == "loss" and _is_loss_value(value.value, items)
     if isinstance(value, ast.Subscript):
-        return _is_loss_value(value.value)
+        return _is_loss_value(value.value, items)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name):
+        if value.func.value.id in items:
+            return False
     return isinstance(value, ast.Call) and terminal(value.func) not in _NUMBERS
 
 
@@ -321,9 +329,55 @@ def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 
 
 def backwarded_later(module, scope, name: str) -> bool:
-    """The running total is itself back-propagated somewhere in the scope (a summed loss, not a log)."""
-    pattern = r"\b%s\b[^\n]*\.backward\s*\(|backward\([^\n]*\b%s\b" % (re.escape(name), re.escape(name))
+    """The running total is itself the loss: back-propagated somewhere in the scope, directly or
+    through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
+    names = derived_names(module, scope or module.tree, name)
+    pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     return re.search(pattern, module.lines_with(scope, "backward")) is not None
+
+
+def returned_as_loss(module, scope, name: str) -> bool:
+    """A loop without backward in a function that is no evaluation returns the total (or what
+    it built from it): a criterion collecting its loss terms for the caller to back-propagate."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or _evaluates(scope):
+        return False
+    names = derived_names(module, scope, name)
+    return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in ast.walk(r))
+
+
+def derived_names(module, scope: ast.AST, name: str) -> set:
+    """``name`` and every name the scope assigns from it, transitively (graph kept or not:
+    only what is back-propagated or returned is asked about). The assignment graph of a scope
+    is built once per file, whatever the number of running sums asked about."""
+    cache = module.__dict__.setdefault("_gg201_edges", {})
+    edges = cache.get(id(scope))
+    if edges is None:
+        edges = cache[id(scope)] = {}
+        for n in body_nodes(scope) if hasattr(scope, "body") else ():
+            if isinstance(n, ast.Assign):
+                reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
+                for t in n.targets:
+                    for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
+                        for r in reads:
+                            edges.setdefault(r, set()).add(target)
+    out, pending = {name}, [name]
+    while pending:
+        for nxt in edges.get(pending.pop(), ()):
+            if nxt not in out:
+                out.add(nxt)
+                pending.append(nxt)
+    return out
+
+
+_EVAL_NAME = re.compile(r"eval|valid|test|infer|predict|score|metric", re.IGNORECASE)
+
+
+def _evaluates(fn: ast.AST) -> bool:
+    """A function that evaluates a model: named so, or switching it to ``.eval()``."""
+    return _EVAL_NAME.search(fn.name) is not None or any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "eval" and not c.args
+        for c in body_nodes(fn)
+    )
 
 
 def running_sums(loop_node: ast.AST) -> Iterator[tuple]:

@@ -1,0 +1,358 @@
+"""Precision of ``gradguard lint`` on real training code, and recall on its mechanical mutants.
+
+The linter runs on public repositories of many styles (framework examples, trainers, RL,
+GANs, diffusion, meta-learning, differential privacy, LLM fine-tuning), each at a recorded
+commit and restricted to the sub-paths that hold training code (``REPOS`` below). The code
+itself is never part of this repository: ``extract`` writes it from local snapshots (bare git
+directories) into a scratch folder outside the repository.
+
+Every finding on the unmodified code is looked up in the reviewed verdicts file
+(``lint_precision_verdicts.tsv`` beside this script): one line per finding, keyed by
+repository, path, code and the text of the reported line, with the verdict (``true`` /
+``false``) and the reason. A finding whose key is not there is *unjudged*: precision is
+computed over judged findings only, and the unjudged ones are listed so that a reviewer reads
+the code and adds a line. A changed finding (other line text, other code) shows up unjudged.
+
+``--mutants`` applies the mutation operators of ``lint_recall.py`` (delete the clearing, move
+it between backward and step, delete the accumulation division, ...) to every file of the same
+repositories that holds both a backward pass and an optimizer step, and counts a mutant as
+caught when the linter reports more findings of the expected code on it than on the original.
+A mutant a reviewer read and found to be no bug (an *equivalent* mutant: the clearing removed
+before the one and only step of a fresh model) is a verdicts row ``repository, path, operator,
+#index, equivalent, why`` and is left out of the recall; ``--show-mutant`` prints a mutant's diff.
+
+Usage (from the repository root)::
+
+    python benchmarks/lint_precision.py extract --mirror /work/.mirror --into /work/realrepos
+    PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos            # precision
+    PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos --unjudged # TSV rows to review
+    PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos --mutants -v
+    python benchmarks/lint_precision.py --show-mutant "owner/name:path.py#0" remove-clear
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+VERDICTS = HERE / "lint_precision_verdicts.tsv"
+sys.path.insert(0, str(HERE))
+
+
+class Repo(NamedTuple):
+    name: str  # owner/name on GitHub
+    commit: str
+    paths: Tuple[str, ...]  # sub-paths linted
+    style: str
+
+
+REPOS: Tuple[Repo, ...] = (
+    Repo("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8",
+         ("dcgan", "distributed", "fast_neural_style", "gat", "gcn", "imagenet", "language_translation",
+          "legacy", "mnist", "mnist_forward_forward", "mnist_hogwild", "mnist_rnn", "regression",
+          "reinforcement_learning", "siamese_network", "super_resolution", "time_sequence_prediction",
+          "vae", "word_language_model"), "framework examples"),
+    Repo("Lightning-AI/pytorch-lightning", "7f0c3436cd3f6ad3753125672024fc415cbcb414",
+         ("examples", "src/lightning/pytorch/loops"), "framework examples"),
+    Repo("huggingface/accelerate", "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83", ("examples",), "framework examples"),
+    Repo("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291", ("train.py", "bench.py"), "LLM pretraining"),
+    Repo("karpathy/minGPT", "37baab71b9abea1b76ab957409a1cc2fbfba8a26", ("mingpt", "projects"), "LLM pretraining"),
+    Repo("facebookresearch/fairseq", "3d262bb25690e4eb2e7d3c1309b1e9c406ca4b99",
+         ("fairseq/trainer.py", "fairseq/optim", "fairseq/criterions", "fairseq/tasks", "fairseq_cli"), "trainer"),
+    Repo("OpenNMT/OpenNMT-py", "97111d97551c24857076a4102eabdb468b35cff4", ("onmt",), "trainer"),
+    Repo("open-mmlab/mmengine", "254342938d9bde1775c39ea7d5181c5d294026c4",
+         ("mmengine/optim", "mmengine/runner", "mmengine/model", "examples"), "trainer"),
+    Repo("mosaicml/composer", "6405188805a0054b4551ec49e4919c54c971d0e8",
+         ("composer/trainer", "composer/algorithms", "composer/optim", "examples"), "trainer"),
+    Repo("EleutherAI/gpt-neox", "ea7aefd8f8e183256992d9fede4d7c71a46d67a5", ("megatron", "train.py"), "trainer"),
+    Repo("allenai/OLMo", "59a53e3f68e546330ca5a99ec626e58f9ab96494", ("olmo", "scripts"), "trainer"),
+    Repo("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8", ("trl/trainer", "trl/experimental", "examples"),
+         "LLM fine-tuning"),
+    Repo("huggingface/peft", "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40", ("examples",), "LLM fine-tuning"),
+    Repo("axolotl-ai-cloud/axolotl", "067b021c8b87a9e5e380b9173c704cf7340e30f5", ("src/axolotl/core", "src/axolotl/train.py"),
+         "LLM fine-tuning"),
+    Repo("Lightning-AI/litgpt", "26857050fe3ff627cd714fe92f5838f51a3d5efa",
+         ("litgpt/finetune", "litgpt/pretrain.py", "extensions"), "LLM fine-tuning"),
+    Repo("tloen/alpaca-lora", "8bb8579e403dc78e37fe81ffbb253c413007323f", ("finetune.py",), "LLM fine-tuning"),
+    Repo("vwxyzjn/cleanrl", "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb", ("cleanrl",), "RL"),
+    Repo("DLR-RM/stable-baselines3", "e05d2dbe6eda0acd0ef2e316e3e4065677add3eb", ("stable_baselines3",), "RL"),
+    Repo("eriklindernoren/PyTorch-GAN", "36d3c77e5ff20ebe0aeefd322326a134a279b93e", ("implementations",), "GAN"),
+    Repo("lucidrains/denoising-diffusion-pytorch", "faed4db28e724735323fa91c70aa9b28a6e1cbac",
+         ("denoising_diffusion_pytorch",), "diffusion"),
+    Repo("huggingface/diffusers", "58eb52c0803ea9af3abec60841c2a093bdf1f951", ("examples",), "diffusion"),
+    Repo("learnables/learn2learn", "db5cee3795490071282bbdfa81179ef732349196", ("examples", "learn2learn/algorithms"),
+         "meta-learning"),
+    Repo("dragen1860/Reptile-Pytorch", "0bd5d777c167fa1aea66b5dc325a7fc4e56632ab", ("main.py", "meta.py", "naive.py"),
+         "meta-learning"),
+    Repo("pytorch/opacus", "4d0ebc84613d214fbfd37fbfd1390e3747a625ce", ("examples", "opacus/optimizers", "opacus/privacy_engine.py"),
+         "differential privacy"),
+)
+
+
+def folder(repo: Repo) -> str:
+    return repo.name.replace("/", "+")
+
+
+# ---------------------------------------------------------------------------------------------
+# extraction from local snapshots
+
+
+def extract(mirror: Path, into: Path) -> None:
+    """Write each repository's sub-paths at its recorded commit into ``into/owner+name``."""
+    for repo in REPOS:
+        git_dir = mirror / folder(repo) / "repo"
+        dest = into / folder(repo)
+        if dest.exists():
+            print(f"{repo.name}: {dest} exists, kept")
+            continue
+        dest.mkdir(parents=True)
+        # only the Python files: a snapshot may lack its large data files
+        listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", repo.commit, "--", *repo.paths],
+                                check=True, capture_output=True, text=True).stdout.split()
+        wanted = [name for name in listed if name.endswith(".py")]
+        archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", repo.commit, "--", *wanted],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        print(f"{repo.name}@{repo.commit[:12]}: {', '.join(repo.paths)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+
+
+class Key(NamedTuple):
+    repo: str
+    path: str
+    code: str
+    text: str  # the reported line, stripped
+
+
+def load_verdicts(path: Path = VERDICTS) -> Dict[Key, Tuple[str, str]]:
+    verdicts: Dict[Key, Tuple[str, str]] = {}
+    if not path.exists():
+        return verdicts
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 6 or parts[4] not in ("true", "false", "equivalent"):
+            raise SystemExit(f"{path}:{n}: want 6 tab-separated fields, verdict true/false/equivalent: {line!r}")
+        verdicts[Key(*parts[:4])] = (parts[4], parts[5])
+    return verdicts
+
+
+def _line_text(file: Path, line: Optional[int], cache: Dict[Path, List[str]]) -> str:
+    if file not in cache:
+        cache[file] = file.read_text(errors="replace").splitlines()
+    lines = cache[file]
+    return lines[line - 1].strip().replace("\t", " ") if line and 0 < line <= len(lines) else ""
+
+
+def lint_repos(root: Path, repos: Sequence[Repo] = REPOS) -> Tuple[List[Tuple[Key, object]], dict]:
+    """Lint every repository folder; ``[(key, finding)]`` and the size of what was linted."""
+    from gradguard.lint import check_paths, iter_python_files
+
+    out, cache = [], {}
+    files = lines = skipped = 0
+    seconds = 0.0
+    for repo in repos:
+        base = root / folder(repo)
+        if not base.exists():
+            raise SystemExit(f"{base} is missing: run `python benchmarks/lint_precision.py extract` first")
+        paths = [str(base / p) for p in repo.paths if (base / p).exists()]
+        names = list(iter_python_files(paths, exclude=[]))
+        files += len(names)
+        lines += sum(Path(f).read_text(errors="replace").count("\n") for f in names)
+        t0 = time.perf_counter()
+        result = check_paths(names, exclude=[])
+        seconds += time.perf_counter() - t0
+        skipped += len(result.skipped)
+        for f in result.findings:
+            file = Path(f.path)
+            rel = file.relative_to(base).as_posix()
+            out.append((Key(repo.name, rel, f.code, _line_text(file, f.line, cache)), f))
+    return out, {"files": files, "lines": lines, "skipped_loops": skipped, "lint_seconds": round(seconds, 2)}
+
+
+def precision(root: Path) -> dict:
+    verdicts = load_verdicts()
+    findings, size = lint_repos(root)
+    rules: Dict[str, Dict[str, int]] = {}
+    unjudged, listed = [], []
+    for key, f in findings:
+        row = rules.setdefault(key.code, {"findings": 0, "true": 0, "false": 0, "unjudged": 0})
+        row["findings"] += 1
+        verdict = verdicts.get(key)
+        if verdict is None:
+            row["unjudged"] += 1
+            unjudged.append((key, f))
+        else:
+            row[verdict[0]] += 1
+        listed.append({"repo": key.repo, "path": key.path, "line": f.line, "code": key.code, "text": key.text,
+                       "verdict": verdict[0] if verdict else None, "why": verdict[1] if verdict else None,
+                       "message": f.message})
+    for row in rules.values():
+        judged = row["true"] + row["false"]
+        row["precision"] = row["true"] / judged if judged else None
+    true = sum(r["true"] for r in rules.values())
+    judged = true + sum(r["false"] for r in rules.values())
+    return {"repositories": len(REPOS), **size, "findings": len(findings), "true": true, "judged": judged,
+            "precision": true / judged if judged else None, "rules": dict(sorted(rules.items())),
+            "list": listed, "unjudged": [(k, f.line, f.message) for k, f in unjudged]}
+
+
+# ---------------------------------------------------------------------------------------------
+# recall on mutants
+
+
+def recall(root: Path, verbose: bool = False) -> dict:
+    import lint_recall as lr
+    from gradguard import lint_source
+
+    # mutants a reviewer read and found to be no bug (the clearing removed before the one and only
+    # step of a fresh model): `repo, path, operator, #index, equivalent, why` rows of the verdicts file
+    equivalent = {(k.repo, k.path, k.code, k.text) for k, v in load_verdicts().items() if v[0] == "equivalent"}
+    per_op = {op: {"expect": code, "mutants": 0, "caught": 0, "equivalent": 0, "missed": []}
+              for op, (code, _) in lr.OPERATORS.items()}
+    files = 0
+    for repo in REPOS:
+        base = root / folder(repo)
+        for rel in _py_files(base, repo.paths):
+            source = (base / rel).read_text(errors="replace")
+            if "backward" not in source or ".step(" not in source:
+                continue
+            try:
+                tree = lr._Tree(source)
+            except SyntaxError:
+                continue
+            if not any(lr.is_backward_stmt(s) for s in tree.stmts) or not any(lr.is_step_stmt(s) for s in tree.stmts):
+                continue
+            files += 1
+            base_counts: Dict[str, int] = {}
+            for f in lint_source(source, rel):
+                base_counts[f.code] = base_counts.get(f.code, 0) + 1
+            for m in lr.mutants(rel, source):
+                row = per_op[m.operator]
+                if (repo.name, rel, m.operator, f"#{m.index}") in equivalent:
+                    row["equivalent"] += 1
+                    continue
+                got = sum(f.code == m.expect for f in lint_source(m.source, rel))
+                row["mutants"] += 1
+                if got > base_counts.get(m.expect, 0):
+                    row["caught"] += 1
+                else:
+                    row["missed"].append(f"{repo.name}:{rel}#{m.index}")
+    for r in per_op.values():
+        r["recall"] = r["caught"] / r["mutants"] if r["mutants"] else None
+    total = sum(r["mutants"] for r in per_op.values())
+    caught = sum(r["caught"] for r in per_op.values())
+    return {"files": files, "mutants": total, "caught": caught, "recall": caught / total if total else None,
+            "operators": per_op}
+
+
+def show_mutant(root: Path, spec: str, operator: str) -> str:
+    import difflib
+
+    import lint_recall as lr
+
+    name, rest = spec.split(":", 1)
+    rel, index = rest.rsplit("#", 1)
+    source = (root / name.replace("/", "+") / rel).read_text(errors="replace")
+    found = [m for m in lr.mutants(rel, source) if m.operator == operator]
+    mutant = found[int(index)].source
+    return "".join(difflib.unified_diff(source.splitlines(True), mutant.splitlines(True), rel, f"{rel} ({operator}#{index})"))
+
+
+def _py_files(base: Path, paths: Sequence[str]) -> List[str]:
+    out = []
+    for p in paths:
+        full = base / p
+        if full.is_file():
+            out.append(p)
+        elif full.is_dir():
+            out += sorted(q.relative_to(base).as_posix() for q in full.rglob("*.py"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _precision_table(r: dict, verbose: bool) -> str:
+    lines = [f"{r['repositories']} repositories, {r['files']} files, {r['lines']} lines; lint {r['lint_seconds']} s; "
+             f"{r['skipped_loops']} loops skipped as beyond the analysis", "",
+             "| rule | findings | true | false | unjudged | precision |", "|---|---|---|---|---|---|"]
+    for code, row in r["rules"].items():
+        lines.append(f"| {code} | {row['findings']} | {row['true']} | {row['false']} | {row['unjudged']} | {_pct(row['precision'])} |")
+    lines.append(f"| all | {r['findings']} | {r['true']} | {r['judged'] - r['true']} | {len(r['unjudged'])} | {_pct(r['precision'])} |")
+    if verbose:
+        lines.append("")
+        for item in r["list"]:
+            lines.append(f"{item['verdict'] or 'UNJUDGED':<8} {item['repo']}:{item['path']}:{item['line']}: {item['code']} "
+                         f"{item['text'][:90]}" + (f"  -- {item['why']}" if item["why"] else ""))
+    return "\n".join(lines)
+
+
+def _recall_table(r: dict, verbose: bool) -> str:
+    lines = [f"{r['files']} files with a backward pass and an optimizer step; {r['mutants']} mutants", "",
+             "| operator | expect | mutants | caught | recall | equivalent (left out) |", "|---|---|---|---|---|---|"]
+    for op, row in r["operators"].items():
+        lines.append(f"| {op} | {row['expect']} | {row['mutants']} | {row['caught']} | {_pct(row['recall'])} | {row['equivalent']} |")
+        if verbose and row["missed"]:
+            lines += [f"    missed {m}" for m in row["missed"]]
+    lines.append(f"| all | | {r['mutants']} | {r['caught']} | {_pct(r['recall'])} | {sum(row['equivalent'] for row in r['operators'].values())} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", nargs="?", choices=["extract"], help="extract the repositories from snapshots")
+    parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"), help="folder of owner+name/repo git dirs")
+    parser.add_argument("--root", "--into", dest="root", type=Path, default=Path("/work/realrepos"),
+                        help="the extracted repositories (outside this repository)")
+    parser.add_argument("--mutants", action="store_true", help="recall on the mutants instead of precision")
+    parser.add_argument("--unjudged", action="store_true", help="print the unjudged findings as TSV rows to review")
+    parser.add_argument("--show-mutant", nargs=2, metavar=("REPO:PATH#INDEX", "OPERATOR"), help="print one mutant's diff")
+    parser.add_argument("--src", type=Path, default=ROOT / "src",
+                        help="the gradguard source to measure (another checkout's src/ for a before/after)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
+    args = parser.parse_args(argv)
+    if args.command == "extract":
+        extract(args.mirror, args.root)
+        return 0
+    if args.show_mutant:
+        print(show_mutant(args.root, *args.show_mutant))
+        return 0
+    sys.path.insert(0, str(args.src.resolve()))
+    if args.mutants:
+        report = recall(args.root, args.verbose)
+        print(json.dumps(report, indent=2) if args.json else _recall_table(report, args.verbose))
+        return 0
+    report = precision(args.root)
+    if args.unjudged:
+        for key, line, message in report["unjudged"]:
+            print("\t".join([*key, "?", f"line {line}: {message[:80]}"]))
+        return 0
+    if args.json:
+        report = {k: v for k, v in report.items() if k != "unjudged"}
+        print(json.dumps(report, indent=2))
+    else:
+        print(_precision_table(report, args.verbose))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
