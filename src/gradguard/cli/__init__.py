@@ -18,7 +18,7 @@ from .._errors import GradguardError
 #: exit code for bad usage (argparse's own, and ours).
 USAGE_ERROR = 2
 
-_SUBCOMMANDS = ("demo", "run", "lint", "rule", "plan")
+_SUBCOMMANDS = ("demo", "run", "lint", "rule", "plan", "server")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +50,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return USAGE_ERROR
     try:
         code = int(args.handler(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        if not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
     except GradguardError as exc:
         print(f"gradguard {args.command}: error: {exc}", file=sys.stderr)
