@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     import torch
 
     from gradguard.lint import iter_python_files, lint_paths
-    from gradguard.lint.fix import fix_file
+    from gradguard.lint.autofix import fix_file
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)

@@ -472,7 +472,7 @@ def evaluate_fixes(root: Path = CORPUS, unsafe: bool = True) -> dict:
     original (no finding the original does not have) and, for a runnable program, trains to
     the original's parameters (float64, 1e-12).
     """
-    from gradguard.lint.fix import fix_source
+    from gradguard.lint.autofix import fix_source
 
     per_op = {op: {"expect": code, "mutants": 0, "caught": 0, "fixed": 0, "repaired": 0, "failed": []} for op, (code, _) in OPERATORS.items()}
     for name, source in corpus(root):

@@ -275,7 +275,7 @@ def test_this_repository_excludes_its_own_buggy_inputs(capsys, monkeypatch):
     # The rest (the library, the tests' correct loops, the 50-odd correct programs of the recall
     # corpus) holds no gradient-buffer bug either: a finding here is a false positive to fix.
     assert found == [], [f"{d['path']}:{d['line']}: {d['code']}" for d in found]
-    assert main(["lint", "--select", "GG101", "tests/lint_fixtures/gg101_stale_gradient.py"]) == 1  # named: checked
+    assert main(["lint", "--select", "GG101", "tests/lint_fixtures/gg101_stale_gradient_bad.py"]) == 1  # named: checked
 
 
 def test_a_file_named_twice_is_checked_once(project, capsys):

@@ -15,9 +15,10 @@ import torch
 
 import gradguard as gg
 from gradguard.findings import Edit, Finding, Fix
-from gradguard.lint import fix as fix_engine
-from gradguard.lint.fix import apply_edits, fix_file, fix_source
-from gradguard.lint.fixes import GENERATORS, attach_fixes
+from gradguard.lint import autofix as fix_engine
+from gradguard.lint.autofix import apply_edits, fix_file, fix_source
+from gradguard.lint.autofix import attach_fixes
+from gradguard.lint.rules import FIXES
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = str(ROOT / "src")
@@ -175,7 +176,7 @@ def test_unsafe_fixes_need_the_flag(monkeypatch):
         line = diagnostic.node.lineno
         return Fix("m", (Edit(line, 1, line, 1, "# touched\n"),), "unsafe")
 
-    monkeypatch.setitem(GENERATORS, "GG101", unsafe_fix)
+    monkeypatch.setitem(FIXES, "GG101", unsafe_fix)
     assert fix_source(STALE).text == STALE
     assert "# touched" in fix_source(STALE, unsafe=True).text
 
@@ -185,7 +186,7 @@ def test_a_fix_that_breaks_the_syntax_is_rolled_back(monkeypatch):
         line = diagnostic.node.lineno
         return Fix("m", (Edit(line, 1, line, 1, "    if:\n"),))
 
-    monkeypatch.setitem(GENERATORS, "GG101", broken)
+    monkeypatch.setitem(FIXES, "GG101", broken)
     result = fix_source(STALE)
     assert result.text == STALE and result.fixed == [] and "syntax" in result.error
     assert [f.code for f in result.remaining] == ["GG101"]

@@ -154,7 +154,7 @@ def handler(args) -> int:
 
 def _fix_stdin(args, name, select, ignore) -> int:
     """Standard input in, the fixed source (or its diff) out."""
-    from ..lint.fix import fix_source, unified_diff
+    from ..lint.autofix import fix_source, unified_diff
 
     text = sys.stdin.read()
     result = fix_source(text, name, select=select, ignore=ignore, unsafe=args.unsafe_fixes)
@@ -164,7 +164,7 @@ def _fix_stdin(args, name, select, ignore) -> int:
 
 def _fix_files(args, files, select, ignore) -> int:
     """``--fix``, ``--diff``, ``--fix-only``: repair files (or show how), then report what remains."""
-    from ..lint.fix import fix_file, unified_diff
+    from ..lint.autofix import fix_file, unified_diff
 
     fixed, remaining, failed = 0, [], 0
     for path in files:
@@ -226,7 +226,7 @@ def _write_findings(findings, args) -> None:
     from ..findings import format_statistics, statistics, summary_line, to_json, to_sarif
 
     if args.format in ("json", "sarif"):
-        from ..lint.fix import with_fixes
+        from ..lint.autofix import with_fixes
 
         findings = with_fixes(findings)  # each finding carries the repair --fix would make
     if args.format == "sarif":

@@ -3,7 +3,8 @@
 Works on Python's own :mod:`ast` and never imports torch, so it is fast enough
 for pre-commit. The rules are the static forms of the rule catalogue (see
 ``gradguard rule CODE``), one module each in :mod:`.rules`; the program model
-they read is built once per file by :mod:`._model` (driver: :mod:`._checker`).
+they read (:mod:`._model`) is built once per file by :mod:`._builder` (driver:
+:mod:`._checker`; ``--fix``: :mod:`.autofix`).
 
 Loops the analysis cannot follow are never dropped silently: :func:`check_source`
 and :func:`check_paths` return them as :class:`Skipped` records next to the

@@ -1,6 +1,7 @@
 """The driver: builds the program model of a file once and runs every rule on it.
 
-The rules live one per module in :mod:`.rules`; the model in :mod:`._model`.
+The rules live one per module in :mod:`.rules`; the model in :mod:`._model`, built by
+:mod:`._builder`.
 Each rule reports through :class:`~._model.Report`; the driver turns what it
 reported into :class:`~gradguard.findings.Finding` records (1-based columns,
 the words from the rule catalogue, one finding per code and place).
@@ -13,11 +14,13 @@ finding saying it could not be checked, and every other finding is kept.
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..findings import Finding, make_finding
-from ._model import Diagnostic, Module, Report, Skipped, build
-from .rules import LOOP_RULES, MODULE_RULES
+from ..findings import Finding, Fix, make_finding
+from ._builder import build
+from ._edits import Tree
+from ._model import Diagnostic, Module, Report, Skipped
+from .rules import FIXES, LOOP_RULES, MODULE_RULES
 
 # Without one of these words a file holds nothing any rule looks at.
 _TRIGGERS = ("backward", "zero_grad", "num_items_in_batch")
@@ -69,9 +72,7 @@ class Checker:
             except RecursionError:
                 failed.append(self._not_checked(None, f"this file (rule {code})"))
             diagnostics += report.diagnostics
-        from .fixes import model_fixes  # the fixes are built from the model's facts, here where it is known
-
-        diagnostics = model_fixes(diagnostics, source, self.tree)
+        diagnostics = with_model_fixes(diagnostics, source, self.tree)  # built from the model's facts, known here
         found: Dict[Tuple[str, int, int], Finding] = {}
         lines = source.split("\n") if diagnostics else []
         for d in diagnostics:
@@ -108,3 +109,22 @@ def char_column(lines: Optional[List[str]], line: int, byte_col: int) -> int:
     if text.isascii():
         return byte_col + 1
     return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore")) + 1
+
+
+def fix_for(tree: Tree, d: Diagnostic) -> Optional[Fix]:
+    """The fix of one diagnostic, or None (the rule has no fix, or no certain repair here)."""
+    build_fix = FIXES.get(d.code)
+    if build_fix is None:
+        return None
+    try:
+        return build_fix(tree, d)
+    except (ValueError, IndexError, AttributeError, KeyError, TypeError, StopIteration, RecursionError):
+        return None  # a shape the rule's fix does not know: no fix rather than a wrong one
+
+
+def with_model_fixes(diagnostics: Sequence[Diagnostic], source: str, tree: ast.Module) -> List[Diagnostic]:
+    """``diagnostics`` with their ``fix`` filled in where a repair exists (``source`` with ``\\n`` ends)."""
+    if not any(d.code in FIXES for d in diagnostics):
+        return list(diagnostics)
+    t = Tree(source, tree)
+    return [d._replace(fix=fix_for(t, d)) if d.code in FIXES else d for d in diagnostics]

@@ -175,8 +175,9 @@ def merge(
 
     >>> merge(Config(ignore=["GG101"]), "GG101", None)
     (['GG101'], [])
-    >>> merge(Config(ignore=["GG1"]), "GG101,GG2", None)
-    (['GG101', 'GG2'], ['GG102', 'GG103', 'GG104', 'GG105', 'GG106', 'GG107', 'GG108', 'GG109', 'GG110'])
+    >>> select, ignore = merge(Config(ignore=["GG1"]), "GG101,GG2", None)
+    >>> select, "GG101" in ignore, "GG102" in ignore
+    (['GG101', 'GG2'], False, True)
     >>> merge(Config(select=["GG2"]), None, "GG201")
     (['GG2'], ['GG201'])
     >>> merge(Config(select=["GG1"], ignore=["GG107"]), "GG1", None)

@@ -30,6 +30,8 @@ import ast
 import re
 from typing import NamedTuple, Optional, Tuple
 
+from ._ast import terminal, text
+
 BACKWARD = "backward"
 STEP = "step"
 CLEAR = "clear"
@@ -86,35 +88,6 @@ _MAYBE_CLEAR_NAME = re.compile(r"zero_?grad|clear_?grad|reset_?grad|free_?grad|s
 
 # Reading a tensor with one of these cuts its autograd history (GG201).
 CUTTING_ATTRS = frozenset({"item", "detach", "data", "tolist", "numpy", "detach_"})
-
-
-def terminal(node: ast.AST) -> str:
-    """The last name of an expression: ``self.opt[0]`` -> ``"opt"``, ``f().g`` -> ``"g"``.
-
-    >>> terminal(ast.parse("self.optimizer.step", mode="eval").body)
-    'step'
-    """
-    while True:
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.Attribute):
-            return node.attr
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        elif isinstance(node, ast.Call):
-            node = node.func
-        else:
-            return ""
-
-
-def text(node: Optional[ast.AST]) -> str:
-    """Source text of a small expression (for matching receivers), ``""`` for None."""
-    if node is None:
-        return ""
-    try:
-        return ast.unparse(node)
-    except Exception:  # pragma: no cover - unparse handles every parsed node
-        return ""
 
 
 def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:

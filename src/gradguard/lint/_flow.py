@@ -36,8 +36,8 @@ from ._events import (
     classify_statement,
     managed_call,
     reads_grad,
-    text,
 )
+from ._ast import text
 
 #: More paths than this through one iteration: give up on the loop (no findings).
 MAX_PATHS = 256

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from ._events import terminal
+from ._ast import terminal
 
 #: Base classes whose methods a framework calls: their code is not a raw loop.
 _FRAMEWORK_BASES = ("LightningModule", "LightningLite", "LightningFlow", "Callback", "Trainer", "Strategy", "Precision", "Loop")

@@ -1,6 +1,6 @@
 """The program model: built once per file, read by every rule.
 
-:func:`build` walks a parsed module once and records what the rules need:
+:func:`._builder.build` walks a parsed module once and records what the rules need:
 
 * the functions of the module, the methods of each class (with the bases
   defined in the same module), the closures of each function, the objects built
@@ -26,55 +26,11 @@ from __future__ import annotations
 
 import ast
 import re
-from bisect import bisect_left
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._events import (
-    BACKWARD,
-    CLEAR,
-    MANAGED,
-    MAYBE_CLEAR,
-    PARTIAL,
-    READ,
-    STEP,
-    Event,
-    is_optimizer_name,
-    optimizer_constructor,
-    terminal,
-    text,
-)
-from ._flow import Path, TooComplex, Walker, condition_key
-from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning
-
-# Words without which a line holds no gradient-buffer event (searched with str.find,
-# which is much faster than one regular expression with many alternatives).
-# (A manual update `p.data.add_(p.grad)` or `p.grad.zero_()` is found by ".grad".)
-_KEYWORDS = (
-    "backward", ".step", "zero_grad", ".grad", "create_graph", "optim", "accumulate",
-    "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon", "_foreach_zero_",
-    "clear_grad", "reset_grad", "free_grad", "grad_none", "grads_none", "grads_to_none", "grad_to_none",
-    "num_items_in_batch", "Accumulator", "accumulate_batch", "acc.",
-)
-# Names that say "accumulation window" in a condition or a micro-batch loop.
-ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
-# Optimizers that move a parameter with a zero gradient whatever their arguments:
-# Adam-style first moments keep pushing it (and AdamW decays it).
-_ALWAYS_MOVES = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Lion", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adam8bit"})
-_NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
-# Method names that torch objects have too (`model.train()`, `opt.step()`): a call of one on
-# an object of unknown class is no call of this module's method of the same name.
-_COMMON_METHODS = frozenset(
-    {
-        "train", "eval", "forward", "step", "zero_grad", "backward", "to", "cuda", "cpu", "parameters",
-        "named_parameters", "state_dict", "load_state_dict", "apply", "modules", "children", "update",
-        "add_param_group", "get", "items", "keys", "values", "append", "extend", "pop", "close", "reset",
-        "item", "detach", "save", "load", "log", "run", "start", "stop", "format", "copy", "clear", "add",
-    }
-)
-# Attributes holding a framework's per-iteration state (``accelerator.sync_gradients``,
-# ``trainer.is_last_batch``): they change between iterations without an assignment in view.
-_STATE_ATTR = re.compile(r"sync|last|boundary|is_end|should_|finished|done", re.I)
-_CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+from ._ast import assignments, bind_arguments, body_nodes, overlaps, parse_expr, target_names, terminal, text
+from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
+from ._flow import Path
 
 
 class Skipped(NamedTuple):
@@ -121,6 +77,15 @@ class Report:
         self.diagnostics.append(Diagnostic(code, node, detail, **about))
 
 
+# Names that say "accumulation window" in a condition or a micro-batch loop.
+ACCUM_NAME = re.compile(r"accum|micro|sync_grad", re.IGNORECASE)
+
+
+# Attributes holding a framework's per-iteration state (``accelerator.sync_gradients``,
+# ``trainer.is_last_batch``): they change between iterations without an assignment in view.
+_STATE_ATTR = re.compile(r"sync|last|boundary|is_end|should_|finished|done", re.I)
+
+
 # ---------------------------------------------------------------------------
 # Path helpers shared by the rules
 # ---------------------------------------------------------------------------
@@ -133,50 +98,8 @@ def tests(event: Event) -> list:
     return [entry for entry in event.stack if entry[0] != "loop"]
 
 
-def in_nested_loop(event: Event) -> bool:
-    return any(s[0] == "loop" for s in event.stack)
-
-
-def dominates(outer: Event, inner: Event) -> bool:
-    """``outer`` runs whenever ``inner`` does: its branches are a prefix of ``inner``'s."""
-    if in_nested_loop(outer):
-        return False
-    return inner.stack[: len(outer.stack)] == outer.stack
-
-
-def reaches(event: Event, path: Path) -> bool:
-    """Whether ``path`` takes the branches that lead to ``event``'s nested loop."""
-    for entry in event.stack:
-        if entry[0] == "loop":
-            return True
-        test, taken = entry
-        if not isinstance(test, ast.expr):
-            continue  # a match case: assume it is reached
-        key, negated = condition_key(test)
-        value = path.decided(key)
-        if value is None or (value != negated) != taken:
-            return False
-    return True
-
-
 def describe(event: Event, what: str) -> str:
     return f"`{event.target}.{what}()`" if event.target and event.target != "<manual>" else f"`{what}()`"
-
-
-def is_modulo_test(test: ast.expr) -> bool:
-    """A window-boundary test made of modulo comparisons only (``(i + 1) % accum == 0``)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return is_modulo_test(test.operand)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return all(is_modulo_test(v) for v in test.values)
-    if isinstance(test, ast.BinOp):
-        return isinstance(test.op, ast.Mod)
-    if isinstance(test, ast.Compare):
-        sides = [test.left, *test.comparators]
-        return any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides) and all(
-            isinstance(s, (ast.Constant, ast.Name, ast.Attribute, ast.BinOp)) for s in sides
-        )
-    return False
 
 
 def is_boundary_test(test: ast.expr) -> bool:
@@ -187,17 +110,6 @@ def is_boundary_test(test: ast.expr) -> bool:
         if isinstance(node, (ast.Name, ast.Attribute)) and ACCUM_NAME.search(terminal(node)):
             return True
     return False
-
-
-def body_nodes(node: ast.AST) -> Iterator[ast.AST]:
-    """ast.walk over a loop body, without entering nested function or class bodies."""
-    pending = list(node.body) + list(getattr(node, "orelse", []) if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else [])
-    while pending:
-        n = pending.pop()
-        yield n
-        for child in ast.iter_child_nodes(n):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                pending.append(child)
 
 
 def backward_tensor(call: ast.AST) -> Optional[ast.expr]:
@@ -304,7 +216,7 @@ class Loop:
         return bool(self.managed) and not self.backwards
 
     def is_optimizer(self, target: str) -> bool:
-        node = _parse_expr(target)
+        node = parse_expr(target)
         return node is not None and is_optimizer_name(node, self.module.optimizer_names)
 
     def related(self, clear: Event, step: Event) -> bool:
@@ -478,8 +390,8 @@ class Module:
         self.sum_losses: set = set()  # names of loss objects built with reduction="sum"
         self.loops: List[Loop] = []
         self.eval_loops: List[Tuple[ast.AST, Optional[ast.AST]]] = []
-        self.ctors: List[Tuple[Optional[ast.AST], Optional[ast.AST], bool]] = []
-        self.zero_grads: List[Tuple[ast.Call, Optional[ast.AST], Optional[ast.AST]]] = []
+        self.ctors: List[Tuple[Optional[ast.AST], Optional[ast.AST], ast.Call]] = []  # (scope, class, constructor call)
+        self.zero_grads: List[Tuple[ast.Call, Optional[ast.AST], Optional[ast.AST]]] = []  # every .zero_grad(...) call
         self.create_graphs: List[Tuple[ast.Call, Optional[ast.AST]]] = []
         self.compute_losses: List[Tuple[ast.AST, ast.ClassDef]] = []
         self.skipped: List[Skipped] = []
@@ -511,11 +423,11 @@ class Module:
 
     def interesting(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines may hold a gradient-buffer event."""
-        return _overlaps(self._lines, node)
+        return overlaps(self._lines, node)
 
     def mentions_grad(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines contain ``.grad`` (a cheap test before looking for reads)."""
-        return _overlaps(self._grad_lines, node)
+        return overlaps(self._grad_lines, node)
 
     def scope_text(self, scope: Optional[ast.AST]) -> str:
         if scope is None:
@@ -526,7 +438,7 @@ class Module:
 
     def sums_in(self, scope: Optional[ast.AST]) -> bool:
         """``reduction="sum"`` (or ``size_average=False``) written inside ``scope``."""
-        return bool(self._sum_lines) if scope is None else _overlaps(self._sum_lines, scope)
+        return bool(self._sum_lines) if scope is None else overlaps(self._sum_lines, scope)
 
     def mutated_attrs(self) -> frozenset:
         """Attribute names assigned somewhere outside ``__init__`` (state that may change in a loop)."""
@@ -552,483 +464,3 @@ class Module:
 
     def skip(self, node: ast.AST, reason: str) -> None:
         self.skipped.append(Skipped(self.filename, getattr(node, "lineno", 1), reason))
-
-
-def _overlaps(lines: List[int], node: ast.AST) -> bool:
-    lo = getattr(node, "lineno", None)
-    if lo is None:
-        return True
-    hi = getattr(node, "end_lineno", None) or lo
-    i = bisect_left(lines, lo)
-    return i < len(lines) and lines[i] <= hi
-
-
-def _parse_expr(source: str) -> Optional[ast.expr]:
-    try:
-        return ast.parse(source, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-
-
-def methods_of(cls: ast.ClassDef) -> Dict[str, ast.AST]:
-    return {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-
-def _keyword_is(call: ast.Call, name: str, value) -> bool:
-    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
-
-
-def keeps_zeros(call: ast.Call) -> bool:
-    """``zero_grad(set_to_none=False)`` or ``zero_grad(False)``."""
-    if _keyword_is(call, "set_to_none", False):
-        return True
-    return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value is False
-
-
-def _model_of(ctor: ast.Call) -> Optional[str]:
-    """``SGD(netD.parameters(), ...)`` -> ``"netD"``."""
-    if ctor.args:
-        for node in ast.walk(ctor.args[0]):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters"):
-                return text(node.func.value)
-    return None
-
-
-def _nonzero(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return node.value not in (0, 0.0, None, False)
-    return True  # a variable: assume the user passes it because it is set
-
-
-def _moves_zero_gradients(ctor: ast.Call) -> bool:
-    """Whether the optimizer moves a parameter whose gradient is a zero tensor."""
-    name = terminal(ctor.func)
-    if name in _ALWAYS_MOVES:
-        return True
-    for k in ctor.keywords:
-        if k.arg in ("momentum", "weight_decay") and _nonzero(k.value):
-            return True
-    if name == "SGD":  # SGD(params, lr, momentum, dampening, weight_decay)
-        return any(i < len(ctor.args) and _nonzero(ctor.args[i]) for i in (2, 4))
-    return False
-
-
-def _sums(call: ast.Call) -> bool:
-    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``."""
-    for k in call.keywords:
-        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value == "mean"):
-            return True
-        if k.arg == "size_average" and isinstance(k.value, ast.Constant) and k.value.value is False:
-            return True
-    return False
-
-
-def assignments(loop_node: ast.AST) -> Dict[str, list]:
-    """name -> the values assigned to it in the loop body (``("aug", op)`` for ``x /= k``)."""
-    out: Dict[str, list] = {}
-    for n in body_nodes(loop_node):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                for name in target_names(t):
-                    out.setdefault(name, []).append(n.value)
-        elif isinstance(n, ast.AnnAssign) and n.value is not None:
-            for name in target_names(n.target):
-                out.setdefault(name, []).append(n.value)
-        elif isinstance(n, ast.AugAssign):
-            for name in target_names(n.target):
-                out.setdefault(name, []).append(("aug", n.op, n))
-        elif isinstance(n, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
-            targets = [n.target] if isinstance(n, (ast.For, ast.AsyncFor, ast.NamedExpr)) else [i.optional_vars for i in n.items if i.optional_vars]
-            for t in targets:
-                for name in target_names(t):
-                    out.setdefault(name, []).append(None)  # unknown value
-    return out
-
-
-def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:
-    """``param -> [argument]`` of a call to ``fn`` (``self`` skipped for a method called as ``self.m(...)``)."""
-    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return {}
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    out: Dict[str, list] = {}
-    for name, arg in zip(params, call.args):
-        if not isinstance(arg, ast.Starred):
-            out[name] = [arg]
-    for k in call.keywords:
-        if k.arg is not None:
-            out[k.arg] = [k.value]
-    return out
-
-
-def returns_of(fn: ast.AST) -> List[ast.expr]:
-    """The values ``fn`` returns (nested functions left out)."""
-    return [n.value for n in body_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
-
-
-def target_names(t: ast.AST) -> List[str]:
-    if isinstance(t, ast.Name):
-        return [t.id]
-    if isinstance(t, (ast.Tuple, ast.List)):
-        return [n for e in t.elts for n in target_names(e)]
-    if isinstance(t, ast.Starred):
-        return target_names(t.value)
-    return []
-
-
-def no_grad_with(stmt: ast.AST) -> bool:
-    """``with torch.no_grad():`` / ``inference_mode()`` / ``set_grad_enabled(False)``."""
-    for item in stmt.items:
-        expr = item.context_expr
-        name = terminal(expr)
-        if name in _NO_GRAD_CONTEXTS:
-            return True
-        if name == "set_grad_enabled" and isinstance(expr, ast.Call) and expr.args:
-            arg = expr.args[0]
-            if isinstance(arg, ast.Constant) and arg.value is False:
-                return True
-    return False
-
-
-def _local_defs(fn: ast.AST) -> Dict[str, ast.AST]:
-    """The functions defined in ``fn``'s body (in loops and branches too, not in nested defs): its closures."""
-    out: Dict[str, ast.AST] = {}
-    pending = list(fn.body)
-    while pending:
-        stmt = pending.pop()
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.setdefault(stmt.name, stmt)
-            continue
-        if isinstance(stmt, ast.ClassDef):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            pending.extend(getattr(stmt, field, None) or ())
-        for h in getattr(stmt, "handlers", None) or ():
-            pending.extend(h.body)
-    return out
-
-
-def _no_grad_function(fn: ast.AST) -> bool:
-    return any(terminal(d) in _NO_GRAD_CONTEXTS for d in getattr(fn, "decorator_list", ()))
-
-
-# ---------------------------------------------------------------------------
-# Building the model
-# ---------------------------------------------------------------------------
-class _Builder:
-    def __init__(self, module: Module):
-        self.m = module
-        self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
-        self.manual: set = set()  # ids of Lightning modules with manual optimization
-        self.no_grad_callees: set = set()
-        self.sum_candidates = _running_sum_lines(module.source)
-        self.class_calls: List[int] = []
-        self._bound = False  # whether the objects built from this module's classes are known
-
-    def run(self) -> None:
-        m = self.m
-        m._mark_lines(_KEYWORDS)
-        m._grad_lines = _lines_of(m.source, _find_all(m.source, (".grad",)))
-        self._mark_sum_lines()
-        for stmt in m.tree.body:  # helpers first, so that lines calling them count as interesting
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                m.functions[stmt.name] = stmt
-            elif isinstance(stmt, ast.ClassDef):
-                m.classes[stmt.name] = stmt
-        for cls in m.classes.values():
-            m.methods[id(cls)] = self._class_methods(cls)
-        self._mark_helper_calls()
-        if self.sum_candidates:
-            self._find_no_grad_callees()
-        self._visit(m.tree.body, None, None, (), {}, False)
-        for node, scope, cls, after, closures in self.pending:
-            self._loop(node, scope, cls, after, closures)
-
-    def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
-        """Methods of ``cls`` and of its bases defined in this module (own methods win)."""
-        out: Dict[str, ast.AST] = {}
-        if depth < 4:
-            for base in cls.bases:
-                parent = self.m.classes.get(terminal(base))
-                if parent is not None and parent is not cls:
-                    out.update(self._class_methods(parent, depth + 1))
-        out.update(methods_of(cls))
-        return out
-
-    def _mark_sum_lines(self) -> None:
-        """Calls that sum rather than average (``reduction="sum"``), and the names bound to them."""
-        m = self.m
-        words = _lines_of(m.source, _find_all(m.source, ("reduction", "size_average")))
-        if not words:
-            return
-        lines = set()
-        for node in _walk_lines(m.tree, words):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _sums(node.value):
-                m.sum_losses.update(terminal(t) for t in node.targets)
-            if isinstance(node, ast.Call) and _sums(node):
-                lines.add(node.lineno)
-        m._sum_lines = sorted(lines)
-
-    def _mark_helper_calls(self) -> None:
-        """Lines that call a helper holding events are interesting too (to a fixed point);
-        likewise for the lines that (through helpers) can reach a backward pass.
-
-        The call sites of every name are found in one pass over the text, so the
-        cost stays linear in the size of the file whatever the number of helpers.
-        """
-        m = self.m
-        helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
-        m._backward_lines = _lines_of(m.source, _find_all(m.source, ("backward",)))
-        if not helpers and not m.classes:
-            return
-        sites: Dict[str, List[int]] = {}
-        names = {name for name, _ in helpers} | set(m.classes)
-        for match in _CALL_SITE.finditer(m.source):
-            name = match.group(1)
-            if name in names:
-                sites.setdefault(name, []).append(match.start())
-        self.class_calls = _lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
-        callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
-        if callables and self.class_calls:
-            # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: the call runs __call__
-            self._bound = True
-            self._bind_instances()
-            objects = {n: ms["__call__"] for n, ms in m.instances.items() if n.isidentifier() and "__call__" in ms}
-            if objects:
-                helpers += list(objects.items())
-                for match in re.finditer(r"\b(%s)\s*\(" % "|".join(map(re.escape, objects)), m.source):
-                    sites.setdefault(match.group(1), []).append(match.start())
-        m._lines = _propagate(m, m._lines, helpers, sites)
-        m._backward_lines = _propagate(m, m._backward_lines, helpers, sites)
-
-    def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
-        m, candidates = self.m, self.sum_candidates
-        for i, stmt in enumerate(stmts):
-            hot = m.interesting(stmt)
-            if not hot:
-                if not _overlaps(candidates, stmt):
-                    continue  # nothing on its lines can be an event
-                if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                    if not no_grad:  # sums a loss and does nothing to .grad: an evaluation loop?
-                        m.eval_loops.append((stmt, scope))
-                    continue
-            rest = (stmts[i + 1 :],) + after
-            if isinstance(stmt, ast.ClassDef):
-                if is_hf_trainer_class(stmt):
-                    m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
-                    continue  # the HF Trainer runs the loop
-                manual = is_manual_lightning(stmt)
-                if is_framework_class(stmt) and not manual:
-                    continue  # Lightning automatic optimization, callbacks: the framework runs the loop
-                m.methods.setdefault(id(stmt), methods_of(stmt))
-                if manual:
-                    self.manual.add(id(stmt))
-                    step = methods_of(stmt).get("training_step")
-                    if step is not None and m.interesting(step):
-                        self.pending.append((step, step, stmt, (), {}))
-                self._visit(stmt.body, None, stmt, (), {}, no_grad)
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if is_framework_hook(stmt) and id(cls) not in self.manual:
-                    continue
-                local = _local_defs(stmt)
-                if local:
-                    self._mark_closure_calls(stmt, local)
-                inner = {**closures, **local}
-                fn_no_grad = no_grad or _no_grad_function(stmt) or stmt.name in self.no_grad_callees
-                self._visit(stmt.body, stmt, cls, (), inner, fn_no_grad)
-            else:
-                if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                    self.pending.append((stmt, scope, cls, (stmt.orelse,) + rest, closures))
-                inner_no_grad = no_grad or (isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt))
-                bodies = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
-                bodies += [h.body for h in getattr(stmt, "handlers", None) or []]
-                bodies += [c.body for c in getattr(stmt, "cases", None) or []]
-                if any(bodies):
-                    for body in bodies:
-                        self._visit(body, scope, cls, rest, closures, inner_no_grad)
-                elif hot:
-                    self._simple(stmt, scope, cls)
-
-    def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
-        """Lines of ``fn`` calling one of its closures that holds events are interesting too
-        (``def opt_step(): optimizer.step()`` ... ``opt_step()``)."""
-        m = self.m
-        hot = [name for name, f in local.items() if m.interesting(f)]
-        if not hot:
-            return
-        lines = m.scope_text(fn)
-        start = sum(len(line) + 1 for line in m._source_lines[: fn.lineno - 1])
-        pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, hot)))
-        positions = [start + match.start() for match in pattern.finditer(lines)]
-        m._add_positions(positions)
-        if any(_overlaps(m._backward_lines, local[name]) for name in hot):
-            m._backward_lines = sorted(set(m._backward_lines).union(_lines_of(m.source, positions)))
-
-    def _find_no_grad_callees(self) -> None:
-        """Names of functions called inside ``with torch.no_grad():`` (their loops need no no_grad of their own)."""
-        for node in ast.walk(self.m.tree):
-            if isinstance(node, (ast.With, ast.AsyncWith)) and no_grad_with(node):
-                for inner in ast.walk(node):
-                    if isinstance(inner, ast.Call):
-                        self.no_grad_callees.add(terminal(inner.func))
-
-    def _simple(self, stmt: ast.stmt, scope, cls) -> None:
-        """Optimizer constructors, ``zero_grad(set_to_none=False)`` and ``create_graph=True``."""
-        m = self.m
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            value = stmt.value
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            ctor = optimizer_constructor(value)
-            if ctor is not None:
-                model = _model_of(ctor)
-                for t in targets:
-                    m.optimizer_names.add(text(t))
-                    if model:
-                        m.optimizer_models[text(t)] = model
-                m.ctors.append((scope, cls, _moves_zero_gradients(ctor)))
-            elif any(isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" and "Accumulator" not in m.classes for n in ast.walk(value)):
-                m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
-            elif isinstance(value, ast.Call) and terminal(value.func) == "optimizers":  # Lightning's self.optimizers()
-                for t in targets:
-                    for name in [t] + list(getattr(t, "elts", [])):
-                        m.optimizer_names.add(text(name))
-        for node in _walk_lines(stmt, m._lines):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                continue
-            if node.func.attr == "zero_grad" and keeps_zeros(node):
-                m.zero_grads.append((node, scope, cls))
-            elif node.func.attr == "backward" and _keyword_is(node, "create_graph", True):
-                m.create_graphs.append((node, scope))
-            elif optimizer_constructor(node) is not None and not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                m.ctors.append((scope, cls, _moves_zero_gradients(node)))
-
-    def _bind_instances(self) -> None:
-        """``wrapper = OptimWrapper(opt)`` / ``self.opt = OptimWrapper(...)`` with a class of this module."""
-        m = self.m
-        if not self.class_calls:
-            return
-        for node in _walk_lines(m.tree, self.class_calls):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
-                cls = m.classes.get(node.value.func.id)
-                if cls is None or any(terminal(b).endswith(("Optimizer", "Module")) for b in cls.bases):
-                    continue  # a torch optimizer or module subclass: its step/zero_grad are the real ones
-                for t in node.targets:
-                    m.instances[text(t)] = m.methods.get(id(cls)) or methods_of(cls)
-
-    def _loop(self, node, scope, cls, after, closures) -> None:
-        m = self.m
-        if not (_overlaps(m._backward_lines, node) or (scope is not None and _overlaps(m._backward_lines, scope))):
-            return  # no backward pass can run in it (directly, through helpers or closures): no rule applies
-        if not self._bound:
-            self._bound = True
-            self._bind_instances()
-        functions = {**m.functions, **closures} if closures else m.functions
-        # `self.run_step()` in a base class's loop runs the override of the object's class:
-        # the loop is followed once for the class and once for each subclass of this module
-        for concrete in [cls] + self._subclasses(cls) if cls is not None else [None]:
-            methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
-            walker = Walker(
-                m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
-                self._object_methods(), frozenset(m.accumulators),
-            )
-            try:
-                paths = walker.iteration_paths(node)
-            except TooComplex as exc:
-                m.skip(node, str(exc))
-                return
-            except RecursionError:
-                m.skip(node, "nested too deeply to follow")
-                return
-            m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
-
-    def _subclasses(self, cls) -> list:
-        """The classes of this module that inherit from ``cls`` (directly or not)."""
-        out, names = [], {cls.name}
-        for _ in range(4):
-            fresh = [c for c in self.m.classes.values() if c not in out and c is not cls and any(terminal(b) in names for b in c.bases)]
-            if not fresh:
-                break
-            out += fresh
-            names |= {c.name for c in fresh}
-        return out
-
-    def _object_methods(self) -> dict:
-        cached = getattr(self, "_objects", None)
-        if cached is None:
-            owners: Dict[str, list] = {}
-            for c in self.m.classes.values():
-                for name in methods_of(c):
-                    owners.setdefault(name, []).append(c)
-            cached = self._objects = {
-                name: (methods_of(cs[0])[name], self.m.methods.get(id(cs[0])) or methods_of(cs[0]))
-                for name, cs in owners.items()
-                if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
-            }
-        return cached
-
-
-def build(tree: ast.Module, source: str, filename: str) -> Module:
-    """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
-
-    >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
-    >>> model = build(ast.parse(src), src, "t.py")
-    >>> [[e.kind for e in p.events] for p in model.loops[0].paths]
-    [['backward', 'step']]
-    """
-    module = Module(tree, source, filename)
-    _Builder(module).run()
-    return module
-
-
-def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:
-    """``lines`` plus the call sites of every helper that overlaps them, to a fixed point (4 rounds)."""
-    marked: set = set()
-    for _ in range(4):
-        fresh = {name for name, fn in helpers if name not in marked and name in sites and _overlaps(lines, fn)}
-        if not fresh:
-            break
-        marked |= fresh
-        lines = sorted(set(lines).union(_lines_of(m.source, [pos for name in fresh for pos in sites[name]])))
-    return lines
-
-
-def _walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
-    """``ast.walk`` that enters only the nodes whose lines include one of ``lines``."""
-    pending = [node]
-    while pending:
-        n = pending.pop()
-        yield n
-        pending.extend(c for c in ast.iter_child_nodes(n) if not hasattr(c, "lineno") or _overlaps(lines, c))
-
-
-def _find_all(source: str, words) -> List[int]:
-    hits = []
-    for word in words:
-        pos = source.find(word)
-        while pos != -1:
-            hits.append(pos)
-            pos = source.find(word, pos + len(word))
-    return hits
-
-
-def _lines_of(source: str, positions) -> List[int]:
-    """The (sorted, distinct) line numbers of character positions, in one pass."""
-    out, line, last = [], 1, 0
-    for pos in sorted(positions):
-        line += source.count("\n", last, pos)
-        last = pos
-        if not out or out[-1] != line:
-            out.append(line)
-    return out
-
-
-def _running_sum_lines(source: str) -> List[int]:
-    """Lines that add a loss into a running total (``total += loss``): candidate evaluation loops."""
-    hits = []
-    for pos in _find_all(source, ("+=",)):
-        start = source.rfind("\n", 0, pos) + 1
-        end = source.find("\n", pos)
-        if "loss" in source[start : end if end != -1 else len(source)]:
-            hits.append(pos)
-    return _lines_of(source, hits)

@@ -1,39 +1,39 @@
-"""One module per rule, ruff-style: ``ggNNN_rule_name.py`` holds that rule's check and nothing else.
+"""One module per rule, ruff-style: ``ggNNN_rule_name.py`` holds everything the linter knows
+about that rule, and the registries below are read from those modules.
 
-A rule module defines ``CODE`` and ``check_loop(loop, report)`` (run on every
-training loop of the program model), ``check_module(module, report)`` (run once
-per file), or both. The model is built once per file by :mod:`.._checker`.
+A rule module defines:
+
+* ``CODE``: its code in the rule catalogue (:data:`gradguard.RULES`, where its name,
+  severity and explanation live);
+* ``check_loop(loop, report)`` (run on every training loop of the program model),
+  ``check_module(module, report)`` (run once per file), or both;
+* optionally ``fix(tree, diagnostic)``: the repair of what it reported, or None where the
+  model cannot prove the repair changes nothing but the bug (see :mod:`.._edits`);
+* ``FIXTURES``: its fixture pair in ``tests/lint_fixtures/``: code that must fire the rule
+  (lines marked ``# expect: CODE``) and correct code of the same shapes that must not.
+
+Adding a rule is adding its module here, its fixture pair and its catalogue entry:
+nothing lists the modules by hand.
 """
 
 from __future__ import annotations
 
-from . import (
-    gg000_syntax_error,
-    gg101_stale_gradient,
-    gg102_discarded_gradient,
-    gg103_unapplied_gradient,
-    gg104_unscaled_accumulation,
-    gg105_unequal_weighting,
-    gg107_zero_not_none,
-    gg108_graph_in_grad,
-    gg201_graph_kept_by_logging,
-    gg301_ignored_num_items_in_batch,
-)
+import importlib
+import pkgutil
+from types import ModuleType
+from typing import Callable, Dict, Tuple
+
+
+def _discover() -> Tuple[ModuleType, ...]:
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name[:2] == "gg" and m.name[2:5].isdigit())
+    return tuple(importlib.import_module(f"{__name__}.{name}") for name in names)
+
 
 #: Every rule module, in code order.
-RULE_MODULES = (
-    gg000_syntax_error,
-    gg101_stale_gradient,
-    gg102_discarded_gradient,
-    gg103_unapplied_gradient,
-    gg104_unscaled_accumulation,
-    gg105_unequal_weighting,
-    gg107_zero_not_none,
-    gg108_graph_in_grad,
-    gg201_graph_kept_by_logging,
-    gg301_ignored_num_items_in_batch,
-)
+RULE_MODULES: Tuple[ModuleType, ...] = _discover()
 #: (code, check) run on every training loop.
 LOOP_RULES = tuple((m.CODE, m.check_loop) for m in RULE_MODULES if hasattr(m, "check_loop"))
 #: (code, check) run once per file.
 MODULE_RULES = tuple((m.CODE, m.check_module) for m in RULE_MODULES if hasattr(m, "check_module"))
+#: code -> the function building the fix of that rule's diagnostics.
+FIXES: Dict[str, Callable] = {m.CODE: m.fix for m in RULE_MODULES if hasattr(m, "fix")}

@@ -14,6 +14,8 @@ import warnings
 from typing import NamedTuple, Optional, Tuple, Union
 
 CODE = "GG000"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg000_syntax_error_bad.py", "gg000_syntax_error_good.py")
 
 #: (version, what, pattern on the line the parser rejected): syntax newer than some Pythons.
 _NEWER_SYNTAX = (

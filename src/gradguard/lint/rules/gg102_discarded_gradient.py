@@ -4,11 +4,16 @@ of a window, or inside a nested micro-step loop whose window steps after it (nan
 from __future__ import annotations
 
 import ast
+from typing import Optional
 
-from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP
-from .._model import Loop, Report, describe, dominates, tests
+from ...findings import Fix
+from .._edits import Tree
+from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP, Event
+from .._model import Diagnostic, Loop, Report, describe, tests
 
 CODE = "GG102"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg102_discarded_gradient_bad.py", "gg102_discarded_gradient_good.py")
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -136,3 +141,41 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 f"{describe(step, 'step')} runs once after it: only the last micro-batch's gradients reach the step.",
                 loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
             )
+
+
+def dominates(outer: Event, inner: Event) -> bool:
+    """``outer`` runs whenever ``inner`` does: its branches are a prefix of ``inner``'s."""
+    if any(s[0] == "loop" for s in outer.stack):  # in a nested loop: runs a number of times
+        return False
+    return inner.stack[: len(outer.stack)] == outer.stack
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG102 discarded-gradient: move the clearing to just after the step that ends the window.
+
+    The model names the clearing and the step of the same optimizer that ends its window. The
+    clearing statement (with its comment) moves below that step; where the step is already
+    followed by a clearing of the same object, the misplaced one is only deleted.
+    """
+    clear, step = t.statement_of(d.clear), t.statement_of(d.step)
+    if not t.alone(clear) or not t.alone(step) or t.contains(clear, step):
+        return None
+    follower = t.next_statement(step)
+    if follower is not None and _clears(follower, d.clear):
+        return Fix("Delete the clearing that discards the gradients (the step already clears after itself)", (t.delete(clear),))
+    text = t.statement_text(clear, t.indent(step))
+    return Fix(
+        f"Move `{t.segment(clear)}` to just after `{t.segment(step)}`",
+        (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
+    )
+
+
+def _clears(stmt: ast.stmt, call: ast.AST) -> bool:
+    """``stmt`` is the same clearing call as ``call`` (same receiver)."""
+    value = getattr(stmt, "value", None)
+    return (
+        isinstance(stmt, ast.Expr) and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+        and isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+        and value.func.attr == call.func.attr and ast.dump(value.func.value) == ast.dump(call.func.value)
+    )

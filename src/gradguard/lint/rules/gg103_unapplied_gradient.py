@@ -6,11 +6,13 @@ from __future__ import annotations
 import ast
 from typing import List, Optional
 
-from .._events import terminal
+from .._ast import terminal
 from .._flow import Path
-from .._model import Loop, Report, is_modulo_test, steps_after
+from .._model import Loop, Report, steps_after
 
 CODE = "GG103"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg103_unapplied_gradient_bad.py", "gg103_unapplied_gradient_good.py")
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -90,3 +92,19 @@ def _literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
         return _literal_int(node.args[0], loop)
     return None
+
+
+def is_modulo_test(test: ast.expr) -> bool:
+    """A window-boundary test made of modulo comparisons only (``(i + 1) % accum == 0``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return is_modulo_test(test.operand)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(is_modulo_test(v) for v in test.values)
+    if isinstance(test, ast.BinOp):
+        return isinstance(test.op, ast.Mod)
+    if isinstance(test, ast.Compare):
+        sides = [test.left, *test.comparators]
+        return any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides) and all(
+            isinstance(s, (ast.Constant, ast.Name, ast.Attribute, ast.BinOp)) for s in sides
+        )
+    return False

@@ -5,12 +5,18 @@ which divides for the user)."""
 from __future__ import annotations
 
 import ast
+import re
+from typing import Optional
 
-from .._events import BACKWARD, text
-from .._loss import loss_scale, scales_gradients
-from .._model import ACCUM_NAME, Loop, Report, backward_tensor, steps_after
+from ...findings import Edit, Fix
+from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
+from .._edits import Tree, parenthesize
+from .._events import BACKWARD
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG104"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg104_unscaled_accumulation_bad.py", "gg104_unscaled_accumulation_good.py")
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -40,3 +46,128 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+# An attribute holding a loss object (``self.loss_fn``, ``self.criterion``), not a method.
+_LOSS_OBJECT = re.compile(r"loss|criterion", re.IGNORECASE)
+
+
+def scales_gradients(loop_node: ast.AST) -> bool:
+    """The loop rescales ``.grad`` itself (``p.grad.div_(k)``, ``p.grad /= k``), or moves it
+    into its own buffer (Opacus' virtual step: ``p.summed_grad += p.grad``), where it may divide."""
+    for n in body_nodes(loop_node):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and "grad" in text(n.target):
+            return True
+        if isinstance(n, (ast.AugAssign, ast.Assign)) and _copies_grad(n):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr in ("div_", "mul_", "_foreach_div_", "_foreach_mul_") and ("grad" in text(n.func.value) or "grad" in text(n)):
+                return True
+            if n.func.attr in ("add_", "copy_", "append") and not _is_grad(n.func.value) and terminal(n.func.value) != "data":
+                if any(_is_grad(a) for a in n.args):  # buf.add_(p.grad), grads.append(p.grad)
+                    return True
+    return False
+
+
+def _is_grad(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute) and node.attr in ("data", "clone", "detach"):
+        node = node.value
+    if isinstance(node, ast.Call):
+        return _is_grad(node.func)
+    return isinstance(node, ast.Attribute) and node.attr == "grad"
+
+
+def _copies_grad(n) -> bool:
+    """``buf += p.grad`` / ``p.accumulated = p.grad.clone()``: a gradient moved out of ``.grad``."""
+    targets = [n.target] if isinstance(n, ast.AugAssign) else n.targets
+    if any(_is_grad(t) or (isinstance(t, ast.Attribute) and t.attr == "data") for t in targets):
+        return False  # writing .grad itself, or a manual SGD update of p.data
+    value = n.value
+    return _is_grad(value) or (isinstance(value, ast.BinOp) and (_is_grad(value.left) or _is_grad(value.right)))
+
+
+
+def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
+    """``"scaled"`` (divided or weighted), ``"raw"`` (a plain mean-reduced loss) or ``"unknown"``.
+
+    A call to a helper, closure or method of the module is followed into what it returns.
+    """
+    module = loop.module
+    if expr is None or depth > 8:
+        return "unknown"
+    if isinstance(expr, tuple):  # ("aug", op)
+        return "scaled" if isinstance(expr[1], (ast.Div, ast.Mult, ast.FloorDiv)) else "unknown"
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, (ast.Div, ast.Mult, ast.FloorDiv)):
+            return "scaled"
+        if isinstance(expr.op, (ast.Add, ast.Sub)):
+            sides = {loss_scale(expr.left, assigns, loop, depth + 1), loss_scale(expr.right, assigns, loop, depth + 1)}
+            return "raw" if sides == {"raw"} else ("scaled" if "scaled" in sides else "unknown")
+        return "unknown"
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id)
+        if not values:
+            return "unknown"  # computed outside the loop: cannot tell
+        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
+        return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+    if isinstance(expr, (ast.Attribute, ast.Subscript)):  # outputs.loss, outputs[0]
+        return loss_scale(expr.value, assigns, loop, depth + 1)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = terminal(func)
+        if isinstance(func, ast.Attribute) and name == "scale" and "scaler" in terminal(func.value).lower() and expr.args:
+            return loss_scale(expr.args[0], assigns, loop, depth + 1)  # GradScaler.scale(loss)
+        if isinstance(func, ast.Attribute) and name in ("mean", "float", "squeeze", "to", "cuda", "contiguous"):
+            return loss_scale(func.value, assigns, loop, depth + 1) if name != "mean" else "raw"
+        helper = loop.callee(expr)
+        if helper is not None:  # what the helper returns, its parameters bound to the arguments
+            inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+            kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        if isinstance(func, ast.Name) and func.id in module.functions:
+            return "unknown"
+        if terminal(func) in module.sum_losses:
+            return "unknown"  # a loss object built with reduction="sum" elsewhere in the file
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and not _LOSS_OBJECT.search(name):
+            return "unknown"  # an inherited method (a Trainer's compute_loss) may scale
+        if name in ("sum", "item") or re.search(r"scale|norm|weight|accum", name, re.IGNORECASE):
+            return "unknown"
+        for k in expr.keywords:
+            if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value == "mean"):
+                return "unknown"
+        if ACCUM_NAME.search(text(expr)):
+            return "unknown"
+        return "raw"
+    return "unknown"
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG104 unscaled-accumulation: divide the loss by the window's number of micro-batches.
+
+    The divisor is the accumulation variable the model found for the loop (``K`` of the
+    ``% K`` test that closes the window, ``range(K)`` of the micro-step loop). ``loss = loss / K``
+    goes right before the backward when the loss is a variable; an expression is divided in
+    place. Without such a variable, or when it is not visible where the backward runs (a test
+    in the loop, the backward in a helper), there is no certain fix (use ``gradguard.Accumulator``).
+    """
+    count, back = d.accum, t.statement_of(d.backward)
+    loss = backward_tensor(d.backward)
+    if isinstance(loss, ast.Call) and isinstance(loss.func, ast.Attribute) and loss.func.attr == "scale" and loss.args:
+        loss = loss.args[0]  # scaler.scale(loss).backward(): divide the loss, not the scaled one
+    if count is None or loss is None or back is None or not _visible(t, count, back):
+        return None
+    k = parenthesize(t, count)
+    if isinstance(loss, ast.Name) and t.alone(back):
+        return Fix(f"Divide the loss by `{t.segment(count)}` before backward", (t.insert_before(back, f"{loss.id} = {loss.id} / {k}"),))
+    (line, col), (end_line, end_col) = t.start(loss), t.end(loss)
+    return Fix(f"Divide the loss by `{t.segment(count)}`", (Edit(line, col, end_line, end_col, f"({parenthesize(t, loss)} / {k})"),))
+
+
+def _visible(t: Tree, count: ast.AST, at: ast.AST) -> bool:
+    """The names of ``count`` mean the same at ``at``: a constant, or written in the function of
+    ``at`` or in one enclosing it (a closure reads its enclosing function's names)."""
+    if not any(isinstance(n, ast.Name) for n in ast.walk(count)):
+        return True
+    home = t.function_of(count)
+    return home is t.function_of(at) or (home is not None and t.contains(home, at))

@@ -7,10 +7,14 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from .._events import text
-from .._model import ACCUM_NAME, Loop, Report, assignments, backward_tensor, bind_arguments, returns_of, steps_after
+from ...findings import Edit, Fix
+from .._ast import assignments, bind_arguments, returns_of, text
+from .._edits import Tree, parenthesize
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG105"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg105_unequal_weighting_bad.py", "gg105_unequal_weighting_good.py")
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -122,3 +126,34 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
 def _mentions(node: ast.AST, names: set) -> bool:
     """A divisor built from a counter (not ``len(batch)`` or a constant)."""
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG105 unequal-weighting (unsafe): divide by the window's size, not by the running micro-step.
+
+    ``loss / (micro_step + 1)`` weights the micro-batches 1, 1/2, 1/3, ...; the fix replaces the
+    divisor the model found with the loop's accumulation variable. It changes the numbers the user
+    sees (the loss and every step), so it is applied only with ``--unsafe-fixes``.
+    """
+    divisor = d.accum
+    if divisor is None:
+        return None
+    # `loss / (i % K + 1)`: the window's size is the K the counter is taken modulo; else the
+    # loop's accumulation variable, where it means the same at the division
+    count = next((n.right for n in ast.walk(divisor) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)), None)
+    if count is None and d.loop is not None:
+        count = d.loop.window_size()
+        if count is not None and t.function_of(count) is not t.function_of(divisor):
+            count = None
+    if count is None or ast.dump(count) == ast.dump(divisor):
+        return None
+    (line, col), (end_line, end_col) = t.start(divisor), t.end(divisor)
+    text = t.lines[line - 1]
+    if end_line == line and text[col - 2 : col - 1] == "(" and text[end_col - 1 : end_col] == ")":
+        col, end_col = col - 1, end_col + 1  # `/ (micro_step + 1)` -> `/ K`, parentheses and all
+    return Fix(
+        f"Divide by the window's size `{t.segment(count)}` instead of the running micro-step",
+        (Edit(line, col, end_line, end_col, parenthesize(t, count)),),
+        "unsafe",
+    )

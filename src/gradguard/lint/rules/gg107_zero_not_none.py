@@ -4,27 +4,38 @@ which needs the zero tensors)."""
 
 from __future__ import annotations
 
+import ast
 import re
+from typing import Optional
 
-from .._events import text
-from .._model import Module, Report
+from ...findings import Edit, Fix
+from .._ast import keyword_is, terminal, text
+from .._edits import Tree
+from .._model import Diagnostic, Module, Report
 
 CODE = "GG107"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg107_zero_not_none_bad.py", "gg107_zero_not_none_good.py")
 
 # `p.grad += g`, `p.grad.add_(g)`: in-place writes that would fail on a None gradient.
+# Optimizers that move a parameter with a zero gradient whatever their arguments:
+# Adam-style first moments keep pushing it (and AdamW decays it).
+ALWAYS_MOVES = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "Lion", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adam8bit"})
 _INPLACE_GRAD = re.compile(r"\.grad\s*(?:\+=|-=|\*=|/=)|\.grad(?:\.data)?\.(?:add_|sub_|mul_|div_|copy_|addcmul_|addcdiv_|lerp_)\(")
 
 
 def check_module(module: Module, report: Report) -> None:
     inplace: dict = {}
     for call, scope, cls in module.zero_grads:
+        if not keeps_zeros(call):
+            continue
         key = id(scope)
         if key not in inplace:
             inplace[key] = _INPLACE_GRAD.search(module.scope_text(scope)) is not None
         if inplace[key]:
             continue  # set_to_none=True would make `p.grad += g` raise
-        for ctor_scope, ctor_cls, moves in module.ctors:
-            if moves and (ctor_scope is scope or ctor_scope is None or (cls is not None and ctor_cls is cls)):
+        for ctor_scope, ctor_cls, ctor in module.ctors:
+            if moves_zero_gradients(ctor) and (ctor_scope is scope or ctor_scope is None or (cls is not None and ctor_cls is cls)):
                 report(
                     CODE,
                     call,
@@ -33,3 +44,51 @@ def check_module(module: Module, report: Report) -> None:
                     clear=call,
                 )
                 break
+
+
+def keeps_zeros(call: ast.Call) -> bool:
+    """``zero_grad(set_to_none=False)`` or ``zero_grad(False)``."""
+    if keyword_is(call, "set_to_none", False):
+        return True
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value is False
+
+
+def _nonzero(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value not in (0, 0.0, None, False)
+    return True  # a variable: assume the user passes it because it is set
+
+
+def moves_zero_gradients(ctor: ast.Call) -> bool:
+    """Whether the optimizer moves a parameter whose gradient is a zero tensor."""
+    name = terminal(ctor.func)
+    if name in ALWAYS_MOVES:
+        return True
+    for k in ctor.keywords:
+        if k.arg in ("momentum", "weight_decay") and _nonzero(k.value):
+            return True
+    if name == "SGD":  # SGD(params, lr, momentum, dampening, weight_decay)
+        return any(i < len(ctor.args) and _nonzero(ctor.args[i]) for i in (2, 4))
+    return False
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG107 zero-not-none: clear with ``set_to_none=True``.
+
+    Only where nothing in the function reads ``.grad`` (a ``p.grad += g`` or ``buf.add_(p.grad)``
+    would then meet None and raise).
+    """
+    call = d.clear
+    if not isinstance(call, ast.Call):
+        return None
+    scope = t.function_of(call) or t.tree
+    if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(scope)):
+        return None
+    value = next((k.value for k in call.keywords if k.arg == "set_to_none"), None)
+    if value is None and call.args:
+        value = call.args[0]
+    if value is None:
+        return None
+    (line, col), (end_line, end_col) = t.start(value), t.end(value)
+    return Fix("Clear with `set_to_none=True`", (Edit(line, col, end_line, end_col, "True"),))

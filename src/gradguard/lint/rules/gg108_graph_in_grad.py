@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
-from .._events import text
+from .._ast import text
 from .._model import Module, Report
 
 CODE = "GG108"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg108_graph_in_grad_bad.py", "gg108_graph_in_grad_good.py")
 
 # Where a scope computes higher-order gradients on purpose (GG108 stays silent).
 _HIGHER_ORDER = re.compile(r"autograd\.grad\b|autograd\.functional|torch\.func\b|functorch|\bgrad\(|\bhvp\b|\bvhp\b|hessian")

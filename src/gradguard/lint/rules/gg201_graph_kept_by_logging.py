@@ -10,13 +10,19 @@ frees them, so every batch's activations stay alive.
 from __future__ import annotations
 
 import ast
+import re
+from typing import Dict, Iterator, Optional
 
-from .._events import terminal, text
+from ...findings import Edit, Fix
+from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, returns_of, self_ref, terminal, text
+from .._edits import Tree
+from .._events import CUTTING_ATTRS
 from .._flow import condition_key
-from .._loss import LOSS_NAME, backwarded_later, keeps_graph, loss_carriers, loss_names, reset_in_loop, resets, running_sums
-from .._model import Loop, Module, Report, assignments, backward_tensor, tests
+from .._model import Diagnostic, Loop, Module, Report, backward_tensor, tests
 
 CODE = "GG201"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg201_graph_kept_by_logging_bad.py", "gg201_graph_kept_by_logging_good.py")
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -94,3 +100,286 @@ def _is_loss_value(value) -> bool:
 
 # Calls whose result is a number or a tensor without graph, not a loss tensor.
 _NUMBERS = frozenset({"item", "detach", "tolist", "numpy", "float", "int", "len", "round", "str", "cpu_item"})
+
+
+# Tensor methods whose result still carries the receiver's autograd graph (GG201).
+_GRAPH_METHODS = frozenset(
+    {
+        "mean", "sum", "float", "double", "half", "bfloat16", "to", "cuda", "cpu", "squeeze", "unsqueeze",
+        "view", "reshape", "flatten", "contiguous", "clone", "abs", "sqrt", "exp", "log", "pow", "neg",
+        "add", "sub", "mul", "div", "type_as", "nanmean", "nansum", "stack", "cat",
+    }
+)
+# Receivers that are modules, not tensors: ``torch.mean(loss)`` carries ``loss``, not ``torch``.
+_MODULE_NAMES = frozenset({"torch", "F", "nn", "functional", "np", "numpy", "math", "jnp"})
+# A factor named like a loss (``loss``, ``nll``) and not like a weight (``loss_weight``).
+LOSS_NAME = re.compile(r"loss|nll|cost", re.IGNORECASE)
+_WEIGHT_NAME = re.compile(r"weight|scale|coef|factor|lambda|alpha|beta|ratio|num|count|tokens", re.IGNORECASE)
+# Reading one of these gives a number or a new tensor without the receiver's graph.
+_NO_GRAPH_ATTRS = frozenset({"size", "shape", "numel", "dim", "ndim", "ndimension", "dtype", "device", "argmax", "argmin", "requires_grad", "grad_fn", "is_cuda"})
+
+
+def is_weight(node: ast.expr, loop_names) -> bool:
+    """A factor that scales a loss rather than being one: a literal, a name the loop
+    never assigns (a hyperparameter), a count (``x.size(0)``, ``len(batch)``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id not in loop_names
+    if isinstance(node, ast.UnaryOp):
+        return is_weight(node.operand, loop_names)
+    if isinstance(node, ast.BinOp):
+        return is_weight(node.left, loop_names) and is_weight(node.right, loop_names)
+    if isinstance(node, ast.Attribute):
+        return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and node.value.id in ("self", "args", "cfg", "config"))
+    if isinstance(node, ast.Call):
+        return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
+            isinstance(n, ast.Compare) for n in ast.walk(node)
+        )
+    return False
+
+
+def loss_carriers(expr, loop_names) -> set:
+    """The names whose tensor *is* the loss in ``expr`` (not every name it mentions).
+
+    ``loss / accum`` -> ``{"loss"}``; ``loss_fn(out, labels) * n_tokens`` -> ``set()``
+    (the loss is the call's result, ``n_tokens`` only weights it); ``scaler.scale(loss)``
+    -> ``{"loss"}``; ``loss.detach()`` -> ``set()``. In a product, a bare name counts when
+    it says so (``loss``) or when the other factor is a weight (``l * 0.5``, ``l * x.size(0)``).
+    """
+    if not isinstance(expr, ast.AST):
+        return set()
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    if isinstance(expr, ast.Attribute):  # outputs.loss
+        return set() if expr.attr in CUTTING_ATTRS or expr.attr in _NO_GRAPH_ATTRS else loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.Subscript):  # outputs[0], losses["total"]
+        return loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.Starred):
+        return loss_carriers(expr.value, loop_names)
+    if isinstance(expr, ast.UnaryOp):
+        return loss_carriers(expr.operand, loop_names)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, (ast.Add, ast.Sub)):
+            return loss_carriers(expr.left, loop_names) | loss_carriers(expr.right, loop_names)
+        if isinstance(expr.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+            return loss_carriers(expr.left, loop_names)
+        if isinstance(expr.op, ast.Mult):
+            out = set()
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if isinstance(side, ast.Name):
+                    if (LOSS_NAME.search(side.id) and not _WEIGHT_NAME.search(side.id)) or is_weight(other, loop_names):
+                        out.add(side.id)
+                elif not is_weight(side, loop_names):
+                    out |= loss_carriers(side, loop_names)
+            return out
+        return set()
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = terminal(func)
+        if re.search(r"scale", name, re.IGNORECASE) and expr.args:  # scaler.scale(loss), amp.scale_loss(loss, opt)
+            return loss_carriers(expr.args[0], loop_names)
+        if isinstance(func, ast.Attribute) and name in _GRAPH_METHODS:
+            if isinstance(func.value, ast.Name) and func.value.id in _MODULE_NAMES:
+                return loss_carriers(expr.args[0], loop_names) if expr.args else set()  # torch.mean(loss)
+            return loss_carriers(func.value, loop_names)
+        if isinstance(func, ast.Name) and func.id == "sum" and expr.args:  # sum(losses)
+            return loss_carriers(expr.args[0], loop_names)
+        return set()  # criterion(outputs, labels): the result is the loss, its arguments are not
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return set().union(*(loss_carriers(e, loop_names) for e in expr.elts)) if expr.elts else set()
+    return set()
+
+
+def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
+    """The names in the loop that hold a loss tensor with its graph.
+
+    The tensors back-propagated (``loss`` of ``loss.backward()``), the names they were
+    built from without cutting the graph (``scaled = loss / k`` adds ``loss``), and the
+    names assigned from any of these without cutting it (``logged = loss * x.size(0)``).
+    Data, counts and weights that only enter the loss (``labels``, ``mask.sum()``,
+    ``n_tokens`` of ``loss_fn(...) * n_tokens``, a float ``lam``) are not losses.
+    """
+    loop_names = set(assigns)
+    losses: set = set()
+    for b in loop.backwards:
+        names = loss_carriers(backward_tensor(b.node), loop_names)
+        for fn, call in reversed(b.frame):
+            # a helper's names are its own: only its parameters lead back to the caller's
+            bound = bind_arguments(fn, call)
+            names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
+        losses |= names
+        if b.frame:  # `loss = self.training_step(batch)` where the helper returns the tensor it back-propagated
+            fn, call = b.frame[0]
+            if len(b.frame) == 1 and _returns_backwarded(fn):
+                losses |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
+    pending = list(losses)
+    while pending:  # back: what the loss tensors were built from
+        name = pending.pop()
+        for v in assigns.get(name, []):
+            for n in loss_carriers(v, loop_names) - losses:
+                losses.add(n)
+                pending.append(n)
+    # forward: names assigned from a loss tensor with its graph kept (not running totals)
+    sources = [
+        (name, v, loss_carriers(v, loop_names))
+        for name, values in assigns.items()
+        if name not in losses
+        for v in values
+        if isinstance(v, ast.AST) and not self_ref(v, name)
+    ]
+    sources = [entry for entry in sources if entry[2]]
+    changed = True
+    while changed:
+        changed = False
+        for name, v, carriers in sources:
+            if name not in losses and any(n in losses and keeps_graph(v, n) for n in carriers):
+                losses.add(name)
+                changed = True
+    # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
+    return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
+
+
+
+def _returns_backwarded(fn: ast.AST) -> bool:
+    """``fn`` (the helper holding the backward pass) returns, as a bare name, a tensor whose
+    graph it back-propagated: ``(loss / k).backward(); return loss``."""
+    backwarded = {
+        n.id
+        for c in body_nodes(fn)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+        for n in ast.walk(backward_tensor(c) or ast.Pass())
+        if isinstance(n, ast.Name)
+    }
+    return any(isinstance(r, ast.Name) and r.id in backwarded for r in returns_of(fn))
+
+
+def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:
+    """``(statement, if_tests)`` for every statement of the loop that sets the total back to a
+    constant, with the ``if`` tests around it."""
+
+    def walk(stmts, guards):
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt):
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and text(stmt.targets[0]) == total:
+                value = stmt.value
+                if isinstance(value, ast.Constant) or (
+                    isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
+                    and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
+                ):
+                    yield stmt, guards
+            inner = guards + (stmt.test,) if isinstance(stmt, ast.If) else guards
+            for field in ("body", "orelse", "finalbody"):
+                yield from walk(getattr(stmt, field, None) or [], inner)
+            for h in getattr(stmt, "handlers", None) or []:
+                yield from walk(h.body, inner)
+
+    yield from walk(loop_node.body, ())
+
+
+def reset_in_loop(loop_node: ast.AST, total: str) -> bool:
+    """The loop itself sets the total back to a constant.
+
+    The chain of graphs it links then spans one reset period: bounded.
+    """
+    return next(resets(loop_node, total), None) is not None
+
+
+def keeps_graph(expr: ast.AST, name: str) -> bool:
+    """Whether ``expr`` uses tensor ``name`` without cutting its graph (.item(), .detach(), float())."""
+    if isinstance(expr, ast.Name):
+        return expr.id == name
+    if isinstance(expr, ast.Attribute):
+        return expr.attr not in CUTTING_ATTRS and expr.attr not in _NO_GRAPH_ATTRS and keeps_graph(expr.value, name)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "str", "round", "bool", "isinstance", "print"):
+            return False
+        if isinstance(func, ast.Attribute) and func.attr in CUTTING_ATTRS:
+            return False
+        return keeps_graph(func, name) or any(keeps_graph(a, name) for a in expr.args)
+    if isinstance(expr, (ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List)):
+        return any(keeps_graph(c, name) for c in ast.iter_child_nodes(expr))
+    return False
+
+
+def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
+    """Statements of a body, nested ones included, outside ``with torch.no_grad()`` and nested defs."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, (ast.With, ast.AsyncWith)) and no_grad_with(stmt):
+            continue
+        yield stmt
+        for field in ("body", "orelse", "finalbody"):
+            yield from grad_enabled_statements(getattr(stmt, field, None) or [])
+        for h in getattr(stmt, "handlers", None) or []:
+            yield from grad_enabled_statements(h.body)
+
+
+def backwarded_later(module, scope, name: str) -> bool:
+    """The running total is itself back-propagated somewhere in the scope (a summed loss, not a log)."""
+    pattern = r"\b%s\b[^\n]*\.backward\s*\(|backward\([^\n]*\b%s\b" % (re.escape(name), re.escape(name))
+    return re.search(pattern, module.scope_text(scope)) is not None
+
+
+def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
+    """``(statement, total, added)`` for every ``total += x`` / ``total = total + x`` of a loop
+    body that runs with gradients enabled."""
+    for node in grad_enabled_statements(loop_node.body):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            yield node, node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
+            t = text(node.targets[0])
+            if t in (text(node.value.left), text(node.value.right)):
+                yield node, node.targets[0], node.value
+
+
+# --- the fix ---------------------------------------------------------------------
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """GG201 graph-kept-by-logging: add the loss as a number (``.item()``) or a detached tensor.
+
+    ``.item()`` where the running total is a Python number; ``.detach()`` where it is a tensor
+    on purpose (started from a tensor, or used as one later: ``total.item()``, ``total.cpu()``),
+    so that it stays on the device and keeps its shape.
+    """
+    stmt = d.node
+    if not isinstance(stmt, (ast.AugAssign, ast.Assign)):
+        return None
+    target = stmt.target if isinstance(stmt, ast.AugAssign) else (stmt.targets[0] if len(stmt.targets) == 1 else None)
+    if target is None:
+        return None
+    total = t.segment(target)
+    term = _term(stmt.value, total)
+    if term is None:
+        return None
+    method = "detach" if _tensor_total(t, stmt, total) else "item"
+    (line, col), (end_line, end_col) = t.start(term), t.end(term)
+    text = t.segment(term)
+    return Fix(f"Add `{text}.{method}()` instead of the tensor", (Edit(line, col, end_line, end_col, f"{text}.{method}()"),))
+
+
+def _term(value: ast.AST, total: str) -> Optional[ast.AST]:
+    """The tensor added: the value itself, or the first operand that is not the total nor a call."""
+    if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
+        return value if ast.unparse(value) != total else None
+    if isinstance(value, ast.BinOp):
+        for side in (value.left, value.right):
+            found = _term(side, total)
+            if found is not None:
+                return found
+    return None
+
+
+def _tensor_total(t: Tree, stmt: ast.stmt, total: str) -> bool:
+    scope = t.function_of(stmt) or t.tree
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign) and any(ast.unparse(tg) == total for tg in n.targets) and n is not stmt:
+            if "torch." in ast.unparse(n.value) or "zeros" in ast.unparse(n.value):
+                return True
+        if isinstance(n, ast.Attribute) and ast.unparse(n.value) == total and n.attr in ("item", "cpu", "detach", "to", "tolist", "numpy"):
+            return True
+    return False

@@ -8,6 +8,8 @@ import ast
 from .._model import Module, Report
 
 CODE = "GG301"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg301_ignored_num_items_in_batch_bad.py", "gg301_ignored_num_items_in_batch_good.py")
 
 
 def check_module(module: Module, report: Report) -> None:

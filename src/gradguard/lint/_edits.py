@@ -12,7 +12,7 @@ import ast
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ...findings import Edit
+from ..findings import Edit
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)

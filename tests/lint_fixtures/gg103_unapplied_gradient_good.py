@@ -1,31 +1,8 @@
-"""GG103: a conditional-step accumulation loop that drops the last partial window."""
+"""GG103: correct code of the same shapes (no finding expected)."""
 import contextlib
-
 import torch
 
 
-def dropped_remainder(model, loader, loss_fn, accum):
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i, (x, y) in enumerate(loader):  # expect: GG103
-        loss = loss_fn(model(x), y) / accum
-        loss.backward()
-        if (i + 1) % accum == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def dropped_remainder_continue_form(model, epochs, loader, loss_fn, accum, optimizer):
-    for epoch in range(epochs):
-        for step, batch in enumerate(loader, start=1):  # expect: GG103
-            (loss_fn(model(batch)) / accum).backward()
-            if step % accum != 0:
-                continue
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        print("epoch", epoch)
-
-
-# --- correct: no finding -------------------------------------------------------
 def remainder_stepped_after(model, loader, loss_fn, accum, optimizer):
     for step, (x, y) in enumerate(loader, start=1):
         (loss_fn(model(x), y) / accum).backward()
@@ -85,28 +62,6 @@ def literal_data_fits_the_window(model, loss_fn, optimizer):
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
-
-
-def literal_data_leaves_a_remainder(model, loss_fn, optimizer):
-    accum = 4
-    sizes = [40, 12, 33, 7, 25, 25]
-    for i, n in enumerate(sizes):  # expect: GG103
-        (loss_fn(model(n)) / accum).backward()
-        if (i + 1) % accum == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def window_test_through_a_name(model, loader, loss_fn, optimizer, accumulation_steps):
-    # DDP no_sync accumulation: the window test is kept in a variable; the last partial window is dropped
-    for i, (inputs, labels) in enumerate(loader):  # expect: GG103
-        last_of_window = (i + 1) % accumulation_steps == 0
-        ctx = contextlib.nullcontext() if last_of_window else model.no_sync()
-        with ctx:
-            (loss_fn(model(inputs), labels) / accumulation_steps).backward()
-        if last_of_window:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
 
 
 def window_test_through_a_name_with_the_last_batch(model, loader, loss_fn, optimizer, accumulation_steps):

@@ -22,16 +22,16 @@ import ast
 import difflib
 import io
 import os
+import re
 import tokenize
 import warnings
 from pathlib import Path
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..findings import Edit, Finding, Fix
-from .fixes import attach_fixes
-from .fixes._tree import split_lines
+from ._edits import split_lines
 
-__all__ = ["FixResult", "FileFix", "apply_edits", "fix_source", "fix_file", "with_fixes", "unified_diff"]
+__all__ = ["FixResult", "FileFix", "apply_edits", "attach_fixes", "fix_source", "fix_file", "with_fixes", "unified_diff"]
 
 #: Passes before giving up on reaching a fixed point (each pass fixes what the previous one uncovered).
 MAX_PASSES = 8
@@ -207,3 +207,22 @@ def with_fixes(findings: Sequence[Finding]) -> List[Finding]:
             text = None
         out += attach_fixes(group, text) if text is not None and _parses(text) else group
     return out  # lint_paths reports file by file, so the groups keep the order
+
+
+def attach_fixes(findings: Sequence[Finding], source: str) -> List[Finding]:
+    """``findings`` of one file (from the linter, which built their fixes from the program model)
+    with the lines their fixes insert ending like ``source``'s lines (a CRLF file stays CRLF)."""
+    nl = _newline(source)
+    return [f._replace(fix=_with_newline(f.fix, nl)) if f.fix is not None else f for f in findings]
+
+
+def _newline(text: str) -> str:
+    m = re.search(r"\r\n|\r|\n", text)
+    return m.group(0) if m else "\n"
+
+
+def _with_newline(fix: Optional[Fix], nl: str) -> Optional[Fix]:
+    """Inserted lines end like the file's lines (a CRLF file stays CRLF)."""
+    if fix is None or nl == "\n":
+        return fix
+    return fix._replace(edits=tuple(e._replace(content=e.content.replace("\n", nl)) for e in fix.edits))

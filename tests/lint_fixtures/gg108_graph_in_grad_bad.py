@@ -10,15 +10,3 @@ def gradient_penalty_through_grad(model, loader, loss_fn, optimizer):
         penalty = sum(p.grad.pow(2).sum() for p in model.parameters())
         penalty.backward()
         optimizer.step()
-
-
-# --- correct: no finding -------------------------------------------------------
-def hessian_vector_product(loss, params, v):
-    grads = torch.autograd.grad(loss, params, create_graph=True)
-    dot = sum((g * u).sum() for g, u in zip(grads, v))
-    dot.backward(create_graph=True)
-    return [p.grad for p in params]
-
-
-def plain(model, x, y, loss_fn):
-    loss_fn(model(x), y).backward(create_graph=False)

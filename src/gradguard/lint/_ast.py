@@ -1,0 +1,203 @@
+"""Generic helpers on Python's ``ast``: names, assignments, arguments, and line sets.
+
+Nothing here knows about gradients; the program model (:mod:`._model`), its builder
+(:mod:`._builder`) and the rules use these to read code.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_left
+from typing import Dict, Iterator, List, Optional
+
+def terminal(node: ast.AST) -> str:
+    """The last name of an expression: ``self.opt[0]`` -> ``"opt"``, ``f().g`` -> ``"g"``.
+
+    >>> terminal(ast.parse("self.optimizer.step", mode="eval").body)
+    'step'
+    """
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return ""
+
+
+def text(node: Optional[ast.AST]) -> str:
+    """Source text of a small expression (for matching receivers), ``""`` for None."""
+    if node is None:
+        return ""
+    try:
+        return ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse handles every parsed node
+        return ""
+
+
+#: Context managers and decorators that turn autograd off.
+NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
+
+
+def body_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """ast.walk over a loop body, without entering nested function or class bodies."""
+    pending = list(node.body) + list(getattr(node, "orelse", []) if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else [])
+    while pending:
+        n = pending.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                pending.append(child)
+
+
+def target_names(t: ast.AST) -> List[str]:
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in target_names(e)]
+    if isinstance(t, ast.Starred):
+        return target_names(t.value)
+    return []
+
+
+def assignments(loop_node: ast.AST) -> Dict[str, list]:
+    """name -> the values assigned to it in the loop body (``("aug", op)`` for ``x /= k``)."""
+    out: Dict[str, list] = {}
+    for n in body_nodes(loop_node):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                for name in target_names(t):
+                    out.setdefault(name, []).append(n.value)
+        elif isinstance(n, ast.AnnAssign) and n.value is not None:
+            for name in target_names(n.target):
+                out.setdefault(name, []).append(n.value)
+        elif isinstance(n, ast.AugAssign):
+            for name in target_names(n.target):
+                out.setdefault(name, []).append(("aug", n.op, n))
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+            targets = [n.target] if isinstance(n, (ast.For, ast.AsyncFor, ast.NamedExpr)) else [i.optional_vars for i in n.items if i.optional_vars]
+            for t in targets:
+                for name in target_names(t):
+                    out.setdefault(name, []).append(None)  # unknown value
+    return out
+
+
+def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:
+    """``param -> [argument]`` of a call to ``fn`` (``self`` skipped for a method called as ``self.m(...)``)."""
+    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    out: Dict[str, list] = {}
+    for name, arg in zip(params, call.args):
+        if not isinstance(arg, ast.Starred):
+            out[name] = [arg]
+    for k in call.keywords:
+        if k.arg is not None:
+            out[k.arg] = [k.value]
+    return out
+
+
+def returns_of(fn: ast.AST) -> List[ast.expr]:
+    """The values ``fn`` returns (nested functions left out)."""
+    return [n.value for n in body_nodes(fn) if isinstance(n, ast.Return) and n.value is not None]
+
+
+def methods_of(cls: ast.ClassDef) -> Dict[str, ast.AST]:
+    return {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def local_defs(fn: ast.AST) -> Dict[str, ast.AST]:
+    """The functions defined in ``fn``'s body (in loops and branches too, not in nested defs): its closures."""
+    out: Dict[str, ast.AST] = {}
+    pending = list(fn.body)
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(stmt.name, stmt)
+            continue
+        if isinstance(stmt, ast.ClassDef):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            pending.extend(getattr(stmt, field, None) or ())
+        for h in getattr(stmt, "handlers", None) or ():
+            pending.extend(h.body)
+    return out
+
+
+def no_grad_function(fn: ast.AST) -> bool:
+    return any(terminal(d) in NO_GRAD_CONTEXTS for d in getattr(fn, "decorator_list", ()))
+
+
+def no_grad_with(stmt: ast.AST) -> bool:
+    """``with torch.no_grad():`` / ``inference_mode()`` / ``set_grad_enabled(False)``."""
+    for item in stmt.items:
+        expr = item.context_expr
+        name = terminal(expr)
+        if name in NO_GRAD_CONTEXTS:
+            return True
+        if name == "set_grad_enabled" and isinstance(expr, ast.Call) and expr.args:
+            arg = expr.args[0]
+            if isinstance(arg, ast.Constant) and arg.value is False:
+                return True
+    return False
+
+
+def keyword_is(call: ast.Call, name: str, value) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
+
+
+def parse_expr(source: str) -> Optional[ast.expr]:
+    try:
+        return ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def overlaps(lines: List[int], node: ast.AST) -> bool:
+    lo = getattr(node, "lineno", None)
+    if lo is None:
+        return True
+    hi = getattr(node, "end_lineno", None) or lo
+    i = bisect_left(lines, lo)
+    return i < len(lines) and lines[i] <= hi
+
+
+def walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
+    """``ast.walk`` that enters only the nodes whose lines include one of ``lines``."""
+    pending = [node]
+    while pending:
+        n = pending.pop()
+        yield n
+        pending.extend(c for c in ast.iter_child_nodes(n) if not hasattr(c, "lineno") or overlaps(lines, c))
+
+
+def find_all(source: str, words) -> List[int]:
+    hits = []
+    for word in words:
+        pos = source.find(word)
+        while pos != -1:
+            hits.append(pos)
+            pos = source.find(word, pos + len(word))
+    return hits
+
+
+def lines_of(source: str, positions) -> List[int]:
+    """The (sorted, distinct) line numbers of character positions, in one pass."""
+    out, line, last = [], 1, 0
+    for pos in sorted(positions):
+        line += source.count("\n", last, pos)
+        last = pos
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
+
+
+def self_ref(value, name: str) -> bool:
+    """Whether ``value`` mentions the name ``name`` (``total + x`` for ``total``)."""
+    return isinstance(value, ast.AST) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))

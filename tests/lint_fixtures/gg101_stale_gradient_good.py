@@ -1,0 +1,92 @@
+"""GG101: correct code of the same shapes (no finding expected)."""
+import torch
+import gradguard as gg
+
+
+def zero_first(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def zero_after_step_in_helper(model, loader, loss_fn, optimizer):
+    def unused():
+        pass
+
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _step_and_clear(optimizer)
+
+
+def _step_and_clear(optimizer):
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def grads_to_none(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        for p in model.parameters():
+            p.grad = None
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def grads_zeroed_when_present(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def scheduler_is_not_an_optimizer(model, loader, loss_fn, scheduler):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        scheduler.step()
+
+
+def window_start_and_end(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+    optimizer.step()  # the last partial window
+
+
+def window_start_and_continue(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k != 0:
+            continue
+        optimizer.step()
+    optimizer.step()
+
+
+def window_start_and_named_end(model, loader, loss_fn, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        do_update = (i + 1) % k == 0 or i + 1 == len(loader)
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if do_update:
+            optimizer.step()
+
+
+def suppressed(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # gradguard: ignore[GG101]
+
+
+def suppressed_bare(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # gradguard: ignore
+
+

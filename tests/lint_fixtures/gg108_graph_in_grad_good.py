@@ -1,0 +1,13 @@
+"""GG108: correct code of the same shapes (no finding expected)."""
+import torch
+
+
+def hessian_vector_product(loss, params, v):
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    dot = sum((g * u).sum() for g, u in zip(grads, v))
+    dot.backward(create_graph=True)
+    return [p.grad for p in params]
+
+
+def plain(model, x, y, loss_fn):
+    loss_fn(model(x), y).backward(create_graph=False)
