@@ -17,7 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 pytestmark = pytest.mark.slow  # each test starts a server process
 
 from gradguard import lint_source  # noqa: E402
-from gradguard.lint.fix import fix_source  # noqa: E402
+from gradguard.lint.autofix import fix_source  # noqa: E402
 
 BUGGY = """\
 import torch

@@ -94,7 +94,7 @@ class GradguardServer(LanguageServer):
         if excluded:
             return []
         from .lint import lint_source
-        from .lint.fixes import attach_fixes
+        from .lint.autofix import attach_fixes
 
         return attach_fixes(lint_source(text, path, select=select, ignore=ignore, notify=self.show), text)
 
@@ -164,7 +164,7 @@ class GradguardServer(LanguageServer):
 
     def fix_all(self, uri: str, doc: TextDocument) -> Optional[lsp.CodeAction]:
         """Every safe fix, as ``gradguard lint --fix`` applies them, as one edit of the whole document."""
-        from .lint.fix import fix_source
+        from .lint.autofix import fix_source
 
         path, select, ignore, excluded = self.settings_for(doc)
         text = doc.source
