@@ -15,12 +15,12 @@ import sys
 from typing import Optional, Sequence
 
 from .._errors import GradguardError
-from . import demo, lint, plan, rule, run
+from . import demo, lint, plan, rule, run, server
 
 #: exit code for bad usage (argparse's own, and ours).
 USAGE_ERROR = 2
 
-SUBCOMMANDS = {"demo": demo, "run": run, "lint": lint, "rule": rule, "plan": plan}
+SUBCOMMANDS = {"demo": demo, "run": run, "lint": lint, "rule": rule, "plan": plan, "server": server}
 
 
 def build_parser() -> tuple:
@@ -70,7 +70,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return USAGE_ERROR
     try:
         code = int(SUBCOMMANDS[args.command].handle(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        if not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
     except GradguardError as exc:
         print(f"gradguard {args.command}: error: {exc}", file=sys.stderr)
