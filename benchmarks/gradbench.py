@@ -375,6 +375,24 @@ def _link(source: str) -> str:
     return source
 
 
+def _implemented(tool: str, code: str) -> Optional[bool]:
+    """Whether the measured gradguard has a check for ``code`` in the watch or the linter (one file per rule)."""
+    if tool == "watch":
+        folder, pattern = SRC / "gradguard" / "watcher" / "rules", f"{code.lower()}.py"
+    else:
+        folder, pattern = SRC / "gradguard" / "lint" / "rules", f"{code.lower()}_*.py"
+    return any(folder.glob(pattern)) if folder.is_dir() else None
+
+
+def _why(case: Case, tool: str) -> str:
+    """Why a tool missed (or was late on) a case in its scope: a missing check, else the case's note."""
+    missing = [code for code in case.expected(tool) if _implemented(tool, code) is False]
+    if len(missing) == len(case.expected(tool)):
+        return f"this gradguard's {tool} has no {'/'.join(missing)} check"
+    note = case.fields.get(f"{tool}-miss")
+    return note or "the rule exists but did not fire on this shape (not analysed yet)"
+
+
 def _pct(n: int, d: int) -> str:
     return f"{n}/{d} ({100 * n / d:.0f} %)" if d else "0/0"
 
@@ -413,7 +431,7 @@ def figure(cases: List[Case], judged: Dict[str, Dict], path: Path) -> None:
              ("lint", lambda c, j: j["lint_caught"]),
              ("check_trainer", lambda c, j: bool(j.get("trainer_caught"))),
              ("set_detect_anomaly (baseline)", lambda c, j: j["anomaly_caught"])]
-    fig, ax = plt.subplots(figsize=(11, 4.8))
+    fig, ax = plt.subplots(figsize=(11, 5.4))
     width = 0.8 / len(tools)
     for k, (label, hit) in enumerate(tools):
         ys = []
@@ -428,7 +446,7 @@ def figure(cases: List[Case], judged: Dict[str, Dict], path: Path) -> None:
     ax.set_xlabel("bug family (number of cases)")
     ax.set_ylim(0, 105)
     ax.set_title(f"GradBench: {len(cases)} published gradient-buffer bugs, who catches them")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=len(tools), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -503,6 +521,8 @@ def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, version
             w = (f"**{'caught' if j['watch_in_time'] else 'late' if j['watch_caught'] else 'missed'}**"
                  f" ({', '.join(j['watch_codes']) or 'no finding'}; step {j['watch_step']}; expected "
                  f"{'/'.join(c.expected('watch'))} by step {c.bug_step or 'end'})")
+            if not j["watch_in_time"]:
+                w += f"; why: {_why(c, 'watch')}"
         else:
             w = f"out of scope: {c.out_reason('watch')}" + (f" (reported {', '.join(j['watch_codes'])})"
                                                           if j["watch_codes"] else "")
@@ -511,6 +531,8 @@ def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, version
         if c.expected("lint"):
             lt = (f"**{'caught' if j['lint_caught'] else 'missed'}** ({', '.join(j['lint_codes']) or 'no finding'};"
                   f" expected {'/'.join(c.expected('lint'))})")
+            if not j["lint_caught"]:
+                lt += f"; why: {_why(c, 'lint')}"
         else:
             lt = f"out of scope: {c.out_reason('lint')}" + (f" (reported {', '.join(j['lint_codes'])})"
                                                           if j["lint_codes"] else "")

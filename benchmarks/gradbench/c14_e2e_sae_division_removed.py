@@ -7,6 +7,8 @@ numeric: the step's gradient is gradient_accumulation_steps (2) times the window
 watch: GG104
 lint: GG104
 bug-step: 1
+watch-miss: the loss is a sum of two means (reconstruction and sparsity); the unscaled-accumulation check apparently needs one recognisable mean reduction
+lint-miss: the linter reported GG103 (a dropped final window) although 10 micro-batches fill five windows of 2, and did not see the missing division
 """
 import torch
 

@@ -4,9 +4,10 @@ source: rasbt/LLMs-from-scratch#300 (https://github.com/rasbt/LLMs-from-scratch/
 family: dropped-window
 shape: if batch_idx % accumulation_steps == 0: optimizer.step(); optimizer.zero_grad() -- true at batch 0, so the first window has one micro-batch and the last partial window is left in .grad
 numeric: the first update applies one micro-batch divided by accumulation_steps (1/4 of its size); the final micro-batches are never applied
-watch: GG111
+watch: GG111 GG103
 lint: GG103
 bug-step: 1
+watch-miss: the dropped tail is reported at the end (GG103); the first window, one micro-batch divided by 4, is the underscaled-window bug (GG111)
 """
 import torch
 import torch.nn.functional as F

@@ -26,8 +26,11 @@ class TinyCausalLM(torch.nn.Module):
     def forward(self, input_ids, labels=None):  # BUG
     # FIX: def forward(self, input_ids, labels=None, num_items_in_batch=None, **kwargs):
         logits = self.head(torch.tanh(self.embed(input_ids)))
+        if labels is None:
+            return {"logits": logits}
         loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)  # BUG
-        # FIX: loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum") / num_items_in_batch
+        # FIX: loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum")
+        # FIX: loss = loss / num_items_in_batch if num_items_in_batch is not None else loss / (labels[:, 1:] != -100).sum()
         return {"loss": loss, "logits": logits}
 
 

@@ -45,7 +45,7 @@ def train(rank, init_file, world_size=2):
 
 
 def rank1(init_file):
-    torch.set_num_threads(1)
+    _gb.setup()  # the same dtype as rank 0
     train(1, init_file)
 
 
