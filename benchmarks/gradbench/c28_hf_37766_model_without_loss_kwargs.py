@@ -2,7 +2,7 @@
 
 source: huggingface/transformers#37766 (https://github.com/huggingface/transformers/issues/37766), "[Trainer] As gradient_accumulation_steps increases, the loss also increases": "If model does not accept loss_kwargs, the loss is not divided by the number of items in the batch, but only by the number of items in a single forward pass ... no error or warning is raised"
 family: num-items
-shape: a custom causal LM whose forward(input_ids, labels) returns the token-mean cross-entropy and has no **kwargs, so the Trainer cannot pass num_items_in_batch and divides each micro-batch mean by gradient_accumulation_steps
+shape: a custom token model whose forward(input_ids, labels) returns the token-mean cross-entropy (labels aligned with the positions, so the Trainer's count of labels != -100 is the loss's count) and has no **kwargs, so the Trainer cannot pass num_items_in_batch and divides each micro-batch mean by gradient_accumulation_steps
 numeric: micro-batches with few target tokens weigh as much as those with many; the step's gradient is not the window's token mean
 watch: GG105
 lint: out: the token counts are data, and the Trainer computes the loss scaling inside the framework
@@ -28,9 +28,9 @@ class TinyCausalLM(torch.nn.Module):
         logits = self.head(torch.tanh(self.embed(input_ids)))
         if labels is None:
             return {"logits": logits}
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)  # BUG
-        # FIX: loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum")
-        # FIX: loss = loss / num_items_in_batch if num_items_in_batch is not None else loss / (labels[:, 1:] != -100).sum()
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)  # BUG
+        # FIX: loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+        # FIX: loss = loss / num_items_in_batch if num_items_in_batch is not None else loss / (labels != -100).sum()
         return {"loss": loss, "logits": logits}
 
 
