@@ -448,7 +448,7 @@ def figure(cases: List[Case], judged: Dict[str, Dict], path: Path) -> None:
     ax.set_title(f"GradBench: {len(cases)} published gradient-buffer bugs, who catches them")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=len(tools), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
