@@ -1,0 +1,642 @@
+"""GradBench: published gradient-buffer bugs, reproduced, and which tool catches them.
+
+Each case in ``benchmarks/gradbench/cNN_*.py`` is a small program that reproduces one
+published bug in the shape it had in its project; its header names the source and what
+goes wrong. Its fixed twin is derived from the same file: lines ending in ``# BUG`` are
+dropped and lines ``# FIX: code`` are uncommented (at the indentation of their ``#``).
+
+For every case and twin this runs, each in its own process:
+
+* ``gradguard run --mode record`` (the run-time watch, float32 as a user runs it),
+* the program in float64 under ``torch.autograd.set_detect_anomaly(True)`` (the baseline
+  a user has today), recording the parameters before and after and the memory that
+  autograd graphs still hold at the end (``_gb.py``),
+* ``check_trainer`` on the HF ``Trainer`` of the cases that build one,
+
+and ``gradguard lint`` over all files at once. The numeric effect of a bug is the
+relative distance of the buggy run's parameter update from the twin's, both in float64
+(for the accumulation cases the twin computes the full-batch gradient), or the activation
+bytes and autograd nodes still alive at the end.
+
+Usage (from the repository root)::
+
+    python benchmarks/gradbench.py                 # everything; writes docs/gradbench.md and its figure
+    python benchmarks/gradbench.py -k c01 -k c16   # only cases whose name contains one of these
+    python benchmarks/gradbench.py --json out.json # also the raw results
+    python benchmarks/gradbench.py --traincheck-dir /path/to/TrainCheck-Evaluation-Workloads
+                                                   # only re-lint TrainCheck's bug scripts into
+                                                   # benchmarks/gradbench/traincheck_lint.json (the doc uses it)
+
+The gradguard measured is the one importable with this repository's ``src`` first on
+``PYTHONPATH`` (override with ``GRADBENCH_GRADGUARD_SRC``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.pool import ThreadPool
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "benchmarks" / "gradbench"
+DOC = ROOT / "docs" / "gradbench.md"
+FIGURE = ROOT / "docs" / "gradbench.png"
+TRAINCHECK_STORED = CASES / "traincheck_lint.json"
+SRC = Path(os.environ.get("GRADBENCH_GRADGUARD_SRC", ROOT / "src"))
+TIMEOUT_S = 300
+WORKERS = 2
+
+sys.path.insert(0, str(SRC))
+from gradguard._progress import progress  # noqa: E402  (a bar on a terminal, plain lines in a log)
+
+# ---------------------------------------------------------------------------------------------
+# cases
+
+
+@dataclass
+class Case:
+    name: str
+    path: Path
+    title: str
+    fields: Dict[str, str]
+
+    @property
+    def source(self) -> str:
+        return self.fields.get("source", "")
+
+    @property
+    def family(self) -> str:
+        return self.fields.get("family", "")
+
+    def expected(self, tool: str) -> List[str]:
+        """Rule codes the tool should report, or [] when the case is outside its scope."""
+        value = self.fields.get(tool, "out")
+        return [] if value.startswith("out") else value.split()
+
+    def out_reason(self, tool: str) -> str:
+        value = self.fields.get(tool, "out")
+        return value.partition(":")[2].strip() if value.startswith("out") else ""
+
+    @property
+    def bug_step(self) -> Optional[int]:
+        value = self.fields.get("bug-step", "end")
+        return None if value == "end" else int(value)
+
+    @property
+    def uses_trainer(self) -> bool:
+        return self.fields.get("trainer", "no") == "yes"
+
+
+def load_cases(select: Optional[List[str]] = None) -> List[Case]:
+    cases = []
+    for path in sorted(CASES.glob("c[0-9][0-9]_*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        if not doc:
+            raise SystemExit(f"{path}: no header docstring")
+        title, _, rest = doc.partition("\n")
+        fields = {}
+        for line in rest.splitlines():
+            m = re.match(r"^([a-z-]+): (.*)$", line)
+            if m:
+                fields[m.group(1)] = m.group(2).strip()
+        for key in ("source", "family", "shape", "numeric", "watch", "lint", "bug-step"):
+            if key not in fields:
+                raise SystemExit(f"{path}: header lacks '{key}:'")
+        case = Case(path.stem, path, title.strip(), fields)
+        if not select or any(s in case.name for s in select):
+            cases.append(case)
+    return cases
+
+
+_FIX = re.compile(r"^(\s*)# FIX: ?(.*)$")
+
+
+def twin_source(source: str) -> str:
+    """The fixed twin: drop ``# BUG`` lines, uncomment ``# FIX:`` lines."""
+    out = []
+    for line in source.splitlines(keepends=True):
+        if line.rstrip().endswith("# BUG"):
+            continue
+        m = _FIX.match(line)
+        out.append(f"{m.group(1)}{m.group(2)}\n" if m else line)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def _env(extra: Dict[str, str]) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(CASES), str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("GRADBENCH_OUT", None)
+    env.pop("GRADBENCH_DTYPE", None)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
+    env.update(extra)
+    return env
+
+
+# One process per case: the watch (`gradguard run`, through its own command-line entry point,
+# float32, nothing else installed), then check_trainer, then the baseline (anomaly detection on,
+# float64, parameters and held memory recorded by _gb). The order matters: anomaly mode and _gb's
+# saved-tensor hooks stay on for the rest of the process, so they come last.
+_DRIVER = r"""
+import json, os, runpy, sys, traceback
+work, name, bug, fix, with_trainer = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
+from gradguard.cli import main as gradguard_cli
+res = {"bug": {}, "fix": {}}
+
+def fresh():
+    for mod in ("_gb", "_hf"):
+        sys.modules.pop(mod, None)
+
+def run_script(path):
+    sys.argv = [path]
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return 0, ""
+    except SystemExit as e:
+        return (0, "") if e.code in (None, 0) else (1, f"SystemExit({e.code})")
+    except BaseException:
+        return 1, traceback.format_exc()[-1500:]
+    finally:
+        sys.path.pop(0)
+
+for v, path in (("bug", bug), ("fix", fix)):
+    fresh()
+    report = os.path.join(work, f"{name}.{v}.watch.json")
+    try:
+        rc = gradguard_cli(["run", "--mode", "record", "--no-progress", "--report", report, path])
+        err = ""
+    except BaseException:
+        rc, err = "crash", traceback.format_exc()[-1500:]
+    findings = json.load(open(report)) if os.path.exists(report) else None
+    res[v]["watch"] = {"rc": rc, "findings": findings, "stderr_tail": err}
+
+if with_trainer:
+    import transformers
+    from gradguard.integrations.transformers import check_trainer
+    original_train = transformers.Trainer.train
+    class Checked(Exception):
+        pass
+    def train(self, *a, **k):
+        r = check_trainer(self)
+        raise Checked({"equivalent": bool(r.equivalent), "max_rel_diff": float(r.max_rel_diff),
+                       "causes": [str(c) for c in r.causes]})
+    transformers.Trainer.train = train
+    for v, path in (("bug", bug), ("fix", fix)):
+        fresh()
+        sys.argv = [path]
+        sys.path.insert(0, os.path.dirname(path))
+        try:
+            runpy.run_path(path, run_name="__main__")
+            res[v]["trainer"] = {"rc": "no trainer", "report": None, "stderr_tail": "train() never called"}
+        except Checked as c:
+            res[v]["trainer"] = {"rc": 0, "report": c.args[0], "stderr_tail": ""}
+        except BaseException:
+            res[v]["trainer"] = {"rc": "crash", "report": None, "stderr_tail": traceback.format_exc()[-1500:]}
+        finally:
+            sys.path.pop(0)
+    transformers.Trainer.train = original_train
+
+import torch
+torch.autograd.set_detect_anomaly(True)
+for v, path in (("bug", bug), ("fix", fix)):
+    fresh()
+    out = os.path.join(work, f"{name}.{v}.measure.json")
+    os.environ["GRADBENCH_OUT"], os.environ["GRADBENCH_DTYPE"] = out, "float64"
+    rc, err = run_script(path)
+    record = json.load(open(out)) if os.path.exists(out) else None
+    res[v]["measure"] = {"rc": rc, "record": record, "stderr_tail": err}
+    os.environ.pop("GRADBENCH_OUT")
+with open(os.path.join(work, f"{name}.json"), "w") as f:
+    json.dump(res, f)
+"""
+
+
+def _task(args) -> tuple:
+    name, bug, fix, with_trainer, work = args
+    t0 = time.perf_counter()
+    out = Path(work) / f"{name}.json"
+    try:
+        p = subprocess.run([sys.executable, "-c", _DRIVER, work, name, str(bug), str(fix), "1" if with_trainer else "0"],
+                           env=_env({}), cwd=str(Path(bug).parent), capture_output=True, text=True, timeout=TIMEOUT_S)
+        tail = p.stderr[-3000:]
+    except subprocess.TimeoutExpired as e:
+        tail = f"timeout after {TIMEOUT_S} s"
+    res = json.loads(out.read_text()) if out.exists() else {
+        v: {k: {"rc": "crash", "stderr_tail": tail} for k in ("watch", "measure")} for v in ("bug", "fix")}
+    res["wall_s"] = time.perf_counter() - t0
+    return name, res
+
+
+def lint(paths: List[Path]) -> Dict[str, List[Dict]]:
+    p = subprocess.run([sys.executable, "-m", "gradguard", "lint", "--format", "json", "--no-progress",
+                        "--no-config", *map(str, paths)],
+                       env=_env({}), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"gradguard lint failed ({p.returncode}): {p.stderr[-2000:]}")
+    by_path: Dict[str, List[Dict]] = {str(q): [] for q in paths}
+    for f in json.loads(p.stdout or "[]"):
+        by_path.setdefault(f["path"], []).append(f)
+    return by_path
+
+
+def run_all(cases: List[Case], work: Path) -> Dict[str, Dict]:
+    twins = work / "twins"
+    twins.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for c in cases:
+        twin = twins / c.path.name
+        twin.write_text(twin_source(c.path.read_text()))
+        paths[c.name] = {"bug": c.path, "fix": twin}
+    tasks = [(c.name, paths[c.name]["bug"], paths[c.name]["fix"], c.uses_trainer, str(work)) for c in cases]
+    # the slow ones (frameworks) first, so that the two workers end together
+    tasks.sort(key=lambda t: 0 if any(k in t[0] for k in ("lightning", "hf_", "ddp")) else 1)
+    results: Dict[str, Dict] = {}
+    linted = lint([paths[c.name][v] for c in cases for v in ("bug", "fix")])
+    with ThreadPool(WORKERS) as pool:  # each task is its own process; the threads only wait on them
+        for name, res in progress(pool.imap_unordered(_task, tasks), desc="gradbench", total=len(tasks)):
+            results[name] = res
+    for c in cases:
+        for v in ("bug", "fix"):
+            results[c.name][v]["lint"] = linted.get(str(paths[c.name][v]), [])
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+
+
+def _norm(xs) -> float:
+    return math.sqrt(sum(x * x for x in xs))
+
+
+def effect(res: Dict) -> Dict:
+    """Numeric effect of the bug: update error vs the twin (float64), memory still held at the end."""
+    bug, fix = res["bug"].get("measure", {}).get("record"), res["fix"].get("measure", {}).get("record")
+    out: Dict = {"update_error": None, "nan": False, "saved_bytes": None, "graph_nodes": None,
+                 "twin_saved_bytes": None, "twin_graph_nodes": None}
+    if bug is None or fix is None:
+        return out
+    out.update(saved_bytes=bug["saved_bytes"], graph_nodes=bug["graph_nodes"],
+               twin_saved_bytes=fix["saved_bytes"], twin_graph_nodes=fix["graph_nodes"])
+    if not bug["finite"]:
+        out["nan"] = True
+        return out
+    init, b, f = bug["initial"], bug["final"], fix["final"]
+    if init is not None and len(b) == len(f) == len(init):
+        ref = _norm([fi - i for fi, i in zip(f, init)])
+        out["update_error"] = _norm([bi - fi for bi, fi in zip(b, f)]) / ref if ref > 0 else None
+    return out
+
+
+def judge(case: Case, res: Dict) -> Dict:
+    j: Dict = {}
+    # watch
+    exp = case.expected("watch")
+    wf = res["bug"].get("watch", {}).get("findings")
+    j["watch_ran"] = wf is not None
+    hits = [f for f in (wf or []) if f["code"] in exp]
+    j["watch_codes"] = sorted({f["code"] for f in (wf or [])})
+    j["watch_caught"] = bool(hits)
+    steps = [f.get("step") for f in hits]
+    j["watch_step"] = min((s for s in steps if s is not None), default=None)
+    if case.bug_step is None:
+        j["watch_in_time"] = bool(hits)
+    else:
+        j["watch_in_time"] = any(s is not None and s <= case.bug_step for s in steps)
+    twin_w = res["fix"].get("watch", {}).get("findings")
+    j["watch_twin"] = sorted(f["code"] for f in (twin_w or []))
+    j["watch_twin_ran"] = twin_w is not None
+    # lint
+    lexp = case.expected("lint")
+    lf = res["bug"].get("lint", [])
+    j["lint_codes"] = sorted({f["code"] for f in lf})
+    j["lint_caught"] = any(f["code"] in lexp for f in lf)
+    j["lint_twin"] = sorted(f["code"] for f in res["fix"].get("lint", []))
+    # anomaly baseline: the buggy run raised under detect_anomaly
+    mb, mf = res["bug"].get("measure", {}), res["fix"].get("measure", {})
+    j["anomaly_caught"] = mb.get("rc") not in (0, None)
+    j["anomaly_twin"] = mf.get("rc") not in (0, None)
+    j["anomaly_msg"] = (mb.get("stderr_tail") or "").strip().splitlines()[-1:] if j["anomaly_caught"] else []
+    # check_trainer
+    if case.uses_trainer:
+        tb, tf = res["bug"].get("trainer", {}).get("report"), res["fix"].get("trainer", {}).get("report")
+        j["trainer_caught"] = None if tb is None else not tb["equivalent"]
+        j["trainer_diff"] = None if tb is None else tb["max_rel_diff"]
+        j["trainer_twin"] = None if tf is None else not tf["equivalent"]
+        j["trainer_twin_diff"] = None if tf is None else tf["max_rel_diff"]
+    j["effect"] = effect(res)
+    j["crashes"] = {f"{v}.{k}": res[v][k].get("stderr_tail", "")[-600:]
+                    for v in ("bug", "fix") for k in ("watch", "measure", "trainer")
+                    if k in res[v] and (res[v][k].get("rc") not in (0, 1, None)
+                                        or (k == "watch" and res[v][k].get("findings") is None))
+                    and not (k == "measure" and v == "bug")}
+    return j
+
+
+# ---------------------------------------------------------------------------------------------
+# the document
+
+
+def _fmt_effect(e: Dict) -> str:
+    if e.get("nan"):
+        return "parameters NaN"
+    parts = []
+    if e.get("update_error") is not None:
+        parts.append(f"update error {100 * e['update_error']:.1f} %")
+    sb, tsb = e.get("saved_bytes"), e.get("twin_saved_bytes")
+    gn, tgn = e.get("graph_nodes"), e.get("twin_graph_nodes")
+    if sb is not None and sb != tsb:
+        parts.append(f"{sb / 1024:.1f} KiB of activations held at the end (twin {tsb / 1024:.1f})")
+    if gn is not None and gn != tgn:
+        parts.append(f"{gn} autograd nodes kept (twin {tgn})")
+    return "; ".join(parts) or "no numeric difference measured"
+
+
+def _link(source: str) -> str:
+    m = re.match(r"^(\S+?)#(\d+) \((https?://\S+)\)(.*)$", source)
+    if m:
+        return f"[{m.group(1)}#{m.group(2)}]({m.group(3)}){m.group(4)}"
+    return source
+
+
+def _implemented(tool: str, code: str) -> Optional[bool]:
+    """Whether the measured gradguard has a check for ``code`` in the watch or the linter (one file per rule)."""
+    if tool == "watch":
+        folder, pattern = SRC / "gradguard" / "watcher" / "rules", f"{code.lower()}.py"
+    else:
+        folder, pattern = SRC / "gradguard" / "lint" / "rules", f"{code.lower()}_*.py"
+    return any(folder.glob(pattern)) if folder.is_dir() else None
+
+
+def _why(case: Case, tool: str) -> str:
+    """Why a tool missed (or was late on) a case in its scope: a missing check, else the case's note."""
+    missing = [code for code in case.expected(tool) if _implemented(tool, code) is False]
+    if len(missing) == len(case.expected(tool)):
+        return f"this gradguard's {tool} has no {'/'.join(missing)} check"
+    note = case.fields.get(f"{tool}-miss")
+    return note or "the rule exists but did not fire on this shape (not analysed yet)"
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f} %)" if d else "0/0"
+
+
+def summarize(cases: List[Case], judged: Dict[str, Dict]) -> Dict:
+    w_scope = [c for c in cases if c.expected("watch")]
+    l_scope = [c for c in cases if c.expected("lint")]
+    t_scope = [c for c in cases if c.uses_trainer]
+    return {
+        "cases": len(cases),
+        "watch_scope": len(w_scope),
+        "watch_in_time": sum(judged[c.name]["watch_in_time"] for c in w_scope),
+        "watch_caught": sum(judged[c.name]["watch_caught"] for c in w_scope),
+        "lint_scope": len(l_scope),
+        "lint_caught": sum(judged[c.name]["lint_caught"] for c in l_scope),
+        "trainer_scope": len(t_scope),
+        "trainer_caught": sum(bool(judged[c.name].get("trainer_caught")) for c in t_scope),
+        "anomaly_caught": sum(judged[c.name]["anomaly_caught"] for c in cases),
+        "any_caught": sum(judged[c.name]["watch_caught"] or judged[c.name]["lint_caught"]
+                          or bool(judged[c.name].get("trainer_caught")) for c in cases),
+        "twins_watch_findings": sum(len(judged[c.name]["watch_twin"]) for c in cases),
+        "twins_lint_findings": sum(len(judged[c.name]["lint_twin"]) for c in cases),
+        "twins_trainer_findings": sum(bool(judged[c.name].get("trainer_twin")) for c in t_scope),
+        "twins_anomaly": sum(judged[c.name]["anomaly_twin"] for c in cases),
+    }
+
+
+def figure(cases: List[Case], judged: Dict[str, Dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = sorted({c.family for c in cases})
+    tools = [("watch (by the first step after the bug)", lambda c, j: j["watch_in_time"]),
+             ("lint", lambda c, j: j["lint_caught"]),
+             ("check_trainer", lambda c, j: bool(j.get("trainer_caught"))),
+             ("set_detect_anomaly (baseline)", lambda c, j: j["anomaly_caught"])]
+    fig, ax = plt.subplots(figsize=(11, 5.4))
+    width = 0.8 / len(tools)
+    for k, (label, hit) in enumerate(tools):
+        ys = []
+        for fam in families:
+            members = [c for c in cases if c.family == fam]
+            ys.append(100 * sum(bool(hit(c, judged[c.name])) for c in members) / len(members))
+        ax.bar([i + (k - 1.5) * width for i in range(len(families))], ys, width, label=label)
+    ax.set_xticks(range(len(families)))
+    ax.set_xticklabels([f"{f}\n(n={sum(c.family == f for c in cases)})" for f in families], rotation=30,
+                       ha="right", fontsize=8)
+    ax.set_ylabel("buggy cases caught (% of the family's cases)")
+    ax.set_xlabel("bug family (number of cases)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"GradBench: {len(cases)} published gradient-buffer bugs, who catches them")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=len(tools), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _traincheck_section(stored: Dict) -> List[str]:
+    from gradbench_traincheck import BUGS, REPO  # benchmarks/gradbench/gradbench_traincheck.py
+
+    lines = ["## TrainCheck's silent-bug set", "",
+             f"TrainCheck (OSDI '25) evaluates on real silent training bugs; its public evaluation workloads "
+             f"({REPO}) list {len(BUGS)} of the 20 the paper reproduced (the paper: 18 of 20 detected; the "
+             "two undetected are not named in the public artifacts). Which of them are gradient-buffer bugs "
+             "(gradguard's scope), and what gradguard does with the bug scripts that can run or be linted "
+             "here:", "",
+             "| bug | what goes wrong | in gradguard's scope | TrainCheck (published) | gradguard lint on the bug script | gradguard here |",
+             "|---|---|---|---|---|---|"]
+    for bug in BUGS:
+        lint_res = stored.get("lint", {}).get(bug["id"])
+        if lint_res is None:
+            lint_txt = "no script" if not bug.get("scripts") else "not linted"
+        else:
+            codes = sorted({f["code"] for f in lint_res})
+            lint_txt = ", ".join(codes) if codes else "no finding"
+        lines.append(f"| `{bug['id']}` | {bug['what']} | {bug['scope']} | {bug['traincheck']} | {lint_txt} | "
+                     f"{bug['gradguard']} |")
+    lines += ["", stored.get("note", ""), ""]
+    return lines
+
+
+def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, versions: Dict, wall_s: float,
+              traincheck: Dict) -> str:
+    s = summary
+    L = ["# GradBench: published gradient-buffer bugs, and who catches them", "",
+         "Generated by `python benchmarks/gradbench.py` (do not edit by hand). "
+         f"{s['cases']} cases, each a small program in `benchmarks/gradbench/` that reproduces one published "
+         "bug of the gradient-buffer family in the shape it had in its project, with its fixed twin "
+         "(the same file with the `# BUG` lines dropped and the `# FIX:` lines in). Every case and twin ran "
+         "under `gradguard run` (the watch), `gradguard lint`, `check_trainer` where the case builds an HF "
+         "`Trainer`, and `torch.autograd.set_detect_anomaly(True)`, the baseline a user has today. "
+         f"Versions: {versions}. Whole run: {wall_s:.0f} s on this machine, 2 worker processes.", "",
+         "## Summary", "",
+         "| tool | scope | caught | by the first optimizer step after the bug shows | findings on the fixed twins |",
+         "|---|---|---|---|---|",
+         f"| watch (`gradguard run`) | {s['watch_scope']} cases with a run-time rule | "
+         f"{_pct(s['watch_caught'], s['watch_scope'])} | {_pct(s['watch_in_time'], s['watch_scope'])} (goal ≥ 95 %) | "
+         f"{s['twins_watch_findings']} |",
+         f"| linter (`gradguard lint`) | {s['lint_scope']} cases visible in source | "
+         f"{_pct(s['lint_caught'], s['lint_scope'])} (goal ≥ 90 %) | (before running) | {s['twins_lint_findings']} |",
+         f"| `check_trainer` | {s['trainer_scope']} HF Trainer cases | {_pct(s['trainer_caught'], s['trainer_scope'])} "
+         f"| (before training) | {s['twins_trainer_findings']} |",
+         f"| `set_detect_anomaly` (baseline) | all {s['cases']} | {_pct(s['anomaly_caught'], s['cases'])} | — | "
+         f"{s['twins_anomaly']} |",
+         f"| any gradguard tool | all {s['cases']} | {_pct(s['any_caught'], s['cases'])} | | |", "",
+         "A case is *caught* by a tool when the tool reports one of the rule codes the case's header names "
+         "for it (another code counts as a miss and is listed). *In time* for the watch: a finding with "
+         "`step` ≤ the optimizer step at which the bug first changes an update (`bug-step` in the header; "
+         "for an end-of-run bug such as a dropped final window, any finding). The scope of each tool is "
+         "declared per case in its header with the reason when it is out (\"out: ...\"); out-of-scope cases "
+         "stay in the table, since the benchmark is a measure, not a showcase.", "",
+         "The numeric effect is measured in float64: *update error* is ‖θ_bug − θ_twin‖ / ‖θ_twin − θ_0‖ "
+         "after the case's whole run (θ_0 the shared initialisation; for the accumulation cases the twin "
+         "computes the full-batch gradient, so this is the error against the full batch). For memory bugs: "
+         "the bytes of saved activations that autograd graphs still hold at the end (saved-tensor hooks) "
+         "and the autograd nodes the kept tensors still reach.", "",
+         "![GradBench: share of each family's cases caught, per tool](gradbench.png)", "",
+         "## Cases", "",
+         "| case | source | family | numeric effect | watch | lint | check_trainer | anomaly | false findings on the twin |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        j = judged[c.name]
+        if c.expected("watch"):
+            w = (f"**{'caught' if j['watch_in_time'] else 'late' if j['watch_caught'] else 'missed'}**"
+                 f" ({', '.join(j['watch_codes']) or 'no finding'}; step {j['watch_step']}; expected "
+                 f"{'/'.join(c.expected('watch'))} by step {c.bug_step or 'end'})")
+            if not j["watch_in_time"]:
+                w += f"; why: {_why(c, 'watch')}"
+        else:
+            w = f"out of scope: {c.out_reason('watch')}" + (f" (reported {', '.join(j['watch_codes'])})"
+                                                          if j["watch_codes"] else "")
+        if not j["watch_ran"]:
+            w = "watch crashed (see below)"
+        if c.expected("lint"):
+            lt = (f"**{'caught' if j['lint_caught'] else 'missed'}** ({', '.join(j['lint_codes']) or 'no finding'};"
+                  f" expected {'/'.join(c.expected('lint'))})")
+            if not j["lint_caught"]:
+                lt += f"; why: {_why(c, 'lint')}"
+        else:
+            lt = f"out of scope: {c.out_reason('lint')}" + (f" (reported {', '.join(j['lint_codes'])})"
+                                                          if j["lint_codes"] else "")
+        if c.uses_trainer:
+            tc = ("did not run" if j["trainer_caught"] is None else
+                  f"**{'caught' if j['trainer_caught'] else 'missed'}** (max rel. diff {j['trainer_diff']:.2g})")
+        else:
+            tc = "n/a"
+        an = "raised" if j["anomaly_caught"] else "silent"
+        twin = []
+        if j["watch_twin"]:
+            twin.append("watch: " + ", ".join(j["watch_twin"]))
+        if j["lint_twin"]:
+            twin.append("lint: " + ", ".join(j["lint_twin"]))
+        if c.uses_trainer and j.get("trainer_twin"):
+            twin.append(f"check_trainer: not equivalent ({j['trainer_twin_diff']:.2g})")
+        if j["anomaly_twin"]:
+            twin.append("anomaly raised")
+        L.append(f"| `{c.name}` {c.title} | {_link(c.source)} | {c.family} | {_fmt_effect(j['effect'])} | {w} | "
+                 f"{lt} | {tc} | {an} | {'; '.join(twin) or 'none'} |")
+    L += ["", "### What each case reproduces", ""]
+    for c in cases:
+        L.append(f"- `{c.name}`: {c.fields.get('shape')}. Effect: {c.fields.get('numeric')}.")
+    crashes = {c.name: judged[c.name]["crashes"] for c in cases if judged[c.name]["crashes"]}
+    if crashes:
+        L += ["", "### Runs that failed", ""]
+        for name, cr in crashes.items():
+            for where, tail in cr.items():
+                last = [ln for ln in tail.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+                L.append(f"- `{name}` {where}: `{last[0][:300]}`")
+    L += [""] + _traincheck_section(traincheck)
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# TrainCheck's bug scripts
+
+
+def lint_traincheck(repo_dir: Path) -> Dict:
+    from gradbench_traincheck import BUGS
+
+    result: Dict = {"lint": {}}
+    base = repo_dir / "silent-issue-detection" / "bug-reprod-scripts"
+    for bug in BUGS:
+        files = [base / bug["id"] / s for s in bug.get("scripts", [])]
+        files = [f for f in files if f.exists()]
+        if not files:
+            continue
+        found = lint(files)
+        result["lint"][bug["id"]] = [{"code": f["code"], "line": f["line"], "file": Path(f["path"]).name}
+                                     for fs in found.values() for f in fs]
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def versions() -> str:
+    code = ("import torch, gradguard, transformers, lightning; "
+            "print(f'torch {torch.__version__}, gradguard {gradguard.__version__}, "
+            "transformers {transformers.__version__}, lightning {lightning.__version__}')")
+    p = subprocess.run([sys.executable, "-c", code], env=_env({}), capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-k", action="append", dest="select", help="run only cases whose name contains this")
+    ap.add_argument("--json", help="also write the raw results to this file")
+    ap.add_argument("--traincheck-dir", help="a checkout of OrderLab/TrainCheck-Evaluation-Workloads to lint")
+    ap.add_argument("--no-doc", action="store_true", help="do not write docs/gradbench.md")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(CASES))
+    if args.traincheck_dir:  # re-lint TrainCheck's scripts, keep only the findings
+        traincheck = lint_traincheck(Path(args.traincheck_dir))
+        stored = json.loads(TRAINCHECK_STORED.read_text()) if TRAINCHECK_STORED.exists() else {}
+        traincheck["note"] = stored.get("note", "")
+        TRAINCHECK_STORED.write_text(json.dumps(traincheck, indent=1) + "\n")
+        print(f"wrote {TRAINCHECK_STORED.relative_to(ROOT)}")
+        if not args.select:
+            return 0
+    cases = load_cases(args.select)
+    if not cases:
+        raise SystemExit("no case selected")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="gradbench-") as work:
+        results = run_all(cases, Path(work))
+    wall = time.perf_counter() - t0
+    judged = {c.name: judge(c, results[c.name]) for c in cases}
+    summary = summarize(cases, judged)
+    traincheck = json.loads(TRAINCHECK_STORED.read_text()) if TRAINCHECK_STORED.exists() else {}
+    for c in cases:
+        j = judged[c.name]
+        print(f"{c.name}: watch {'caught' if j['watch_caught'] else '-'} lint {'caught' if j['lint_caught'] else '-'}"
+              f" twin watch {j['watch_twin'] or '-'} twin lint {j['lint_twin'] or '-'} {_fmt_effect(j['effect'])}")
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": summary, "cases": judged}, indent=1, default=str))
+    if not args.no_doc and not args.select:
+        figure(cases, judged, FIGURE)
+        DOC.write_text(write_doc(cases, judged, summary, versions(), wall, traincheck))
+        print(f"wrote {DOC.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
