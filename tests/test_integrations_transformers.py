@@ -79,6 +79,8 @@ def make_model(kind, dropout=0.0):
         cfg = transformers.GPT2Config(vocab_size=V, n_positions=32, n_embd=16, n_layer=1, n_head=2,
                                       resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout)
         return transformers.GPT2LMHeadModel(cfg)
+    if kind == "logits":
+        return LogitsLM()
     return TinyLM()
 
 
@@ -621,3 +623,117 @@ def test_check_trainer_on_a_model_that_needs_labels_and_returns_no_logits(tmp_pa
     assert not report.equivalent and report.max_rel_diff == pytest.approx(measured, rel=1e-3)
     with pytest.raises(gg.GradguardError, match="without 'logits'"):
         exact(family_trainer(tmp_path, copy.deepcopy(model), data, 4)).train()
+
+
+class LogitsLM(nn.Module):
+    """A model that returns logits only: the trainer subclass's compute_loss makes the loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, 16)
+        self.head = nn.Linear(16, V)
+
+    def forward(self, input_ids, labels=None, **kwargs):
+        return {"logits": self.head(torch.tanh(self.emb(input_ids)))}
+
+
+def _ce(model, inputs, shift, reduction):
+    out = model(input_ids=inputs["input_ids"])
+    logits, labels = out["logits"], inputs["labels"]
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100, reduction=reduction), out
+
+
+class SumOverCount(transformers.Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, out = _ce(model, inputs, False, "sum")
+        loss = loss / num_items_in_batch
+        return (loss, out) if return_outputs else loss
+
+
+class MeanIgnoringCount(transformers.Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # gradguard: ignore[GG301] (the bug under test)
+        loss, out = _ce(model, inputs, False, "mean")
+        return (loss, out) if return_outputs else loss
+
+
+class ShiftedSumOverCount(transformers.Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, out = _ce(model, inputs, True, "sum")
+        loss = loss / num_items_in_batch
+        return (loss, out) if return_outputs else loss
+
+
+@pytest.mark.parametrize("cls, shifted, expected, cause", [
+    pytest.param(SumOverCount, False, True, None, id="sum-over-count"),
+    pytest.param(MeanIgnoringCount, False, False, "MeanIgnoringCount.compute_loss ignores num_items_in_batch",
+                 id="mean-ignoring-count"),
+    pytest.param(ShiftedSumOverCount, True, False, "ShiftedSumOverCount.compute_loss shifts labels",
+                 id="shifted-sum-over-trainer-count"),
+])
+def test_check_trainer_when_the_model_returns_no_loss_and_compute_loss_makes_it(tmp_path, cls, shifted, expected,
+                                                                                 cause):
+    # Before, the reference was the model's own loss or the unshifted cross entropy of its logits, never the
+    # override's: a wrong verdict for a shifted override and, in older versions, KeyError: 'loss'.
+    data = rows()
+    measured = measured_rel_diff(tmp_path, "logits", data, shifted, cls)
+    report = check_trainer(make_trainer(tmp_path, make_model("logits"), data, cls=cls))
+    assert report.equivalent is expected and (measured < 1e-4) is expected, (report, measured)
+    if expected:
+        assert report.max_rel_diff < 1e-4 and report.causes == []
+    else:
+        assert report.max_rel_diff == pytest.approx(measured, rel=1e-3)
+        assert len(report.causes) == 1 and cause in report.causes[0] and "Fix:" in report.causes[0], report.causes
+    # The window is the whole (shuffled) data set: its target count, shifted or not, is the loss's.
+    assert sum(report.items) == int((torch.stack([r["labels"] for r in data])[:, int(shifted):] != -100).sum())
+
+
+def test_exact_refuses_an_override_on_a_model_that_returns_no_loss(tmp_path):
+    trainer = make_trainer(tmp_path, make_model("logits"), rows(), cls=SumOverCount)
+    with pytest.raises(gg.GradguardError, match=r"SumOverCount\.compute_loss \(.*test_integrations_transformers.py:\d+\)"):
+        exact(trainer)
+    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+
+
+class UsesSelfModel(transformers.Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        return _ce(self.model, inputs, False, "sum")[0] / num_items_in_batch  # not the model it was given
+
+
+def test_check_trainer_says_why_it_cannot_judge_an_override_that_fails_on_its_reference(tmp_path):
+    data = rows()
+    trainer = make_trainer(tmp_path, make_model("logits"), data, cls=UsesSelfModel)
+    with pytest.raises(gg.GradguardError, match=r"cannot judge.*UsesSelfModel\.compute_loss.*not self\.model"):
+        check_trainer(trainer)
+
+
+def _sum_over_count(outputs, labels, num_items_in_batch=None):
+    return F.cross_entropy(outputs["logits"].reshape(-1, V), labels.reshape(-1), ignore_index=-100,
+                           reduction="sum") / num_items_in_batch
+
+
+def _mean_ignoring_count(outputs, labels, num_items_in_batch=None):
+    return F.cross_entropy(outputs["logits"].reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+
+
+@pytest.mark.parametrize("fn, expected", [(_sum_over_count, True), (_mean_ignoring_count, False)])
+def test_check_trainer_with_a_compute_loss_func_on_a_model_that_returns_no_loss(tmp_path, fn, expected):
+    # Before, Trainer.compute_loss popped the labels from a batch the check then reused: the user's function
+    # crashed on labels=None.
+    data = rows()
+    model = make_model("logits")
+    want = reference_grads(model, data, shifted=False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = make_trainer(tmp_path, model, data, lr=1.0)
+    trainer.compute_loss_func = fn
+    trainer.train()
+    measured = max(float(((before[n] - p.detach()).double() - want[n]).abs().max()) for n, p in model.named_parameters())
+    measured /= max(float(w.abs().max()) for w in want.values())
+    trainer = make_trainer(tmp_path, make_model("logits"), data)
+    trainer.compute_loss_func = fn
+    report = check_trainer(trainer)
+    assert report.equivalent is expected and (measured < 1e-4) is expected, (report, measured)
+    if not expected:
+        assert report.max_rel_diff == pytest.approx(measured, rel=1e-3)
+        assert "compute_loss_func ignores num_items_in_batch" in report.causes[0], report.causes

@@ -90,8 +90,12 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
     gradient that accumulates is compared with the float64 gradient of the
     window's full batch (the micro-batches joined, padded at the end) run
     through a float64 copy of the model with its labels: the model's own loss,
-    the mean over all its target tokens (models that return no loss: the
-    token-mean cross entropy of their logits). Dropout is switched off for
+    the mean over all its target tokens. A ``compute_loss`` override or a
+    ``compute_loss_func`` defines the loss instead (also for a model that
+    returns only logits): the full batch goes through it, with
+    ``num_items_in_batch`` the count of the targets its sum runs over (shifted
+    or not, read from the logits it returns), so a Trainer count that differs
+    shows. Dropout is switched off for
     both. Afterwards the model's parameters, buffers and gradients, the
     optimizer and the random-number generators are as they were. On
     DeepSpeed, before ``train()`` builds the engine, the engine's backward is
@@ -107,8 +111,9 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
         a :class:`TrainerCheck` (``.equivalent``, ``.max_rel_diff``, ``.causes``).
 
     Raises:
-        GradguardError: no train dataset, several processes, batches without ``labels``, or a
-            DeepSpeed engine already built.
+        GradguardError: no train dataset, several processes, batches without ``labels``, a
+            DeepSpeed engine already built, or a ``compute_loss`` override that fails on (or ignores)
+            the float64 copy of the model and the joined batch (it cannot be judged).
 
     >>> report = check_trainer(trainer)            # doctest: +SKIP
     >>> report.equivalent, report.causes           # doctest: +SKIP
@@ -159,7 +164,8 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
         got = [p.grad.detach().double() if p.grad is not None else torch.zeros_like(p, dtype=torch.float64)
                for _, p in params]
         scale_free = _ignores_num_items(trainer, model, batches[0], num_items)
-        want, items, shifted = _reference(model, [n for n, _ in params], [trainer._prepare_inputs(b) for b in batches])
+        want, items, shifted = _reference(trainer, model, [n for n, _ in params],
+                                          [trainer._prepare_inputs(b) for b in batches], num_items)
 
     # Relative to the largest gradient entry of the whole model (a per-parameter ratio would
     # magnify float32 rounding in parameters whose gradient is nearly zero).
@@ -172,34 +178,125 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
 
 
 # ---------------------------------------------------------------- reference
-def _reference(model, names, batches):
-    """float64 gradient of the window's full batch run through the model; per-micro-batch items; shifted?
+def _reference(trainer, model, names, batches, num_items):
+    """float64 gradient of the window's full batch; per-micro-batch items; does the loss shift labels?
 
-    The micro-batches are joined into one batch (padded at the end: labels with -100, masks with 0), which
-    goes through a float64 copy of the model with its labels, so that the model's own loss (decoder inputs
-    built from labels, shifted targets) is the full-batch token mean. A model that returns no loss gets the
+    The micro-batches are joined into one batch (padded at the end: labels with -100, masks with 0) that goes
+    through a float64 copy of the model. The loss is the one the trainer trains on: a ``compute_loss`` override
+    or a ``compute_loss_func`` defines it (:func:`_trainer_defined_loss`); otherwise the model's own loss with
+    its labels (decoder inputs built from labels, shifted targets), or, for a model that returns none, the
     token-mean cross entropy of its logits.
     """
     ref = copy.deepcopy(model).double()
     ref.zero_grad(set_to_none=True)
     full = _joined(batches, getattr(getattr(model, "config", None), "pad_token_id", None))
-    out = ref(**full)
-    own, logits = _own_loss(out), (out["logits"] if hasattr(out, "keys") and "logits" in out.keys() else None)
     labels = full["labels"]
-    shifted = False
-    if own is not None and logits is not None and labels.dim() >= 2:
-        with torch.no_grad():
-            shifted = bool((own - _mean_ce(logits[..., :-1, :], labels[..., 1:])).abs()
-                           < (own - _mean_ce(logits, labels)).abs())
-    if own is None:
-        if logits is None:
-            raise GradguardError(f"{type(model).__name__} returned neither a loss nor logits for a batch with labels")
-        own = _mean_ce(logits, labels)
+    if _loss_defined_by_trainer(trainer):
+        own, shifted = _trainer_defined_loss(trainer, ref, full, num_items)
+    else:
+        out = ref(**full)
+        own, logits = _own_loss(out), (out["logits"] if hasattr(out, "keys") and "logits" in out.keys() else None)
+        shifted = False
+        if own is not None and logits is not None and labels.dim() >= 2:
+            with torch.no_grad():
+                shifted = bool((own - _mean_ce(logits[..., :-1, :], labels[..., 1:])).abs()
+                               < (own - _mean_ce(logits, labels)).abs())
+        if own is None:
+            if logits is None:
+                raise GradguardError(
+                    f"{type(model).__name__} returned neither a loss nor logits for a batch with labels: return "
+                    "{'loss': ...} or {'logits': ...} from forward, or make the loss in a Trainer.compute_loss override"
+                )
+            own = _mean_ce(logits, labels)
     own.backward()
     grads = dict(ref.named_parameters())
+    if _loss_defined_by_trainer(trainer) and all(grads[n].grad is None for n in names):
+        raise GradguardError(
+            f"check_trainer cannot judge this trainer: {_loss_maker(trainer)} gave the full batch a loss that does "
+            "not depend on the model it was given (a float64 copy of trainer.model): compute the loss with the "
+            "model argument, not self.model"
+        )
     want = [grads[n].grad.detach() if grads[n].grad is not None else torch.zeros_like(grads[n]) for n in names]
     counts = [int(((b["labels"][..., 1:] if shifted else b["labels"]) != IGNORE).sum()) for b in batches]
     return want, counts, shifted
+
+
+def _loss_defined_by_trainer(trainer) -> bool:
+    return type(trainer).compute_loss is not Trainer.compute_loss or trainer.compute_loss_func is not None
+
+
+def _loss_maker(trainer) -> str:
+    if type(trainer).compute_loss is not Trainer.compute_loss:
+        return f"{type(trainer).__name__}.compute_loss"
+    return "the trainer's compute_loss_func"
+
+
+def _trainer_defined_loss(trainer, ref, full, num_items):
+    """The full batch's token-mean loss as the trainer's own ``compute_loss`` makes it, on the float64 ``ref``.
+
+    A loss that ignores ``num_items_in_batch`` is a mean already: its full-batch value is the reference. A loss
+    that divides a sum by it is called with the count of the targets that sum runs over: the labels, or the
+    labels after the first position when the sum is the shifted cross entropy of the returned logits (then a
+    Trainer count of every label is a miscount the check must see, not copy). Any other loss is called with
+    the Trainer's own count. Returns the loss (with its graph) and whether the targets are shifted.
+    """
+    name = _loss_maker(trainer)
+    labels = full["labels"]
+
+    def run(n, return_outputs=False):
+        try:
+            out = trainer.compute_loss(ref, dict(full), return_outputs=return_outputs, num_items_in_batch=n)
+            # An override that returns (loss, outputs) whatever return_outputs says: take the loss.
+            return out if return_outputs or not isinstance(out, (tuple, list)) else out[0]
+        except Exception as e:  # the user's code on a float64 copy and one joined batch
+            raise GradguardError(
+                f"check_trainer cannot judge this trainer: {name} failed on the window's micro-batches joined into "
+                f"one float64 batch, its reference ({type(e).__name__}: {e}). It must work on any batch of the "
+                "train dataset, with the model it is given (not self.model) and any num_items_in_batch"
+            ) from e
+
+    n1 = num_items
+    with torch.no_grad():
+        first = run(n1, return_outputs=True)
+        loss1, outputs = first if isinstance(first, (tuple, list)) else (first, None)
+        loss2 = run(None if n1 is None else n1 * 2)
+    if not (torch.is_tensor(loss1) and loss1.numel() == 1):
+        raise GradguardError(f"check_trainer cannot judge this trainer: {name} returned "
+                             f"{type(loss1).__name__}, not a scalar loss tensor")
+    a, b = float(loss1), float(loss2)
+    scale_free = n1 is None or a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    n = float(n1) if n1 is not None else None
+    divides = not scale_free and abs(a * n - b * 2 * n) <= 1e-6 * abs(a * n)
+
+    plain_count, shifted_count = int((labels != IGNORE).sum()), int((labels[..., 1:] != IGNORE).sum())
+    logits = outputs["logits"] if hasattr(outputs, "keys") and "logits" in outputs.keys() else None
+    shifted = False
+    if logits is not None and labels.dim() >= 2 and logits.shape[:-1] == labels.shape:
+        with torch.no_grad():
+            plain = _sum_ce(logits, labels)
+            shift = _sum_ce(logits[..., :-1, :], labels[..., 1:])
+        if scale_free:  # compare means
+            plain, shift, value = plain / max(plain_count, 1), shift / max(shifted_count, 1), a
+        else:  # compare sums
+            value = a * n
+        shifted = abs(value - shift) < abs(value - plain)
+        matched = min(abs(value - shift), abs(value - plain)) <= 1e-6 * max(abs(value), 1e-12)
+    else:
+        matched = False
+    if scale_free:
+        target = n1
+    elif divides and matched:
+        target = torch.as_tensor(shifted_count if shifted else plain_count, device=labels.device)
+        if torch.is_tensor(n1):
+            target = target.to(n1.dtype)
+    else:
+        target = n1
+    return run(target), shifted
+
+
+def _sum_ce(logits, labels):
+    return float(F.cross_entropy(logits.double().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device),
+                                 ignore_index=IGNORE, reduction="sum"))
 
 
 def _joined(batches, pad_id):
@@ -236,8 +333,9 @@ def _ignores_num_items(trainer, model, batch, num_items) -> bool:
         return False
     inputs = trainer._prepare_inputs(batch)
     with torch.no_grad():
-        a = trainer.compute_loss(model, inputs, num_items_in_batch=num_items)
-        b = trainer.compute_loss(model, inputs, num_items_in_batch=num_items * 2)
+        # A copy each time: Trainer.compute_loss pops the labels when a compute_loss_func is set.
+        a = trainer.compute_loss(model, dict(inputs), num_items_in_batch=num_items)
+        b = trainer.compute_loss(model, dict(inputs), num_items_in_batch=num_items * 2)
     return bool(torch.equal(a.detach(), b.detach()))
 
 
@@ -286,10 +384,17 @@ def _causes(trainer, items, num_items, shifted, scale_free, micro, k, deepspeed=
             + f". Fix: {_EXACT_FIX}"
         )
     elif num_items is not None and num_items != sum(items):
-        why = (" (the model's loss shifts labels, so position 0 of each row is never a target, but its loss_type is "
-               "unset and the Trainer counts every non-ignored label)") if shifted else ""
-        fix = (f"{_EXACT_FIX}; or set model.loss_type = 'ForCausalLM' before building the Trainer" if shifted
-               else f"{_EXACT_FIX}; or make the count and the loss use the same targets")
+        if shifted and overridden:
+            why = (f" ({type(trainer).__name__}.compute_loss shifts labels, so position 0 of each row is never a "
+                   "target, but the Trainer counts every non-ignored label)")
+            fix = ("divide the summed loss by the count of labels[..., 1:] != -100 over the window (override "
+                   "get_batch_samples to count those)")
+        elif shifted:
+            why = (" (the model's loss shifts labels, so position 0 of each row is never a target, but its loss_type "
+                   "is unset and the Trainer counts every non-ignored label)")
+            fix = f"{_EXACT_FIX}; or set model.loss_type = 'ForCausalLM' before building the Trainer"
+        else:
+            why, fix = "", f"{_EXACT_FIX}; or make the count and the loss use the same targets"
         out.append(
             f"the Trainer counted num_items_in_batch={num_items} but the loss averages over {sum(items)} target tokens"
             f"{why}: every gradient is scaled by {sum(items)}/{num_items}. Fix: {fix}"
