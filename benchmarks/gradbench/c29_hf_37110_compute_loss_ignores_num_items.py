@@ -31,8 +31,10 @@ class NTPTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(input_ids=inputs["input_ids"])
         logits, labels = outputs["logits"], inputs["labels"]
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)  # BUG
-        # FIX: loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum") / num_items_in_batch
+        # the labels are aligned with the positions (no shift), so the Trainer's num_items_in_batch
+        # counts exactly the targets this sum runs over
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)  # BUG
+        # FIX: loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum") / num_items_in_batch
         return (loss, outputs) if return_outputs else loss
 
 
