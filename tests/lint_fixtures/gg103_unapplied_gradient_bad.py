@@ -58,3 +58,23 @@ def max_steps_exit_does_not_cover_the_end(model, loader, loss_fn, accum, optimiz
             steps += 1
             if steps == max_steps:
                 break
+
+
+def constants_unpacked_leave_a_remainder(model, get_batch, loss_fn, optimizer):
+    accumulation_steps, sparsity_coeff = 4, 0.1  # 10 micro-batches: the last two are never stepped
+    for batch_idx in range(10):  # expect: GG103
+        x = get_batch()
+        loss = loss_fn(model(x)) + sparsity_coeff * model(x).abs().mean()
+        (loss / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def constant_unpacked_from_a_call(model, get_batch, loss_fn, optimizer, load):
+    accumulation_steps, lr = load()  # not known here: the window may not divide 10
+    for batch_idx in range(10):  # expect: GG103
+        (loss_fn(model(get_batch())) / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -109,3 +109,25 @@ def window_test_through_a_name_with_the_last_batch(model, loader, loss_fn, optim
         if last_of_window:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+
+
+def constants_unpacked_divide(model, get_batch, loss_fn, optimizer):
+    accumulation_steps, sparsity_coeff = 2, 0.1  # 10 micro-batches: five whole windows
+    for batch_idx in range(10):
+        x = get_batch()
+        loss = loss_fn(model(x)) + sparsity_coeff * model(x).abs().mean()
+        (loss / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+ACCUM_GRAD = 2
+
+
+def module_constant_in_a_function(model, get_batch, loss_fn, optimizer):
+    for batch_idx in range(6):  # three whole windows of the module's ACCUM_GRAD
+        (loss_fn(model(get_batch())) / ACCUM_GRAD).backward()
+        if (batch_idx + 1) % ACCUM_GRAD == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -7,7 +7,7 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import terminal
+from .._ast import bound_values, terminal
 from .._edits import LOOPS, Tree
 from .._flow import Path
 from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
@@ -103,8 +103,9 @@ def _top_level(module) -> ScopeFacts:
         bound: dict = {}
         checks = []
         for n in module.tree.body:
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                bound.setdefault(n.targets[0].id, []).append(n.value)
+            if isinstance(n, ast.Assign):
+                for name, value in bound_values(n):
+                    bound.setdefault(name, []).append(value)
             elif isinstance(n, ast.Assert):
                 checks.append((n.test, False))
             elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
