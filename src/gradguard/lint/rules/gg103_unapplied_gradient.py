@@ -7,9 +7,10 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import bound_values, terminal
+from .._ast import body_nodes, bound_values, self_ref, target_names, terminal
 from .._edits import LOOPS, Tree
-from .._flow import Path
+from .._events import BACKWARD, STEP
+from .._flow import Path, condition_key
 from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
 
 CODE = "GG103"
@@ -115,19 +116,199 @@ def _top_level(module) -> ScopeFacts:
 
 
 def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
-    """The loop runs over a literal (``range(8)``, a bound list of 8) and the window size
-    is a literal that divides it: there is no partial window to drop."""
-    length = _literal_length(loop.node.iter, loop)
-    if length is None:
+    """The loop runs over a literal (``range(8)``, a bound list of 8), and at its last micro-batch
+    the window test (literal window size) is true, so a step follows that last backward pass:
+    there is no partial window to drop (``(i + 1) % 4 == 0`` at ``i = 7``; not ``i % 4 == 0``,
+    which steps at the start of a window and leaves the last ones in ``.grad``).
+
+    Where the window counter is set before an enclosing loop (``step = 0`` before the epoch loop,
+    ``step += 1`` in this one), a window left open at the end of one run of this loop is closed
+    by the next: the last micro-batch is that of all the runs together."""
+    total = _literal_length(loop.node.iter, loop)
+    carried = _carried_across(loop, windows)
+    for outer in carried:
+        runs = _literal_length(outer.iter, loop) if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        total = None if total is None or runs is None else total * runs
+    if not total or total < 0:
         return False
-    for m in windows:
-        for _, _, test in m.decisions:
-            for node in ast.walk(loop.resolve(test)):
-                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-                    k = _literal_int(node.right, loop)
-                    if k is None or k <= 0 or length % k:
-                        return False
-    return True
+    last = _counters_at_last(loop, total, carried)
+    if not last:
+        return False
+    for p in loop.step_paths:
+        kinds = [e.kind for e in p.events]
+        if BACKWARD in kinds and STEP in kinds[len(kinds) - kinds[::-1].index(BACKWARD):]:
+            # a step after the last backward pass of the iteration: the path's tests on the counter
+            # must all come out as the path took them at the last micro-batch
+            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(t))]
+            if about and all(_truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
+                return True
+    return False
+
+
+def _counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
+    """``{name: value}`` of the window counter at the last of ``total`` micro-batches: the loop's
+    index (``range(a, b)``, ``enumerate(x, start=s)``) when no enclosing loop carries it, or a name
+    set to a literal before the loop and raised by ``+= 1`` once per iteration, before the tests."""
+    node = loop.node
+    it, target = node.iter, node.target
+    if not carried and isinstance(it, ast.Call):
+        if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 2:
+            start = _literal_int(it.args[0], loop) if len(it.args) == 2 else 0
+            return {} if start is None else {target.id: start + total - 1}
+        if (
+            terminal(it.func) == "enumerate" and all(k.arg == "start" for k in it.keywords)
+            and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)
+        ):
+            start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords), None)
+            start = 0 if start_arg is None else _literal_int(start_arg, loop)
+            return {} if start is None else {target.elts[0].id: start + total - 1}
+    out = {}
+    tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
+    for stmt in node.body:
+        if (
+            isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name)
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value == 1
+            and tests_at is not None and stmt.lineno < tests_at
+        ):
+            name = stmt.target.id
+            stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+            start = _literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
+            if len(stores) == 1 and start is not None:
+                out[name] = start + total
+    return out
+
+
+def _truth(test: ast.expr, values: dict, loop: Loop) -> Optional[bool]:
+    """The truth of a window test with the counters at ``values`` (None where it is not known)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, values, loop)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_truth(v, values, loop) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in parts else (None if None in parts else True)
+        return True if True in parts else (None if None in parts else False)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        a, b = _int_at(test.left, values, loop), _int_at(test.comparators[0], values, loop)
+        op = type(test.ops[0])
+        if a is None or b is None or op not in _COMPARE:
+            return None
+        return _COMPARE[op](a, b)
+    value = _int_at(test, values, loop)
+    return None if value is None else value != 0
+
+
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+}
+
+
+def _int_at(node: ast.expr, values: dict, loop: Loop) -> Optional[int]:
+    if isinstance(node, ast.Name) and node.id in values:
+        return values[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv, ast.Add, ast.Sub, ast.Mult)):
+        a, b = _int_at(node.left, values, loop), _int_at(node.right, values, loop)
+        if a is None or b is None or isinstance(node.op, (ast.Mod, ast.FloorDiv)) and b <= 0:
+            return None
+        ops = {ast.Mod: a % b if b else 0, ast.FloorDiv: a // b if b else 0, ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+        return ops[type(node.op)]
+    return _literal_int(node, loop)
+
+
+def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:
+    """The loops around this one (innermost first) whose iterations the window counter outlives:
+    it is not this loop's own variable, and nothing inside them sets it afresh (``step = 0``;
+    ``step = step + 1`` counts on). Empty where the counter restarts with each run of this loop."""
+    own = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
+    counters = {
+        n.id
+        for m in windows for _, _, test in m.decisions
+        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+    }
+    if not counters or counters & own:
+        return []
+    carried = []
+    for outer in _enclosing_loops(loop):
+        for n in body_nodes(outer):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and counters & set(target_names(n.target)):
+                return carried
+            if isinstance(n, (ast.Assign, ast.AnnAssign)):
+                value = n.value
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    for name in set(target_names(t)) & counters:
+                        if not self_ref(value, name):
+                            return carried  # set afresh on each run of `outer`
+        carried.append(outer)
+    return carried
+
+
+def _appended(name: str, loop: Loop) -> Optional[int]:
+    """How many items the statements before the loop append to the list ``name``: each
+    ``name.append(x)`` runs once per iteration of the literal loops around it (no ``if``), and
+    ``name`` is used no other way before the loop (passed on, extended, mutated: not known)."""
+    root = loop.scope if loop.scope is not None else loop.module.tree
+    count = 0
+    for n in ast.walk(root):
+        if not (isinstance(n, ast.Name) and n.id == name) or n.lineno >= loop.node.lineno:
+            continue
+        if isinstance(n.ctx, ast.Store):
+            continue  # the binding itself (`_binding` saw it is the only one)
+        chain = _ancestors(root, n)
+        call, stmt = (chain[1], chain[2]) if len(chain) > 2 else (None, None)
+        if not (
+            isinstance(chain[0], ast.Attribute) and chain[0].attr == "append" and isinstance(call, ast.Call)
+            and call.func is chain[0] and isinstance(stmt, ast.Expr)
+        ):
+            return None
+        times = 1
+        for outer in chain[3:]:
+            if isinstance(outer, (ast.For, ast.AsyncFor)):
+                runs = _literal_length(outer.iter, loop)
+                if runs is None:
+                    return None
+                times *= runs
+            elif outer is not root and not isinstance(outer, (ast.With, ast.AsyncWith)):
+                return None  # under an `if`, a `while`, a `try`, in a function: how often is not known
+        count += times
+    return count
+
+
+def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
+    """The nodes from ``target``'s parent up to ``root`` (innermost first); [] if not inside."""
+    path: List[ast.AST] = []
+
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is target or find(child):
+                path.append(node)
+                return True
+        return False
+
+    find(root)
+    return path
+
+
+def _enclosing_loops(loop: Loop) -> List[ast.AST]:
+    """The ``for``/``while`` loops of the loop's function (or module) that contain it, innermost first."""
+    root = loop.scope if loop.scope is not None else loop.module.tree
+    path: List[ast.AST] = []
+
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is loop.node:
+                return True
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.stmt) and find(child):
+                if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                    path.append(child)
+                return True
+        return False
+
+    find(root)
+    return path
 
 
 def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
@@ -158,9 +339,14 @@ def _literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
     if isinstance(node, ast.Call) and terminal(node.func) == "enumerate" and node.args:
         node = node.args[0]
     if isinstance(node, ast.Name):
-        node = _binding(node.id, loop)
+        name, node = node.id, _binding(node.id, loop)
+        if isinstance(node, ast.List) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            appended = _appended(name, loop)
+            return None if appended is None else len(node.elts) + appended
     if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
         return len(node.elts)
+    if isinstance(node, ast.ListComp) and len(node.generators) == 1 and not node.generators[0].ifs:
+        return _literal_length(node.generators[0].iter, loop)  # `[make() for _ in range(3)]`
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
         return _literal_int(node.args[0], loop)
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
