@@ -7,11 +7,12 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, bound_values, self_ref, target_names, terminal
+from .._ast import body_nodes, self_ref, target_names, terminal
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
-from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
+from .._literals import counters_at_last, literal_length, top_level, truth
+from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -87,32 +88,13 @@ def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
     # the loop's own function (its facts are kept per scope), and the module's top level (not the
     # other functions' asserts)
     checks = list(loop.module.scope_facts(loop.scope).checks) if loop.scope is not None else []
-    checks += _top_level(loop.module).checks
+    checks += top_level(loop.module).checks
     for test, _ in checks:
         for mod in ast.walk(test):
             if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.unparse(mod.right) in moduli:
                 if {n.id for n in ast.walk(mod.left) if isinstance(n, ast.Name)} & iterated:
                     return True
     return False
-
-
-def _top_level(module) -> ScopeFacts:
-    """The module's top-level assignments and checks (``MAX_ITERS = 600``, ``assert MAX_ITERS %
-    ACCUM == 0``), not those inside its functions; found once per file."""
-    cached = module.__dict__.get("_gg103_top")
-    if cached is None:
-        bound: dict = {}
-        checks = []
-        for n in module.tree.body:
-            if isinstance(n, ast.Assign):
-                for name, value in bound_values(n):
-                    bound.setdefault(name, []).append(value)
-            elif isinstance(n, ast.Assert):
-                checks.append((n.test, False))
-            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
-                checks.append((n.test, True))
-        cached = module.__dict__["_gg103_top"] = ScopeFacts(bound, checks, {})
-    return cached
 
 
 def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
@@ -124,14 +106,14 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
     Where the window counter is set before an enclosing loop (``step = 0`` before the epoch loop,
     ``step += 1`` in this one), a window left open at the end of one run of this loop is closed
     by the next: the last micro-batch is that of all the runs together."""
-    total = _literal_length(loop.node.iter, loop)
+    total = literal_length(loop.node.iter, loop)
     carried = _carried_across(loop, windows)
     for outer in carried:
-        runs = _literal_length(outer.iter, loop) if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        runs = literal_length(outer.iter, loop) if isinstance(outer, (ast.For, ast.AsyncFor)) else None
         total = None if total is None or runs is None else total * runs
     if not total or total < 0:
         return False
-    last = _counters_at_last(loop, total, carried)
+    last = counters_at_last(loop, total, carried)
     if not last:
         return False
     for p in loop.step_paths:
@@ -140,80 +122,9 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
             # a step after the last backward pass of the iteration: the path's tests on the counter
             # must all come out as the path took them at the last micro-batch
             about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(t))]
-            if about and all(_truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
+            if about and all(truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
                 return True
     return False
-
-
-def _counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
-    """``{name: value}`` of the window counter at the last of ``total`` micro-batches: the loop's
-    index (``range(a, b)``, ``enumerate(x, start=s)``) when no enclosing loop carries it, or a name
-    set to a literal before the loop and raised by ``+= 1`` once per iteration, before the tests."""
-    node = loop.node
-    it, target = node.iter, node.target
-    if not carried and isinstance(it, ast.Call):
-        if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 2:
-            start = _literal_int(it.args[0], loop) if len(it.args) == 2 else 0
-            return {} if start is None else {target.id: start + total - 1}
-        if (
-            terminal(it.func) == "enumerate" and all(k.arg == "start" for k in it.keywords)
-            and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)
-        ):
-            start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords), None)
-            start = 0 if start_arg is None else _literal_int(start_arg, loop)
-            return {} if start is None else {target.elts[0].id: start + total - 1}
-    out = {}
-    tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
-    for stmt in node.body:
-        if (
-            isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name)
-            and isinstance(stmt.value, ast.Constant) and stmt.value.value == 1
-            and tests_at is not None and stmt.lineno < tests_at
-        ):
-            name = stmt.target.id
-            stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
-            start = _literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
-            if len(stores) == 1 and start is not None:
-                out[name] = start + total
-    return out
-
-
-def _truth(test: ast.expr, values: dict, loop: Loop) -> Optional[bool]:
-    """The truth of a window test with the counters at ``values`` (None where it is not known)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _truth(test.operand, values, loop)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        parts = [_truth(v, values, loop) for v in test.values]
-        if isinstance(test.op, ast.And):
-            return False if False in parts else (None if None in parts else True)
-        return True if True in parts else (None if None in parts else False)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        a, b = _int_at(test.left, values, loop), _int_at(test.comparators[0], values, loop)
-        op = type(test.ops[0])
-        if a is None or b is None or op not in _COMPARE:
-            return None
-        return _COMPARE[op](a, b)
-    value = _int_at(test, values, loop)
-    return None if value is None else value != 0
-
-
-_COMPARE = {
-    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-}
-
-
-def _int_at(node: ast.expr, values: dict, loop: Loop) -> Optional[int]:
-    if isinstance(node, ast.Name) and node.id in values:
-        return values[node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv, ast.Add, ast.Sub, ast.Mult)):
-        a, b = _int_at(node.left, values, loop), _int_at(node.right, values, loop)
-        if a is None or b is None or isinstance(node.op, (ast.Mod, ast.FloorDiv)) and b <= 0:
-            return None
-        ops = {ast.Mod: a % b if b else 0, ast.FloorDiv: a // b if b else 0, ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
-        return ops[type(node.op)]
-    return _literal_int(node, loop)
 
 
 def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:
@@ -244,52 +155,6 @@ def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:
     return carried
 
 
-def _appended(name: str, loop: Loop) -> Optional[int]:
-    """How many items the statements before the loop append to the list ``name``: each
-    ``name.append(x)`` runs once per iteration of the literal loops around it (no ``if``), and
-    ``name`` is used no other way before the loop (passed on, extended, mutated: not known)."""
-    root = loop.scope if loop.scope is not None else loop.module.tree
-    count = 0
-    for n in ast.walk(root):
-        if not (isinstance(n, ast.Name) and n.id == name) or n.lineno >= loop.node.lineno:
-            continue
-        if isinstance(n.ctx, ast.Store):
-            continue  # the binding itself (`_binding` saw it is the only one)
-        chain = _ancestors(root, n)
-        call, stmt = (chain[1], chain[2]) if len(chain) > 2 else (None, None)
-        if not (
-            isinstance(chain[0], ast.Attribute) and chain[0].attr == "append" and isinstance(call, ast.Call)
-            and call.func is chain[0] and isinstance(stmt, ast.Expr)
-        ):
-            return None
-        times = 1
-        for outer in chain[3:]:
-            if isinstance(outer, (ast.For, ast.AsyncFor)):
-                runs = _literal_length(outer.iter, loop)
-                if runs is None:
-                    return None
-                times *= runs
-            elif outer is not root and not isinstance(outer, (ast.With, ast.AsyncWith)):
-                return None  # under an `if`, a `while`, a `try`, in a function: how often is not known
-        count += times
-    return count
-
-
-def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
-    """The nodes from ``target``'s parent up to ``root`` (innermost first); [] if not inside."""
-    path: List[ast.AST] = []
-
-    def find(node: ast.AST) -> bool:
-        for child in ast.iter_child_nodes(node):
-            if child is target or find(child):
-                path.append(node)
-                return True
-        return False
-
-    find(root)
-    return path
-
-
 def _enclosing_loops(loop: Loop) -> List[ast.AST]:
     """The ``for``/``while`` loops of the loop's function (or module) that contain it, innermost first."""
     root = loop.scope if loop.scope is not None else loop.module.tree
@@ -309,50 +174,6 @@ def _enclosing_loops(loop: Loop) -> List[ast.AST]:
 
     find(root)
     return path
-
-
-def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
-    """The value of the one assignment to ``name`` in the loop's scope, else of the one
-    module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
-    values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
-    if not values:
-        values = _top_level(loop.module).bound.get(name, [])
-    return values[0] if len(values) == 1 else None
-
-
-def _literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
-    if depth > 4:
-        return None
-    if isinstance(node, ast.Name):
-        node = _binding(node.id, loop)
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        a, b = _literal_int(node.left, loop, depth + 1), _literal_int(node.right, loop, depth + 1)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
-    return None
-
-
-def _literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
-    if isinstance(node, ast.Call) and terminal(node.func) == "enumerate" and node.args:
-        node = node.args[0]
-    if isinstance(node, ast.Name):
-        name, node = node.id, _binding(node.id, loop)
-        if isinstance(node, ast.List) and not any(isinstance(e, ast.Starred) for e in node.elts):
-            appended = _appended(name, loop)
-            return None if appended is None else len(node.elts) + appended
-    if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
-        return len(node.elts)
-    if isinstance(node, ast.ListComp) and len(node.generators) == 1 and not node.generators[0].ifs:
-        return _literal_length(node.generators[0].iter, loop)  # `[make() for _ in range(3)]`
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
-        return _literal_int(node.args[0], loop)
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
-        start, stop = _literal_int(node.args[0], loop), _literal_int(node.args[1], loop)
-        return None if start is None or stop is None else max(stop - start, 0)
-    return None
 
 
 def is_modulo_test(test: ast.expr) -> bool:
