@@ -145,7 +145,9 @@ for i, (x, y) in enumerate(loader):
             "`step()` (`if (i + 1) % accum == 0`) and no step after the loop for the remainder, also\n"
             "when an early exit counts optimizer steps (`if global_step >= max_train_steps: break`:\n"
             "the data may run out first); not where the count provably divides (`assert len(loader)\n"
-            "% accum == 0`, `islice(loader, n * accum)`, constants such as `range(1, MAX_ITERS + 1)`)."
+            "% accum == 0`, `islice(loader, n * accum)`, constants such as `range(1, MAX_ITERS + 1)`,\n"
+            "a counter set before the epoch loop, so that windows run on across epochs, whose epochs\n"
+            "together make whole windows)."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"

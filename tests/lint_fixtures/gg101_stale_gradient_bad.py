@@ -125,3 +125,15 @@ class RolloutTrainer(Trainer):
                     loss = self.policy_loss(mb)
                     self.accelerator.backward(loss)
                     self.optimizer.step()  # expect: GG101
+
+
+def _step_then_maybe_clear(optimizer, zero_grad=True):
+    optimizer.step()  # expect: GG101
+    if zero_grad:
+        optimizer.zero_grad()
+
+
+def clearing_flag_passed_false(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _step_then_maybe_clear(optimizer, zero_grad=False)  # the helper never clears here

@@ -118,3 +118,27 @@ class RolloutTrainer(Trainer):
                     self.accelerator.backward(loss)
                     self.optimizer.step()
                     self.optimizer.zero_grad()
+
+
+def _step_then_maybe_clear(optimizer, zero_grad=False):
+    optimizer.step()
+    if zero_grad:
+        optimizer.zero_grad()
+
+
+def clearing_flag_passed_true(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _step_then_maybe_clear(optimizer, zero_grad=True)  # the helper's `if zero_grad:` always clears here
+
+
+def _step_unless_kept(optimizer, keep_grads=False):
+    optimizer.step()
+    if not keep_grads:
+        optimizer.zero_grad()
+
+
+def clearing_by_default(model, loader, loss_fn, optimizer):
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        _step_unless_kept(optimizer)

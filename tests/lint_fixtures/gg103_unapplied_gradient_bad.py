@@ -58,3 +58,59 @@ def max_steps_exit_does_not_cover_the_end(model, loader, loss_fn, accum, optimiz
             steps += 1
             if steps == max_steps:
                 break
+
+
+def constants_unpacked_leave_a_remainder(model, get_batch, loss_fn, optimizer):
+    accumulation_steps, sparsity_coeff = 4, 0.1  # 10 micro-batches: the last two are never stepped
+    for batch_idx in range(10):  # expect: GG103
+        x = get_batch()
+        loss = loss_fn(model(x)) + sparsity_coeff * model(x).abs().mean()
+        (loss / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def constant_unpacked_from_a_call(model, get_batch, loss_fn, optimizer, load):
+    accumulation_steps, lr = load()  # not known here: the window may not divide 10
+    for batch_idx in range(10):  # expect: GG103
+        (loss_fn(model(get_batch())) / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def counter_reset_every_epoch(model, loss_fn, optimizer, make_batch):
+    accum = 4
+    data = [make_batch() for _ in range(3)]
+    for epoch in range(4):
+        step = 0  # set afresh: 3 < 4 micro-batches per epoch, no window ever closes
+        for x, y in data:  # expect: GG103
+            (loss_fn(model(x), y) / accum).backward()
+            step += 1
+            if step % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+def steps_at_the_start_of_a_window(model, loss_fn, optimizer, make_batch):
+    accum = 4
+    batches = [make_batch() for _ in range(8)]
+    for batch_idx, (x, y) in enumerate(batches):  # expect: GG103
+        (loss_fn(model(x), y) / accum).backward()
+        if batch_idx % accum == 0:  # true at 0 and 4: the last three micro-batches stay in .grad
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def list_appended_under_a_condition(model, loss_fn, optimizer, make_batch, keep):
+    accum = 2
+    batches = []
+    for n in (10, 2, 3, 10, 1, 8):
+        if keep(n):  # how many are kept is not known here
+            batches.append(make_batch(n))
+    for idx, (x, y) in enumerate(batches):  # expect: GG103
+        (loss_fn(model(x), y) / accum).backward()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -109,3 +109,50 @@ def window_test_through_a_name_with_the_last_batch(model, loader, loss_fn, optim
         if last_of_window:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+
+
+def constants_unpacked_divide(model, get_batch, loss_fn, optimizer):
+    accumulation_steps, sparsity_coeff = 2, 0.1  # 10 micro-batches: five whole windows
+    for batch_idx in range(10):
+        x = get_batch()
+        loss = loss_fn(model(x)) + sparsity_coeff * model(x).abs().mean()
+        (loss / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+ACCUM_GRAD = 2
+
+
+def module_constant_in_a_function(model, get_batch, loss_fn, optimizer):
+    for batch_idx in range(6):  # three whole windows of the module's ACCUM_GRAD
+        (loss_fn(model(get_batch())) / ACCUM_GRAD).backward()
+        if (batch_idx + 1) % ACCUM_GRAD == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def counter_carried_across_epochs(model, loss_fn, optimizer, make_batch):
+    accum = 4
+    data = [make_batch() for _ in range(3)]
+    step = 0  # set once: a window left open at an epoch's end is closed in the next epoch
+    for epoch in range(4):  # 4 x 3 = 12 micro-batches: three whole windows
+        for x, y in data:
+            (loss_fn(model(x), y) / accum).backward()
+            step += 1
+            if step % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+def list_built_by_appending(model, loss_fn, optimizer, make_batch):
+    accum = 2
+    batches = []
+    for n in (10, 2, 3, 10, 1, 8):  # six micro-batches: three whole windows
+        batches.append(make_batch(n))
+    for idx, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / accum).backward()
+        if (idx + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -47,3 +47,13 @@ def counter_in_a_state_dict(fabric, model, optimizer, loader, state, accum):
         if state["iter_num"] % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def position_in_the_window_written_out(model, loader, loss_fn, optimizer, accumulate):
+    assert len(loader) % accumulate == 0
+    for step, (x, y) in enumerate(loader):
+        # step - step // K * K is step % K: the divisor grows within the window
+        (loss_fn(model(x), y) / (step - step // accumulate * accumulate + 1)).backward()  # expect: GG105
+        if (step + 1) % accumulate == 0:
+            optimizer.step()
+            optimizer.zero_grad()

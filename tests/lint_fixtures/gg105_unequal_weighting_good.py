@@ -31,3 +31,13 @@ def no_accumulation(model, loader, loss_fn, optimizer):
         loss = loss_fn(model(x), y) / (i + 1)  # a decaying weight, but one backward per step
         loss.backward()
         optimizer.step()
+
+
+def divided_by_its_windows_size(model, loader, loss_fn, optimizer, accumulate):
+    steps = len(loader)
+    for step, (x, y) in enumerate(loader):
+        # the size of the window `step` is in (the last may be shorter): the same for all its micro-batches
+        (loss_fn(model(x), y) / min(accumulate, steps - step // accumulate * accumulate)).backward()
+        if (step + 1) % accumulate == 0 or step + 1 == steps:
+            optimizer.step()
+            optimizer.zero_grad()

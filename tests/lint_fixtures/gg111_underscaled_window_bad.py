@@ -70,3 +70,13 @@ def remainder_after_the_epochs(model, loader, loss_fn, optimizer, accum, epochs)
                 optimizer.zero_grad()
     if step % accum:
         optimizer.step()  # expect: GG111
+
+
+def literal_batches_with_a_short_last_window(model, loss_fn, optimizer, make_batch):
+    accumulation_steps = 4
+    batches = [make_batch() for _ in range(10)]  # the last window holds 2 micro-batches, each divided by 4
+    for batch_idx, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0 or batch_idx + 1 == len(batches):
+            optimizer.step()  # expect: GG111
+            optimizer.zero_grad()

@@ -90,3 +90,13 @@ def flag_fixed_for_the_loop(model, loader, loss_fn, optimizer, accum, no_accumul
         if (i + 1) % accum == 0 or no_accumulation:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def literal_batches_in_whole_windows(model, loss_fn, optimizer, make_batch):
+    accumulation_steps = 4
+    batches = [make_batch() for _ in range(8)]  # two whole windows: the `or` never closes a short one
+    for batch_idx, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / accumulation_steps).backward()
+        if (batch_idx + 1) % accumulation_steps == 0 or batch_idx + 1 == len(batches):
+            optimizer.step()
+            optimizer.zero_grad()

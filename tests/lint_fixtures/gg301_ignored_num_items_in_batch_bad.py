@@ -40,3 +40,17 @@ class LoggingTrainer(Trainer):  # a base that sets other state, not the scaling 
 class PolicyTrainer(LoggingTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # expect: GG301
         return model(**inputs).loss.mean()
+
+
+class DistillTrainer(Trainer):
+    def __init__(self, *args, teacher=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teacher = teacher
+        # self.model_accepts_loss_kwargs = False   (a comment: the Trainer still trusts the loss)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # expect: GG301
+        logits = model(input_ids=inputs["input_ids"]).logits
+        with torch.no_grad():
+            teacher_logits = self.teacher(inputs["input_ids"]).logits
+        kd = F.kl_div(F.log_softmax(logits, -1), F.softmax(teacher_logits, -1), reduction="batchmean")
+        return kd

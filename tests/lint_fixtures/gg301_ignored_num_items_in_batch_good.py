@@ -57,3 +57,16 @@ class ScalesItself(Trainer):
         if self.model.training:
             loss = loss / self.current_gradient_accumulation_steps
         return loss
+
+
+class DistillTrainer(Trainer):
+    def __init__(self, *args, teacher=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teacher = teacher
+        self.model_accepts_loss_kwargs = False  # a mean per micro-batch: the Trainer divides it by the steps
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        logits = model(input_ids=inputs["input_ids"]).logits
+        with torch.no_grad():
+            teacher_logits = self.teacher(inputs["input_ids"]).logits
+        return F.kl_div(F.log_softmax(logits, -1), F.softmax(teacher_logits, -1), reduction="batchmean")

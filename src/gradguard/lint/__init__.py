@@ -397,7 +397,7 @@ def lint_files(
     for file in files:
         try:
             with open(file, "rb") as fh:
-                project.add(_decode(fh.read()))
+                project.add(_decode(fh.read()), file)
         except OSError:
             pass
     for file in files:

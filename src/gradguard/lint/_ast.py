@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 def terminal(node: ast.AST) -> str:
     """The last name of an expression: ``self.opt[0]`` -> ``"opt"``, ``f().g`` -> ``"g"``.
@@ -84,6 +84,36 @@ def assignments(loop_node: ast.AST) -> Dict[str, list]:
                 for name in target_names(t):
                     out.setdefault(name, []).append(None)  # unknown value
     return out
+
+
+def bound_values(stmt: ast.AST) -> Iterator[Tuple[str, Optional[ast.expr]]]:
+    """``(name, value)`` for each name a plain assignment binds: ``k = 2`` and ``a = k = 2``
+    give the value, ``k, coeff = 2, 0.1`` pairs the names with the elements; an unpacking
+    that cannot be paired (``k, n = load()``, a starred target) gives ``(name, None)``, a value
+    not known here.
+
+    >>> [(n, ast.unparse(v) if v else v) for n, v in bound_values(ast.parse("k, (a, b) = 2, f()").body[0])]
+    [('k', '2'), ('a', None), ('b', None)]
+    """
+    if not isinstance(stmt, ast.Assign):
+        return
+    for target in stmt.targets:
+        yield from _pair(target, stmt.value)
+
+
+def _pair(target: ast.AST, value: Optional[ast.expr]) -> Iterator[Tuple[str, Optional[ast.expr]]]:
+    if isinstance(target, ast.Name):
+        yield target.id, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        elts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+        if elts is not None and len(elts) == len(target.elts) and not any(
+            isinstance(e, ast.Starred) for e in list(elts) + list(target.elts)
+        ):
+            for t, v in zip(target.elts, elts):
+                yield from _pair(t, v)
+        else:
+            for name in target_names(target):
+                yield name, None
 
 
 def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:

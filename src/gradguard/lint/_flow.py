@@ -37,7 +37,7 @@ from ._events import (
     managed_call,
     reads_grad,
 )
-from ._ast import text
+from ._ast import assignments, bind_arguments, text
 
 #: More paths than this through one iteration: give up on the loop (no findings).
 MAX_PATHS = 256
@@ -142,6 +142,7 @@ class Walker:
         self._inlining: List[ast.AST] = []
         self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
+        self._assigned: Dict[int, frozenset] = {}  # helper -> the names its body assigns
         self._frames: List[Tuple[ast.AST, Optional[ast.Call]]] = []
         #: the ``accelerator.sync_gradients`` tests of the ``accumulate`` windows the walk is in
         self._sync: List[ast.expr] = []
@@ -254,6 +255,9 @@ class Walker:
         states = self.expr(stmt.test, states, stack)
         if not self.relevant(stmt):
             return states
+        fixed = self._fixed_by_call(stmt.test)
+        if fixed is not None:  # `if zero_grad:` in a helper called with `zero_grad=True`: one branch
+            return self.block(stmt.body if fixed else stmt.orelse, states, stack)
         cached = self._keys.get(id(stmt.test))
         if cached is None:
             cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
@@ -281,6 +285,29 @@ class Walker:
             ran = self.block(stmt.body, [s], inner)
             out += [r._replace(decisions=s.decisions) for r in self._resume(ran, ("continue", "break"))]
         return self.block(stmt.orelse, out, stack)
+
+    def _fixed_by_call(self, test: ast.expr) -> Optional[bool]:
+        """The truth of ``test`` when it is a parameter (or ``not`` one) of the helper being
+        inlined that this call binds to a constant (an argument or the default) and the helper
+        never reassigns; None otherwise."""
+        if not self._frames:
+            return None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._fixed_by_call(test.operand)
+            return None if inner is None else not inner
+        fn, call = self._frames[-1]
+        if not isinstance(test, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        bound = {**_defaults(fn), **bind_arguments(fn, call)}
+        values = bound.get(test.id)
+        if not values or not isinstance(values[0], ast.Constant):
+            return None
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        if test.id in assigned:
+            return None
+        return bool(values[0].value)
 
     @staticmethod
     def _resume(states, ends) -> List[Path]:
@@ -417,6 +444,15 @@ class Walker:
 
 #: A wrapper's method of this name that calls the same method on something it holds is that event.
 _WRAPPED = {"step": STEP, "zero_grad": CLEAR}
+
+
+def _defaults(fn: ast.AST) -> Dict[str, list]:
+    """``param -> [default]`` of a function's parameters that have one."""
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    out = {a.arg: [d] for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+    out.update({a.arg: [d] for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    return out
 
 
 def _calls_method(fn: ast.AST, name: str) -> bool:

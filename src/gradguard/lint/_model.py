@@ -28,14 +28,15 @@ import ast
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._ast import assignments, bind_arguments, body_nodes, overlaps, parse_expr, target_names, terminal, text
+from ._ast import assignments, bind_arguments, bound_values, body_nodes, overlaps, parse_expr, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
 from ._flow import Path
 from ._project import Project
 
 
 class ScopeFacts(NamedTuple):
-    """``bound``: name -> the values of its single-name assignments in a scope; ``checks``: the
+    """``bound``: name -> the values of its plain assignments in a scope (None where an unpacking
+    hides the value, :func:`~._ast.bound_values`); ``checks``: the
     ``(test, negated)`` of its ``assert test`` (False) and ``if test: raise`` (True); ``names``:
     how often each name occurs."""
 
@@ -528,8 +529,9 @@ class Module:
             for n in ast.walk(scope if scope is not None else self.tree):
                 if isinstance(n, ast.Name):
                     names[n.id] = names.get(n.id, 0) + 1
-                elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                    bound.setdefault(n.targets[0].id, []).append(n.value)
+                elif isinstance(n, ast.Assign):
+                    for name, value in bound_values(n):
+                        bound.setdefault(name, []).append(value)
                 elif isinstance(n, ast.Assert):
                     checks.append((n.test, False))
                 elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):

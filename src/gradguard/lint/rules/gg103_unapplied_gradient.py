@@ -7,10 +7,12 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import terminal
+from .._ast import body_nodes, self_ref, target_names, terminal
 from .._edits import LOOPS, Tree
-from .._flow import Path
-from .._model import Diagnostic, Loop, Report, ScopeFacts, backward_tensor, steps_after
+from .._events import BACKWARD, STEP
+from .._flow import Path, condition_key
+from .._literals import counters_at_last, literal_length, top_level, truth
+from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -86,7 +88,7 @@ def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
     # the loop's own function (its facts are kept per scope), and the module's top level (not the
     # other functions' asserts)
     checks = list(loop.module.scope_facts(loop.scope).checks) if loop.scope is not None else []
-    checks += _top_level(loop.module).checks
+    checks += top_level(loop.module).checks
     for test, _ in checks:
         for mod in ast.walk(test):
             if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.unparse(mod.right) in moduli:
@@ -95,77 +97,83 @@ def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
     return False
 
 
-def _top_level(module) -> ScopeFacts:
-    """The module's top-level assignments and checks (``MAX_ITERS = 600``, ``assert MAX_ITERS %
-    ACCUM == 0``), not those inside its functions; found once per file."""
-    cached = module.__dict__.get("_gg103_top")
-    if cached is None:
-        bound: dict = {}
-        checks = []
-        for n in module.tree.body:
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                bound.setdefault(n.targets[0].id, []).append(n.value)
-            elif isinstance(n, ast.Assert):
-                checks.append((n.test, False))
-            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
-                checks.append((n.test, True))
-        cached = module.__dict__["_gg103_top"] = ScopeFacts(bound, checks, {})
-    return cached
-
-
 def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
-    """The loop runs over a literal (``range(8)``, a bound list of 8) and the window size
-    is a literal that divides it: there is no partial window to drop."""
-    length = _literal_length(loop.node.iter, loop)
-    if length is None:
+    """The loop runs over a literal (``range(8)``, a bound list of 8), and at its last micro-batch
+    the window test (literal window size) is true, so a step follows that last backward pass:
+    there is no partial window to drop (``(i + 1) % 4 == 0`` at ``i = 7``; not ``i % 4 == 0``,
+    which steps at the start of a window and leaves the last ones in ``.grad``).
+
+    Where the window counter is set before an enclosing loop (``step = 0`` before the epoch loop,
+    ``step += 1`` in this one), a window left open at the end of one run of this loop is closed
+    by the next: the last micro-batch is that of all the runs together."""
+    total = literal_length(loop.node.iter, loop)
+    carried = _carried_across(loop, windows)
+    for outer in carried:
+        runs = literal_length(outer.iter, loop) if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        total = None if total is None or runs is None else total * runs
+    if not total or total < 0:
         return False
-    for m in windows:
-        for _, _, test in m.decisions:
-            for node in ast.walk(loop.resolve(test)):
-                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-                    k = _literal_int(node.right, loop)
-                    if k is None or k <= 0 or length % k:
-                        return False
-    return True
+    last = counters_at_last(loop, total, carried)
+    if not last:
+        return False
+    for p in loop.step_paths:
+        kinds = [e.kind for e in p.events]
+        if BACKWARD in kinds and STEP in kinds[len(kinds) - kinds[::-1].index(BACKWARD):]:
+            # a step after the last backward pass of the iteration: the path's tests on the counter
+            # must all come out as the path took them at the last micro-batch
+            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(t))]
+            if about and all(truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
+                return True
+    return False
 
 
-def _binding(name: str, loop: Loop) -> Optional[ast.expr]:
-    """The value of the one assignment to ``name`` in the loop's scope, else of the one
-    module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
-    values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
-    if not values:
-        values = _top_level(loop.module).bound.get(name, [])
-    return values[0] if len(values) == 1 else None
+def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:
+    """The loops around this one (innermost first) whose iterations the window counter outlives:
+    it is not this loop's own variable, and nothing inside them sets it afresh (``step = 0``;
+    ``step = step + 1`` counts on). Empty where the counter restarts with each run of this loop."""
+    own = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
+    counters = {
+        n.id
+        for m in windows for _, _, test in m.decisions
+        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+    }
+    if not counters or counters & own:
+        return []
+    carried = []
+    for outer in _enclosing_loops(loop):
+        for n in body_nodes(outer):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and counters & set(target_names(n.target)):
+                return carried
+            if isinstance(n, (ast.Assign, ast.AnnAssign)):
+                value = n.value
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    for name in set(target_names(t)) & counters:
+                        if not self_ref(value, name):
+                            return carried  # set afresh on each run of `outer`
+        carried.append(outer)
+    return carried
 
 
-def _literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
-    if depth > 4:
-        return None
-    if isinstance(node, ast.Name):
-        node = _binding(node.id, loop)
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        a, b = _literal_int(node.left, loop, depth + 1), _literal_int(node.right, loop, depth + 1)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
-    return None
+def _enclosing_loops(loop: Loop) -> List[ast.AST]:
+    """The ``for``/``while`` loops of the loop's function (or module) that contain it, innermost first."""
+    root = loop.scope if loop.scope is not None else loop.module.tree
+    path: List[ast.AST] = []
 
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is loop.node:
+                return True
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.stmt) and find(child):
+                if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                    path.append(child)
+                return True
+        return False
 
-def _literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
-    if isinstance(node, ast.Call) and terminal(node.func) == "enumerate" and node.args:
-        node = node.args[0]
-    if isinstance(node, ast.Name):
-        node = _binding(node.id, loop)
-    if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
-        return len(node.elts)
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
-        return _literal_int(node.args[0], loop)
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
-        start, stop = _literal_int(node.args[0], loop), _literal_int(node.args[1], loop)
-        return None if start is None or stop is None else max(stop - start, 0)
-    return None
+    find(root)
+    return path
 
 
 def is_modulo_test(test: ast.expr) -> bool:

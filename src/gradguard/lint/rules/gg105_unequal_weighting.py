@@ -1,6 +1,8 @@
 """GG105 unequal-weighting (static form): in an accumulation loop, the loss is divided
 by the running micro-step counter (``loss / (micro_step + 1)``, ``loss / (i % accum + 1)``),
-which weights the micro-batches of a window 1, 1/2, 1/3, ... instead of equally."""
+which weights the micro-batches of a window 1, 1/2, 1/3, ... instead of equally. A divisor
+that uses the counter only through the window's number (``i // K``) is the same for every
+micro-batch of a window and is not reported."""
 
 from __future__ import annotations
 
@@ -96,11 +98,11 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
         return None
     if isinstance(expr, tuple):  # ("aug", op, node): loss /= (micro_step + 1)
         node = expr[2]
-        if isinstance(expr[1], ast.Div) and _mentions(node.value, counters):
+        if isinstance(expr[1], ast.Div) and _varies_in_window(node.value, counters, loop):
             return node
         return None
     if isinstance(expr, ast.BinOp):
-        if isinstance(expr.op, ast.Div) and _mentions(expr.right, counters):
+        if isinstance(expr.op, ast.Div) and _varies_in_window(expr.right, counters, loop):
             return expr
         if isinstance(expr.op, (ast.Div, ast.Mult, ast.Add, ast.Sub)):
             return _counter_division(expr.left, assigns, counters, depth + 1, loop) or (
@@ -123,6 +125,28 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
             if found is not None:
                 return found
     return None
+
+
+def _varies_in_window(divisor: ast.AST, counters: set, loop: Loop) -> bool:
+    """A divisor built from a counter that changes within a window: a counter met other than as
+    ``counter // K`` (K the window size), which is the window's number and the same for all its
+    micro-batches (``min(K, n - i // K * K)``, the size of the window ``i`` is in, weighs each
+    micro-batch of a window equally)."""
+    if not _mentions(divisor, counters):
+        return False
+    k = loop.window_size()
+    if k is None:
+        return True
+    key = ast.dump(k)
+    pending = [divisor]
+    while pending:
+        n = pending.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and ast.dump(n.right) == key:
+            continue  # the window's number
+        if (isinstance(n, ast.Name) and n.id in counters) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in counters):
+            return True
+        pending.extend(ast.iter_child_nodes(n))
+    return False
 
 
 def _mentions(node: ast.AST, names: set) -> bool:

@@ -10,8 +10,9 @@ Two shapes, both with every backward pass of the loop back-propagating ``loss / 
   rescaling its gradients by K / K' (``if (i + 1) % K != 0: optimizer.step()``).
 
 A divisor that is not K (the window's own size, ``min(K, n - start)``), a rescaling of
-``.grad`` before the remainder's step (``p.grad.mul_(K / K')``), or a check in the function
-that the length divides (``assert len(loader) % K == 0``) is correct and not reported.
+``.grad`` before the remainder's step (``p.grad.mul_(K / K')``), a check in the function
+that the length divides (``assert len(loader) % K == 0``), or literals that prove it (8
+micro-batches, K = 4, the window closing at the eighth) is correct and not reported.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import ast
 from typing import Iterator, Optional
 
 from .._ast import assignments, terminal, text
+from .._literals import counters_at_last, literal_int, literal_length, truth
 from .._model import Loop, Report, backward_tensor, tests
 
 CODE = "GG111"
@@ -35,7 +37,10 @@ def check_loop(loop: Loop, report: Report) -> None:
             if not isinstance(test, ast.expr):
                 continue
             k = _bypassed_modulo(loop, loop.resolve(test), taken)
-            if k is not None and _every_loss_divided_by(loop, k) and not loop.proves_whole_windows(k):
+            if (
+                k is not None and _every_loss_divided_by(loop, k) and not loop.proves_whole_windows(k)
+                and not _whole_literal_windows(loop, loop.resolve(test), k)
+            ):
                 report(
                     CODE,
                     step.node,
@@ -57,6 +62,21 @@ def check_loop(loop: Loop, report: Report) -> None:
             f"its gradient is K'/K of the mean.",
             loop=loop, step=call,
         )
+
+
+def _whole_literal_windows(loop: Loop, test: ast.expr, k: ast.expr) -> bool:
+    """The loop runs over a literal number of micro-batches N (``range(8)``, a bound list of 8),
+    the window size K is a literal dividing N, and the test's ``% K`` comparison is true at the
+    last micro-batch: the windows are aligned and whole, the ``or`` never closes a short one."""
+    total, size = literal_length(loop.node.iter, loop), literal_int(k, loop)
+    if not total or not size or size <= 0 or total % size:
+        return False
+    last = counters_at_last(loop, total, [])
+    modulo = [
+        n for n in ast.walk(test)
+        if isinstance(n, ast.Compare) and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in ast.walk(n))
+    ]
+    return bool(last) and bool(modulo) and all(truth(m, last, loop) is True for m in modulo)
 
 
 def _is_modulo(node: ast.AST) -> Optional[ast.expr]:

@@ -21,7 +21,7 @@ def check_module(module: Module, report: Report) -> None:
         )
         if param is None:
             continue
-        if module.project.decides_loss_scaling(cls.name):
+        if module.project.decides_loss_scaling(cls.name, module.filename):
             # `model_accepts_loss_kwargs = False` (in the class or a base): the Trainer divides the
             # mean loss by the accumulation steps; `loss_is_scaled_for_ga` says what the loss is
             continue

@@ -1,0 +1,197 @@
+"""What a loop's literals say: how many micro-batches it runs, and its counters at the last one.
+
+``for i in range(8)``, a list of 8 bound once (or built by appending once per iteration of a
+literal loop), ``accum, coeff = 4, 0.1``: where the program writes these as literals, a rule can
+prove that the windows are whole (the last micro-batch closes one) instead of guessing. Every
+answer is None (not known) unless the source proves it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import List, Optional
+
+from ._ast import body_nodes, bound_values, terminal
+from ._model import Loop, ScopeFacts
+
+
+def top_level(module) -> ScopeFacts:
+    """The module's top-level assignments and checks (``MAX_ITERS = 600``, ``assert MAX_ITERS %
+    ACCUM == 0``), not those inside its functions; found once per file."""
+    cached = module.__dict__.get("_top_level")
+    if cached is None:
+        bound: dict = {}
+        checks = []
+        for n in module.tree.body:
+            if isinstance(n, ast.Assign):
+                for name, value in bound_values(n):
+                    bound.setdefault(name, []).append(value)
+            elif isinstance(n, ast.Assert):
+                checks.append((n.test, False))
+            elif isinstance(n, ast.If) and n.body and isinstance(n.body[0], ast.Raise):
+                checks.append((n.test, True))
+        cached = module.__dict__["_top_level"] = ScopeFacts(bound, checks, {})
+    return cached
+
+
+def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
+    """``{name: value}`` of the window counter at the last of ``total`` micro-batches: the loop's
+    index (``range(a, b)``, ``enumerate(x, start=s)``) when no enclosing loop carries it, or a name
+    set to a literal before the loop and raised by ``+= 1`` once per iteration, before the tests."""
+    node = loop.node
+    it, target = node.iter, node.target
+    if not carried and isinstance(it, ast.Call):
+        if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 2:
+            start = literal_int(it.args[0], loop) if len(it.args) == 2 else 0
+            return {} if start is None else {target.id: start + total - 1}
+        if (
+            terminal(it.func) == "enumerate" and all(k.arg == "start" for k in it.keywords)
+            and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)
+        ):
+            start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords), None)
+            start = 0 if start_arg is None else literal_int(start_arg, loop)
+            return {} if start is None else {target.elts[0].id: start + total - 1}
+    out = {}
+    tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
+    for stmt in node.body:
+        if (
+            isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name)
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value == 1
+            and tests_at is not None and stmt.lineno < tests_at
+        ):
+            name = stmt.target.id
+            stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+            start = literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
+            if len(stores) == 1 and start is not None:
+                out[name] = start + total
+    return out
+
+
+def truth(test: ast.expr, values: dict, loop: Loop) -> Optional[bool]:
+    """The truth of a window test with the counters at ``values`` (None where it is not known)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = truth(test.operand, values, loop)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [truth(v, values, loop) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in parts else (None if None in parts else True)
+        return True if True in parts else (None if None in parts else False)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        a, b = int_at(test.left, values, loop), int_at(test.comparators[0], values, loop)
+        op = type(test.ops[0])
+        if a is None or b is None or op not in _COMPARE:
+            return None
+        return _COMPARE[op](a, b)
+    value = int_at(test, values, loop)
+    return None if value is None else value != 0
+
+
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+}
+
+
+def int_at(node: ast.expr, values: dict, loop: Loop) -> Optional[int]:
+    if isinstance(node, ast.Name) and node.id in values:
+        return values[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv, ast.Add, ast.Sub, ast.Mult)):
+        a, b = int_at(node.left, values, loop), int_at(node.right, values, loop)
+        if a is None or b is None or isinstance(node.op, (ast.Mod, ast.FloorDiv)) and b <= 0:
+            return None
+        ops = {ast.Mod: a % b if b else 0, ast.FloorDiv: a // b if b else 0, ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+        return ops[type(node.op)]
+    return literal_int(node, loop)
+
+
+def appended(name: str, loop: Loop) -> Optional[int]:
+    """How many items the statements before the loop append to the list ``name``: each
+    ``name.append(x)`` runs once per iteration of the literal loops around it (no ``if``), and
+    ``name`` is used no other way before the loop (passed on, extended, mutated: not known)."""
+    root = loop.scope if loop.scope is not None else loop.module.tree
+    count = 0
+    for n in ast.walk(root):
+        if not (isinstance(n, ast.Name) and n.id == name) or n.lineno >= loop.node.lineno:
+            continue
+        if isinstance(n.ctx, ast.Store):
+            continue  # the binding itself (`binding` saw it is the only one)
+        chain = _ancestors(root, n)
+        call, stmt = (chain[1], chain[2]) if len(chain) > 2 else (None, None)
+        if not (
+            isinstance(chain[0], ast.Attribute) and chain[0].attr == "append" and isinstance(call, ast.Call)
+            and call.func is chain[0] and isinstance(stmt, ast.Expr)
+        ):
+            return None
+        times = 1
+        for outer in chain[3:]:
+            if isinstance(outer, (ast.For, ast.AsyncFor)):
+                runs = literal_length(outer.iter, loop)
+                if runs is None:
+                    return None
+                times *= runs
+            elif outer is not root and not isinstance(outer, (ast.With, ast.AsyncWith)):
+                return None  # under an `if`, a `while`, a `try`, in a function: how often is not known
+        count += times
+    return count
+
+
+def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
+    """The nodes from ``target``'s parent up to ``root`` (innermost first); [] if not inside."""
+    path: List[ast.AST] = []
+
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is target or find(child):
+                path.append(node)
+                return True
+        return False
+
+    find(root)
+    return path
+
+
+def binding(name: str, loop: Loop) -> Optional[ast.expr]:
+    """The value of the one assignment to ``name`` in the loop's scope, else of the one
+    module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
+    values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
+    if not values:
+        values = top_level(loop.module).bound.get(name, [])
+    return values[0] if len(values) == 1 else None
+
+
+def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
+    """The value of an int expression made of literals and names bound once to literals."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Name):
+        node = binding(node.id, loop)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = literal_int(node.left, loop, depth + 1), literal_int(node.right, loop, depth + 1)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+    return None
+
+
+def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
+    """How many items ``node`` (a loop's iterable) yields, where literals say it."""
+    if isinstance(node, ast.Call) and terminal(node.func) == "enumerate" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Name):
+        name, node = node.id, binding(node.id, loop)
+        if isinstance(node, ast.List) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            added = appended(name, loop)
+            return None if added is None else len(node.elts) + added
+    if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+        return len(node.elts)
+    if isinstance(node, ast.ListComp) and len(node.generators) == 1 and not node.generators[0].ifs:
+        return literal_length(node.generators[0].iter, loop)  # `[make() for _ in range(3)]`
+    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
+        return literal_int(node.args[0], loop)
+    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
+        start, stop = literal_int(node.args[0], loop), literal_int(node.args[1], loop)
+        return None if start is None or stop is None else max(stop - start, 0)
+    return None
