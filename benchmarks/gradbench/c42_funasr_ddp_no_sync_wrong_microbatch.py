@@ -51,8 +51,9 @@ def rank1(init_file):
 
 if __name__ == "__main__":
     _gb.setup()
-    init_file = os.path.join(tempfile.mkdtemp(prefix="gradbench-ddp-"), "store")
-    peer = torch.multiprocessing.get_context("spawn").Process(target=rank1, args=(init_file,))
-    peer.start()
-    train(0, init_file)
-    peer.join()
+    with tempfile.TemporaryDirectory(prefix="gradbench-ddp-") as folder:
+        init_file = os.path.join(folder, "store")
+        peer = torch.multiprocessing.get_context("spawn").Process(target=rank1, args=(init_file,))
+        peer.start()
+        train(0, init_file)
+        peer.join()
