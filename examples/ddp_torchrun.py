@@ -65,6 +65,7 @@ def main():
     if rank == 0:
         print(f"window loss {acc.loss:.6f}, full-batch loss at the new weights {loss.item():.6f}")
         print(acc.loss)                           # the same global mean on every rank
+    dist.barrier()  # every rank done with its collectives before the group is torn down
     dist.destroy_process_group()
 
 

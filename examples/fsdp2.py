@@ -60,6 +60,7 @@ def main():
     if dist.get_rank() == 0:
         print(f"window loss, deferred reduce: {losses[0]:.6f}; reduce every micro-batch: {losses[1]:.6f}")
         assert abs(losses[0] - losses[1]) < 1e-6  # the same window, the same exact loss
+    dist.barrier()  # every rank done with its collectives before the group is torn down
     dist.destroy_process_group()
 
 
