@@ -1,0 +1,61 @@
+"""The precision harness's two repository sets: tuned and held-out stay apart, each with its verdicts.
+
+``benchmarks/lint_precision.py`` measures the linter on real repositories. The held-out set is only
+worth its name while no repository of the tuned set is in it, and every verdict row must name a
+repository and a path of its own set (a row for another set's finding would never be looked up).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
+lint_precision = importlib.util.module_from_spec(_spec)
+sys.modules["lint_precision"] = lint_precision
+_spec.loader.exec_module(lint_precision)
+
+BUGGY = """\
+import torch
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in torch.randn(4, 3, 2):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_heldout_repositories_are_not_tuned_ones():
+    tuned = {r.name.lower() for r in lint_precision.SETS["tuned"].repos}
+    heldout = {r.name.lower() for r in lint_precision.SETS["heldout"].repos}
+    assert len(heldout) >= 12
+    assert not tuned & heldout
+    assert lint_precision.SETS["tuned"].repos is lint_precision.REPOS  # the default set is unchanged
+
+
+def test_every_verdict_row_names_its_own_sets_repository_and_sub_path():
+    for name, chosen in lint_precision.SETS.items():
+        paths = {r.name: r.paths for r in chosen.repos}
+        for key, (verdict, why) in lint_precision.load_verdicts(chosen.verdicts).items():
+            assert key.repo in paths, f"{name}: {key} names a repository outside the set"
+            assert any(key.path == p or key.path.startswith(p.rstrip("/") + "/") for p in paths[key.repo]), key
+            assert why.strip(), key
+
+
+def test_precision_reads_the_verdicts_of_the_set_it_is_given(tmp_path):
+    repo = lint_precision.Repo("someone/project", "0" * 40, ("train.py",), "test")
+    (tmp_path / "someone+project").mkdir()
+    (tmp_path / "someone+project" / "train.py").write_text(BUGGY)
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text("someone/project\ttrain.py\tGG101\topt.step()\ttrue\tno clearing in the loop\n")
+
+    report = lint_precision.precision(tmp_path, (repo,), verdicts)
+    assert report["repositories"] == 1
+    assert report["rules"]["GG101"]["true"] == 1 and report["precision"] == 1.0
+    # negative control: the tuned set's verdicts file does not judge this finding
+    other = lint_precision.precision(tmp_path, (repo,), lint_precision.VERDICTS)
+    assert other["rules"]["GG101"]["unjudged"] == 1 and other["precision"] is None
