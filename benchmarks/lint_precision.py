@@ -152,6 +152,20 @@ HELDOUT_REPOS: Tuple[Repo, ...] = (
          "LLM fine-tuning (RLHF)"),
     Repo("hiyouga/LLaMA-Factory", "ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30",
          ("src/llamafactory/train", "src/llamafactory/v1/core"), "LLM fine-tuning"),
+    Repo("facebookresearch/DiT", "ed81ce2229091fd4ecc9a223645f95cf379d582b", ("train.py", "diffusion"), "diffusion"),
+    Repo("yenchenlin/nerf-pytorch", "63a5a630c9abd62b0f21c08703d0ac2ea7d4b9dd", ("run_nerf.py",), "NeRF"),
+    Repo("facebookresearch/simsiam", "a7bc1772896d0dad0806c51f0bb6f3b16d290468", ("main_simsiam.py", "main_lincls.py"),
+         "self-supervised"),
+    Repo("Kaixhin/Rainbow", "1745b184c3dfc03d4ffa3ce2342ced9996b39a60", ("agent.py", "main.py", "memory.py"), "RL"),
+    Repo("lucidrains/imagen-pytorch", "c166739b03b06fbc2e7c00116ffc81724626ad08", ("imagen_pytorch/trainer.py",),
+         "diffusion"),
+    Repo("salesforce/LAVIS", "506965b9c4a18c1e565bd32acaccabe0198433f7", ("lavis/tasks", "lavis/runners", "train.py"),
+         "vision-language"),
+    Repo("lm-sys/FastChat", "0e6d3e4beaab66f4d3f93db72541a4abab8af28d", ("fastchat/train",), "LLM fine-tuning"),
+    Repo("sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning", "cc9c7e2f4017938d414178d3781fed8dbe442852", ("train.py",),
+         "tutorials"),
+    Repo("artidoro/qlora", "7f4e95a68dc076bea9b3a413d2b512eca6d004e5", ("qlora.py",), "LLM fine-tuning"),
+    Repo("haotian-liu/LLaVA", "c121f0432da27facab705978f83c4ada465e46fd", ("llava/train",), "vision-language"),
 )
 
 
