@@ -104,7 +104,7 @@ def _run(batches, k, epochs=1, exact=False):
     module = Module()
     with gg.watch(mode="record") as w:
         line = inspect.currentframe().f_lineno + 1
-        trainer = L.Trainer(max_epochs=epochs, accumulate_grad_batches=k, callbacks=callbacks, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)  # noqa: E501
+        trainer = L.Trainer(max_epochs=epochs, accumulate_grad_batches=k, callbacks=callbacks, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)  # one line: the finding points at it
         trainer.fit(module, torch.utils.data.DataLoader(batches, batch_size=None))
     return w.findings, applied.grads, module, line
 

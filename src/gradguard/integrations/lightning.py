@@ -19,6 +19,11 @@ is multiplied once by ``ref * K * world_size / N`` (N: the window's item
 count over all ranks, one all-reduce per window), which makes it the exact
 full-window mean; clipping then clips the exact gradient. The factor is
 exactly 1 (and skipped) for full windows of equal counts.
+
+Without the callback, a running :class:`gradguard.watch` reports the short
+window (GG111): :class:`WatchAccumulationWindows`, which Lightning adds to every
+``Trainer`` made while a watch runs (an entry point of this package), tells the
+watch the divisor K of each of Lightning's backward passes.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ declared.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from ... import _channel
 from .._view import StepView, at, plural
