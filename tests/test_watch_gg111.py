@@ -111,3 +111,65 @@ def test_script_pair(tmp_path):
     line = next(i for i, t in enumerate((SCRIPTS / "gg111_bad.py").read_text().splitlines(), 1) if "# BUG" in t)
     assert findings == [] and json.loads((tmp_path / "gg111_bad.py.json").read_text())[0]["line"] == line
     assert json.loads((tmp_path / "gg111_bad.py.json").read_text())[0]["step"] == 3
+
+
+def _first_window_early(data, accum, fixed):
+    """The LLMs-from-scratch loop: each loss divided by ``accum``, a step when ``i % accum == 0`` (so at i = 0,
+    on one micro-batch); fixed: a step when ``(i + 1) % accum == 0`` or at the last batch, the last window
+    divided by its own size. SGD(lr=0). Returns the codes with their steps and the gradient of each step."""
+    torch.manual_seed(1)
+    model = torch.nn.Linear(5, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    n, grads = len(data), []
+    with gg.watch(mode="record") as w:
+        for i, (x, y) in enumerate(data):
+            window = min(accum, n - (i // accum) * accum) if fixed else accum
+            (F.mse_loss(model(x), y) / window).backward()
+            if ((i + 1) % accum == 0 or i == n - 1) if fixed else (i % accum == 0):
+                grads.append([p.grad.detach().clone() for p in model.parameters()])
+                opt.step()
+                opt.zero_grad()
+    return [(f.code, f.step) for f in w.findings], grads, model
+
+
+def test_a_first_window_closed_after_one_micro_batch_is_reported_at_step_1():
+    data = _data(9)
+    codes, grads, model = _first_window_early(data, 4, fixed=False)
+    for g, r in zip(grads[0], _reference(model, data[:1])):  # the bug, measured: 1/4 of the mean
+        torch.testing.assert_close(g.double(), r / 4, rtol=1e-5, atol=1e-7)
+    for g, r in zip(grads[1], _reference(model, data[1:5])):  # the next window, 4 passes divided by 4: exact
+        torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=1e-7)
+    assert codes == [("GG111", 1)]  # reported when the window of 4 (step 2) shows what the divisor 4 was
+    codes, grads, model = _first_window_early(data, 4, fixed=True)
+    assert codes == []
+    for g, r in zip(grads[2], _reference(model, data[8:])):
+        torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("divisor", [2.0, 4, 0.5])
+def test_a_constant_divisor_with_one_pass_per_step_is_silent(divisor):
+    # A temperature or a fixed normaliser, one backward pass per step: no window of `divisor` passes ever
+    # shows that it was a window size.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record") as w:
+        for x, y in _data(12):
+            (F.mse_loss(model(x), y) / divisor).backward()
+            opt.step()
+            opt.zero_grad()
+    assert w.findings == []
+
+
+def test_a_short_window_divided_by_its_own_size_before_full_ones_is_silent():
+    # A warm-up window of 2 divided by 2, then windows of 4 divided by 4: every window exact.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record") as w:
+        for accum in (1, 2, 4, 4):
+            for x, y in _data(accum, seed=accum):
+                (F.mse_loss(model(x), y) / accum).backward()
+            opt.step()
+            opt.zero_grad()
+    assert w.findings == []

@@ -7,7 +7,6 @@ numeric: the first update applies one micro-batch divided by accumulation_steps 
 watch: GG111 GG103
 lint: GG103
 bug-step: 1
-watch-miss: the dropped tail is reported at the end (GG103); the first window, one micro-batch divided by 4, is the underscaled-window bug (GG111)
 """
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,6 @@ numeric: the epoch's last update is half the mean gradient of its window
 watch: GG111
 lint: out: Lightning divides the loss inside the framework; the user's code has no division to check
 bug-step: 3
-watch-miss: the watch's GG111 judges only backward passes and steps made by the user's own code; Lightning's automatic optimization makes both inside trainer.fit(), where the divisor is the framework's, so it is not judged (gradguard.integrations.lightning.ExactAccumulation makes this loop exact instead)
 """
 import lightning as L
 import torch

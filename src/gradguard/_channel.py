@@ -19,6 +19,8 @@ __all__ = [
     "accumulator_backward",
     "accumulator_clearing",
     "accumulator_counted",
+    "framework_divisor",
+    "framework_window",
     "in_accumulator_backward",
     "in_accumulator_clearing",
     "subscribe_clearing",
@@ -172,3 +174,47 @@ def accumulator_clearing() -> Iterator[None]:
 def in_accumulator_clearing() -> bool:
     """True inside :func:`accumulator_clearing` (on this thread)."""
     return getattr(_local, "clearing", 0) > 0
+
+
+class framework_divisor:  # noqa: N801 - used like a function (a context manager), as accumulator_backward
+    """Mark the backward passes made inside the block as a framework's, whose loss it divided by ``divisor``.
+
+    A framework that accumulates gradients itself (PyTorch Lightning's automatic
+    optimization with ``accumulate_grad_batches=K``) divides every micro-batch's
+    loss by K, whatever the number of micro-batches the window that steps really
+    has. Its integration wraps each such backward pass in this mark, so that a
+    running :func:`gradguard.watch` knows the divisor (GG111 then reports a step
+    that closes a window of fewer than K passes). ``origin``: the ``(path, line)``
+    where the user chose K (the ``Trainer(...)`` call), or None; ``advice``: the
+    framework's own fix.
+
+    >>> with framework_divisor(4, ("train.py", 12), "use the callback"):
+    ...     framework_window()
+    (4, ('train.py', 12), 'use the callback')
+    >>> framework_window() is None
+    True
+    """
+
+    __slots__ = ("_mark", "_stack")
+
+    def __init__(self, divisor: int, origin=None, advice: Optional[str] = None) -> None:
+        self._mark = (int(divisor), origin, advice)
+        self._stack: Optional[list] = None
+
+    def __enter__(self) -> None:
+        stack = getattr(_local, "divisor", None)
+        if stack is None:
+            stack = _local.divisor = []
+        stack.append(self._mark)
+        self._stack = stack
+
+    def __exit__(self, *exc) -> None:
+        stack, self._stack = self._stack, None
+        if stack:
+            del stack[len(stack) - 1:]
+
+
+def framework_window() -> Optional[tuple]:
+    """Inside :func:`framework_divisor`: ``(divisor, origin, advice)`` of the innermost block; outside: None."""
+    stack = getattr(_local, "divisor", None)
+    return stack[-1] if stack else None

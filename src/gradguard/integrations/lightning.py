@@ -19,6 +19,11 @@ is multiplied once by ``ref * K * world_size / N`` (N: the window's item
 count over all ranks, one all-reduce per window), which makes it the exact
 full-window mean; clipping then clips the exact gradient. The factor is
 exactly 1 (and skipped) for full windows of equal counts.
+
+Without the callback, a running :class:`gradguard.watch` reports the short
+window (GG111): :class:`WatchAccumulationWindows`, which Lightning adds to every
+``Trainer`` made while a watch runs (an entry point of this package), tells the
+watch the divisor K of each of Lightning's backward passes.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler  # noqa: E402
 
 from .._errors import GradguardError
-from .._channel import accumulator_backward
+from .._channel import accumulator_backward, framework_divisor, listening
+from ..watcher import user_site
 from ._watch import FrameworkWatch, loss_line
 
-__all__ = ["ExactAccumulation", "Watch", "default_count"]
+__all__ = ["ExactAccumulation", "Watch", "WatchAccumulationWindows", "default_count"]
 
 
 def default_count(batch: Any) -> int:
@@ -344,7 +350,71 @@ _LIGHTNING_ADVICE = {
 }
 
 
-class Watch(Callback):
+_WINDOW_ADVICE = (
+    "Add gradguard.integrations.lightning.ExactAccumulation() to Trainer(callbacks=[...]): it weighs every window "
+    "exactly, the epoch's short last window too; or make the number of batches per epoch a multiple of "
+    "accumulate_grad_batches."
+)
+
+
+class WatchAccumulationWindows(Callback):
+    """Tell a running :class:`gradguard.watch` that Lightning divided each backward pass's loss by K.
+
+    In automatic optimization Lightning divides every ``training_step`` loss by
+    ``trainer.accumulate_grad_batches`` = K and steps on the last batch of the
+    epoch whatever the window holds, so that window (or a whole epoch shorter
+    than K) is applied at K'/K of its mean. The watch sees the passes and the
+    steps, but not K: this callback declares it around each of Lightning's
+    backward passes, and the watch reports a step that closes a window of
+    fewer than K passes (GG111) at ``origin``, the line where the ``Trainer``
+    was made (else at the pass's line).
+
+    Installed by itself into every ``Trainer`` made while a watch runs (the
+    ``gradguard run`` command, the pytest plugin, a ``with gradguard.watch():``
+    block around the ``Trainer(...)`` call), through Lightning's
+    ``lightning.pytorch.callbacks_factory`` entry point; :class:`Watch` does the
+    same. It changes nothing in training, and does nothing when no watch runs,
+    for ``accumulate_grad_batches=1``, manual optimization, or a strategy that
+    accumulates itself (DeepSpeed).
+    """
+
+    def __init__(self, origin=None) -> None:
+        self.origin = origin
+        self._mark: Optional[framework_divisor] = None
+
+    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        self._close_window_mark()
+        k = trainer.accumulate_grad_batches
+        if (k < 2 or not listening() or not pl_module.automatic_optimization
+                or trainer.strategy.handles_gradient_accumulation):
+            return
+        self._mark = framework_divisor(k, self.origin, _WINDOW_ADVICE)
+        self._mark.__enter__()
+
+    def on_after_backward(self, trainer, pl_module) -> None:
+        self._close_window_mark()
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close_window_mark()
+
+    def _close_window_mark(self) -> None:
+        mark, self._mark = self._mark, None
+        if mark is not None:
+            mark.__exit__(None, None, None)
+
+
+def watch_callbacks() -> list:
+    """Lightning's ``lightning.pytorch.callbacks_factory`` entry point: the callbacks every new ``Trainer`` gets.
+
+    While a :class:`gradguard.watch` runs, a :class:`WatchAccumulationWindows`
+    whose findings point at the ``Trainer(...)`` line being run; otherwise none.
+    """
+    if not listening():
+        return []
+    return [WatchAccumulationWindows(origin=user_site(2))]
+
+
+class Watch(WatchAccumulationWindows):
     """Run :class:`gradguard.watch` over ``trainer.fit(...)``.
 
     Findings about the loss point at the line of ``training_step`` that made
@@ -363,6 +433,7 @@ class Watch(Callback):
     """
 
     def __init__(self, mode: str = "warn", ignore=()) -> None:
+        super().__init__()
         self._fw = FrameworkWatch(mode, ignore, _LIGHTNING_ADVICE)
 
     @property
@@ -376,4 +447,5 @@ class Watch(Callback):
         self._fw.stop()
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close_window_mark()
         self._fw.stop(exception)

@@ -68,13 +68,16 @@ class Reporter:
         """Whether a finding of ``code`` at ``site`` would still be reported."""
         return code not in self.ignore and (code, site[0], site[1]) not in self.reported
 
-    def report(self, code: str, detail: str, site: Site, step: Optional[int], params: Sequence = ()) -> None:
-        """Queue a finding; ``params`` are tensors (or records with a ``.p`` tensor) for the names."""
+    def report(self, code: str, detail: str, site: Site, step: Optional[int], params: Sequence = (),
+               advice: Optional[str] = None) -> None:
+        """Queue a finding; ``params`` are tensors (or records with a ``.p`` tensor) for the names;
+        ``advice`` replaces the rule's fix (a framework's own remedy)."""
         if not self.wants(code, site):
             return
         self.reported.add((code, site[0], site[1]))
         names = self.param_names(params)
-        self._queue.append(make_finding(code, detail, path=site[0], line=site[1], step=step, params=names or None))
+        self._queue.append(make_finding(code, detail, path=site[0], line=site[1], step=step, params=names or None,
+                                        advice=advice))
 
     def drop(self) -> None:
         """Forget what was queued (the user's own error comes first)."""

@@ -93,8 +93,8 @@ class Session:
             )
             return None
 
-    def report(self, code: str, detail: str, site: Site, step: Optional[int], params=()) -> None:
-        self.reporter.report(code, detail, site, step, params)
+    def report(self, code: str, detail: str, site: Site, step: Optional[int], params=(), advice=None) -> None:
+        self.reporter.report(code, detail, site, step, params, advice)
 
     # ------------------------------------------------------------ forward
     def forward(self, module) -> None:

@@ -17,7 +17,7 @@ from ..findings import short_path
 from ._source import Site
 from ._tracker import OptState, Pass, Subset, Tracker
 
-Report = Callable[[str, str, Site, Optional[int], Sequence], None]
+Report = Callable[..., None]  # (code, detail, site, step, params=(), advice=None)
 
 
 def at(site: Site, here: Optional[Site] = None) -> str:

@@ -1,39 +1,67 @@
 """GG111 underscaled window: a short window whose losses were each divided by the full window's size.
 
-At run time the watch does not know the loop's ``accum_steps``; it learns it
-from the loop itself. Per backward line and optimizer, a step fed by K >= 2
-passes of that line, each a mean-reduced loss multiplied by the same known
-factor 1/K, shows that the loop divides each micro-batch by its window size K.
-A later step of the same optimizer fed by K' < K passes of that line, each
-still multiplied by 1/K, has a gradient K'/K of the mean over its items: the
-final partial window divided by the full window size (the behaviour of a loop
-that steps its remainder with ``loss / accum`` unchanged).
+In a hand-written loop the watch does not know the loop's ``accum_steps``; it
+learns it from the loop itself. Per backward line and optimizer, a step fed by
+K >= 2 passes of that line, each a mean-reduced loss multiplied by the same
+known factor 1/K (read from the loss's autograd graph), shows that the loop
+divides each micro-batch by its window size K. A step of the same optimizer
+fed by K' < K passes of that line, each also multiplied by 1/K, has a gradient
+K'/K of the mean over its items: the final partial window divided by the full
+window size (a loop that steps its remainder with ``loss / accum``), or a first
+window closed too early (``if i % accum == 0: step()`` steps at i = 0 on one
+micro-batch). A short window seen before any full one is kept, and reported
+(at its own step number) once a full window of that divisor shows what it was:
+a loss divided by a constant for another reason (a temperature, a fixed
+normaliser) with one pass per step never shows a full window, and says nothing.
 
-It claims nothing when it cannot tell: before a full window was seen, for
-factors it cannot read on the host (a loss divided by a tensor), for losses
-scaled by a ``GradScaler`` or weighted by gradguard itself, for windows that
-change size on purpose with their divisor (K' passes divided by K' are
-exact), and for passes made inside the same call as the step (a framework's
-own loop, such as Lightning's automatic optimization, whose scaling is the
-framework's; its Lightning integration makes that window exact).
+In a framework's loop the divisor is the framework's, and its integration
+declares it (``_channel.framework_divisor``): PyTorch Lightning's automatic
+optimization divides every ``training_step`` loss by
+``trainer.accumulate_grad_batches`` = K and steps on the epoch's last batch, so
+a step fed by K' < K of those passes (the epoch's final partial window, or an
+epoch shorter than K) is K'/K of the mean over its micro-batches.
+
+It claims nothing when it cannot tell: for factors it cannot read on the host
+(a loss divided by a tensor), for losses scaled by a ``GradScaler`` or weighted
+by gradguard itself (the Accumulator, Lightning's ``ExactAccumulation``), for
+windows that change size on purpose with their divisor (K' passes divided by
+K' are exact), and for a framework's passes whose divisor no integration
+declared.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional
 
-from .._view import StepView, at
+from ... import _channel
+from .._view import StepView, at, plural
 
 CODE = "GG111"
 
 _TOL = 1e-6
+# Short windows kept per (line, optimizer) while no full window has shown their divisor.
+_MAX_WAITING = 8
 
 
 class State:
-    """Per (backward line, optimizer): the window size K its full windows were divided by."""
+    """Per (backward line, optimizer): the window size K its full windows were divided by, and the
+    short windows seen before any full one; per pass: the divisor a framework declared for it."""
 
     def __init__(self, clock=None):
         self.full: Dict[tuple, int] = {}
+        # key -> {K: (step, passes, with_grad)}: the first step fed by fewer than K passes each times 1/K
+        self.waiting: Dict[tuple, Dict[int, tuple]] = {}
+        self.declared: Dict[int, tuple] = {}  # pass index -> (K, origin, advice) from the framework
+
+    def before_pass(self, ps) -> None:
+        mark = _channel.framework_window()
+        if mark is not None:
+            self.declared[ps.index] = mark
+
+    def after_step(self, ost, passes, by_hand) -> None:
+        if self.declared and passes:
+            last = max(passes)
+            self.declared = {i: m for i, m in self.declared.items() if i > last}
 
 
 def _factor(group) -> Optional[float]:
@@ -50,8 +78,22 @@ def _factor(group) -> Optional[float]:
     return f
 
 
+def _divisor(f: float) -> Optional[int]:
+    """K when ``f`` is 1/K for an integer K >= 2, else None."""
+    k = round(1.0 / f)
+    return k if k >= 2 and abs(f * k - 1) <= _TOL else None
+
+
+def _detail(view_name: str, n: int, k: int, full: int, site, here, seen: str) -> str:
+    return (f"{view_name}.step() (step {n}) used {plural(k, 'backward pass', 'backward passes')} of the mean-reduced "
+            f"loss at {at(site, here)}, each divided by {full} like the {seen}, so its "
+            f"gradient is {k}/{full} of the mean over its items.")
+
+
 def at_step(view: StepView) -> None:
-    memory = view.memory[CODE].full
+    state = view.memory[CODE]
+    if state.declared:
+        _framework_step(view, state)
     for site, group in view.by_site().items():
         f = _factor(group)
         if f is None:
@@ -59,14 +101,44 @@ def at_step(view: StepView) -> None:
         key = (site, id(view.ost))
         k = len(group)
         if k >= 2 and abs(f * k - 1) <= _TOL:
-            memory[key] = k  # a full window: each pass divided by the window's size
+            state.full[key] = k  # a full window: each pass divided by the window's size
+            early = state.waiting.pop(key, {}).get(k)
+            if early is not None:  # a short window before this one, divided by this one's size
+                n, k_early, params = early
+                view.report(CODE, _detail(view.name, n, k_early, k, site, site, f"later window of {k} passes (step {view.n})"),
+                            site, n, params)
             continue
-        full = memory.get(key)
-        if full is not None and k < full and abs(f * full - 1) <= _TOL:
-            view.report(
-                CODE,
-                f"{view.name}.step() (step {view.n}) used {k} backward {'pass' if k == 1 else 'passes'} of the "
-                f"mean-reduced loss at {at(site, site)}, each divided by {full} like the earlier windows of {full} "
-                f"passes, so its gradient is {k}/{full} of the mean over its items.",
-                site, view.n, view.with_grad,
-            )
+        full = state.full.get(key)
+        if full is not None:
+            if k < full and abs(f * full - 1) <= _TOL:
+                view.report(CODE, _detail(view.name, view.n, k, full, site, site, f"earlier windows of {full} passes"), site, view.n,
+                            view.with_grad)
+            continue
+        # No full window yet: 1/K with fewer than K passes is a short window only if a full one follows.
+        divisor = _divisor(f)
+        if divisor is not None and k < divisor:
+            waiting = state.waiting.setdefault(key, {})
+            if divisor not in waiting and len(waiting) < _MAX_WAITING:
+                waiting[divisor] = (view.n, k, view.with_grad)
+
+
+def _framework_step(view: StepView, state: State) -> None:
+    """A step of a framework's loop whose passes were each divided by the framework's K."""
+    marks = [state.declared.get(i) for i in view.passes]
+    if not marks or any(m is None for m in marks):
+        return  # not only the framework's passes: their weights are not the framework's alone
+    if any(ps.managed for ps in view.passes.values()):
+        return  # weighted exactly by gradguard (ExactAccumulation)
+    full, origin, advice = marks[0]
+    k = len(marks)
+    if full < 2 or k >= full or any(m[0] != full for m in marks):
+        return
+    site = origin if origin is not None and origin[0] is not None else next(iter(view.passes.values())).site
+    view.report(
+        CODE,
+        f"{view.name}.step() (step {view.n}) closed a window of {plural(k, 'backward pass', 'backward passes')} "
+        f"whose losses the framework divided by its window size accumulate_grad_batches={full} (set at "
+        f"{at(site, site)}), stepping on the epoch's last batch, so this update is {k}/{full} of the mean over its "
+        f"micro-batches.",
+        site, view.n, view.with_grad, advice,
+    )
