@@ -358,9 +358,10 @@ def _model_of(ctor: ast.Call) -> Optional[str]:
 
 
 def _sums(call: ast.Call) -> bool:
-    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``."""
+    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``
+    (``"batchmean"``, KL divergence's mean over the batch, averages)."""
     for k in call.keywords:
-        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value == "mean"):
+        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value in ("mean", "batchmean")):
             return True
         if k.arg == "size_average" and isinstance(k.value, ast.Constant) and k.value.value is False:
             return True
