@@ -156,3 +156,33 @@ def list_built_by_appending(model, loss_fn, optimizer, make_batch):
         if (idx + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def threshold_window_flushed_after_the_loop(model, loader, loss_fn, optimizer, optim_batch_size):
+    steps_accum = 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y) / optim_batch_size
+        loss.backward()
+        steps_accum += len(x)
+        if steps_accum >= optim_batch_size:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps_accum = 0
+    if steps_accum > 0:  # the last, partial window, weighted by its own size
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(optim_batch_size / steps_accum)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def threshold_on_a_flag_that_is_no_count(model, loader, loss_fn, optimizer, patience):
+    """`bad_epochs >= patience` is no window: the step is under no threshold."""
+    bad_epochs = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        bad_epochs += 1
+        if bad_epochs >= patience:
+            bad_epochs = 0

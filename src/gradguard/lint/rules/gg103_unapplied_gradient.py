@@ -24,6 +24,17 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if any(p.end in ("break", "return") and _exit_on_index(loop, p) for p in loop.paths):
         return  # `if i == n_windows * accum: break` may end the loop on a window boundary
+    counter = _threshold_counter(loop)
+    if counter is not None:
+        if not steps_after(loop):
+            report(
+                CODE,
+                loop.node,
+                f"This accumulation loop steps only when the accumulated count `{counter}` reaches its threshold, "
+                f"and nothing after the loop steps the last partial window.",
+                loop=loop, optimizer=loop.steps[0].target, step=loop.steps[0].node,
+            )
+        return
     for s in loop.steps:
         for entry in s.stack:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(loop.resolve(entry[0])):
@@ -43,6 +54,62 @@ def check_loop(loop: Loop, report: Report) -> None:
         "the last partial window.",
         loop=loop, optimizer=loop.steps[0].target if loop.steps else None, step=loop.steps[0].node if loop.steps else None,
     )
+
+
+def _threshold_counter(loop: Loop) -> Optional[str]:
+    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form)::
+
+        for batch in loader:
+            loss.backward()
+            C += len(batch)
+            if C >= T:
+                optimizer.step(); optimizer.zero_grad(); C = 0
+
+    every step sits under ``if C >= T`` (or ``C > T``) alone, ``C`` only grows in the loop
+    (``C += n``) outside that branch and is set back to a constant in it, and some iteration
+    back-propagates without stepping. None for any other shape."""
+    counters = set()
+    for s in loop.steps:
+        guards = [entry for entry in s.stack if entry[0] != "loop"]
+        if len(guards) != 1 or guards[0][1] is not True or s.frame:
+            return None
+        test = guards[0][0]
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+                and isinstance(test.ops[0], (ast.GtE, ast.Gt)) and not isinstance(test.comparators[0], ast.Constant)):
+            return None
+        counters.add(test.left.id)
+    if len(counters) != 1 or not loop.micro_paths:
+        return None
+    counter = counters.pop()
+    values = loop.assignments().get(counter, [])
+    grows = [v for v in values if isinstance(v, tuple) and isinstance(v[1], ast.Add)]
+    resets = [v for v in values if isinstance(v, ast.Constant)]
+    if not grows or not resets or len(grows) + len(resets) != len(values):
+        return None
+    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.node)}
+    reset_in_window = all(any(id(i) in windows for i in _guarding_ifs(loop.node, r)) for r in resets)
+    grows_outside = all(not any(id(i) in windows for i in _guarding_ifs(loop.node, g[2])) for g in grows)
+    return counter if reset_in_window and grows_outside else None
+
+
+def _guarding_ifs(root: ast.AST, target: ast.AST) -> List[ast.If]:
+    """The ``if`` statements of ``root`` (a loop) whose body holds ``target``."""
+    out: List[ast.If] = []
+
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is target or (not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and find(child)):
+                if isinstance(node, ast.If) and any(child is b or _holds(b, child) for b in node.body):
+                    out.append(node)
+                return True
+        return False
+
+    find(root)
+    return out
+
+
+def _holds(stmt: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(stmt))
 
 
 def _exit_on_index(loop: Loop, path: Path) -> bool:
