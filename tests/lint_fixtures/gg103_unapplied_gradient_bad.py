@@ -127,3 +127,16 @@ def window_closes_on_a_threshold_of_examples(model, loader, loss_fn, optimizer, 
             optimizer.step()
             optimizer.zero_grad()
             steps_accum = 0
+
+
+def threshold_window_of_literal_counts_left_open(model, loss_fn, optimizer, make_batch):
+    """10 micro-batches, a window at 4: the last two are never stepped."""
+    accum_n_steps = 0
+    for step in range(10):  # expect: GG103
+        x, y = make_batch(step)
+        (loss_fn(model(x), y) / 4).backward()
+        accum_n_steps += 1
+        if accum_n_steps >= 4:
+            optimizer.step()
+            optimizer.zero_grad()
+            accum_n_steps = 0

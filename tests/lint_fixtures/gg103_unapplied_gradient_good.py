@@ -186,3 +186,16 @@ def threshold_on_a_flag_that_is_no_count(model, loader, loss_fn, optimizer, pati
         bad_epochs += 1
         if bad_epochs >= patience:
             bad_epochs = 0
+
+
+def threshold_window_of_literal_counts(model, loss_fn, optimizer, make_batch):
+    """12 micro-batches, one count each, a window at 4: the last micro-batch closes a window."""
+    accum_n_steps = 0
+    for step in range(12):
+        x, y = make_batch(step)
+        (loss_fn(model(x), y) / 4).backward()
+        accum_n_steps += 1
+        if accum_n_steps >= 4:
+            optimizer.step()
+            optimizer.zero_grad()
+            accum_n_steps = 0

@@ -11,7 +11,7 @@ from .._ast import body_nodes, self_ref, target_names, terminal
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, literal_length, top_level, truth
+from .._literals import counters_at_last, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
 
 CODE = "GG103"
@@ -26,7 +26,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return  # `if i == n_windows * accum: break` may end the loop on a window boundary
     counter = _threshold_counter(loop)
     if counter is not None:
-        if not steps_after(loop):
+        if not steps_after(loop) and not _threshold_divides(loop, counter):
             report(
                 CODE,
                 loop.node,
@@ -75,7 +75,7 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
             return None
         test = guards[0][0]
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-                and isinstance(test.ops[0], (ast.GtE, ast.Gt)) and not isinstance(test.comparators[0], ast.Constant)):
+                and isinstance(test.ops[0], (ast.GtE, ast.Gt))):
             return None
         counters.add(test.left.id)
     if len(counters) != 1 or not loop.micro_paths:
@@ -90,6 +90,37 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
     reset_in_window = all(any(id(i) in windows for i in _guarding_ifs(loop.node, r)) for r in resets)
     grows_outside = all(not any(id(i) in windows for i in _guarding_ifs(loop.node, g[2])) for g in grows)
     return counter if reset_in_window and grows_outside else None
+
+
+def _threshold_divides(loop: Loop, counter: str) -> bool:
+    """Literals prove that the last micro-batch closes a threshold window: the loop runs N
+    (literal) iterations, not inside another loop, each adding a literal to ``counter`` (set to a
+    literal before it), and the threshold is a literal (``accum_n_steps += 1`` ... ``if accum_n_steps
+    >= 4`` over ``range(12)``). Simulated, as the loop counts."""
+    node = loop.node
+    total = literal_length(node.iter, loop)
+    test = next(entry[0] for entry in loop.steps[0].stack if entry[0] != "loop")
+    threshold = literal_int(test.comparators[0], loop)
+    grows = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id == counter]
+    window = next((s for s in node.body if isinstance(s, ast.If) and s.test is test), None)
+    if total is None or threshold is None or len(grows) != 1 or window is None or _enclosing_loops(loop):
+        return False
+    if grows[0].lineno > window.lineno or any(b.frame or b.node.lineno > window.lineno for b in loop.backwards):
+        return False  # counted, or back-propagated, after the test: not the order simulated here
+    step = literal_int(grows[0].value, loop)
+    facts = loop.module.scope_facts(loop.scope).bound if loop.scope is not None else top_level(loop.module).bound
+    starts = {v.value if isinstance(v, ast.Constant) else None for v in facts.get(counter, [])}
+    resets = {v.value for v in loop.assignments().get(counter, []) if isinstance(v, ast.Constant)}
+    if step is None or len(starts) != 1 or None in starts or len(resets) != 1 or total > 100_000:
+        return False
+    value, reset, strict = starts.pop(), resets.pop(), isinstance(test.ops[0], ast.Gt)
+    closed = True
+    for _ in range(total):
+        value += step
+        closed = value > threshold if strict else value >= threshold
+        if closed:
+            value = reset
+    return closed
 
 
 def _guarding_ifs(root: ast.AST, target: ast.AST) -> List[ast.If]:
