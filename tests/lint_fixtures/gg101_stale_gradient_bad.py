@@ -137,3 +137,27 @@ def clearing_flag_passed_false(model, loader, loss_fn, optimizer):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         _step_then_maybe_clear(optimizer, zero_grad=False)  # the helper never clears here
+
+
+class GanWithoutDiscriminatorClearing:
+    """The optimizers are attributes built in __init__; the loop calls the object's step()."""
+
+    def __init__(self, generator, discriminator):
+        self.generator, self.discriminator = generator, discriminator
+        self.optD = torch.optim.Adam(self.discriminator.parameters())
+        self.optG = torch.optim.Adam(self.generator.parameters())
+
+    def update(self, real, noise, bce):
+        bce(self.discriminator(real), 1).backward()
+        fake = self.generator(noise)
+        bce(self.discriminator(fake.detach()), 0).backward()
+        self.optD.step()  # expect: GG101
+        self.generator.zero_grad()
+        bce(self.discriminator(fake), 1).backward()
+        self.optG.step()
+
+
+def train_gan_object(generator, discriminator, batches, noise, bce):
+    gan = GanWithoutDiscriminatorClearing(generator, discriminator)
+    for real in batches:
+        gan.update(real, noise, bce)

@@ -142,3 +142,26 @@ def clearing_by_default(model, loader, loss_fn, optimizer):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         _step_unless_kept(optimizer)
+
+
+class GanClearingBoth:
+    def __init__(self, generator, discriminator):
+        self.generator, self.discriminator = generator, discriminator
+        self.optD = torch.optim.Adam(self.discriminator.parameters())
+        self.optG = torch.optim.Adam(self.generator.parameters())
+
+    def update(self, real, noise, bce):
+        self.discriminator.zero_grad()
+        bce(self.discriminator(real), 1).backward()
+        fake = self.generator(noise)
+        bce(self.discriminator(fake.detach()), 0).backward()
+        self.optD.step()
+        self.generator.zero_grad()
+        bce(self.discriminator(fake), 1).backward()
+        self.optG.step()
+
+
+def train_gan_object(generator, discriminator, batches, noise, bce):
+    gan = GanClearingBoth(generator, discriminator)
+    for real in batches:
+        gan.update(real, noise, bce)
