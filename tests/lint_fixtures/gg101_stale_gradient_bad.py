@@ -161,3 +161,11 @@ def train_gan_object(generator, discriminator, batches, noise, bce):
     gan = GanWithoutDiscriminatorClearing(generator, discriminator)
     for real in batches:
         gan.update(real, noise, bce)
+
+
+def optimizer_bound_to_a_name_saying_scheduler(model, loader, loss_fn):
+    """What the object is comes from its constructor, not from the variable's name."""
+    lr_scheduler = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        lr_scheduler.step()  # expect: GG101

@@ -165,3 +165,15 @@ def train_gan_object(generator, discriminator, batches, noise, bce):
     gan = GanClearingBoth(generator, discriminator)
     for real in batches:
         gan.update(real, noise, bce)
+
+
+def torch_schedulers_step_no_gradients(model, loader, loss_fn):
+    optimizer = torch.optim.Adam(model.parameters())
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+    swa_scheduler = torch.optim.swa_utils.SWALR(optimizer, 0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        scheduler.step()
+        swa_scheduler.step()
