@@ -169,3 +169,16 @@ def optimizer_bound_to_a_name_saying_scheduler(model, loader, loss_fn):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         lr_scheduler.step()  # expect: GG101
+
+
+def reset_grad_that_clears_nothing(model):
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+
+def helper_named_like_a_clearing(model, loader, loss_fn, opt):
+    """`reset_grad` is in view: it switches requires_grad on, it clears nothing."""
+    for x, y in loader:
+        reset_grad_that_clears_nothing(model)
+        loss_fn(model(x), y).backward()
+        opt.step()  # expect: GG101

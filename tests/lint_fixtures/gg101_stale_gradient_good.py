@@ -177,3 +177,20 @@ def torch_schedulers_step_no_gradients(model, loader, loss_fn):
         optimizer.step()
         scheduler.step()
         swa_scheduler.step()
+
+
+class SolverWithResetGrad:
+    def __init__(self, g, d):
+        self.g, self.d = g, d
+        self.g_optimizer = torch.optim.Adam(g.parameters())
+        self.d_optimizer = torch.optim.Adam(d.parameters())
+
+    def reset_grad(self):
+        self.g_optimizer.zero_grad()
+        self.d_optimizer.zero_grad()
+
+    def train(self, loader, loss_fn):
+        for x in loader:
+            self.reset_grad()
+            loss_fn(self.d(x)).backward()
+            self.d_optimizer.step()
