@@ -182,3 +182,24 @@ def helper_named_like_a_clearing(model, loader, loss_fn, opt):
         reset_grad_that_clears_nothing(model)
         loss_fn(model(x), y).backward()
         opt.step()  # expect: GG101
+
+
+class BaseTrainer:
+    """The project's own trainer base: its name ends in Trainer, it is no HF Trainer."""
+
+    def __init__(self, model, optimizer, loss_fn):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+
+
+class PPOTrainer(BaseTrainer):
+    def optimize(self, minibatches):
+        for x, y in minibatches:
+            self.loss_fn(self.model(x), y).backward()
+            self.optimizer.step()  # expect: GG101
+
+
+def training_step(engine, batch, model, optimizer, loss_fn):
+    """A function named like Lightning's hook, outside any LightningModule (an ignite handler)."""
+    for x, y in batch:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # expect: GG101

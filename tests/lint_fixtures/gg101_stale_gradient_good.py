@@ -194,3 +194,13 @@ class SolverWithResetGrad:
             self.reset_grad()
             loss_fn(self.d(x)).backward()
             self.d_optimizer.step()
+
+
+class TrainerDerivedFromHF(Trainer):
+    """An HF Trainer subclass (resolved from the import): the Trainer clears around training_step."""
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        for chunk in inputs["chunks"]:
+            self.compute_loss(model, chunk).backward()
+            self.optimizer.step()
+        return inputs["loss"]

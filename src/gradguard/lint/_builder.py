@@ -19,6 +19,7 @@ from ._events import optimizer_constructor
 from ._flow import TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
+from ._project import Project
 
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
@@ -47,7 +48,7 @@ _COMMON_METHODS = frozenset(
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
-def build(tree: ast.Module, source: str, filename: str) -> Module:
+def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
     >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
@@ -56,6 +57,8 @@ def build(tree: ast.Module, source: str, filename: str) -> Module:
     [['backward', 'step']]
     """
     module = Module(tree, source, filename)
+    # the files linted together resolve base classes (a project's own `Trainer` is no HF Trainer)
+    module.project = project if project is not None else Project([(filename, source)])
     _Builder(module).run()
     return module
 
@@ -69,6 +72,7 @@ class _Builder:
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
         self.hot_sums: List[tuple] = []  # (node, scope): loops with event words that sum a loss
         self.manual: set = set()  # ids of Lightning modules with manual optimization
+        self.framework: set = set()  # ids of classes a framework drives (resolved from their bases)
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
@@ -167,12 +171,16 @@ class _Builder:
             rest = (stmts[i + 1 :],) + after
             if isinstance(stmt, ast.ClassDef):
                 own_loop = runs_own_loop(stmt)
-                if is_hf_trainer_class(stmt):
+                project, path = m.project, m.filename
+                if is_hf_trainer_class(stmt, project, path):
                     m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
                     if not own_loop:
                         continue  # the HF Trainer runs the loop
-                manual = is_manual_lightning(stmt)
-                if is_framework_class(stmt) and not manual and not own_loop:
+                manual = is_manual_lightning(stmt, project, path)
+                framework = is_framework_class(stmt, project, path)
+                if framework:
+                    self.framework.add(id(stmt))
+                if framework and not manual and not own_loop:
                     continue  # Lightning automatic optimization, callbacks: the framework runs the loop
                 m.methods.setdefault(id(stmt), methods_of(stmt))
                 if manual:
@@ -182,8 +190,8 @@ class _Builder:
                         self.pending.append((step, step, stmt, (), {}))
                 self._visit(stmt.body, None, stmt, (), {}, no_grad)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if is_framework_hook(stmt) and id(cls) not in self.manual:
-                    continue
+                if is_framework_hook(stmt) and id(cls) in self.framework and id(cls) not in self.manual:
+                    continue  # a hook the framework calls (a function of that name elsewhere is the user's)
                 local = local_defs(stmt)
                 if local:
                     self._mark_closure_calls(stmt, local)
