@@ -140,3 +140,22 @@ def threshold_window_of_literal_counts_left_open(model, loss_fn, optimizer, make
             optimizer.step()
             optimizer.zero_grad()
             accum_n_steps = 0
+
+
+def whole_count_but_window_test_at_its_start(model, data, loss_fn, accum, optimizer, steps):
+    """`i % accum == 0` steps after the first pass, then every accum passes: the last
+    accum - 1 of the steps * accum micro-batches are never stepped."""
+    for i in range(steps * accum):  # expect: GG103
+        (loss_fn(model(data[i])) / accum).backward()
+        if i % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def count_of_other_factors(model, data, loss_fn, accum, optimizer, epochs, per_epoch):
+    """`epochs * per_epoch` need not divide by `accum`."""
+    for i in range(epochs * per_epoch):  # expect: GG103
+        (loss_fn(model(data[i])) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -199,3 +199,11 @@ def threshold_window_of_literal_counts(model, loss_fn, optimizer, make_batch):
             optimizer.step()
             optimizer.zero_grad()
             accum_n_steps = 0
+
+
+def whole_windows_counted_from_one_by_islice(model, loader, loss_fn, accum, optimizer, steps):
+    for i, x in enumerate(itertools.islice(loader, accum * steps), start=1):
+        (loss_fn(model(x)) / accum).backward()
+        if i % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -12,7 +12,7 @@ from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, literal_int, literal_length, top_level, truth
-from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -20,7 +20,7 @@ FIXTURES = ("gg103_unapplied_gradient_bad.py", "gg103_unapplied_gradient_good.py
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    if not loop.trains or loop.accumulate or not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop.node):
+    if not loop.trains or loop.accumulate or not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop):
         return
     if any(p.end in ("break", "return") and _exit_on_index(loop, p) for p in loop.paths):
         return  # `if i == n_windows * accum: break` may end the loop on a window boundary
@@ -158,19 +158,55 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t))
 
 
-def _window_fits(loop: ast.AST) -> bool:
-    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)``: the iteration count
-    is a whole number of windows."""
-    it = loop.iter
+def _window_fits(loop: Loop) -> bool:
+    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` with the window
+    closing on ``(i + 1) % accum == 0``: the iteration count is a whole number of windows and the
+    last micro-batch closes one. The test's offset decides: with ``i % accum == 0`` the first
+    window is one pass and the last ``accum - 1`` micro-batches are left after the last step;
+    with ``enumerate(x, 1)`` (counting from 1) ``i % accum == 0`` is the closing test."""
+    node = loop.node
+    it, target, start = node.iter, node.target, 0
     if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and it.args:
-        it = it.args[0]
-    if isinstance(it, ast.Call) and terminal(it.func) in ("range", "islice") and it.args:
-        args = it.args if terminal(it.func) == "range" else it.args[1:]
-        if not args:
+        start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords if k.arg == "start"), None)
+        if start_arg is not None and not (isinstance(start_arg, ast.Constant) and type(start_arg.value) is int):
             return False
-        stop = args[-1] if len(args) < 3 else args[1]
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(stop))
-    return False
+        start = start_arg.value if start_arg is not None else 0
+        target = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else None
+        it = it.args[0]
+    if not (isinstance(it, ast.Call) and terminal(it.func) in ("range", "islice") and isinstance(target, ast.Name)):
+        return False
+    args = it.args if terminal(it.func) == "range" else it.args[1:]
+    if len(args) != 1:
+        return False  # range(a, b), islice(x, a, b): not counted from the loop's start
+    stop = args[0]
+    factors = {ast.dump(f) for f in (stop.left, stop.right)} if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Mult) else set()
+    guards = [t for s in loop.steps for t, _ in tests(s)]
+    if not factors or not guards:
+        return False
+    return all(_closes_last(loop.resolve(t), target.id, start, factors) for t in guards)
+
+
+def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
+    """``(counter + c) % K == 0`` with ``K`` a factor of the iteration count and ``start + c == 1``:
+    true at the last of ``n * K`` micro-batches counted from ``start``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
+        return False
+    if ast.dump(left.right) not in factors:
+        return False
+    value, offset = left.left, 0
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        a, b = value.left, value.right
+        if isinstance(a, ast.Constant):
+            a, b = b, a
+        if not (isinstance(b, ast.Constant) and type(b.value) is int):
+            return False
+        value, offset = a, b.value
+    return isinstance(value, ast.Name) and value.id == counter and start + offset == 1
 
 
 def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
