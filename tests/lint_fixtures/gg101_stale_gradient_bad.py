@@ -203,3 +203,17 @@ def training_step(engine, batch, model, optimizer, loss_fn):
     for x, y in batch:
         loss_fn(model(x), y).backward()
         optimizer.step()  # expect: GG101
+
+
+def create_ignite_trainer(model, optimizer, loss_fn):
+    """ignite's Engine calls update(engine, batch) once per batch: its body is one iteration."""
+    from ignite.engine import Engine
+
+    def update(engine, batch):
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()  # expect: GG101
+        return loss.item()
+
+    return Engine(update)

@@ -204,3 +204,27 @@ class TrainerDerivedFromHF(Trainer):
             self.compute_loss(model, chunk).backward()
             self.optimizer.step()
         return inputs["loss"]
+
+
+def create_ignite_trainer(model, optimizer, loss_fn):
+    from ignite.engine import Engine
+
+    def update(engine, batch):
+        optimizer.zero_grad()
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return Engine(update)
+
+
+def create_engine_of_another_library(model, optimizer, loss_fn, engines):
+    """An Engine of an object passed in, no ignite Engine: nothing says how often update runs."""
+
+    def update(engine, batch):
+        loss_fn(model(batch)).backward()
+        optimizer.step()
+
+    return engines.Engine(update)

@@ -12,7 +12,7 @@ import re
 from typing import Dict, List, Optional
 
 from ._ast import (
-    find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
     terminal, text, walk_lines,
 )
 from ._events import optimizer_constructor
@@ -94,6 +94,8 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
+        if "Engine" in m.source:
+            self._engine_updates()
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
         if self.hot_sums:
@@ -214,6 +216,40 @@ class _Builder:
                         self._visit(body, scope, cls, rest, closures, inner_no_grad)
                 elif hot:
                     self._simple(stmt, scope, cls)
+
+    def _engine_updates(self) -> None:
+        """ignite's ``Engine(update)``: the engine calls ``update(engine, batch)`` once per batch,
+        so its body is one iteration of a training loop (as Lightning's manual ``training_step``)."""
+        m = self.m
+        # an event handler (`@trainer.on(Events.ITERATION_STARTED)`) may clear for the update function:
+        # then the update's body alone is not the whole iteration
+        handlers_clear = (".on(" in m.source or "add_event_handler" in m.source) and any(
+            "zero_grad" in m.lines_with(fn, "zero_grad") for fn in ast.walk(m.tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(d, ast.Call) and terminal(d.func) == "on" for d in fn.decorator_list
+            )
+        ) or "add_event_handler" in m.source and "zero_grad" in m.source
+        scopes = [(m.tree, m.functions)] + [
+            (fn, local_defs(fn)) for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        for scope, defs in scopes:
+            if not defs:
+                continue
+            calls = body_nodes(scope) if scope is not m.tree else (
+                n for stmt in m.tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                for n in ast.walk(stmt)
+            )
+            for node in calls:
+                if not (isinstance(node, ast.Call) and terminal(node.func) == "Engine"):
+                    continue
+                qualified = m.project.qualified(text(node.func), m.filename) or ""
+                if not qualified.startswith("ignite."):
+                    continue  # an Engine of another library (or of this project)
+                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "process_function"), None)
+                fn = defs.get(arg.id) if isinstance(arg, ast.Name) else None
+                if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending) or handlers_clear:
+                    continue
+                self.pending.append((fn, fn, None, (), local_defs(fn)))
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too

@@ -54,6 +54,8 @@ class Project:
             self.add(text, path)
 
     def add(self, text: str, path: str = "<string>") -> None:
+        if "import" in text:
+            self._add_imports(text, path)
         if "class" not in text:
             return
         headers = list(_CLASS.finditer(text))
@@ -63,8 +65,6 @@ class Project:
             self.bases.setdefault((path, m.group(2)), set()).update(b for b in bases if b.isidentifier())
             self.base_texts.setdefault((path, m.group(2)), []).extend(w for w in written if w.replace(".", "_").isidentifier())
             self.defined.setdefault(m.group(2), set()).add(path)
-        if headers and "import" in text:
-            self._add_imports(text, path)
         if not headers:
             return
         starts = [m.start() for m in headers]
@@ -121,6 +121,13 @@ class Project:
                     names[words[0].split(".")[0]] = words[0].split(".")[0]
                 elif len(words) == 3 and words[1] == "as":
                     names[words[2]] = words[0]
+
+    def qualified(self, written: str, path: Optional[str]) -> Optional[str]:
+        """What a name written in ``path`` refers to by its imports (``Engine`` ->
+        ``ignite.engine.Engine``), None where no import binds it."""
+        head, _, rest = written.partition(".")
+        imported = self.imports.get(path, {}).get(head)
+        return None if imported is None else imported + ("." + rest if rest else "")
 
     def external_bases(self, base: str, path: Optional[str], depth: int = 0) -> Tuple[Set[str], bool]:
         """What a base class written ``base`` in ``path`` derives from outside the linted files,
