@@ -217,3 +217,14 @@ def create_ignite_trainer(model, optimizer, loss_fn):
         return loss.item()
 
     return Engine(update)
+
+
+def one_optimizer_two_modules_one_cleared(loader, loss_fn):
+    """encoder.zero_grad() clears the encoder only: the decoder's .grad grows every step."""
+    encoder = torch.nn.Linear(4, 8)
+    decoder = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(decoder.parameters()), lr=0.1)
+    for x in loader:
+        encoder.zero_grad()
+        loss_fn(decoder(encoder(x)), x).backward()
+        optimizer.step()  # expect: GG101

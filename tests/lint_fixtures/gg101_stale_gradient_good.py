@@ -228,3 +228,38 @@ def create_engine_of_another_library(model, optimizer, loss_fn, engines):
         optimizer.step()
 
     return engines.Engine(update)
+
+
+def one_optimizer_two_modules_both_cleared(loader, loss_fn):
+    encoder = torch.nn.Linear(4, 8)
+    decoder = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(decoder.parameters()), lr=0.1)
+    for x in loader:
+        encoder.zero_grad()
+        decoder.zero_grad()
+        loss_fn(decoder(encoder(x)), x).backward()
+        optimizer.step()
+
+
+def one_optimizer_over_a_module_and_its_part(loader, loss_fn):
+    """The model is built from the encoder: model.zero_grad() clears the encoder too."""
+    encoder = torch.nn.Linear(4, 8)
+    model = torch.nn.Sequential(encoder, torch.nn.Linear(8, 4))
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(encoder.parameters()), lr=0.1)
+    for x in loader:
+        model.zero_grad()
+        loss_fn(model(x), x).backward()
+        optimizer.step()
+
+
+def gan_clearing_each_module_before_its_loss(netG, netD, loader, noise, bce):
+    optD = torch.optim.Adam(netD.parameters())
+    optG = torch.optim.Adam(netG.parameters())
+    for real in loader:
+        netD.zero_grad()
+        fake = netG(noise)
+        (bce(netD(real), 1) + bce(netD(fake.detach()), 0)).backward()
+        optD.step()
+        netG.zero_grad()
+        bce(netD(fake), 1).backward()
+        optG.step()

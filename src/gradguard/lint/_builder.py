@@ -287,6 +287,7 @@ class _Builder:
                     m.optimizer_names.add(text(t))
                     if model:
                         m.optimizer_models[text(t)] = model
+                        m.optimizer_modules[(id(scope), text(t))] = _models_of(ctor)
                 m.ctors.append((scope, cls, ctor))
             elif any(isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" and "Accumulator" not in m.classes for n in ast.walk(value)):
                 m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
@@ -399,6 +400,15 @@ def _model_of(ctor: ast.Call) -> Optional[str]:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters"):
                 return text(node.func.value)
     return None
+
+
+def _models_of(ctor: ast.Call) -> List[str]:
+    """Every module whose parameters the optimizer's first argument lists:
+    ``SGD(list(enc.parameters()) + list(dec.parameters()))`` -> ``["enc", "dec"]``."""
+    return list(dict.fromkeys(
+        text(node.func.value) for node in ast.walk(ctor.args[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters")
+    ))
 
 
 def _sums(call: ast.Call) -> bool:

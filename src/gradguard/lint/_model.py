@@ -434,7 +434,8 @@ class Module:
         self.instances: Dict[str, Dict[str, ast.AST]] = {}
         self.optimizer_names: set = set()
         self.accumulators: set = set()  # names bound to gradguard.Accumulator(...)
-        self.optimizer_models: Dict[str, str] = {}
+        self.optimizer_models: Dict[str, str] = {}  # optimizer -> the (first) module whose parameters it holds
+        self.optimizer_modules: Dict[tuple, List[str]] = {}  # (id of its scope, optimizer) -> every module it lists
         self.sum_losses: set = set()  # names of loss objects built with reduction="sum"
         self.loops: List[Loop] = []
         self.eval_loops: List[Tuple[ast.AST, Optional[ast.AST]]] = []
