@@ -129,8 +129,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
+            # a term left as a plain mean is not divided by the window, whatever scales the other
+            # (`aux + 0.5 * mse`, or `ce + reg / accum` that forgot the first term)
             sides = {loss_scale(expr.left, assigns, loop, depth + 1), loss_scale(expr.right, assigns, loop, depth + 1)}
-            return "raw" if sides == {"raw"} else ("scaled" if "scaled" in sides else "unknown")
+            return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
         return "unknown"
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
