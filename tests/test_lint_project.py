@@ -64,3 +64,47 @@ class DistillTrainer(Trainer):
     (tmp_path / "original.py").write_text(source.format(line="# self.model_accepts_loss_kwargs = False"))
     found = gg.lint_paths([tmp_path])
     assert [(f.code, f.path.endswith("original.py")) for f in found] == [("GG301", True)]
+
+
+OWN_BASE = '''class Trainer:
+    """The project's own trainer: no framework runs its methods."""
+
+    def __init__(self, model, optimizer, loss_fn):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+'''
+
+OWN_SUBCLASS = '''from .trainer import Trainer
+
+
+class PPOTrainer(Trainer):
+    def update(self, minibatches):
+        for x, y in minibatches:
+            self.loss_fn(self.model(x), y).backward()
+            self.optimizer.step()
+'''
+
+
+def _own_tree(tmp_path, base):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "trainer.py").write_text(base)
+    (pkg / "ppo.py").write_text(OWN_SUBCLASS)
+    return pkg
+
+
+def test_a_subclass_of_the_projects_own_trainer_is_checked(tmp_path):
+    # the base resolves to a class of the linted tree that derives from nothing: the loop is the user's
+    found = gg.lint_paths([_own_tree(tmp_path, OWN_BASE)])
+    assert [(f.code, f.path.endswith("ppo.py")) for f in found] == [("GG101", True)]
+
+
+def test_a_subclass_of_the_hf_trainer_through_the_project_is_not(tmp_path):
+    # negative control: the same subclass over a base that derives from transformers.Trainer
+    base = "from transformers import Trainer as HFTrainer\n\n\nclass Trainer(HFTrainer):\n    pass\n"
+    assert gg.lint_paths([_own_tree(tmp_path, base)]) == []
+
+
+def test_a_base_outside_the_linted_tree_is_judged_by_its_name(tmp_path):
+    # nothing to resolve `Trainer` with: it may be a framework's, so nothing is reported (as before)
+    pkg = _own_tree(tmp_path, OWN_BASE)
+    assert gg.lint_paths([pkg / "ppo.py"]) == []

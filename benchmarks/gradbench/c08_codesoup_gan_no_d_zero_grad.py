@@ -7,7 +7,6 @@ numeric: each D update applies the sum of all earlier D gradients, plus the grad
 watch: GG101
 lint: GG101
 bug-step: 2
-lint-miss: the loop lives in a method of a class that holds the optimizers and models as attributes (self.optD, self.discriminator); the linter did not follow it
 """
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,6 @@ numeric: the epoch's final examples never influence training; their gradient sta
 watch: GG103
 lint: GG103
 bug-step: end
-lint-miss: the window closes on a threshold of accumulated examples (steps_accum >= optim_batch_size), not on a modulo of the micro-step counter; the dropped-window check apparently knows only the modulo form
 """
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,6 @@ numeric: each .grad carries an autograd graph (tanh saved activations) across st
 watch: GG108
 lint: GG108
 bug-step: 1
-lint-miss: GG108 did not fire on loss.backward(create_graph=True) followed by a penalty on p.grad in the same loop
 """
 import torch
 

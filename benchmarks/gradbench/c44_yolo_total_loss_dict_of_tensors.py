@@ -7,7 +7,6 @@ numeric: each loss component keeps its autograd node chain (one link per batch) 
 watch: out: no gradient is wrong; the run-time watch checks .grad buffers, not logging tensors
 lint: GG201
 bug-step: end
-lint-miss: the sum goes into a dict element (total_loss[name] += loss_val * n); the rule apparently looks at plain names
 """
 from collections import defaultdict
 

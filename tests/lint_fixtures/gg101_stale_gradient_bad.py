@@ -137,3 +137,94 @@ def clearing_flag_passed_false(model, loader, loss_fn, optimizer):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         _step_then_maybe_clear(optimizer, zero_grad=False)  # the helper never clears here
+
+
+class GanWithoutDiscriminatorClearing:
+    """The optimizers are attributes built in __init__; the loop calls the object's step()."""
+
+    def __init__(self, generator, discriminator):
+        self.generator, self.discriminator = generator, discriminator
+        self.optD = torch.optim.Adam(self.discriminator.parameters())
+        self.optG = torch.optim.Adam(self.generator.parameters())
+
+    def update(self, real, noise, bce):
+        bce(self.discriminator(real), 1).backward()
+        fake = self.generator(noise)
+        bce(self.discriminator(fake.detach()), 0).backward()
+        self.optD.step()  # expect: GG101
+        self.generator.zero_grad()
+        bce(self.discriminator(fake), 1).backward()
+        self.optG.step()
+
+
+def train_gan_object(generator, discriminator, batches, noise, bce):
+    gan = GanWithoutDiscriminatorClearing(generator, discriminator)
+    for real in batches:
+        gan.update(real, noise, bce)
+
+
+def optimizer_bound_to_a_name_saying_scheduler(model, loader, loss_fn):
+    """What the object is comes from its constructor, not from the variable's name."""
+    lr_scheduler = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        loss_fn(model(x), y).backward()
+        lr_scheduler.step()  # expect: GG101
+
+
+def reset_grad_that_clears_nothing(model):
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+
+def helper_named_like_a_clearing(model, loader, loss_fn, opt):
+    """`reset_grad` is in view: it switches requires_grad on, it clears nothing."""
+    for x, y in loader:
+        reset_grad_that_clears_nothing(model)
+        loss_fn(model(x), y).backward()
+        opt.step()  # expect: GG101
+
+
+class BaseTrainer:
+    """The project's own trainer base: its name ends in Trainer, it is no HF Trainer."""
+
+    def __init__(self, model, optimizer, loss_fn):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+
+
+class PPOTrainer(BaseTrainer):
+    def optimize(self, minibatches):
+        for x, y in minibatches:
+            self.loss_fn(self.model(x), y).backward()
+            self.optimizer.step()  # expect: GG101
+
+
+def training_step(engine, batch, model, optimizer, loss_fn):
+    """A function named like Lightning's hook, outside any LightningModule (an ignite handler)."""
+    for x, y in batch:
+        loss_fn(model(x), y).backward()
+        optimizer.step()  # expect: GG101
+
+
+def create_ignite_trainer(model, optimizer, loss_fn):
+    """ignite's Engine calls update(engine, batch) once per batch: its body is one iteration."""
+    from ignite.engine import Engine
+
+    def update(engine, batch):
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()  # expect: GG101
+        return loss.item()
+
+    return Engine(update)
+
+
+def one_optimizer_two_modules_one_cleared(loader, loss_fn):
+    """encoder.zero_grad() clears the encoder only: the decoder's .grad grows every step."""
+    encoder = torch.nn.Linear(4, 8)
+    decoder = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(decoder.parameters()), lr=0.1)
+    for x in loader:
+        encoder.zero_grad()
+        loss_fn(decoder(encoder(x)), x).backward()
+        optimizer.step()  # expect: GG101

@@ -142,3 +142,124 @@ def clearing_by_default(model, loader, loss_fn, optimizer):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         _step_unless_kept(optimizer)
+
+
+class GanClearingBoth:
+    def __init__(self, generator, discriminator):
+        self.generator, self.discriminator = generator, discriminator
+        self.optD = torch.optim.Adam(self.discriminator.parameters())
+        self.optG = torch.optim.Adam(self.generator.parameters())
+
+    def update(self, real, noise, bce):
+        self.discriminator.zero_grad()
+        bce(self.discriminator(real), 1).backward()
+        fake = self.generator(noise)
+        bce(self.discriminator(fake.detach()), 0).backward()
+        self.optD.step()
+        self.generator.zero_grad()
+        bce(self.discriminator(fake), 1).backward()
+        self.optG.step()
+
+
+def train_gan_object(generator, discriminator, batches, noise, bce):
+    gan = GanClearingBoth(generator, discriminator)
+    for real in batches:
+        gan.update(real, noise, bce)
+
+
+def torch_schedulers_step_no_gradients(model, loader, loss_fn):
+    optimizer = torch.optim.Adam(model.parameters())
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+    swa_scheduler = torch.optim.swa_utils.SWALR(optimizer, 0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        scheduler.step()
+        swa_scheduler.step()
+
+
+class SolverWithResetGrad:
+    def __init__(self, g, d):
+        self.g, self.d = g, d
+        self.g_optimizer = torch.optim.Adam(g.parameters())
+        self.d_optimizer = torch.optim.Adam(d.parameters())
+
+    def reset_grad(self):
+        self.g_optimizer.zero_grad()
+        self.d_optimizer.zero_grad()
+
+    def train(self, loader, loss_fn):
+        for x in loader:
+            self.reset_grad()
+            loss_fn(self.d(x)).backward()
+            self.d_optimizer.step()
+
+
+class TrainerDerivedFromHF(Trainer):
+    """An HF Trainer subclass (resolved from the import): the Trainer clears around training_step."""
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        for chunk in inputs["chunks"]:
+            self.compute_loss(model, chunk).backward()
+            self.optimizer.step()
+        return inputs["loss"]
+
+
+def create_ignite_trainer(model, optimizer, loss_fn):
+    from ignite.engine import Engine
+
+    def update(engine, batch):
+        optimizer.zero_grad()
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return Engine(update)
+
+
+def create_engine_of_another_library(model, optimizer, loss_fn, engines):
+    """An Engine of an object passed in, no ignite Engine: nothing says how often update runs."""
+
+    def update(engine, batch):
+        loss_fn(model(batch)).backward()
+        optimizer.step()
+
+    return engines.Engine(update)
+
+
+def one_optimizer_two_modules_both_cleared(loader, loss_fn):
+    encoder = torch.nn.Linear(4, 8)
+    decoder = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(decoder.parameters()), lr=0.1)
+    for x in loader:
+        encoder.zero_grad()
+        decoder.zero_grad()
+        loss_fn(decoder(encoder(x)), x).backward()
+        optimizer.step()
+
+
+def one_optimizer_over_a_module_and_its_part(loader, loss_fn):
+    """The model is built from the encoder: model.zero_grad() clears the encoder too."""
+    encoder = torch.nn.Linear(4, 8)
+    model = torch.nn.Sequential(encoder, torch.nn.Linear(8, 4))
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(encoder.parameters()), lr=0.1)
+    for x in loader:
+        model.zero_grad()
+        loss_fn(model(x), x).backward()
+        optimizer.step()
+
+
+def gan_clearing_each_module_before_its_loss(netG, netD, loader, noise, bce):
+    optD = torch.optim.Adam(netD.parameters())
+    optG = torch.optim.Adam(netG.parameters())
+    for real in loader:
+        netD.zero_grad()
+        fake = netG(noise)
+        (bce(netD(real), 1) + bce(netD(fake.detach()), 0)).backward()
+        optD.step()
+        netG.zero_grad()
+        bce(netD(fake), 1).backward()
+        optG.step()

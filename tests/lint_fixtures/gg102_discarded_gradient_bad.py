@@ -54,3 +54,14 @@ def flag_toggled_window_cleared_before_backward(model, loader, loss_fn, optimize
             loss_fn(model(x), y).backward()
             optimizer.step()
     optimizer.step()
+
+
+def clearing_under_an_if_with_the_backward(model, get_batch, optimizer, accum, iters):
+    """Every finite micro-batch clears what the earlier ones accumulated."""
+    for it in range(iters):
+        for micro_step in range(accum):
+            loss = model(get_batch()) / accum
+            if torch.isfinite(loss):
+                optimizer.zero_grad()  # expect: GG102
+                loss.backward()
+        optimizer.step()

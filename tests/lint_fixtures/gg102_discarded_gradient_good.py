@@ -67,3 +67,29 @@ def clear_per_optimizer(models, optimizers, loader, loss_fn):
         sum(loss_fn(m(x), y) for m in models).backward()
         for opt in optimizers:
             opt.step()
+
+
+def clearing_on_the_first_micro_step_only(model, get_batch, optimizer, accum, iters):
+    for it in range(iters):
+        for micro_step in range(accum):
+            loss = model(get_batch()) / accum
+            if micro_step == 0:
+                optimizer.zero_grad()
+                loss.backward()
+            else:
+                loss.backward()
+        optimizer.step()
+
+
+def clearing_on_a_first_pass_flag(model, micro_batches, optimizer, accum, iters):
+    for it in range(iters):
+        first = True
+        for batch in micro_batches:
+            loss = model(batch) / accum
+            if first:
+                optimizer.zero_grad()
+                first = False
+                loss.backward()
+            else:
+                loss.backward()
+        optimizer.step()

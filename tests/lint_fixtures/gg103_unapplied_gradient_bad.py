@@ -114,3 +114,48 @@ def list_appended_under_a_condition(model, loss_fn, optimizer, make_batch, keep)
         if (idx + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def window_closes_on_a_threshold_of_examples(model, loader, loss_fn, optimizer, optim_batch_size):
+    """The step waits for `optim_batch_size` accumulated examples; the epoch's last ones never get there."""
+    steps_accum = 0
+    for x, y in loader:  # expect: GG103
+        loss = loss_fn(model(x), y) / optim_batch_size
+        loss.backward()
+        steps_accum += len(x)
+        if steps_accum >= optim_batch_size:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps_accum = 0
+
+
+def threshold_window_of_literal_counts_left_open(model, loss_fn, optimizer, make_batch):
+    """10 micro-batches, a window at 4: the last two are never stepped."""
+    accum_n_steps = 0
+    for step in range(10):  # expect: GG103
+        x, y = make_batch(step)
+        (loss_fn(model(x), y) / 4).backward()
+        accum_n_steps += 1
+        if accum_n_steps >= 4:
+            optimizer.step()
+            optimizer.zero_grad()
+            accum_n_steps = 0
+
+
+def whole_count_but_window_test_at_its_start(model, data, loss_fn, accum, optimizer, steps):
+    """`i % accum == 0` steps after the first pass, then every accum passes: the last
+    accum - 1 of the steps * accum micro-batches are never stepped."""
+    for i in range(steps * accum):  # expect: GG103
+        (loss_fn(model(data[i])) / accum).backward()
+        if i % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def count_of_other_factors(model, data, loss_fn, accum, optimizer, epochs, per_epoch):
+    """`epochs * per_epoch` need not divide by `accum`."""
+    for i in range(epochs * per_epoch):  # expect: GG103
+        (loss_fn(model(data[i])) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -156,3 +156,54 @@ def list_built_by_appending(model, loss_fn, optimizer, make_batch):
         if (idx + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def threshold_window_flushed_after_the_loop(model, loader, loss_fn, optimizer, optim_batch_size):
+    steps_accum = 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y) / optim_batch_size
+        loss.backward()
+        steps_accum += len(x)
+        if steps_accum >= optim_batch_size:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps_accum = 0
+    if steps_accum > 0:  # the last, partial window, weighted by its own size
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(optim_batch_size / steps_accum)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def threshold_on_a_flag_that_is_no_count(model, loader, loss_fn, optimizer, patience):
+    """`bad_epochs >= patience` is no window: the step is under no threshold."""
+    bad_epochs = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        bad_epochs += 1
+        if bad_epochs >= patience:
+            bad_epochs = 0
+
+
+def threshold_window_of_literal_counts(model, loss_fn, optimizer, make_batch):
+    """12 micro-batches, one count each, a window at 4: the last micro-batch closes a window."""
+    accum_n_steps = 0
+    for step in range(12):
+        x, y = make_batch(step)
+        (loss_fn(model(x), y) / 4).backward()
+        accum_n_steps += 1
+        if accum_n_steps >= 4:
+            optimizer.step()
+            optimizer.zero_grad()
+            accum_n_steps = 0
+
+
+def whole_windows_counted_from_one_by_islice(model, loader, loss_fn, accum, optimizer, steps):
+    for i, x in enumerate(itertools.islice(loader, accum * steps), start=1):
+        (loss_fn(model(x)) / accum).backward()
+        if i % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -77,3 +77,42 @@ class DiffusionTrainer:
             self.opt.step()
             self.opt.zero_grad()
             self.step += 1
+
+
+DISTILL_ACCUM, DISTILL_ALPHA, SPARSITY = 8, 0.5, 0.1
+
+
+def distillation_weighted_sum_not_divided(student, teacher, loader, optimizer, temperature):
+    """`alpha * kd + (1 - alpha) * ce`: a weighted sum of means is a mean, still undivided."""
+    assert len(loader) % DISTILL_ACCUM == 0  # whole windows
+    for i, (x, y) in enumerate(loader):
+        s_logits, t_logits = student(x), teacher(x)
+        kd = F.kl_div(F.log_softmax(s_logits, -1), F.softmax(t_logits, -1), reduction="batchmean")
+        loss = DISTILL_ALPHA * kd + (1 - DISTILL_ALPHA) * F.cross_entropy(s_logits, y)
+        loss.backward()  # expect: GG104
+        if (i + 1) % DISTILL_ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def sum_of_two_means_not_divided(encoder, decoder, loader, optimizer):
+    assert len(loader) % DISTILL_ACCUM == 0  # whole windows
+    for i, acts in enumerate(loader):
+        c = torch.relu(encoder(acts))
+        loss = ((decoder(c) - acts) ** 2).mean() + SPARSITY * c.abs().mean()
+        loss.backward()  # expect: GG104
+        if (i + 1) % DISTILL_ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def one_term_left_undivided(model, loader, optimizer, accum, beta):
+    """`ce` reaches backward as a plain mean; only the regulariser is scaled."""
+    assert len(loader) % accum == 0  # whole windows
+    for i, (x, y) in enumerate(loader):
+        out = model(x)
+        loss = F.cross_entropy(out, y) + beta * out.pow(2).mean() / accum
+        loss.backward()  # expect: GG104
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -68,3 +68,40 @@ def loss_divided_then_rebound_for_logging(fabric, model, optimizer, loader, mete
             optimizer.step()
             optimizer.zero_grad()
         loss = meter.compute().item()
+
+
+DISTILL_ACCUM, DISTILL_ALPHA = 4, 0.5
+
+
+def distillation_weighted_sum_divided(student, teacher, loader, optimizer):
+    assert len(loader) % DISTILL_ACCUM == 0  # whole windows
+    for i, (x, y) in enumerate(loader):
+        s_logits, t_logits = student(x), teacher(x)
+        kd = F.kl_div(F.log_softmax(s_logits, -1), F.softmax(t_logits, -1), reduction="batchmean")
+        loss = (DISTILL_ALPHA * kd + (1 - DISTILL_ALPHA) * F.cross_entropy(s_logits, y)) / DISTILL_ACCUM
+        loss.backward()
+        if (i + 1) % DISTILL_ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def weight_that_is_one_over_the_window(model, loader, optimizer):
+    """0.25 with windows of 4: the weight is the division by the window size."""
+    assert len(loader) % DISTILL_ACCUM == 0  # whole windows
+    for i, (x, y) in enumerate(loader):
+        loss = 0.25 * F.cross_entropy(model(x), y)
+        loss.backward()
+        if (i + 1) % DISTILL_ACCUM == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def weight_of_unknown_value(model, loader, optimizer, accum, coeff):
+    """`coeff` is a parameter: it may be 1/accum, nothing proves the loss undivided."""
+    assert len(loader) % accum == 0  # whole windows
+    for i, (x, y) in enumerate(loader):
+        loss = coeff * F.cross_entropy(model(x), y)
+        loss.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -11,3 +11,13 @@ def hessian_vector_product(loss, params, v):
 
 def plain(model, x, y, loss_fn):
     loss_fn(model(x), y).backward(create_graph=False)
+
+
+net = torch.nn.Linear(4, 1)
+inputs, targets = torch.randn(8, 4), torch.randn(8, 1)
+for it in range(3):
+    loss = ((net(inputs) - targets) ** 2).mean()
+    grads = torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+    sum((g ** 2).sum() for g in grads).backward(create_graph=True)
+    for p in net.parameters():
+        p.grad = None

@@ -134,3 +134,35 @@ def meta_loss_over_tasks(learner, tasks, loss_fn, meta_opt, n_tasks):
         meta_opt.zero_grad()
         adaptation_loss.backward()
         meta_opt.step()
+
+
+def detection_loss_logged(pred, target):
+    box = (pred[:, :4] - target[:, :4]).abs().mean()
+    cls = torch.nn.functional.binary_cross_entropy_with_logits(pred[:, 4:], target[:, 4:])
+    return box + cls, {"BoxLoss": box.detach(), "BCELoss": cls.detach()}
+
+
+def detached_loss_parts_summed_into_a_dict(model, loader, optimizer, totals):
+    for images, targets in loader:
+        optimizer.zero_grad()
+        loss, parts = detection_loss_logged(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        for name, value in parts.items():
+            totals[name] += value * images.shape[0]
+
+
+def loss_parts_summed_as_numbers(model, loader, optimizer, totals):
+    for images, targets in loader:
+        optimizer.zero_grad()
+        loss, parts = detection_loss(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        for name, value in parts.items():
+            totals[name] += value.item() * images.shape[0]
+
+
+def detection_loss(pred, target):
+    box = (pred[:, :4] - target[:, :4]).abs().mean()
+    cls = torch.nn.functional.binary_cross_entropy_with_logits(pred[:, 4:], target[:, 4:])
+    return box + cls, {"BoxLoss": box, "BCELoss": cls}

@@ -12,13 +12,14 @@ import re
 from typing import Dict, List, Optional
 
 from ._ast import (
-    find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
     terminal, text, walk_lines,
 )
 from ._events import optimizer_constructor
 from ._flow import TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
+from ._project import Project
 
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
@@ -47,7 +48,7 @@ _COMMON_METHODS = frozenset(
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
-def build(tree: ast.Module, source: str, filename: str) -> Module:
+def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
     >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
@@ -56,6 +57,8 @@ def build(tree: ast.Module, source: str, filename: str) -> Module:
     [['backward', 'step']]
     """
     module = Module(tree, source, filename)
+    # the files linted together resolve base classes (a project's own `Trainer` is no HF Trainer)
+    module.project = project if project is not None else Project([(filename, source)])
     _Builder(module).run()
     return module
 
@@ -69,6 +72,7 @@ class _Builder:
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
         self.hot_sums: List[tuple] = []  # (node, scope): loops with event words that sum a loss
         self.manual: set = set()  # ids of Lightning modules with manual optimization
+        self.framework: set = set()  # ids of classes a framework drives (resolved from their bases)
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
@@ -90,6 +94,8 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
+        if "Engine" in m.source:
+            self._engine_updates()
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
         if self.hot_sums:
@@ -167,12 +173,16 @@ class _Builder:
             rest = (stmts[i + 1 :],) + after
             if isinstance(stmt, ast.ClassDef):
                 own_loop = runs_own_loop(stmt)
-                if is_hf_trainer_class(stmt):
+                project, path = m.project, m.filename
+                if is_hf_trainer_class(stmt, project, path):
                     m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
                     if not own_loop:
                         continue  # the HF Trainer runs the loop
-                manual = is_manual_lightning(stmt)
-                if is_framework_class(stmt) and not manual and not own_loop:
+                manual = is_manual_lightning(stmt, project, path)
+                framework = is_framework_class(stmt, project, path)
+                if framework:
+                    self.framework.add(id(stmt))
+                if framework and not manual and not own_loop:
                     continue  # Lightning automatic optimization, callbacks: the framework runs the loop
                 m.methods.setdefault(id(stmt), methods_of(stmt))
                 if manual:
@@ -182,8 +192,8 @@ class _Builder:
                         self.pending.append((step, step, stmt, (), {}))
                 self._visit(stmt.body, None, stmt, (), {}, no_grad)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if is_framework_hook(stmt) and id(cls) not in self.manual:
-                    continue
+                if is_framework_hook(stmt) and id(cls) in self.framework and id(cls) not in self.manual:
+                    continue  # a hook the framework calls (a function of that name elsewhere is the user's)
                 local = local_defs(stmt)
                 if local:
                     self._mark_closure_calls(stmt, local)
@@ -206,6 +216,40 @@ class _Builder:
                         self._visit(body, scope, cls, rest, closures, inner_no_grad)
                 elif hot:
                     self._simple(stmt, scope, cls)
+
+    def _engine_updates(self) -> None:
+        """ignite's ``Engine(update)``: the engine calls ``update(engine, batch)`` once per batch,
+        so its body is one iteration of a training loop (as Lightning's manual ``training_step``)."""
+        m = self.m
+        # an event handler (`@trainer.on(Events.ITERATION_STARTED)`) may clear for the update function:
+        # then the update's body alone is not the whole iteration
+        handlers_clear = (".on(" in m.source or "add_event_handler" in m.source) and any(
+            "zero_grad" in m.lines_with(fn, "zero_grad") for fn in ast.walk(m.tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(d, ast.Call) and terminal(d.func) == "on" for d in fn.decorator_list
+            )
+        ) or "add_event_handler" in m.source and "zero_grad" in m.source
+        scopes = [(m.tree, m.functions)] + [
+            (fn, local_defs(fn)) for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        for scope, defs in scopes:
+            if not defs:
+                continue
+            calls = body_nodes(scope) if scope is not m.tree else (
+                n for stmt in m.tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                for n in ast.walk(stmt)
+            )
+            for node in calls:
+                if not (isinstance(node, ast.Call) and terminal(node.func) == "Engine"):
+                    continue
+                qualified = m.project.qualified(text(node.func), m.filename) or ""
+                if not qualified.startswith("ignite."):
+                    continue  # an Engine of another library (or of this project)
+                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "process_function"), None)
+                fn = defs.get(arg.id) if isinstance(arg, ast.Name) else None
+                if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending) or handlers_clear:
+                    continue
+                self.pending.append((fn, fn, None, (), local_defs(fn)))
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too
@@ -243,6 +287,7 @@ class _Builder:
                     m.optimizer_names.add(text(t))
                     if model:
                         m.optimizer_models[text(t)] = model
+                        m.optimizer_modules[(id(scope), text(t))] = _models_of(ctor)
                 m.ctors.append((scope, cls, ctor))
             elif any(isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" and "Accumulator" not in m.classes for n in ast.walk(value)):
                 m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
@@ -357,10 +402,20 @@ def _model_of(ctor: ast.Call) -> Optional[str]:
     return None
 
 
+def _models_of(ctor: ast.Call) -> List[str]:
+    """Every module whose parameters the optimizer's first argument lists:
+    ``SGD(list(enc.parameters()) + list(dec.parameters()))`` -> ``["enc", "dec"]``."""
+    return list(dict.fromkeys(
+        text(node.func.value) for node in ast.walk(ctor.args[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters")
+    ))
+
+
 def _sums(call: ast.Call) -> bool:
-    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``."""
+    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``
+    (``"batchmean"``, KL divergence's mean over the batch, averages)."""
     for k in call.keywords:
-        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value == "mean"):
+        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value in ("mean", "batchmean")):
             return True
         if k.arg == "size_average" and isinstance(k.value, ast.Constant) and k.value.value is False:
             return True

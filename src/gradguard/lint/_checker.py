@@ -52,8 +52,7 @@ class Checker:
             return []
         diagnostics: List[Diagnostic] = []
         try:
-            model = self.model = build(self.tree, source, self.filename)
-            model.project = self.project if self.project is not None else Project([(self.filename, source)])
+            model = self.model = build(self.tree, source, self.filename, self.project)
         except RecursionError:
             return [self._not_checked(self.tree.body[0] if self.tree.body else None, "this file")]
         self.skipped.extend(model.skipped)

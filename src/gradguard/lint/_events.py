@@ -92,10 +92,12 @@ CUTTING_ATTRS = frozenset({"item", "detach", "data", "tolist", "numpy", "detach_
 
 def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
     """Whether ``node`` names an optimizer, by its name or by how it was built."""
+    if text(node) in known:
+        return True  # built by an optimizer constructor, whatever the variable is called
     name = terminal(node).lower()
     if not name or "sched" in name or "scaler" in name:
         return False
-    return bool(_OPT_NAME.search(name)) or text(node) in known
+    return bool(_OPT_NAME.search(name))
 
 
 def _mentions_grad(node: ast.AST) -> bool:
@@ -241,6 +243,6 @@ def optimizer_constructor(value: ast.AST) -> Optional[ast.Call]:
     if name in OPTIMIZER_CLASSES:
         return value
     func_text = text(value.func)
-    if func_text.startswith(("torch.optim.", "optim.")) and name[:1].isupper():
-        return value
+    if func_text.startswith(("torch.optim.", "optim.")) and name[:1].isupper() and not re.search(r"lr_scheduler|swa_utils", func_text):
+        return value  # torch.optim.lr_scheduler.StepLR builds a scheduler, not an optimizer
     return None

@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 from ._events import (
     CLEAR,
     MANAGED,
+    MAYBE_CLEAR,
     READ,
     STEP,
     Event,
@@ -335,6 +336,12 @@ class Walker:
                 states = self._add(states, self._event(MANAGED, call, managed, stack))
                 continue
             found = classify_call(call, self.optimizers)
+            if found is not None and found[0] == MAYBE_CLEAR:
+                # `reset_grad()` named like a clearing: where its code is in view, what it does decides
+                helper = self._helper(call)
+                if helper is not None and len(self._inlining) < MAX_INLINE_DEPTH and helper not in self._inlining:
+                    states = self._inline(helper, states, stack, call=call)
+                    continue
             method = self._object_method(call) if found is None else None
             if method is not None:
                 states = self._inline(method[1], states, stack, receiver=method[0], call=call, methods=method[2])

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import ast
 
-from ._ast import terminal
+from typing import Optional
+
+from ._ast import terminal, text
+from ._project import _FRAMEWORK_PACKAGES, Project
 
 #: Base classes whose methods a framework calls: their code is not a raw loop.
 _FRAMEWORK_BASES = ("LightningModule", "LightningLite", "LightningFlow", "Callback", "Trainer", "Strategy", "Precision", "Loop")
@@ -40,19 +43,38 @@ FRAMEWORK_HOOKS = frozenset(
 )
 
 
-def is_framework_class(cls: ast.ClassDef) -> bool:
-    """A class derived from a Lightning module/callback or an HF ``Trainer`` (by base name).
+def _derives(cls: ast.ClassDef, project: Optional[Project], path: Optional[str], suffixes, packages) -> bool:
+    """Whether a base of ``cls`` is (or derives from) a class of ``packages`` whose name ends with
+    one of ``suffixes``, resolved through the imports and class headers of the files linted
+    together. A base that cannot be resolved (a package outside the linted files, a star
+    import) is judged by its name, as the only evidence there is."""
+    for base in cls.bases:
+        written = text(base)
+        if project is None:
+            found, unknown = set(), True
+        else:
+            found, unknown = project.external_bases(written, path)
+        if any(q.split(".")[0] in packages and q.rsplit(".", 1)[-1].endswith(suffixes) for q in found):
+            return True
+        if unknown and terminal(base).endswith(suffixes):
+            return True
+    return False
+
+
+def is_framework_class(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:
+    """A class derived from a Lightning module/callback or an HF ``Trainer``: resolved from the
+    imports (``from transformers import Trainer``, ``import lightning as L``) and the bases of the
+    project's own classes; by base name only where the base cannot be resolved.
 
     >>> is_framework_class(ast.parse("class M(pl.LightningModule): pass").body[0])
     True
     >>> is_framework_class(ast.parse("class Net(nn.Module): pass").body[0])
     False
+    >>> src = "class Trainer:\\n    pass\\nclass PPOTrainer(Trainer):\\n    pass\\n"
+    >>> is_framework_class(ast.parse(src).body[1], Project([("a.py", src)]), "a.py")
+    False
     """
-    for base in cls.bases:
-        name = terminal(base)
-        if any(name.endswith(suffix) for suffix in _FRAMEWORK_BASES):
-            return True
-    return False
+    return _derives(cls, project, path, _FRAMEWORK_BASES, _FRAMEWORK_PACKAGES)
 
 
 def is_framework_hook(fn: ast.AST) -> bool:
@@ -60,13 +82,17 @@ def is_framework_hook(fn: ast.AST) -> bool:
     return getattr(fn, "name", None) in FRAMEWORK_HOOKS
 
 
-def is_hf_trainer_class(cls: ast.ClassDef) -> bool:
-    """A subclass of the HF ``Trainer`` (``Trainer``, ``Seq2SeqTrainer``, ``SFTTrainer``, ...).
+def is_hf_trainer_class(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:
+    """A subclass of the HF ``Trainer`` (``Trainer``, ``Seq2SeqTrainer``, trl's ``SFTTrainer``, ...),
+    resolved as :func:`is_framework_class` resolves: a project's own ``Trainer`` is none.
 
     >>> is_hf_trainer_class(ast.parse("class T(transformers.Trainer): pass").body[0])
     True
+    >>> src = "from lightning import Trainer\\nclass T(Trainer):\\n    pass\\n"
+    >>> is_hf_trainer_class(ast.parse(src).body[1], Project([("a.py", src)]), "a.py")
+    False
     """
-    return any(terminal(base).endswith("Trainer") for base in cls.bases)
+    return _derives(cls, project, path, ("Trainer",), ("transformers", "trl"))
 
 
 def runs_own_loop(cls: ast.ClassDef) -> bool:
@@ -87,7 +113,7 @@ def runs_own_loop(cls: ast.ClassDef) -> bool:
     return False
 
 
-def is_manual_lightning(cls: ast.ClassDef) -> bool:
+def is_manual_lightning(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:
     """A Lightning module with manual optimization (``self.automatic_optimization = False``):
     its ``training_step`` does backward, step and clearing itself, like a raw loop.
 
@@ -95,7 +121,7 @@ def is_manual_lightning(cls: ast.ClassDef) -> bool:
     >>> is_manual_lightning(ast.parse(src).body[0])
     True
     """
-    if not is_framework_class(cls) or is_hf_trainer_class(cls):
+    if not is_framework_class(cls, project, path) or is_hf_trainer_class(cls, project, path):
         return False
     for node in ast.walk(cls):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is False:

@@ -195,3 +195,31 @@ def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
         start, stop = literal_int(node.args[0], loop), literal_int(node.args[1], loop)
         return None if start is None or stop is None else max(stop - start, 0)
     return None
+
+
+def literal_number(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[float]:
+    """The value of a numeric expression made of literals and names bound once to literals
+    (``alpha = 0.5`` ... ``(1 - alpha)``, ``temperature ** 2``); None where any part is not
+    such a literal, or a name the loop itself assigns."""
+    if depth > 6:
+        return None
+    if isinstance(node, ast.Name):
+        if node.id in loop.assignments():
+            return None  # changes from one iteration to the next
+        node = binding(node.id, loop)
+        depth += 1
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = literal_number(node.operand, loop, depth + 1)
+        return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+        a, b = literal_number(node.left, loop, depth + 1), literal_number(node.right, loop, depth + 1)
+        if a is None or b is None or isinstance(node.op, ast.Div) and b == 0:
+            return None
+        try:
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+            return ops[type(node.op)] if type(node.op) in ops else (a / b if isinstance(node.op, ast.Div) else float(a ** b))
+        except (OverflowError, TypeError, ZeroDivisionError):
+            return None
+    return None

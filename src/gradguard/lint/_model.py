@@ -246,11 +246,22 @@ class Loop:
         node = parse_expr(target)
         return node is not None and is_optimizer_name(node, self.module.optimizer_names)
 
+    def optimizer_model(self, target: str) -> Optional[str]:
+        """The module whose parameters the optimizer ``target`` holds, as this loop writes it:
+        ``self.optD`` built over ``self.discriminator.parameters()`` in ``__init__`` is
+        ``gan.optD`` over ``gan.discriminator`` when the loop calls ``gan.step()``."""
+        models = self.module.optimizer_models
+        if target in models:
+            return models[target]
+        head, _, rest = target.partition(".")
+        model = models.get("self." + rest) if rest and head in self.module.instances else None
+        return head + model[len("self"):] if model is not None and model.startswith("self.") else model
+
     def related(self, clear: Event, step: Event) -> bool:
         """Whether ``clear`` wipes the gradients that ``step`` reads (same optimizer or its module)."""
         if clear.target and (clear.target == step.target or step.target.startswith(clear.target + ".")):
             return True
-        model = self.module.optimizer_models.get(step.target)
+        model = self.optimizer_model(step.target)
         if model is not None and clear.target:
             return clear.target == model
         # one optimizer and one cleared object (not a submodule such as model.encoder)
@@ -267,8 +278,9 @@ class Loop:
             # two optimizers stepped here: clearing one leaves the other's .grad (one optimizer
             # and a differently written clearing may be the same object under two names)
             return clear.target not in {e.target for e in self.steps}
-        model = self.module.optimizer_models.get(step.target)
-        if model is not None and clear.target in self.module.optimizer_models.values():
+        model = self.optimizer_model(step.target)
+        others = set(self.module.optimizer_models.values()) | {self.optimizer_model(s.target) for s in self.steps}
+        if model is not None and clear.target in others:
             return False  # netD.zero_grad() does not clear netG, the model of optG
         return True
 
@@ -422,7 +434,8 @@ class Module:
         self.instances: Dict[str, Dict[str, ast.AST]] = {}
         self.optimizer_names: set = set()
         self.accumulators: set = set()  # names bound to gradguard.Accumulator(...)
-        self.optimizer_models: Dict[str, str] = {}
+        self.optimizer_models: Dict[str, str] = {}  # optimizer -> the (first) module whose parameters it holds
+        self.optimizer_modules: Dict[tuple, List[str]] = {}  # (id of its scope, optimizer) -> every module it lists
         self.sum_losses: set = set()  # names of loss objects built with reduction="sum"
         self.loops: List[Loop] = []
         self.eval_loops: List[Tuple[ast.AST, Optional[ast.AST]]] = []

@@ -10,7 +10,15 @@ the few attribute assignments that matter), so it costs time linear in the size 
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
+#: Packages whose classes no training framework derives from: a base found there is resolved.
+_PLAIN_PACKAGES = frozenset({"torch", "builtins", "abc", "typing", "dataclasses", "enum", "collections", "object"})
+
+#: Packages of the training frameworks whose classes run the loop around the user's methods.
+_FRAMEWORK_PACKAGES = frozenset({"transformers", "trl", "lightning", "pytorch_lightning", "lightning_fabric"})
 
 _CLASS = re.compile(r"^([ \t]*)class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.M)
 # The Trainer divides the loss by the accumulation steps itself (`model_accepts_loss_kwargs = False`),
@@ -38,16 +46,24 @@ class Project:
         self.defined: Dict[str, Set[str]] = {}
         #: the (file, class) pairs that decide the Trainer's loss scaling
         self.scaling: Set[Tuple[str, str]] = set()
+        #: file -> local name -> what it imports (``{"Trainer": "transformers.Trainer", "pl": "pytorch_lightning"}``)
+        self.imports: Dict[str, Dict[str, str]] = {}
+        #: (file, class) -> its bases as written (``pl.LightningModule``)
+        self.base_texts: Dict[Tuple[str, str], List[str]] = {}
         for path, text in files:
             self.add(text, path)
 
     def add(self, text: str, path: str = "<string>") -> None:
+        if "import" in text:
+            self._add_imports(text, path)
         if "class" not in text:
             return
         headers = list(_CLASS.finditer(text))
         for m in headers:
-            bases = {b.strip().split(".")[-1].split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b}
+            written = [b.strip().split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b]
+            bases = {b.split(".")[-1] for b in written}
             self.bases.setdefault((path, m.group(2)), set()).update(b for b in bases if b.isidentifier())
+            self.base_texts.setdefault((path, m.group(2)), []).extend(w for w in written if w.replace(".", "_").isidentifier())
             self.defined.setdefault(m.group(2), set()).add(path)
         if not headers:
             return
@@ -87,3 +103,66 @@ class Project:
 
     def decides_loss_scaling(self, name: str, path: Optional[str] = None) -> bool:
         return not self.scaling.isdisjoint(self.ancestors(name, path))
+
+    def _add_imports(self, text: str, path: str) -> None:
+        names = self.imports.setdefault(path, {})
+        for m in _FROM_IMPORT.finditer(text):
+            module = m.group(1)
+            for part in m.group(2).strip("()").replace("\\", " ").split(","):
+                words = part.split()
+                if len(words) == 1 and words[0].isidentifier():
+                    names[words[0]] = f"{module}.{words[0]}"
+                elif len(words) == 3 and words[1] == "as" and words[2].isidentifier():
+                    names[words[2]] = f"{module}.{words[0]}"
+        for m in _IMPORT.finditer(text):
+            for part in m.group(1).split(","):
+                words = part.split()
+                if len(words) == 1:
+                    names[words[0].split(".")[0]] = words[0].split(".")[0]
+                elif len(words) == 3 and words[1] == "as":
+                    names[words[2]] = words[0]
+
+    def qualified(self, written: str, path: Optional[str]) -> Optional[str]:
+        """What a name written in ``path`` refers to by its imports (``Engine`` ->
+        ``ignite.engine.Engine``), None where no import binds it."""
+        head, _, rest = written.partition(".")
+        imported = self.imports.get(path, {}).get(head)
+        return None if imported is None else imported + ("." + rest if rest else "")
+
+    def external_bases(self, base: str, path: Optional[str], depth: int = 0) -> Tuple[Set[str], bool]:
+        """What a base class written ``base`` in ``path`` derives from outside the linted files,
+        by imports and the class headers of every file linted together: ``({"transformers.Trainer"},
+        False)`` for ``class T(Trainer)`` with ``from transformers import Trainer``, or for a base
+        class of the project that derives from it. The flag says that some base could not be
+        resolved (imported from a package outside the linted files, or not found).
+
+        >>> p = Project([("t.py", "from transformers import Trainer\\nclass Base(Trainer):\\n    pass\\n"),
+        ...              ("u.py", "from .t import Base\\nclass Mine(Base):\\n    pass\\nclass Trainer:\\n    pass\\n")])
+        >>> p.external_bases("Base", "u.py"), p.external_bases("Trainer", "u.py")
+        (({'transformers.Trainer'}, False), (set(), False))
+        """
+        if depth > 8 or base in ("object", "Generic", "ABC"):
+            return set(), False
+        head, _, rest = base.partition(".")
+        imported = self.imports.get(path, {}).get(head)
+        name = base.rsplit(".", 1)[-1]
+        if imported is not None:
+            qualified = imported + ("." + rest if rest else "")
+            package = qualified.split(".")[0]
+            if package in _PLAIN_PACKAGES:
+                return set(), False
+            local = self.defined.get(name) if (qualified.startswith(".") or not rest) else None
+            if not local or qualified.startswith(tuple(_FRAMEWORK_PACKAGES)):
+                return ({qualified}, False) if package in _FRAMEWORK_PACKAGES else (set(), True)
+        elif rest:
+            return set(), True  # `a.b.C` with `a` not imported here
+        found, unknown = set(), False
+        classes = self._classes(name, path)
+        if not classes:
+            return set(), True
+        for file, cls in classes:
+            for written in self.base_texts.get((file, cls), []):
+                more, lost = self.external_bases(written, file, depth + 1)
+                found |= more
+                unknown |= lost
+        return found, unknown

@@ -13,6 +13,7 @@ from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
 from .._ast import terminal
+from .._literals import top_level
 from .._model import Diagnostic, Loop, Report, describe, tests
 
 CODE = "GG101"
@@ -33,6 +34,17 @@ def check_loop(loop: Loop, report: Report) -> None:
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
             if any(loop.may_clear_for(c, step) for c in on_path):
+                uncleared = _modules_left(loop, step, on_path)
+                if uncleared:
+                    at = p.events.index(step)
+                    first = next((e for e in p.events[:at] if e.kind == BACKWARD), None)
+                    report(
+                        CODE,
+                        step.node,
+                        f"{describe(step, 'step')} reuses gradients an earlier step already applied: it holds the "
+                        f"parameters of `{'`, `'.join(uncleared)}` too, and only the other modules' zero_grad() runs here.",
+                        loop=loop, optimizer=step.target, step=step.node, backward=first.node if first else None,
+                    )
                 continue
             if _fresh_each_iteration(loop, step.target):
                 continue
@@ -65,6 +77,29 @@ def check_loop(loop: Loop, report: Report) -> None:
                 step=step.node,
                 backward=backward.node,
             )
+
+
+def _modules_left(loop: Loop, step: Event, on_path) -> list:
+    """The modules of an optimizer built over several (``SGD(list(enc.parameters()) +
+    list(dec.parameters()))``) that no clearing on the path reaches, where every clearing there is
+    one module's ``zero_grad()`` and the modules are separate objects: each bound once, in the
+    loop's function or at module level, to a constructor call that names none of the others
+    (``enc = Encoder(); dec = Decoder()``). Empty wherever that is not proven."""
+    modules = loop.module.optimizer_modules.get((id(loop.scope), step.target), [])
+    if len(modules) < 2:
+        return []
+    clears = [c for c in on_path if loop.may_clear_for(c, step)]
+    if not clears or not all(c.kind == CLEAR and c.target in modules for c in clears):
+        return []
+    facts = loop.module.scope_facts(loop.scope).bound if loop.scope is not None else {}
+    for name in modules:
+        values = facts.get(name) or top_level(loop.module).bound.get(name, [])
+        if not (name.isidentifier() and len(values) == 1 and _constructed(values[0])):
+            return []
+        if any(isinstance(n, ast.Name) and n.id in modules and n.id != name for n in ast.walk(values[0])):
+            return []  # built from another of them: may contain it
+    cleared = {c.target for c in clears}
+    return [name for name in modules if name not in cleared]
 
 
 def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:

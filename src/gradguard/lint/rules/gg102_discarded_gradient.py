@@ -9,7 +9,8 @@ from typing import Optional
 from ...findings import Fix
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP, Event
-from .._model import Diagnostic, Loop, Report, describe, tests
+from .._ast import target_names
+from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 
 CODE = "GG102"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -121,12 +122,19 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
     """``for micro_step in range(accum): zero_grad(); loss.backward()`` then ``step()``."""
     for p in loop.complete:
         for clear in p.events:
-            if clear.kind != CLEAR or clear.target == PARTIAL or not clear.stack or clear.stack[-1][0] != "loop":
-                continue  # only a clearing that runs on every pass of its nested loop
-            inner = clear.stack[-1]
-            depth = len(clear.stack)
-            in_inner = [e for e in p.events if len(e.stack) >= depth and e.stack[:depth] == clear.stack]
-            if not any(e.kind == BACKWARD for e in in_inner) or any(e.kind == STEP for e in in_inner):
+            if clear.kind != CLEAR or clear.target == PARTIAL:
+                continue
+            depth = max((i + 1 for i, entry in enumerate(clear.stack) if entry[0] == "loop"), default=0)
+            if not depth or not all(_on_every_backward_pass(loop, entry) for entry in clear.stack[depth:]):
+                continue  # only a clearing that runs on every pass of its nested loop that back-propagates
+            inner = clear.stack[depth - 1]
+            in_inner = [e for e in p.events if len(e.stack) >= depth and e.stack[:depth] == clear.stack[:depth]]
+            if any(e.kind == STEP for e in in_inner):
+                continue
+            # a backward pass that runs whenever the clearing does, after it (`if torch.isfinite(loss):
+            # optimizer.zero_grad(); loss.backward()`)
+            after = p.events[p.events.index(clear) + 1 :]
+            if not any(e.kind == BACKWARD and e.stack[: len(clear.stack)] == clear.stack for e in after if e in in_inner):
                 continue
             step = next(
                 (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
@@ -141,6 +149,28 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 f"{describe(step, 'step')} runs once after it: only the last micro-batch's gradients reach the step.",
                 loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
             )
+
+
+def _on_every_backward_pass(loop: Loop, entry) -> bool:
+    """An ``if`` branch inside the micro-step loop that may be taken on every pass (``if
+    torch.isfinite(loss):``), not one that picks a pass of the window (``if micro_step == 0:``, a
+    window test, a flag the loop sets): a clearing under it wipes the passes before."""
+    test, taken = entry[0], entry[1]
+    if not isinstance(test, ast.expr) or taken is not True or is_boundary_test(test):
+        return False
+    counters = {n for e in ast.walk(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in target_names(e.target)}
+    assigned = loop.assignments()
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops) and not any(
+            isinstance(c, ast.Constant) and c.value is None for c in n.comparators
+        ):
+            return False  # `== k` picks passes
+        if isinstance(n, ast.Name) and (
+            n.id in counters
+            or any(isinstance(v, ast.Constant) for v in assigned.get(n.id, ()))  # a flag (`first = False`)
+        ):
+            return False
+    return True
 
 
 def dominates(outer: Event, inner: Event) -> bool:

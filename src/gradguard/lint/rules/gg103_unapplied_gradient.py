@@ -11,8 +11,8 @@ from .._ast import body_nodes, self_ref, target_names, terminal
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, literal_length, top_level, truth
-from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._literals import counters_at_last, literal_int, literal_length, top_level, truth
+from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -20,10 +20,21 @@ FIXTURES = ("gg103_unapplied_gradient_bad.py", "gg103_unapplied_gradient_good.py
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    if not loop.trains or loop.accumulate or not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop.node):
+    if not loop.trains or loop.accumulate or not isinstance(loop.node, (ast.For, ast.AsyncFor)) or _window_fits(loop):
         return
     if any(p.end in ("break", "return") and _exit_on_index(loop, p) for p in loop.paths):
         return  # `if i == n_windows * accum: break` may end the loop on a window boundary
+    counter = _threshold_counter(loop)
+    if counter is not None:
+        if not steps_after(loop) and not _threshold_divides(loop, counter):
+            report(
+                CODE,
+                loop.node,
+                f"This accumulation loop steps only when the accumulated count `{counter}` reaches its threshold, "
+                f"and nothing after the loop steps the last partial window.",
+                loop=loop, optimizer=loop.steps[0].target, step=loop.steps[0].node,
+            )
+        return
     for s in loop.steps:
         for entry in s.stack:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(loop.resolve(entry[0])):
@@ -45,6 +56,93 @@ def check_loop(loop: Loop, report: Report) -> None:
     )
 
 
+def _threshold_counter(loop: Loop) -> Optional[str]:
+    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form)::
+
+        for batch in loader:
+            loss.backward()
+            C += len(batch)
+            if C >= T:
+                optimizer.step(); optimizer.zero_grad(); C = 0
+
+    every step sits under ``if C >= T`` (or ``C > T``) alone, ``C`` only grows in the loop
+    (``C += n``) outside that branch and is set back to a constant in it, and some iteration
+    back-propagates without stepping. None for any other shape."""
+    counters = set()
+    for s in loop.steps:
+        guards = [entry for entry in s.stack if entry[0] != "loop"]
+        if len(guards) != 1 or guards[0][1] is not True or s.frame:
+            return None
+        test = guards[0][0]
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+                and isinstance(test.ops[0], (ast.GtE, ast.Gt))):
+            return None
+        counters.add(test.left.id)
+    if len(counters) != 1 or not loop.micro_paths:
+        return None
+    counter = counters.pop()
+    values = loop.assignments().get(counter, [])
+    grows = [v for v in values if isinstance(v, tuple) and isinstance(v[1], ast.Add)]
+    resets = [v for v in values if isinstance(v, ast.Constant)]
+    if not grows or not resets or len(grows) + len(resets) != len(values):
+        return None
+    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.node)}
+    reset_in_window = all(any(id(i) in windows for i in _guarding_ifs(loop.node, r)) for r in resets)
+    grows_outside = all(not any(id(i) in windows for i in _guarding_ifs(loop.node, g[2])) for g in grows)
+    return counter if reset_in_window and grows_outside else None
+
+
+def _threshold_divides(loop: Loop, counter: str) -> bool:
+    """Literals prove that the last micro-batch closes a threshold window: the loop runs N
+    (literal) iterations, not inside another loop, each adding a literal to ``counter`` (set to a
+    literal before it), and the threshold is a literal (``accum_n_steps += 1`` ... ``if accum_n_steps
+    >= 4`` over ``range(12)``). Simulated, as the loop counts."""
+    node = loop.node
+    total = literal_length(node.iter, loop)
+    test = next(entry[0] for entry in loop.steps[0].stack if entry[0] != "loop")
+    threshold = literal_int(test.comparators[0], loop)
+    grows = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id == counter]
+    window = next((s for s in node.body if isinstance(s, ast.If) and s.test is test), None)
+    if total is None or threshold is None or len(grows) != 1 or window is None or _enclosing_loops(loop):
+        return False
+    if grows[0].lineno > window.lineno or any(b.frame or b.node.lineno > window.lineno for b in loop.backwards):
+        return False  # counted, or back-propagated, after the test: not the order simulated here
+    step = literal_int(grows[0].value, loop)
+    facts = loop.module.scope_facts(loop.scope).bound if loop.scope is not None else top_level(loop.module).bound
+    starts = {v.value if isinstance(v, ast.Constant) else None for v in facts.get(counter, [])}
+    resets = {v.value for v in loop.assignments().get(counter, []) if isinstance(v, ast.Constant)}
+    if step is None or len(starts) != 1 or None in starts or len(resets) != 1 or total > 100_000:
+        return False
+    value, reset, strict = starts.pop(), resets.pop(), isinstance(test.ops[0], ast.Gt)
+    closed = True
+    for _ in range(total):
+        value += step
+        closed = value > threshold if strict else value >= threshold
+        if closed:
+            value = reset
+    return closed
+
+
+def _guarding_ifs(root: ast.AST, target: ast.AST) -> List[ast.If]:
+    """The ``if`` statements of ``root`` (a loop) whose body holds ``target``."""
+    out: List[ast.If] = []
+
+    def find(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is target or (not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and find(child)):
+                if isinstance(node, ast.If) and any(child is b or _holds(b, child) for b in node.body):
+                    out.append(node)
+                return True
+        return False
+
+    find(root)
+    return out
+
+
+def _holds(stmt: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(stmt))
+
+
 def _exit_on_index(loop: Loop, path: Path) -> bool:
     """The early exit is decided on the loop's own index (``if i == limit: break``), which may
     be a window boundary; an exit on a count of optimizer steps (``if global_step >=
@@ -60,19 +158,55 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t))
 
 
-def _window_fits(loop: ast.AST) -> bool:
-    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)``: the iteration count
-    is a whole number of windows."""
-    it = loop.iter
+def _window_fits(loop: Loop) -> bool:
+    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` with the window
+    closing on ``(i + 1) % accum == 0``: the iteration count is a whole number of windows and the
+    last micro-batch closes one. The test's offset decides: with ``i % accum == 0`` the first
+    window is one pass and the last ``accum - 1`` micro-batches are left after the last step;
+    with ``enumerate(x, 1)`` (counting from 1) ``i % accum == 0`` is the closing test."""
+    node = loop.node
+    it, target, start = node.iter, node.target, 0
     if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and it.args:
-        it = it.args[0]
-    if isinstance(it, ast.Call) and terminal(it.func) in ("range", "islice") and it.args:
-        args = it.args if terminal(it.func) == "range" else it.args[1:]
-        if not args:
+        start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords if k.arg == "start"), None)
+        if start_arg is not None and not (isinstance(start_arg, ast.Constant) and type(start_arg.value) is int):
             return False
-        stop = args[-1] if len(args) < 3 else args[1]
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(stop))
-    return False
+        start = start_arg.value if start_arg is not None else 0
+        target = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else None
+        it = it.args[0]
+    if not (isinstance(it, ast.Call) and terminal(it.func) in ("range", "islice") and isinstance(target, ast.Name)):
+        return False
+    args = it.args if terminal(it.func) == "range" else it.args[1:]
+    if len(args) != 1:
+        return False  # range(a, b), islice(x, a, b): not counted from the loop's start
+    stop = args[0]
+    factors = {ast.dump(f) for f in (stop.left, stop.right)} if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Mult) else set()
+    guards = [t for s in loop.steps for t, _ in tests(s)]
+    if not factors or not guards:
+        return False
+    return all(_closes_last(loop.resolve(t), target.id, start, factors) for t in guards)
+
+
+def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
+    """``(counter + c) % K == 0`` with ``K`` a factor of the iteration count and ``start + c == 1``:
+    true at the last of ``n * K`` micro-batches counted from ``start``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
+        return False
+    if ast.dump(left.right) not in factors:
+        return False
+    value, offset = left.left, 0
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        a, b = value.left, value.right
+        if isinstance(a, ast.Constant):
+            a, b = b, a
+        if not (isinstance(b, ast.Constant) and type(b.value) is int):
+            return False
+        value, offset = a, b.value
+    return isinstance(value, ast.Name) and value.id == counter and start + offset == 1
 
 
 def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:

@@ -12,6 +12,7 @@ from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD
+from .._literals import literal_int, literal_number
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 
 CODE = "GG104"
@@ -118,11 +119,20 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
     if isinstance(expr, tuple):  # ("aug", op)
         return "scaled" if isinstance(expr[1], (ast.Div, ast.Mult, ast.FloorDiv)) else "unknown"
     if isinstance(expr, ast.BinOp):
-        if isinstance(expr.op, (ast.Div, ast.Mult, ast.FloorDiv)):
+        if isinstance(expr.op, ast.Mult):
+            # `alpha * kd + (1 - alpha) * ce`: a mean times a weight that is no 1/K is still a
+            # mean, and a weighted sum of means is one too
+            for side, weight in ((expr.left, expr.right), (expr.right, expr.left)):
+                if _is_weight(weight, loop) and loss_scale(side, assigns, loop, depth + 1) == "raw":
+                    return "raw"
+            return "scaled"
+        if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
+            # a term left as a plain mean is not divided by the window, whatever scales the other
+            # (`aux + 0.5 * mse`, or `ce + reg / accum` that forgot the first term)
             sides = {loss_scale(expr.left, assigns, loop, depth + 1), loss_scale(expr.right, assigns, loop, depth + 1)}
-            return "raw" if sides == {"raw"} else ("scaled" if "scaled" in sides else "unknown")
+            return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
         return "unknown"
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
@@ -154,12 +164,24 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if name in ("sum", "item") or re.search(r"scale|norm|weight|accum", name, re.IGNORECASE):
             return "unknown"
         for k in expr.keywords:
-            if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value == "mean"):
+            if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value in ("mean", "batchmean")):
                 return "unknown"
         if ACCUM_NAME.search(text(expr)):
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _is_weight(expr: ast.expr, loop: Loop) -> bool:
+    """A loss weight the source proves is no division by the window size: a literal (or names
+    bound once to literals, ``alpha = 0.5``) that is not 1/K for the window's literal K (with K
+    not known, a weight of magnitude 1 or more, which no 1/K is)."""
+    value = literal_number(expr, loop)
+    if value is None or value == 0:
+        return False
+    window = loop.window_size()
+    k = literal_int(window, loop) if window is not None else None
+    return abs(value * k - 1) > 1e-9 if k else abs(value) >= 1
 
 
 # --- the fix ---------------------------------------------------------------------

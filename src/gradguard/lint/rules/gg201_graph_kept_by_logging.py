@@ -129,7 +129,7 @@ _NO_GRAPH_ATTRS = frozenset({"size", "shape", "numel", "dim", "ndim", "ndimensio
 
 def is_weight(node: ast.expr, loop_names) -> bool:
     """A factor that scales a loss rather than being one: a literal, a name the loop
-    never assigns (a hyperparameter), a count (``x.size(0)``, ``len(batch)``)."""
+    never assigns (a hyperparameter), a count (``x.size(0)``, ``x.shape[0]``, ``len(batch)``)."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Name):
@@ -138,6 +138,8 @@ def is_weight(node: ast.expr, loop_names) -> bool:
         return is_weight(node.operand, loop_names)
     if isinstance(node, ast.BinOp):
         return is_weight(node.left, loop_names) and is_weight(node.right, loop_names)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):  # x.shape[0]
+        return node.value.attr in _NO_GRAPH_ATTRS
     if isinstance(node, ast.Attribute):
         return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and node.value.id in ("self", "args", "cfg", "config"))
     if isinstance(node, ast.Call):
@@ -228,6 +230,7 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             for n in loss_carriers(v, loop_names) - losses:
                 losses.add(n)
                 pending.append(n)
+    losses |= _loss_parts(loop, losses)
     # forward: names assigned from a loss tensor with its graph kept (not running totals)
     sources = [
         (name, v, loss_carriers(v, loop_names))
@@ -247,6 +250,46 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
     return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
 
+
+
+def _loss_parts(loop: Loop, losses: set) -> set:
+    """Names holding the parts of a back-propagated loss: ``loss, parts = loss_fn(out, y)`` where
+    the helper returns ``box + cls, {"box": box, "cls": cls}`` (the parts keep the graph of the
+    loss they sum to), and the values of a loop over them (``for name, v in parts.items()``)."""
+    parts: set = set()
+    for n in body_nodes(loop.node):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple)):
+            continue
+        helper = loop.callee(n.value)
+        names = [e.id if isinstance(e, ast.Name) else None for e in n.targets[0].elts]
+        if helper is None or not any(name in losses for name in names):
+            continue
+        inner = assignments(helper)
+        for value in returns_of(helper):
+            if not (isinstance(value, ast.Tuple) and len(value.elts) == len(names)):
+                continue
+            # the helper's names the back-propagated element is built from, followed back
+            components = set().union(*(loss_carriers(e, set(inner)) for e, name in zip(value.elts, names) if name in losses))
+            pending = list(components)
+            while pending:
+                for v in inner.get(pending.pop(), []):
+                    for c in loss_carriers(v, set(inner)) - components:
+                        components.add(c)
+                        pending.append(c)
+            for e, name in zip(value.elts, names):
+                held = e.values if isinstance(e, ast.Dict) else (e.elts if isinstance(e, (ast.List, ast.Tuple)) else [])
+                if name and name not in losses and any(keeps_graph(h, c) for h in held for c in components):
+                    parts.add(name)
+    if parts:
+        for n in body_nodes(loop.node):
+            if isinstance(n, (ast.For, ast.AsyncFor)):
+                it = n.iter
+                method = it.func.attr if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) else None
+                source = it.func.value if method in ("items", "values") else it
+                if isinstance(source, ast.Name) and source.id in parts:
+                    value = n.target.elts[-1] if method == "items" and isinstance(n.target, ast.Tuple) else n.target
+                    parts.update(target_names(value))
+    return parts
 
 
 def _returns_backwarded(fn: ast.AST) -> bool:
