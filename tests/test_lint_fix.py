@@ -83,6 +83,35 @@ for x, y in loader:
     assert codes(fixed) == []
 
 
+def test_gg102_no_fix_where_the_optimizer_steps_in_two_branches():
+    """AMP chosen once (LAVIS-style): the clearing misplaced in the plain branch belongs after that
+    branch's `optimizer.step()`; moved after `scaler.step(optimizer)` it would leave the plain
+    run's gradients growing, so no fix is offered."""
+    src = """\
+def train(model, loader, optimizer, scaler, accum):
+    use_amp = scaler is not None
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            optimizer.zero_grad()
+            loss.backward()
+        if (i + 1) % accum == 0:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+"""
+    assert "GG102" in codes(src)
+    assert not fix_source(src, unsafe=True).fixed
+    # control: with one step the same clearing is moved after it
+    one_step = src.replace("            if use_amp:\n                scaler.step(optimizer)\n                scaler.update()\n            else:\n    ", "")
+    assert "scaler.step" not in one_step and "GG102" in codes(one_step)
+    assert fix_source(one_step, unsafe=True).fixed
+
+
 def test_gg104_divides_by_the_loops_accumulation_variable():
     src = """\
 for i, (x, y) in enumerate(loader):

@@ -161,6 +161,10 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clear, step = t.statement_of(d.clear), t.statement_of(d.step)
     if not t.alone(clear) or not t.alone(step) or t.contains(clear, step):
         return None
+    if d.loop is not None and len({id(e.node) for e in d.loop.steps if e.target == d.optimizer}) > 1:
+        # the optimizer steps in several places (`if use_amp: scaler.step(opt) else: opt.step()`):
+        # moved after one of them, the clearing would be gone from the other's branch
+        return None
     follower = t.next_statement(step)
     if follower is not None and _clears(follower, d.clear):
         return Fix("Delete the clearing that discards the gradients (the step already clears after itself)", (t.delete(clear),))
