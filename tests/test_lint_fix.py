@@ -90,6 +90,7 @@ def test_gg102_no_fix_where_the_optimizer_steps_in_two_branches():
     src = """\
 def train(model, loader, optimizer, scaler, accum):
     use_amp = scaler is not None
+    assert len(loader) % accum == 0
     for i, (x, y) in enumerate(loader):
         loss = model(x, y) / accum
         if use_amp:
@@ -101,13 +102,16 @@ def train(model, loader, optimizer, scaler, accum):
             if use_amp:
                 scaler.step(optimizer)
                 scaler.update()
+                optimizer.zero_grad()
             else:
                 optimizer.step()
 """
-    assert "GG102" in codes(src)
+    assert codes(src) == ["GG102"]
     assert not fix_source(src, unsafe=True).fixed
     # control: with one step the same clearing is moved after it
-    one_step = src.replace("            if use_amp:\n                scaler.step(optimizer)\n                scaler.update()\n            else:\n    ", "")
+    one_step = src.replace(
+        "            if use_amp:\n                scaler.step(optimizer)\n                scaler.update()\n"
+        "                optimizer.zero_grad()\n            else:\n    ", "")
     assert "scaler.step" not in one_step and "GG102" in codes(one_step)
     assert fix_source(one_step, unsafe=True).fixed
 

@@ -199,7 +199,7 @@ def _window_only(loop: Loop, test: ast.expr, depth: int = 0) -> bool:
     choosing how to back-propagate). Each branch of such a flag is the same window; a test that
     can change within the run (``or last_batch``, a helper's parameter ``last`` bound to
     ``step == len(loader) - 1`` at the call) may be the remainder's."""
-    if not loop.varies(test) and not _helper_parameters(loop) & {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
+    if loop.fixed_for_run(test):
         return True
     test = loop.resolve(test)
     if depth > 4:
@@ -208,20 +208,11 @@ def _window_only(loop: Loop, test: ast.expr, depth: int = 0) -> bool:
         return _window_only(loop, test.operand, depth + 1)
     if isinstance(test, ast.BoolOp):
         # `flag or window` is a window (or none at all); `window or other_window` is not one window
-        varying = [v for v in test.values if loop.varies(v)]
+        varying = [v for v in test.values if not loop.fixed_for_run(v)]
         if isinstance(test.op, ast.Or) and len(varying) > 1:
             return False
         return all(_window_only(loop, v, depth + 1) for v in test.values)
     return is_modulo_test(test)
-
-
-def _helper_parameters(loop: Loop) -> set:
-    """The parameter names of the helpers the loop's events were reached through: their values
-    come from each call, so the loop's own assignments do not say whether they vary."""
-    return {
-        a.arg for e in loop.events for fn, _ in e.frame
-        for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg] if a is not None
-    }
 
 
 def is_modulo_test(test: ast.expr) -> bool:
