@@ -83,10 +83,10 @@ for x, y in loader:
     assert codes(fixed) == []
 
 
-def test_gg102_no_fix_where_the_optimizer_steps_in_two_branches():
+def test_gg102_moves_the_clearing_after_the_step_of_its_own_flag_branch():
     """AMP chosen once (LAVIS-style): the clearing misplaced in the plain branch belongs after that
     branch's `optimizer.step()`; moved after `scaler.step(optimizer)` it would leave the plain
-    run's gradients growing, so no fix is offered."""
+    run's gradients growing."""
     src = """\
 def train(model, loader, optimizer, scaler, accum):
     use_amp = scaler is not None
@@ -107,13 +107,15 @@ def train(model, loader, optimizer, scaler, accum):
                 optimizer.step()
 """
     assert codes(src) == ["GG102"]
-    assert not fix_source(src, unsafe=True).fixed
-    # control: with one step the same clearing is moved after it
-    one_step = src.replace(
-        "            if use_amp:\n                scaler.step(optimizer)\n                scaler.update()\n"
-        "                optimizer.zero_grad()\n            else:\n    ", "")
-    assert "scaler.step" not in one_step and "GG102" in codes(one_step)
-    assert fix_source(one_step, unsafe=True).fixed
+    fixed = fix_source(src, unsafe=True).text
+    assert fixed.endswith("            else:\n                optimizer.step()\n                optimizer.zero_grad()\n")
+    assert codes(fixed) == []
+    # negative control: a clearing outside the branches has no step of its own branch to follow
+    outside = src.replace("        else:\n            optimizer.zero_grad()\n            loss.backward()\n",
+                          "        else:\n            loss.backward()\n").replace(
+        "        loss = model(x, y) / accum\n", "        loss = model(x, y) / accum\n        optimizer.zero_grad()\n")
+    assert "GG102" in codes(outside)
+    assert not any(f.code == "GG102" for f in fix_source(outside, unsafe=True).fixed)
 
 
 def test_gg104_divides_by_the_loops_accumulation_variable():
