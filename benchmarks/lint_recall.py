@@ -15,8 +15,10 @@ drop-loss-division         GG104   remove the division of the loss by the accumu
 loss-tensor-in-sum         GG201   ``total += loss.item()`` -> ``total += loss`` (outside ``no_grad``)
 divide-by-micro-step       GG105   divide the loss by the running micro-step counter instead of the
                                    accumulation count (weights 1, 1/2, 1/3, ...)
-drop-last-window           GG103   delete the block after an accumulation loop that steps the last,
-                                   partial window
+drop-last-window           GG103   in a loop that steps on a modulo window and also steps the last,
+                                   partial window, remove that flush: the last-batch term of the
+                                   window's test (``or i + 1 == len(loader)``, ``last_batch or``)
+                                   and the block after the loop that steps
 =========================  ======  ===============================================================
 
 A mutant is caught when the linter reports more findings of the expected code on it than
@@ -397,19 +399,113 @@ def _no_graph(expr: ast.AST) -> bool:
                for c in ast.walk(expr))
 
 
+def _divides_test(expr: ast.AST) -> Optional[bool]:
+    """True for ``X % K == 0`` (the window closes), False for ``X % K != 0`` / ``X % K`` (it stays
+    open), None for a test that is no modulo comparison."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        inner = _divides_test(expr.operand)
+        return None if inner is None else not inner
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+        return False
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], (ast.Eq, ast.NotEq)):
+        sides = (expr.left, expr.comparators[0])
+        mod = any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides)
+        zero = any(isinstance(s, ast.Constant) and s.value == 0 for s in sides)
+        if mod and zero:
+            return isinstance(expr.ops[0], ast.Eq)
+    return None
+
+
+_LAST = re.compile(r"last|final", re.I)
+
+
+def _is_last_term(expr: ast.AST, index: set) -> bool:
+    """A test for the last micro-batch, no modulo in it: it names the loop's index, a length
+    (``i + 1 == len(loader)``, ``step + 1 == steps_in_epoch``) or something called last
+    (``last_batch``, ``is_last``)."""
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr)):
+        return False
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name) and (n.id in index or _LAST.search(n.id)):
+            return True
+        if isinstance(n, ast.Attribute) and _LAST.search(n.attr):
+            return True
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "len":
+            return True
+    return False
+
+
+def _guards(t: _Tree, w: Window) -> List[ast.expr]:
+    """The tests that decide whether the window's step runs: those of the ``if`` statements around
+    it in its loop, and the values the loop assigns to names they read (``need_update = ...``)."""
+    tests = [a.test for a in t.ancestors(w.step) if isinstance(a, ast.If) and t.contains(w.scope, a) and a is not w.scope]
+    read = {n.id for test in tests for n in ast.walk(test) if isinstance(n, ast.Name)}
+    return tests + [
+        n.value for n in ast.walk(w.scope)
+        if isinstance(n, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id in read for tg in n.targets)
+    ]
+
+
+def _flush_terms(t: _Tree, w: Window) -> List[Tuple[int, int, str]]:
+    """Edits removing the last-window terms from the tests that close the window: ``(i + 1) % K
+    == 0 or i + 1 == len(loader)`` -> ``(i + 1) % K == 0``, and ``is_accumulating = (i + 1) % K
+    != 0 and i + 1 < len(loader)`` -> ``(i + 1) % K != 0``."""
+    target = getattr(w.scope, "target", None)  # a `while` loop has no index
+    index = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+    edits = []
+    for test in _guards(t, w):
+        for op in (n for n in ast.walk(test) if isinstance(n, ast.BoolOp)):
+            closes = isinstance(op.op, ast.Or)  # `closes or last`; `stays_open and not last`
+            window = [v for v in op.values if _divides_test(v) is closes]
+            last = [v for v in op.values if v not in window and _is_last_term(v, index)]
+            if not window or not last:
+                continue
+            kept = [v for v in op.values if v not in last]
+            # a kept operand that binds looser than `and`/`or` keeps its parentheses
+            texts = [f"({t.src.segment(v)})" if isinstance(v, (ast.BoolOp, ast.IfExp, ast.NamedExpr)) else t.src.segment(v) for v in kept]
+            a, b = t.src.span(op)
+            edits.append((a, b, (" or " if closes else " and ").join(texts)))
+            break  # one edit per test: the outermost such operation
+    return edits
+
+
+def _flush_after(t: _Tree, loop: ast.stmt) -> List[ast.stmt]:
+    """The statements right after the loop (or a loop around it, where the window runs on
+    across epochs) that step the last window: an ``if`` that steps, or a step with the clearing
+    and scaler update that follow it."""
+    for outer in [loop] + [a for a in t.ancestors(loop) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]:
+        block = t.block.get(outer, [])
+        rest = [] if outer.orelse else block[block.index(outer) + 1 :]
+        if rest and isinstance(rest[0], ast.If) and any(is_step_stmt(s) for s in ast.walk(rest[0]) if isinstance(s, ast.stmt)):
+            return rest[:1]
+        run = []
+        for s in rest:
+            update = isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _attr(s.value) == "update" and "scaler" in ast.unparse(s.value.func).lower()
+            if not (is_step_stmt(s) or is_clear_stmt(s) or update):
+                break
+            run.append(s)
+        if run and is_step_stmt(run[0]):
+            return run
+    return []
+
+
 def drop_last_window(t: _Tree) -> List[str]:
-    """The ``if`` right after a ``for`` loop that steps on a modulo window, when the ``if`` steps too."""
+    """In a loop that steps when a modulo window closes and also steps the last, partial window,
+    remove that flush: the last-window terms of the window's tests and the stepping block after
+    the loop, all of one loop's together (where an AMP branch and a plain one each test for the
+    last batch, the mutant drops both)."""
+    by_loop: Dict[ast.AST, List[Tuple[int, int, str]]] = {}
+    for w in find_windows(t):
+        modulo = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for g in _guards(t, w) for n in ast.walk(g))
+        if modulo and isinstance(w.scope, (ast.For, ast.AsyncFor, ast.While)):
+            edits = by_loop.setdefault(w.scope, [])
+            edits += [e for e in _flush_terms(t, w) if e not in edits]
     out = []
-    for loop in (s for s in t.stmts if isinstance(s, (ast.For, ast.AsyncFor)) and not s.orelse):
-        windows = [
-            a for s in t.stmts if is_step_stmt(s) and t.contains(loop, s)
-            for a in t.ancestors(s) if isinstance(a, ast.If) and t.contains(loop, a) and "%" in t.src.segment(a.test)
-        ]
-        block = t.block.get(loop, [])
-        after = block[block.index(loop) + 1] if windows and block.index(loop) + 1 < len(block) else None
-        if isinstance(after, ast.If) and any(is_step_stmt(s) for s in ast.walk(after) if isinstance(s, ast.stmt)):
-            out.append(_apply(t.src.text, t.remove([after])))
-    return out
+    for loop, edits in by_loop.items():
+        after = _flush_after(t, loop)
+        if after or edits:
+            out.append(_apply(t.src.text, edits + t.remove(after)))
+    return list(dict.fromkeys(out))
 
 
 #: name -> (expected code, operator)

@@ -83,6 +83,41 @@ for x, y in loader:
     assert codes(fixed) == []
 
 
+def test_gg102_moves_the_clearing_after_the_step_of_its_own_flag_branch():
+    """AMP chosen once (LAVIS-style): the clearing misplaced in the plain branch belongs after that
+    branch's `optimizer.step()`; moved after `scaler.step(optimizer)` it would leave the plain
+    run's gradients growing."""
+    src = """\
+def train(model, loader, optimizer, scaler, accum):
+    use_amp = scaler is not None
+    assert len(loader) % accum == 0
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            optimizer.zero_grad()
+            loss.backward()
+        if (i + 1) % accum == 0:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+            else:
+                optimizer.step()
+"""
+    assert codes(src) == ["GG102"]
+    fixed = fix_source(src, unsafe=True).text
+    assert fixed.endswith("            else:\n                optimizer.step()\n                optimizer.zero_grad()\n")
+    assert codes(fixed) == []
+    # negative control: a clearing outside the branches has no step of its own branch to follow
+    outside = src.replace("        else:\n            optimizer.zero_grad()\n            loss.backward()\n",
+                          "        else:\n            loss.backward()\n").replace(
+        "        loss = model(x, y) / accum\n", "        loss = model(x, y) / accum\n        optimizer.zero_grad()\n")
+    assert "GG102" in codes(outside)
+    assert not any(f.code == "GG102" for f in fix_source(outside, unsafe=True).fixed)
+
+
 def test_gg104_divides_by_the_loops_accumulation_variable():
     src = """\
 for i, (x, y) in enumerate(loader):

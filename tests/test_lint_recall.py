@@ -65,6 +65,43 @@ def test_operators_find_nothing_to_mutate_where_the_pattern_is_absent():
     assert ops == {"remove-clear", "loss-tensor-in-sum"}
 
 
+_FLUSHED = """\
+def train(model, loader, loss_fn, optimizer, accum, scaler, use_amp):
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % accum == 0 or i + 1 == len(loader):
+            if use_amp:
+                scaler.step(optimizer)
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_drop_last_window_removes_the_last_batch_term_of_the_window():
+    (mutant,) = lint_recall.mutants("flushed.py", _FLUSHED, ["drop-last-window"])
+    assert mutant.source == _FLUSHED.replace(" or i + 1 == len(loader)", "")
+    # timm's flag kept in a name: the term goes from the assignment the `if` reads
+    sources = dict(PROGRAMS)
+    (timm,) = lint_recall.mutants("run_timm_closure.py", sources["run_timm_closure.py"], ["drop-last-window"])
+    assert "need_update = (batch_idx + 1) % accum_steps == 0\n" in timm.source
+    # the block after the loop (here after the epoch loop around it) that steps the last window
+    (after,) = lint_recall.mutants("model_zero_grad_accum.py", sources["model_zero_grad_accum.py"], ["drop-last-window"])
+    assert "if step % accumulation_steps != 0:" not in after.source and after.source.count("optimizer.step()") == 1
+
+
+def test_drop_last_window_leaves_loops_without_a_flush_alone():
+    # negative controls: no last-batch term, and a term that is a flag rather than the last batch
+    plain = _FLUSHED.replace(" or i + 1 == len(loader)", "")
+    flag = _FLUSHED.replace(" or i + 1 == len(loader)", " or not use_accumulation")
+    assert lint_recall.mutants("plain.py", plain, ["drop-last-window"]) == []
+    assert lint_recall.mutants("flag.py", flag, ["drop-last-window"]) == []
+
+
 @pytest.mark.parametrize("name,source", PROGRAMS, ids=[n for n, _ in PROGRAMS])
 def test_original_is_clean(name, source):
     assert [f.format() for f in gg.lint_source(source, name)] == []

@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (the function asserts len(train_dataloader) % gradient_accumulation_steps == 0: the last-batch term never adds a step)
 """HF transformers' run_clm_no_trainer: Accelerate, manual accumulation with the loss divided by hand."""
 import math
 

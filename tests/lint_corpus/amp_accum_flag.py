@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (the function asserts (n // 4) % args.accum == 0: the last-batch term never adds a step)
 """A training script whose AMP and accumulation are switched by command-line flags: each
 branch is its own loop shape (scaled accumulation windows, or a plain full iteration)."""
 import argparse

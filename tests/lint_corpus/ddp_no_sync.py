@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (the function asserts len(loader) % accumulation_steps == 0: the last-batch term never adds a step)
 """DDP with accumulation: model.no_sync() on every micro-batch but the last of a window (the
 loader's last batch closes a partial window: it syncs and steps too)."""
 import contextlib

@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (the function asserts len(dataloader) % accumulate_grad_batches == 0: the last-batch term never adds a step)
 """Fabric with gradient accumulation: no_backward_sync while accumulating, loss divided by hand."""
 import lightning as L
 import torch

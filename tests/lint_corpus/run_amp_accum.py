@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (8 batches in windows of 2: the last-batch term never adds a step, the mutant trains the same)
 """AMP-style accumulation with a GradScaler (disabled on CPU): scaled loss, unscale, clip, step."""
 import torch
 from torch import nn

@@ -1,3 +1,4 @@
+# mutation: skip drop-last-window (train() asserts len(self._dataloader) % self._gradient_accumulation_steps == 0: the last-batch term never adds a step)
 """torchtune-style single-device recipe: per-token loss, accumulation over _gradient_accumulation_steps."""
 import torch
 

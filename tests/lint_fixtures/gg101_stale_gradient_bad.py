@@ -228,3 +228,22 @@ def one_optimizer_two_modules_one_cleared(loader, loss_fn):
         encoder.zero_grad()
         loss_fn(decoder(encoder(x)), x).backward()
         optimizer.step()  # expect: GG101
+
+
+def amp_chosen_once_clears_in_one_branch(model, loader, loss_fn, optimizer, scaler, accum):
+    """AMP is decided once for the run: the plain run never reaches the AMP branch's clearing."""
+    use_amp = scaler is not None
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % accum == 0:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+            else:
+                optimizer.step()  # expect: GG101
+    assert len(loader) % accum == 0

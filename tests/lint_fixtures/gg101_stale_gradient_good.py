@@ -263,3 +263,23 @@ def gan_clearing_each_module_before_its_loss(netG, netD, loader, noise, bce):
         netG.zero_grad()
         bce(netD(fake), 1).backward()
         optG.step()
+
+
+def amp_chosen_once_clears_in_each_branch(model, loader, loss_fn, optimizer, scaler, accum):
+    """AMP is decided once for the run, and each branch clears after its own step."""
+    use_amp = scaler is not None
+    assert len(loader) % accum == 0
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % accum == 0:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+            else:
+                optimizer.step()
+                optimizer.zero_grad()

@@ -159,3 +159,58 @@ def count_of_other_factors(model, data, loss_fn, accum, optimizer, epochs, per_e
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def amp_chosen_once_for_backward_and_step(model, loader, loss_fn, optimizer, scaler, accum):
+    """LAVIS's inner loop: AMP or not is decided once for the run, each branch back-propagates or
+    steps its own way; either way the last partial window is never stepped."""
+    use_amp = scaler is not None
+    for i, (x, y) in enumerate(loader):  # expect: GG103
+        loss = loss_fn(model(x), y) / accum
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % accum == 0:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+
+
+def no_sync_chosen_by_a_flag_and_the_window(model, loader, loss_fn, optimizer, accum, has_no_sync):
+    """timm's shape: `no_sync` while the window is open, where the model has it; the window test
+    alone decides the step, so the last partial window is dropped."""
+    for batch_idx, (x, y) in enumerate(loader):  # expect: GG103
+        need_update = (batch_idx + 1) % accum == 0
+        if has_no_sync and not need_update:
+            with model.no_sync():
+                (loss_fn(model(x), y) / accum).backward()
+        else:
+            (loss_fn(model(x), y) / accum).backward()
+        if need_update:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def exit_past_the_end_of_its_range(model, data_iter, loss_fn, optimizer, accum, iters_per_epoch, logger):
+    """`if i >= n: break` in a loop over range(n) never ends it early: the loop runs n micro-batches."""
+    for i in logger.log_every(range(iters_per_epoch), 50):  # expect: GG103
+        if i >= iters_per_epoch:
+            break
+        x, y = next(data_iter)
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def literal_range_with_a_step_leaves_a_remainder(model, data, target, loss_fn, optimizer):
+    accum = 2
+    for i in range(0, 45, 5):  # expect: GG103
+        (loss_fn(model(data[i : i + 5]), target[i : i + 5]) / accum).backward()  # 9 batches: the last is never stepped
+        if (i // 5 + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

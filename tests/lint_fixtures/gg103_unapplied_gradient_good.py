@@ -207,3 +207,58 @@ def whole_windows_counted_from_one_by_islice(model, loader, loss_fn, accum, opti
         if i % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def amp_chosen_once_with_the_last_window(model, loader, loss_fn, optimizer, scaler, accum):
+    """The same AMP branches, with the loader's last batch closing a window weighted by its own size."""
+    use_amp = scaler is not None
+    n = len(loader)
+    for i, (x, y) in enumerate(loader):
+        window = min(accum, n - i // accum * accum)  # the last window may be shorter
+        loss = loss_fn(model(x), y) / window
+        if use_amp:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % accum == 0 or i + 1 == n:
+            if use_amp:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+
+
+def last_batch_passed_to_a_helper_that_steps(model, loader, loss_fn, optimizer, accum):
+    """The helper's `last` is bound to `i == len(loader) - 1` at each call: it varies, and closes the last window."""
+
+    def train_step(x, y, i, last):
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0 or last:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    assert len(loader) % accum == 0  # whole windows: every loss is divided by accum
+    for i, (x, y) in enumerate(loader):
+        train_step(x, y, i, last=i == len(loader) - 1)
+
+
+def exit_before_the_end_of_its_range(model, data_iter, loss_fn, optimizer, accum, total, n_windows):
+    """The exit ends the loop at n_windows * accum micro-batches, a window boundary, before its range runs out."""
+    for i in range(total):
+        if i >= n_windows * accum:
+            break
+        x, y = next(data_iter)
+        (loss_fn(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def literal_range_with_a_step_fits_the_window(model, data, target, loss_fn, optimizer):
+    accum = 2
+    for i in range(0, 40, 5):  # 8 batches: four whole windows
+        (loss_fn(model(data[i : i + 5]), target[i : i + 5]) / accum).backward()
+        if (i // 5 + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()

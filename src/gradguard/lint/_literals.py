@@ -41,9 +41,10 @@ def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
     node = loop.node
     it, target = node.iter, node.target
     if not carried and isinstance(it, ast.Call):
-        if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 2:
-            start = literal_int(it.args[0], loop) if len(it.args) == 2 else 0
-            return {} if start is None else {target.id: start + total - 1}
+        if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 3:
+            start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
+            step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1  # `range(0, n, batch_size)`
+            return {} if start is None or step is None else {target.id: start + (total - 1) * step}
         if (
             terminal(it.func) == "enumerate" and all(k.arg == "start" for k in it.keywords)
             and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)
@@ -189,11 +190,9 @@ def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
         return len(node.elts)
     if isinstance(node, ast.ListComp) and len(node.generators) == 1 and not node.generators[0].ifs:
         return literal_length(node.generators[0].iter, loop)  # `[make() for _ in range(3)]`
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 1:
-        return literal_int(node.args[0], loop)
-    if isinstance(node, ast.Call) and terminal(node.func) == "range" and len(node.args) == 2:
-        start, stop = literal_int(node.args[0], loop), literal_int(node.args[1], loop)
-        return None if start is None or stop is None else max(stop - start, 0)
+    if isinstance(node, ast.Call) and terminal(node.func) == "range" and 1 <= len(node.args) <= 3 and not node.keywords:
+        args = [literal_int(a, loop) for a in node.args]
+        return None if None in args or len(args) == 3 and args[2] == 0 else len(range(*args))
     return None
 
 

@@ -404,6 +404,22 @@ class Loop:
                 return True
         return False
 
+    def fixed_for_run(self, test: ast.expr) -> bool:
+        """A flag fixed for the whole loop (:meth:`varies` is False) that no helper parameter
+        feeds: ``if use_amp: scaler.step(opt) else: opt.step()`` is one step, taken one way for
+        the whole run. A helper's parameter (``last`` bound to ``i == len(loader) - 1`` at each
+        call) is not assigned in the loop, yet varies with the call."""
+        if self.varies(test):
+            return False
+        params = getattr(self, "_helper_params", None)
+        if params is None:
+            params = self._helper_params = {
+                a.arg for e in self.events for fn, _ in e.frame
+                for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg)
+                if a is not None
+            }
+        return not any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(test))
+
     def proves_whole_windows(self, k: ast.expr) -> bool:
         """The function (or a helper holding the step) checks that the number of micro-batches
         divides by ``k``: ``assert len(loader) % K == 0`` or ``if len(loader) % K: raise ...``."""

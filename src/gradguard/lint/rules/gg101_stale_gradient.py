@@ -48,7 +48,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                 continue
             if _fresh_each_iteration(loop, step.target):
                 continue
-            relevant = [c for c in clears if loop.may_clear_for(c, step)]
+            relevant = [c for c in clears if loop.may_clear_for(c, step) and not _other_run(loop, c, p)]
             if relevant and any(loop.boundary(t) for _, _, t in p.decisions):
                 # clearing and stepping on different window tests (`i % k == 0` vs
                 # `(i + 1) % k == 0`): we cannot tell whether they line up, so say nothing;
@@ -100,6 +100,18 @@ def _modules_left(loop: Loop, step: Event, on_path) -> list:
             return []  # built from another of them: may contain it
     cleared = {c.target for c in clears}
     return [name for name in modules if name not in cleared]
+
+
+def _other_run(loop: Loop, clear: Event, path: Path) -> bool:
+    """The clearing sits in the other branch of a flag fixed for the whole run than the path
+    took (``if use_amp: scaler.step(opt); opt.zero_grad() else: opt.step()``): a run never
+    reaches both, so it clears nothing for this path's step."""
+    for test, body in tests(clear):
+        if isinstance(test, ast.expr) and loop.fixed_for_run(test):
+            key, negated = condition_key(test)
+            if path.decided(key) not in (None, body != negated):
+                return True
+    return False
 
 
 def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:

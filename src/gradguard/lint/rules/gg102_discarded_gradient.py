@@ -10,6 +10,7 @@ from ...findings import Fix
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP, Event
 from .._ast import target_names
+from .._flow import condition_key
 from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 
 CODE = "GG102"
@@ -188,7 +189,17 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clearing statement (with its comment) moves below that step; where the step is already
     followed by a clearing of the same object, the misplaced one is only deleted.
     """
-    clear, step = t.statement_of(d.clear), t.statement_of(d.step)
+    step_node = d.step
+    if d.loop is not None and _flag_branches(d.loop, d.clear) != _flag_branches(d.loop, d.step):
+        # the clearing and the step sit in different branches of a flag fixed for the run
+        # (`if use_amp: scaler.step(opt) else: opt.step()`): the clearing goes after the step of
+        # its own branch, the one the same run takes; none or several of them: no fix
+        want = _flag_branches(d.loop, d.clear)
+        same = {id(e.node): e.node for e in d.loop.steps if e.target == d.optimizer and _flag_branches(d.loop, e.node) == want}
+        if len(same) != 1:
+            return None
+        (step_node,) = same.values()
+    clear, step = t.statement_of(d.clear), t.statement_of(step_node)
     if not t.alone(clear) or not t.alone(step) or t.contains(clear, step):
         return None
     follower = t.next_statement(step)
@@ -199,6 +210,18 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         f"Move `{t.segment(clear)}` to just after `{t.segment(step)}`",
         (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
     )
+
+
+def _flag_branches(loop: Loop, node: ast.AST) -> frozenset:
+    """``(test key, value)`` of the flags fixed for the whole run (``if use_amp:``) whose branch
+    the event at ``node`` sits in."""
+    for e in loop.events:
+        if e.node is node:
+            return frozenset(
+                (condition_key(test)[0], body != condition_key(test)[1])
+                for test, body in tests(e) if isinstance(test, ast.expr) and loop.fixed_for_run(test)
+            )
+    return frozenset()
 
 
 def _clears(stmt: ast.stmt, call: ast.AST) -> bool:

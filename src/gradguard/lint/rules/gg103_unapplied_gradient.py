@@ -37,14 +37,11 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     for s in loop.steps:
         for entry in s.stack:
-            if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not is_modulo_test(loop.resolve(entry[0])):
+            if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not _window_only(loop, entry[0]):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
     # the tests of early exits (`if global_step >= max_train_steps: break`) do not shape the window
     exits = {id(t) for p in loop.paths if p.end in ("break", "return") for _, _, t in p.decisions[-1:]}
-    windows = [
-        m for m in loop.window_paths()
-        if all(is_modulo_test(loop.resolve(t)) or id(t) in exits for _, _, t in m.decisions)
-    ]
+    windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
     report(
@@ -155,7 +152,26 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
     tests = [t for _, _, t in path.decisions[-1:]]  # the test that leads to the exit
     if not tests:
         return True  # an unconditional exit: the loop ends where it breaks
-    return any(isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t))
+    return any(
+        isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t) if not _past_the_end(loop.node, t, names)
+    )
+
+
+def _past_the_end(node: ast.AST, test: ast.expr, index: set) -> bool:
+    """``if i >= n: break`` in a loop over ``range(n)`` (LAVIS's ``log_every(range(n), ...)``
+    wrapper, ``enumerate(range(n))``): the index never reaches ``n``, so the exit ends the loop
+    nowhere its own end does not."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.GtE, ast.Gt, ast.Eq))):
+        return False
+    if not (isinstance(test.left, ast.Name) and test.left.id in index):
+        return False
+    it = node.iter
+    while isinstance(it, ast.Call) and terminal(it.func) != "range" and it.args:
+        it = it.args[0]  # enumerate(x), tqdm(x), logger.log_every(x, ...): the items of x
+    return (
+        isinstance(it, ast.Call) and terminal(it.func) == "range" and len(it.args) == 1
+        and ast.dump(it.args[0]) == ast.dump(test.comparators[0])
+    )
 
 
 def _window_fits(loop: Loop) -> bool:
@@ -308,6 +324,29 @@ def _enclosing_loops(loop: Loop) -> List[ast.AST]:
 
     find(root)
     return path
+
+
+def _window_only(loop: Loop, test: ast.expr, depth: int = 0) -> bool:
+    """The test decides nothing but where a window closes: modulo comparisons (names the loop
+    assigns followed), combined with flags fixed for the whole loop (``if use_amp:`` choosing
+    ``scaler.step(opt)`` or ``opt.step()``, timm's ``if has_no_sync and not need_update:``
+    choosing how to back-propagate). Each branch of such a flag is the same window; a test that
+    can change within the run (``or last_batch``, a helper's parameter ``last`` bound to
+    ``step == len(loader) - 1`` at the call) may be the remainder's."""
+    if loop.fixed_for_run(test):
+        return True
+    test = loop.resolve(test)
+    if depth > 4:
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _window_only(loop, test.operand, depth + 1)
+    if isinstance(test, ast.BoolOp):
+        # `flag or window` is a window (or none at all); `window or other_window` is not one window
+        varying = [v for v in test.values if not loop.fixed_for_run(v)]
+        if isinstance(test.op, ast.Or) and len(varying) > 1:
+            return False
+        return all(_window_only(loop, v, depth + 1) for v in test.values)
+    return is_modulo_test(test)
 
 
 def is_modulo_test(test: ast.expr) -> bool:
