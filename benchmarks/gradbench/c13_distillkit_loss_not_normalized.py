@@ -7,7 +7,6 @@ numeric: the step's gradient is gradient_accumulation_steps (8) times the window
 watch: GG104
 lint: GG104
 bug-step: 1
-watch-miss: the loss is a weighted sum of two reductions (KL with batchmean and a cross-entropy mean); the unscaled-accumulation check apparently needs one recognisable mean reduction
 lint-miss: the back-propagated loss is a weighted sum of two reductions (KL with batchmean plus a cross-entropy mean); the linter's GG104 recognises a loss made by one mean reduction, so it does not see that this one is a mean and reports nothing
 """
 import torch

@@ -181,8 +181,13 @@ acc.flush()        # steps the partial window with its exact weights
         what=(
             "Flags an optimizer step whose gradient came from more than one backward pass of a\n"
             "loss whose last operation is a mean and that was not multiplied or divided afterwards.\n"
-            "The watch reads this from each loss's autograd graph at backward time; the linter flags\n"
-            "an accumulation loop whose loss reaches `backward()` undivided."
+            "The watch reads this from each loss's autograd graph at backward time. A loss that adds\n"
+            "up several means, each times a constant (`alpha * kl_batchmean + (1 - alpha) * ce`,\n"
+            "`mse + l1 * sparsity.mean()`), is a mean over the micro-batch too: it is flagged when\n"
+            "nothing divides the whole sum and its weights add up to 1 or more. Sum-reduced terms\n"
+            "are left out of that judgement (their gradient adds up across micro-batches as a sum's\n"
+            "should), so `mean + l1 * activations.sum()` is flagged for its mean term. The linter\n"
+            "flags an accumulation loop whose loss reaches `backward()` undivided."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
