@@ -136,12 +136,16 @@ for i, (x, y) in enumerate(loader):
         name="unapplied-gradient",
         severity="warning",
         summary="Gradients from backward passes were never used by an optimizer step before the loop or run ended.",
-        consequence="The final partial accumulation window was dropped: those batches never influence training (and their gradient leaks into the next epoch if it is not cleared).",
-        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'), or use gradguard.Accumulator and call acc.flush().",
+        consequence="Those batches never influence training: the final partial accumulation window was dropped, or the step condition was never met (and their gradient leaks into the next epoch if it is not cleared).",
+        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'); make sure the step condition is reached (a counter restarted every epoch may never reach K); or use gradguard.Accumulator and call acc.flush().",
         what=(
             "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
             "that has stepped at least once, and that no step used before the watch (or the script\n"
-            "under `gradguard run`) ended. The linter flags an accumulation loop with a conditional\n"
+            "under `gradguard run`) ended. It also flags an optimizer that never stepped at all while\n"
+            "two or more backward passes accumulated into its parameters (an optimizer still alive\n"
+            "when the watch ends: for `gradguard run`, one the script holds at its top level); a\n"
+            "program that only computes gradients (no optimizer holds those parameters, or one\n"
+            "backward pass is inspected) is not flagged. The linter flags an accumulation loop with a conditional\n"
             "`step()` (`if (i + 1) % accum == 0`) and no step after the loop for the remainder, also\n"
             "when an early exit counts optimizer steps (`if global_step >= max_train_steps: break`:\n"
             "the data may run out first); not where the count provably divides (`assert len(loader)\n"

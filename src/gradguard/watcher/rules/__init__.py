@@ -48,6 +48,7 @@ def _each(memory: dict, event: str, *args) -> None:
 
 def at_step(view) -> None:
     """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
+    gg103.at_step(view)  # only notes that this optimizer's step was called
     if not view.has_grad:
         gg110.at_step(view)
         return
