@@ -321,7 +321,11 @@ optimizer.zero_grad(set_to_none=True)
         fix="Compute higher-order terms with torch.autograd.grad(..., create_graph=True), which returns the gradient without touching .grad; call backward() without create_graph.",
         what=(
             "Flags a parameter whose `.grad` requires grad (it carries a graph) when an optimizer\n"
-            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source."
+            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source. For\n"
+            "an update written by hand (no optimizer step), the watch flags parameters changed in\n"
+            "place after a `backward(create_graph=True)` left a graph in their `.grad`, before that\n"
+            "graph was cleared; it is reported at the backward line, at the next backward pass or\n"
+            "the end, with the number of such updates as its step."
         ),
         why=(
             "`create_graph=True` makes the backward pass differentiable, so the resulting `.grad`\n"

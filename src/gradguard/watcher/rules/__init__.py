@@ -9,6 +9,7 @@ reads only views (``.._view``) through the functions it defines:
 * ``at_window(view, site, passes)``: one accumulation window of that step;
 * ``at_pass(view)``: a :class:`PassView`, before a backward pass;
 * ``at_discard(view)``: a :class:`DiscardView`, a pass's gradient cleared unused;
+* ``after_graph_pass(ps, report, memory)``: a ``backward(create_graph=True)`` pass just ran;
 * ``at_end(view)``: an :class:`EndView`, when the watch ends;
 
 and ``State`` may follow the watch's other events (``on_module``, ``before_pass``,
@@ -31,7 +32,7 @@ MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, 
 # The order findings of one event come in (and the first one "raise" mode raises).
 _STEP = (gg101, gg108, gg107, gg111)
 _WINDOW = (gg109, gg104, gg105)
-_END = (gg103, gg106, gg105)
+_END = (gg103, gg106, gg105, gg108)
 
 
 def memory(clock: Callable[[], int]) -> Dict[str, object]:
@@ -61,6 +62,11 @@ def at_step(view) -> None:
 
 def at_pass(view) -> None:
     gg101.at_pass(view)
+
+
+def after_graph_pass(ps, report, memory: dict) -> None:
+    """A ``backward(create_graph=True)`` pass ``ps`` has just put its gradient into ``.grad``."""
+    gg108.after_graph_pass(ps, report, memory)
 
 
 def at_discard(view) -> None:
