@@ -229,7 +229,9 @@ for i, (x, y) in enumerate(loader):
             "Flags an optimizer step whose backward passes were mean-reduced losses over different\n"
             "numbers of items (examples, or non-ignored target tokens) that were all scaled by the\n"
             "same factor, such as `loss / accum_steps`. The watch reads the number of items each\n"
-            "mean ran over from the loss's autograd graph. The linter flags the static form: a loss\n"
+            "mean ran over from the loss's autograd graph; a micro-batch with no items (every\n"
+            "target ignored: its mean is NaN) that still has a factor other than 0 is flagged too,\n"
+            "as its share of the weight reaches no item. The linter flags the static form: a loss\n"
             "divided by the running micro-step counter (`loss / (micro_step + 1)`, `/ (i % accum + 1)`),\n"
             "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal."
         ),
