@@ -106,7 +106,9 @@ for x, y in loader:
             "accumulation window while `step()` runs only every k-th iteration. A pass that also\n"
             "fed a step (a GAN generator loss that fills the discriminator's `.grad` too, which the\n"
             "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
-            "its discarding is systematic (three step intervals in a row, as both bugs do); an\n"
+            "its discarding is systematic (three step intervals in a row, as both bugs do), or at\n"
+            "the first step when the discarded passes were meant to add up into it: n passes of\n"
+            "one backward line, each loss divided by n, all but the last cleared; an\n"
             "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
             "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
         ),

@@ -30,7 +30,7 @@ from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg1
 MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107, gg111)
+_STEP = (gg101, gg108, gg107, gg111, gg102)
 _WINDOW = (gg109, gg104, gg105)
 _END = (gg103, gg106, gg105, gg108)
 
