@@ -77,3 +77,21 @@ def test_one_pass_into_an_optimizer_that_never_steps_is_silent():
     with gg.watch(mode="record") as w:
         F.cross_entropy(model(torch.randn(8, 10)), torch.randint(0, 2, (8,))).backward()
     assert w.findings == [] and optimizer.state == {}
+
+
+def test_the_never_stepping_optimizer_is_named_among_other_parameters_and_optimizers():
+    # Parameters the watch saw first (a frozen-feature pass with no optimizer) and another live
+    # optimizer: the finding still names the never-stepping optimizer's own parameters.
+    torch.manual_seed(0)
+    features, head = torch.nn.Linear(6, 10), torch.nn.Linear(10, 2)
+    other = torch.nn.Linear(3, 3)
+    other_opt = torch.optim.SGD(other.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+    batches = [(torch.randn(8, 6), torch.randint(0, 2, (8,))) for _ in range(3)]
+    with gg.watch(mode="record") as w:
+        features(torch.randn(2, 6)).sum().backward()  # the watch meets these parameters first
+        features.zero_grad(set_to_none=True)
+        _loop(lambda x: head(torch.tanh(features(x)).detach()), optimizer, 1, batches, accum=4)
+    assert [f.code for f in w.findings] == ["GG103"]
+    assert len(w.findings[0].params) == 2  # head.weight and head.bias, not the features' or other's
+    assert "3 backward passes" in w.findings[0].message and other_opt.state == {}

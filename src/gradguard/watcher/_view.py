@@ -200,14 +200,16 @@ class EndView:
         unowned = [i for i in waiting if tracker.owner[i] is None or tracker.owner[i].steps == 0]
         if not unowned:
             return []
+        waiting_params = {id(tracker.params[i]) for i in unowned}  # before registering reorders the columns
         if any(tracker.owner[i] is None for i in unowned):
             import gc
 
             known = {id(ost.opt) for ost in self.all_opts}
             for obj in gc.get_objects():
                 if issubclass(type(obj), torch.optim.Optimizer) and id(obj) not in known:
-                    tracker.opt_state(obj)  # registered now: its parameters get their columns' owner
-        waiting_params = {id(tracker.params[i]) for i in unowned}
+                    held = (id(p) for group in obj.param_groups for p in group["params"])
+                    if not waiting_params.isdisjoint(held):
+                        tracker.opt_state(obj)  # registered now: its parameters get their columns' owner
         return [ost for ost in tracker.opts.values() if ost.steps == 0 and not ost.ids.isdisjoint(waiting_params)]
 
     def orphans(self) -> List[Tuple[torch.Tensor, Site]]:
