@@ -131,8 +131,26 @@ def test_raise_mode_stops_an_unscaled_accumulation_step():
 
 
 def test_raise_mode_stops_at_the_discarding_zero_grad():
-    # zero_grad on every micro-batch: reported at the zero_grad in the third window
-    # (GG102 waits for a discard in three consecutive step intervals), before its step.
+    # zero_grad on every micro-batch of losses divided by 4: the third window's first discard
+    # (GG102 waits for a discard in three consecutive step intervals) stops it, before its step.
+    model, opt = make()
+    stepped = []
+    with gg.watch(mode="raise"):
+        with pytest.raises(gg.GradientBugError, match="GG102") as info:
+            for i in range(12):
+                x, y = batch()
+                opt.zero_grad(); line = sys._getframe().f_lineno  # noqa: E702
+                F.mse_loss(model(x), y).backward()
+                if (i + 1) % 4 == 0:
+                    opt.step()
+                    stepped.append(i)
+    assert stepped == [3, 7] and i == 9  # the first discard of the third window
+    assert info.value.finding.line == line and info.value.finding.step == 3
+
+
+def test_raise_mode_stops_the_first_step_of_a_window_meant_to_add_up():
+    # The same loop with each loss divided by the 4 passes of the step interval: those passes
+    # were meant to add up, so the first step (which would apply only the last) is stopped.
     model, opt = make()
     stepped = []
     with gg.watch(mode="raise"):
@@ -144,8 +162,8 @@ def test_raise_mode_stops_at_the_discarding_zero_grad():
                 if (i + 1) % 4 == 0:
                     opt.step()
                     stepped.append(i)
-    assert stepped == [3, 7] and i == 9  # the first discard of the third window
-    assert info.value.finding.line == line and info.value.finding.step == 3
+    assert stepped == [] and i == 3
+    assert info.value.finding.line == line and info.value.finding.step == 1
 
 
 def test_warn_mode_warns_at_the_users_line():
@@ -497,10 +515,12 @@ def test_analyze_loss():
     assert analyze_loss(F.cross_entropy(x, t) / 4) == LossInfo("mean", 4.0, True, 0.25)
     assert analyze_loss(F.l1_loss(x, y) * torch.tensor(0.5)) == LossInfo("mean", 18, True, 0.5)
     assert analyze_loss(F.mse_loss(x, y, reduction="sum")).kind == "sum"
-    assert analyze_loss(F.cross_entropy(x, t, label_smoothing=0.1)).kind is None  # not plainly a mean
+    # Label smoothing adds a term divided by the number of non-ignored targets: a mean whose items the
+    # graph does not name, so no item count (GG105 claims nothing).
+    assert analyze_loss(F.cross_entropy(x, t, label_smoothing=0.1)).count is None
     w = torch.tensor(0.5, requires_grad=True)
     assert analyze_loss(F.mse_loss(x, y) * w).kind is None  # a learnable factor is no constant scaling
-    assert analyze_loss(F.mse_loss(x, y) + F.l1_loss(x, y)).kind is None
+    assert analyze_loss(F.mse_loss(x, y) + F.l1_loss(x, y))[:4] == ("mean", 18, False, 2.0)  # a sum of two means
     assert analyze_loss(x.mean(dim=(0, 1))).count == 18
 
 

@@ -7,7 +7,6 @@ numeric: each step applies only the window's last micro-batch, divided by the wi
 watch: GG102
 lint: GG102
 bug-step: 1
-watch-miss: the watch reports GG102 only once the same clearing line has discarded gradient in three consecutive optimizer-step intervals (so that a deliberate skip is not reported), so here at step 3
 """
 import torch
 import torch.nn.functional as F

@@ -7,7 +7,6 @@ numeric: the step's gradient is gradient_accumulation_steps (2) times the window
 watch: GG104
 lint: GG104
 bug-step: 1
-watch-miss: the loss is a sum of two means (reconstruction and sparsity); the unscaled-accumulation check apparently needs one recognisable mean reduction
 """
 import torch
 

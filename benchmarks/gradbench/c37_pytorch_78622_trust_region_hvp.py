@@ -7,7 +7,6 @@ numeric: each parameter's .grad keeps its graph (and the parameter through it) a
 watch: GG108
 lint: GG108
 bug-step: 1
-watch-miss: the update is manual (no torch.optim optimizer) and .grad is set to None before each backward; the graph in .grad is apparently checked only at optimizer steps
 """
 import torch
 

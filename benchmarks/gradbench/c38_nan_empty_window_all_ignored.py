@@ -7,7 +7,6 @@ numeric: the logged loss is NaN, and the window is a mean of micro-batch means i
 watch: GG105
 lint: out: the counts are data
 bug-step: 1
-watch-miss: the window holding the all-ignored micro-batch (NaN loss) is not reported; the next unequal window is (step 2)
 """
 import torch
 import torch.nn.functional as F

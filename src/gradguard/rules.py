@@ -109,7 +109,9 @@ for x, y in loader:
             "accumulation window while `step()` runs only every k-th iteration. A pass that also\n"
             "fed a step (a GAN generator loss that fills the discriminator's `.grad` too, which the\n"
             "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
-            "its discarding is systematic (three step intervals in a row, as both bugs do); an\n"
+            "its discarding is systematic (three step intervals in a row, as both bugs do), or at\n"
+            "the first step when the discarded passes were meant to add up into it: n passes of\n"
+            "one backward line, each loss divided by n, all but the last cleared; an\n"
             "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
             "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
         ),
@@ -139,12 +141,16 @@ for i, (x, y) in enumerate(loader):
         name="unapplied-gradient",
         severity="warning",
         summary="Gradients from backward passes were never used by an optimizer step before the loop or run ended.",
-        consequence="The final partial accumulation window was dropped: those batches never influence training (and their gradient leaks into the next epoch if it is not cleared).",
-        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'), or use gradguard.Accumulator and call acc.flush().",
+        consequence="Those batches never influence training: the final partial accumulation window was dropped, or the step condition was never met (and their gradient leaks into the next epoch if it is not cleared).",
+        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'); make sure the step condition is reached (a counter restarted every epoch may never reach K); or use gradguard.Accumulator and call acc.flush().",
         what=(
             "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
             "that has stepped at least once, and that no step used before the watch (or the script\n"
-            "under `gradguard run`) ended. The linter flags an accumulation loop with a conditional\n"
+            "under `gradguard run`) ended. It also flags an optimizer that never stepped at all while\n"
+            "two or more backward passes accumulated into its parameters (an optimizer still alive\n"
+            "when the watch ends: for `gradguard run`, one the script holds at its top level); a\n"
+            "program that only computes gradients (no optimizer holds those parameters, or one\n"
+            "backward pass is inspected) is not flagged. The linter flags an accumulation loop with a conditional\n"
             "`step()` (`if (i + 1) % accum == 0`, or `if seen >= n_examples` on a count of examples\n"
             "the loop adds up) and no step after the loop for the remainder, also\n"
             "when an early exit counts optimizer steps (`if global_step >= max_train_steps: break`:\n"
@@ -185,8 +191,13 @@ acc.flush()        # steps the partial window with its exact weights
         what=(
             "Flags an optimizer step whose gradient came from more than one backward pass of a\n"
             "loss whose last operation is a mean and that was not multiplied or divided afterwards.\n"
-            "The watch reads this from each loss's autograd graph at backward time; the linter flags\n"
-            "an accumulation loop whose loss reaches `backward()` undivided."
+            "The watch reads this from each loss's autograd graph at backward time. A loss that adds\n"
+            "up several means, each times a constant (`alpha * kl_batchmean + (1 - alpha) * ce`,\n"
+            "`mse + l1 * sparsity.mean()`), is a mean over the micro-batch too: it is flagged when\n"
+            "nothing divides the whole sum and its weights add up to 1 or more. Sum-reduced terms\n"
+            "are left out of that judgement (their gradient adds up across micro-batches as a sum's\n"
+            "should), so `mean + l1 * activations.sum()` is flagged for its mean term. The linter\n"
+            "flags an accumulation loop whose loss reaches `backward()` undivided."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
@@ -224,7 +235,9 @@ for i, (x, y) in enumerate(loader):
             "Flags an optimizer step whose backward passes were mean-reduced losses over different\n"
             "numbers of items (examples, or non-ignored target tokens) that were all scaled by the\n"
             "same factor, such as `loss / accum_steps`. The watch reads the number of items each\n"
-            "mean ran over from the loss's autograd graph. The linter flags the static form: a loss\n"
+            "mean ran over from the loss's autograd graph; a micro-batch with no items (every\n"
+            "target ignored: its mean is NaN) that still has a factor other than 0 is flagged too,\n"
+            "as its share of the weight reaches no item. The linter flags the static form: a loss\n"
             "divided by the running micro-step counter (`loss / (micro_step + 1)`, `/ (i % accum + 1)`),\n"
             "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal."
         ),
@@ -316,7 +329,11 @@ optimizer.zero_grad(set_to_none=True)
         fix="Compute higher-order terms with torch.autograd.grad(..., create_graph=True), which returns the gradient without touching .grad; call backward() without create_graph.",
         what=(
             "Flags a parameter whose `.grad` requires grad (it carries a graph) when an optimizer\n"
-            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source."
+            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source. For\n"
+            "an update written by hand (no optimizer step), the watch flags parameters changed in\n"
+            "place after a `backward(create_graph=True)` left a graph in their `.grad`, before that\n"
+            "graph was cleared; it is reported at the backward line, at the next backward pass or\n"
+            "the end, with the number of such updates as its step."
         ),
         why=(
             "`create_graph=True` makes the backward pass differentiable, so the resulting `.grad`\n"

@@ -127,6 +127,8 @@ class Session:
             raise
         self.in_pass = False
         self.guard(self.tracker.arrived, ps)
+        if ps.create_graph:  # .grad may hold a graph now (GG108 follows it to an update by hand)
+            self.guard(rules.after_graph_pass, ps, self.report, self.memory)
         self.reporter.flush()
         return result
 

@@ -184,6 +184,34 @@ class EndView:
                 out.append((ps, list(compress(ost.params, waits))))
         return out
 
+    def never_stepped(self) -> List[OptState]:
+        """Optimizers still alive that never stepped while their parameters hold gradient of passes no step used.
+
+        The watch learns of an optimizer when it steps or clears; one that did
+        neither is looked for among the live objects, once, and only when such
+        gradient waits in parameters no stepping optimizer holds.
+        """
+        tracker = self._tracker
+        everything = tracker.everything()
+        waiting = set()
+        for ps in tracker.passes:
+            if not ps.used:
+                waiting.update(i for i, w in enumerate(tracker.waiting(ps, everything)) if w)
+        unowned = [i for i in waiting if tracker.owner[i] is None or tracker.owner[i].steps == 0]
+        if not unowned:
+            return []
+        waiting_params = {id(tracker.params[i]) for i in unowned}  # before registering reorders the columns
+        if any(tracker.owner[i] is None for i in unowned):
+            import gc
+
+            known = {id(ost.opt) for ost in self.all_opts}
+            for obj in gc.get_objects():
+                if issubclass(type(obj), torch.optim.Optimizer) and id(obj) not in known:
+                    held = (id(p) for group in obj.param_groups for p in group["params"])
+                    if not waiting_params.isdisjoint(held):
+                        tracker.opt_state(obj)  # registered now: its parameters get their columns' owner
+        return [ost for ost in tracker.opts.values() if ost.steps == 0 and not ost.ids.isdisjoint(waiting_params)]
+
     def orphans(self) -> List[Tuple[torch.Tensor, Site]]:
         """Parameters that received gradient from a watched pass and that no optimizer holds, with that pass's line."""
         tracker = self._tracker

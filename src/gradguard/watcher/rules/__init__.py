@@ -9,6 +9,7 @@ reads only views (``.._view``) through the functions it defines:
 * ``at_window(view, site, passes)``: one accumulation window of that step;
 * ``at_pass(view)``: a :class:`PassView`, before a backward pass;
 * ``at_discard(view)``: a :class:`DiscardView`, a pass's gradient cleared unused;
+* ``after_graph_pass(ps, report, memory)``: a ``backward(create_graph=True)`` pass just ran;
 * ``at_end(view)``: an :class:`EndView`, when the watch ends;
 
 and ``State`` may follow the watch's other events (``on_module``, ``before_pass``,
@@ -29,9 +30,9 @@ from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg1
 MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107, gg111)
+_STEP = (gg101, gg108, gg107, gg111, gg102)
 _WINDOW = (gg109, gg104, gg105)
-_END = (gg103, gg106, gg105)
+_END = (gg103, gg106, gg105, gg108)
 
 
 def memory(clock: Callable[[], int]) -> Dict[str, object]:
@@ -48,6 +49,7 @@ def _each(memory: dict, event: str, *args) -> None:
 
 def at_step(view) -> None:
     """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
+    gg103.at_step(view)  # only notes that this optimizer's step was called
     if not view.has_grad:
         gg110.at_step(view)
         return
@@ -60,6 +62,11 @@ def at_step(view) -> None:
 
 def at_pass(view) -> None:
     gg101.at_pass(view)
+
+
+def after_graph_pass(ps, report, memory: dict) -> None:
+    """A ``backward(create_graph=True)`` pass ``ps`` has just put its gradient into ``.grad``."""
+    gg108.after_graph_pass(ps, report, memory)
 
 
 def at_discard(view) -> None:

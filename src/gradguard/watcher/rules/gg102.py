@@ -21,7 +21,13 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     assigned by hand (``p.grad = buf / k``: the discarded gradient went there),
     marks the line as deliberate for good;
 (c) a pass whose parameters were modified in place after it (SAM's perturbation
-    ``p.add_(e_w)``, a hand-written update) had its gradient used: no discard.
+    ``p.add_(e_w)``, a hand-written update) had its gradient used: no discard;
+(d) a window by intent is reported at its own step: the step applies the
+    last passes of a backward line whose losses were each divided by ``n``,
+    the number of that line's passes in the interval, and the line discarded
+    the others (``zero_grad`` on every micro-batch of ``loss / accum``). The
+    division by the count of passes says they were meant to add up; a skip
+    does not divide by the number of passes it throws away.
 
 Each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
@@ -34,7 +40,7 @@ from typing import Dict, List
 
 import torch
 
-from .._view import ClearView, DiscardView, at, plural
+from .._view import ClearView, DiscardView, StepView, at, plural
 
 CODE = "GG102"
 RUN = 3
@@ -51,12 +57,14 @@ class Line:
     last such interval; ``banned``: the line discards on purpose, never reported.
     """
 
-    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned")
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors")
 
-    def __init__(self, j: int):
+    def __init__(self, j: int, site=None):
         self.first = j
         self.last = j
+        self.site = site
         self.sources: set = set()
+        self.factors: list = []  # the loss factor of each pass discarded in interval ``last`` (None: unknown)
         self.run = 0
         self.confirmed = -1
         self.banned = False
@@ -102,7 +110,7 @@ class Lines:
         key = (where, id(ost))
         line = self.lines.get(key)
         if line is None:
-            line = self.lines[key] = Line(j)
+            line = self.lines[key] = Line(j, where)
         if line.banned:
             return
         if line.last != j:
@@ -111,7 +119,9 @@ class Lines:
                 return
             line.last = j
             line.sources = set()
+            line.factors = []
         line.sources.add(ps.site)
+        line.factors.append(_factor(ps))
         open_lines = self.open.setdefault(id(ost), [])
         if not open_lines or open_lines[-1] is not line:
             open_lines.append(line)
@@ -149,6 +159,36 @@ State = Lines
 
 def at_discard(view: DiscardView) -> None:
     view.memory[CODE].discarded(view)
+
+
+def _factor(ps):
+    info = ps.info
+    return info.factor if info.kind == "mean" and not ps.managed and not info.amp else None
+
+
+def at_step(view: StepView) -> None:
+    """(d) A window by intent: the step reads the last of n passes of one backward line whose losses were
+    each divided by n, and the clearing discarded the n - 1 before it in this interval."""
+    memory = view.memory[CODE]
+    j = view.ost.steps
+    for line in memory.open.get(id(view.ost), []):
+        if line.banned or line.last != j or line.run >= RUN - 1:
+            continue
+        fed = [ps for ps in view.passes.values() if ps.site in line.sources]
+        if not fed:
+            continue
+        factors = line.factors + [_factor(ps) for ps in fed]
+        n = len(factors)
+        if n < 2 or any(f is None or abs(f * n - 1) > 1e-6 for f in factors):
+            continue
+        source = fed[-1].site
+        view.report(
+            CODE,
+            f"{view.name}.step() (step {view.n}) applied {plural(len(fed), 'backward pass', 'backward passes')} of the "
+            f"{n} at {at(source, line.site)} whose losses were each divided by {n}: the clearing at "
+            f"{at(line.site, line.site)} discarded the other {n - len(fed)} of the window before the step.",
+            line.site, view.n, view.with_grad,
+        )
 
 
 def _all_finite(grads: List[torch.Tensor]) -> bool:

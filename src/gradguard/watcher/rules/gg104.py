@@ -1,4 +1,13 @@
-"""GG104 unscaled accumulation: several mean losses of one line summed into one step, none scaled down."""
+"""GG104 unscaled accumulation: several mean losses of one line summed into one step, none scaled down.
+
+A loss that adds up several means (``alpha * kl + (1 - alpha) * ce``,
+``mse + l1 * sparsity.mean()``) is a mean over the micro-batch too. It counts as
+scaled down when the whole sum was multiplied by a factor below 1 (``(a + b) /
+k``) or when its terms' weights add up to less than 1 (each term divided by
+``k``); a weighted sum whose weights add up to 1 or more and that nothing
+divides is not. Sum-reduced terms are left out of the judgement: their
+gradient adds up across micro-batches as a sum's should.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +20,9 @@ def _not_scaled_down(ps) -> bool:
     info = ps.info
     if not info.scaled:
         return True
-    return info.factor is not None and abs(info.factor) >= 1.0
+    if info.factor is None or abs(info.factor) < 1.0:
+        return False
+    return info.terms == 1 or (info.outer is not None and abs(info.outer) >= 1.0)
 
 
 def at_window(view: StepView, site, group) -> None:
@@ -20,9 +31,11 @@ def at_window(view: StepView, site, group) -> None:
     if not all(ps.info.kind == "mean" for ps in group):
         return
     if all(_not_scaled_down(ps) for ps in group):
+        terms = max(ps.info.terms for ps in group)
+        what = "mean-reduced loss" if terms == 1 else f"loss adding up {terms} mean-reduced terms"
         view.report(
             CODE,
-            f"{view.name}.step() (step {view.n}) used {len(group)} backward passes of the mean-reduced loss at "
+            f"{view.name}.step() (step {view.n}) used {len(group)} backward passes of the {what} at "
             f"{at(site, site)}, none of them scaled down.",
             site, view.n, view.with_grad,
         )

@@ -5,7 +5,9 @@ items the weight ``f / n``. The window's gradient is the mean over all its
 items only when that weight is the same for every micro-batch: ``loss / k``
 with unequal ``n`` (a mean of means) breaks it, and so does a factor that
 changes from one micro-batch to the next with equal ``n`` (``loss / (i + 1)``
-with a running micro-step counter).
+with a running micro-step counter). A micro-batch with no items (``n = 0``:
+every target ignored, its mean NaN) and a factor other than 0 breaks it too: its
+share of the weight reaches no item.
 """
 
 from __future__ import annotations
@@ -64,17 +66,24 @@ def _shown(values, fmt="g") -> str:
 
 
 def _judge(report, site, n, opt_name, counts, factors, params) -> None:
-    if any(c <= 0 for c in counts):
+    if any(c < 0 for c in counts):
         return
-    weights = [f / c for f, c in zip(factors, counts)]
-    if not _spread(weights):
+    # A micro-batch with no items (every target ignored: its mean is 0/0, NaN, with a zero
+    # gradient) weighs nothing only if its factor is 0, as with exact weights (count / total).
+    # With any other factor it took a share of the window's weight that no item received.
+    lost = any(c == 0 and f != 0 for c, f in zip(counts, factors))
+    kept = [(c, f) for c, f in zip(counts, factors) if c > 0]
+    if not kept:
+        return  # no items at all: nothing to weigh
+    if not lost and not _spread([f / c for c, f in kept]):
         return
     k = len(counts)
+    empty = "; a micro-batch with no items (a NaN mean) still took its share of the weight" if lost else ""
     if not _spread(factors):
         detail = (f"{opt_name}.step() (step {n}) averaged {k} mean-reduced losses from {at(site, site)} over "
-                  f"different numbers of items ({_shown(counts)}) with equal weights.")
+                  f"different numbers of items ({_shown(counts)}) with equal weights{empty}.")
     else:
         detail = (f"{opt_name}.step() (step {n}) summed {k} mean-reduced losses from {at(site, site)} whose items "
-                  f"weigh differently: item counts ({_shown(counts)}), loss factors ({_shown(factors, '.4g')}); "
+                  f"weigh differently: item counts ({_shown(counts)}), loss factors ({_shown(factors, '.4g')}){empty}; "
                   "each factor should be its micro-batch's share of the window's items.")
     report(CODE, detail, site, n, params)
