@@ -39,9 +39,10 @@ import inspect
 import math
 import sys
 import warnings
-import weakref
 from contextlib import contextmanager, nullcontext
+from itertools import repeat
 from numbers import Integral, Real
+from operator import attrgetter, is_, is_not
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -57,6 +58,8 @@ from ._window import Window
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 _NO_MARK = nullcontext()
+_grad = attrgetter("grad")
+_version = attrgetter("_version")
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -206,15 +209,15 @@ class Accumulator:
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
         self._w = Window()
-        # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
-        # to this list (a builtin call, no Python frame); a backward that leaves it empty
-        # reached none of them. Only trusted once some pass did reach one: under FSDP2
-        # autograd accumulates into unsharded parameters, which the hooks never see.
-        self._reached_by: list = []
-        self._hook_handles: list = []
-        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
-        self._hooks_fire = False
-        weakref.finalize(self, _remove_handles, self._hook_handles)
+        # A loss's reach: the optimizer parameters' .grad (identity and version counter)
+        # before and after each backward pass, read in two C loops; a pass that changed
+        # none of them reached none of them. (A post-accumulate-grad hook per parameter
+        # would tell the same at a Python call per parameter per pass: about 6 us each.)
+        # Only trusted once some pass did change one: under FSDP2 autograd accumulates
+        # into unsharded parameters, whose gradients reach .grad only at synced passes.
+        self._checked: Optional[int] = None  # number of parameters the reach check was set up for
+        self._check_reach = False  # autograd writes into the parameters themselves (not sharded)
+        self._reach_seen = False  # some pass changed an optimizer parameter's .grad
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -376,14 +379,18 @@ class Accumulator:
             else:
                 with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
                     scaled = self._scale_loss(loss, weight)
+        params = self._params()
         if not w.contributed:
-            self._start_window(loss)
-        elif rebase:
-            grads = [p.grad for p in self._params() if p.grad is not None]
-            if grads:
-                self._scale_grads(grads, w.ref / ref)
-        reached = self._reached_by
-        reached.clear()
+            before = _grad_state(params)
+            self._start_window(loss, params, before)
+            if not self._check_reach:
+                before = None
+        else:
+            if rebase:
+                grads = [p.grad for p in params if p.grad is not None]
+                if grads:
+                    self._scale_grads(grads, w.ref / ref)
+            before = _grad_state(params) if self._check_reach else None
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
         mark = accumulator_backward(counted=counted) if listening() else _NO_MARK
         mark.__enter__()
@@ -402,10 +409,11 @@ class Accumulator:
         mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
-        if reached:
-            self._hooks_fire = True
-        elif self._hooks_fire and w.unreached is None:
-            w.unreached = w.micro  # decided at the window's end, on every rank alike
+        if before is not None:
+            if _grad_state_changed(params, before):
+                self._reach_seen = True
+            elif self._reach_seen and w.unreached is None:
+                w.unreached = w.micro  # decided at the window's end, on every rank alike
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
@@ -434,29 +442,28 @@ class Accumulator:
             "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
         )
 
-    def _start_window(self, loss: torch.Tensor) -> None:
-        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
-        params = self._params()
-        self._w.start_grads = _grad_marks(params)
-        if self._hooked != len(params):
-            self._hook(params)
+    def _start_window(self, loss: torch.Tensor, params: List[torch.Tensor], state: tuple) -> None:
+        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches.
+
+        ``state``: the parameters' ``_grad_state`` now.
+        """
+        grads, versions = state
+        self._w.start_grads = [] if not any(map(is_not, grads, repeat(None))) else [
+            None if g is None else (g, v) for g, v in zip(grads, versions)]
+        if self._checked != len(params):
+            self._set_up_reach_check(params)
             self._report_outside_leaves(loss, params)
 
-    def _hook(self, params: List[torch.Tensor]) -> None:
-        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per parameter).
+    def _set_up_reach_check(self, params: List[torch.Tensor]) -> None:
+        """Whether each backward pass is checked for reaching an optimizer parameter (see ``__init__``).
 
         Only where autograd writes into the parameters themselves: not for sharded
         parameters (FSDP2's DTensors, FSDP1's flat parameters), whose gradients
         arrive by other ways and only at synchronised passes.
         """
-        for h in self._hook_handles:
-            h.remove()
-        self._hooked = len(params)
-        self._hook_handles[:] = []
-        if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
-            return
-        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append)
-                                 for p in params if p.requires_grad]
+        self._checked = len(params)
+        self._check_reach = bool(getattr(self._sync, "accumulates_into_params", False)) and not any(
+            _sharded(p) for p in params)
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
@@ -579,8 +586,8 @@ class Accumulator:
             raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and sync.grads_in_params and not self._hooks_fire and not _reached(params, w.start_grads):
-            # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
+        if sync.world_size == 1 and sync.grads_in_params and not self._reach_seen and not _reached(params, w.start_grads):
+            # (Once some pass is known to change .grad, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
                 "the window's losses reach none of the optimizer's parameters (no .grad of theirs changed): the loss "
@@ -699,7 +706,8 @@ class Accumulator:
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
-            values = torch.stack([_on(l, device) for l in losses]).to("cpu", torch.float64, copy=True).tolist()
+            # (tolist() gives each value as an exact Python float whatever the loss dtype: no float64 kernel)
+            values = torch.stack([_on(l, device) for l in losses]).to("cpu", copy=True).tolist()
             loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
             found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
             return w.total, loss_sum, found is not None, False, w.unreached is not None, found
@@ -868,11 +876,6 @@ class Accumulator:
         )
 
 
-def _remove_handles(handles: list) -> None:
-    for h in handles:
-        h.remove()
-
-
 def _sharded(p: torch.Tensor) -> bool:
     """A DTensor (FSDP2, tensor parallel) or FSDP1's flat parameter."""
     return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "device_mesh")
@@ -926,12 +929,24 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
     return value, None
 
 
-def _grad_marks(params: List[torch.Tensor]) -> list:
-    """Each parameter's .grad and its version counter ([] when every .grad is None)."""
-    grads = [p.grad for p in params]
-    if all(g is None for g in grads):
-        return []
-    return [None if g is None else (g, g._version) for g in grads]
+def _grad_state(params: List[torch.Tensor]) -> tuple:
+    """The parameters' ``.grad`` and their version counters, in C loops (no Python frame per parameter)."""
+    grads = list(map(_grad, params))
+    if any(map(is_, grads, repeat(None))):
+        return grads, [-1 if g is None else g._version for g in grads]
+    return grads, list(map(_version, grads))
+
+
+def _grad_state_changed(params: List[torch.Tensor], before: tuple) -> bool:
+    """Whether some parameter's ``.grad`` was replaced or changed in place since ``_grad_state`` gave ``before``.
+
+    Autograd's accumulation either creates ``.grad`` (a new tensor), adds into it
+    in place (its version counter moves) or replaces it: a pass that reached a
+    parameter always shows here, even with a zero gradient.
+    """
+    grads, versions = before
+    now = _grad_state(params)
+    return any(map(is_not, now[0], grads)) or now[1] != versions
 
 
 def _changed(p: torch.Tensor, mark) -> bool:
