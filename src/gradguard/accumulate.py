@@ -39,10 +39,11 @@ import inspect
 import math
 import sys
 import warnings
-from contextlib import contextmanager, nullcontext
-from itertools import repeat
+import weakref
+from contextlib import contextmanager
 from numbers import Integral, Real
-from operator import attrgetter, is_, is_not
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -57,9 +58,7 @@ from ._window import Window
 
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
-_NO_MARK = nullcontext()
 _grad = attrgetter("grad")
-_version = attrgetter("_version")
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -209,15 +208,17 @@ class Accumulator:
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
         self._w = Window()
-        # A loss's reach: the optimizer parameters' .grad (identity and version counter)
-        # before and after each backward pass, read in two C loops; a pass that changed
-        # none of them reached none of them. (A post-accumulate-grad hook per parameter
-        # would tell the same at a Python call per parameter per pass: about 6 us each.)
-        # Only trusted once some pass did change one: under FSDP2 autograd accumulates
-        # into unsharded parameters, whose gradients reach .grad only at synced passes.
-        self._checked: Optional[int] = None  # number of parameters the reach check was set up for
-        self._check_reach = False  # autograd writes into the parameters themselves (not sharded)
-        self._reach_seen = False  # some pass changed an optimizer parameter's .grad
+        # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
+        # to this list (a builtin call, no Python frame); a backward that leaves it empty
+        # reached none of them. (Reading every parameter's .grad and version before and
+        # after each pass tells the same but costs more: about 1 us per .grad read of an
+        # nn.Parameter, against under 1 us per hook call.) Only trusted once some pass did reach one: under FSDP2
+        # autograd accumulates into unsharded parameters, which the hooks never see.
+        self._reached_by: list = []
+        self._hook_handles: list = []
+        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
+        self._hooks_fire = False
+        weakref.finalize(self, _remove_handles, self._hook_handles)
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -379,25 +380,23 @@ class Accumulator:
             else:
                 with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
                     scaled = self._scale_loss(loss, weight)
-        params = self._params()
         if not w.contributed:
-            before = _grad_state(params)
-            self._start_window(loss, params, before)
-            if not self._check_reach:
-                before = None
-        else:
-            if rebase:
-                grads = [p.grad for p in params if p.grad is not None]
-                if grads:
-                    self._scale_grads(grads, w.ref / ref)
-            before = _grad_state(params) if self._check_reach else None
+            self._start_window(loss)
+        elif rebase:
+            grads = [p.grad for p in self._params() if p.grad is not None]
+            if grads:
+                self._scale_grads(grads, w.ref / ref)
+        reached = self._reached_by
+        reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
-        mark = accumulator_backward(counted=counted) if listening() else _NO_MARK
-        mark.__enter__()
+        mark = accumulator_backward(counted=counted) if listening() else None
+        if mark is not None:
+            mark.__enter__()
         try:
             self._sync.backward(scaled)
         except BaseException as exc:
-            mark.__exit__(None, None, None)
+            if mark is not None:
+                mark.__exit__(None, None, None)
             if self._undo_failed_backward() or not isinstance(exc, Exception):
                 raise
             raise GradguardError(
@@ -406,14 +405,14 @@ class Accumulator:
                 "from them, so the window was discarded (nothing applied, its gradients cleared, "
                 "skipped_windows + 1). Training can go on: the next backward() starts a new window"
             ) from exc
-        mark.__exit__(None, None, None)
+        if mark is not None:
+            mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
-        if before is not None:
-            if _grad_state_changed(params, before):
-                self._reach_seen = True
-            elif self._reach_seen and w.unreached is None:
-                w.unreached = w.micro  # decided at the window's end, on every rank alike
+        if reached:
+            self._hooks_fire = True
+        elif self._hooks_fire and w.unreached is None:
+            w.unreached = w.micro  # decided at the window's end, on every rank alike
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
@@ -442,28 +441,29 @@ class Accumulator:
             "call acc.step() after each micro-batch's backward(), or add the micro-batch's losses and call backward() once"
         )
 
-    def _start_window(self, loss: torch.Tensor, params: List[torch.Tensor], state: tuple) -> None:
-        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches.
-
-        ``state``: the parameters' ``_grad_state`` now.
-        """
-        grads, versions = state
-        self._w.start_grads = [] if not any(map(is_not, grads, repeat(None))) else [
-            None if g is None else (g, v) for g, v in zip(grads, versions)]
-        if self._checked != len(params):
-            self._set_up_reach_check(params)
+    def _start_window(self, loss: torch.Tensor) -> None:
+        """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
+        params = self._params()
+        self._w.start_grads = _grad_marks(params)
+        if self._hooked != len(params):
+            self._hook(params)
             self._report_outside_leaves(loss, params)
 
-    def _set_up_reach_check(self, params: List[torch.Tensor]) -> None:
-        """Whether each backward pass is checked for reaching an optimizer parameter (see ``__init__``).
+    def _hook(self, params: List[torch.Tensor]) -> None:
+        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per parameter).
 
         Only where autograd writes into the parameters themselves: not for sharded
         parameters (FSDP2's DTensors, FSDP1's flat parameters), whose gradients
         arrive by other ways and only at synchronised passes.
         """
-        self._checked = len(params)
-        self._check_reach = bool(getattr(self._sync, "accumulates_into_params", False)) and not any(
-            _sharded(p) for p in params)
+        for h in self._hook_handles:
+            h.remove()
+        self._hooked = len(params)
+        self._hook_handles[:] = []
+        if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
+            return
+        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append)
+                                 for p in params if p.requires_grad]
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
@@ -586,8 +586,8 @@ class Accumulator:
             raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and sync.grads_in_params and not self._reach_seen and not _reached(params, w.start_grads):
-            # (Once some pass is known to change .grad, the per-micro-batch check below covers this.)
+        if sync.world_size == 1 and sync.grads_in_params and not self._hooks_fire and not _reached(params, w.start_grads):
+            # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
                 "the window's losses reach none of the optimizer's parameters (no .grad of theirs changed): the loss "
@@ -611,7 +611,7 @@ class Accumulator:
         grads = []
         if factor != 1.0 and not w.normalised:
             if sync.grads_in_params:
-                grads = [p.grad for p in params if p.grad is not None]
+                grads = [g for g in map(_grad, params) if g is not None]  # (.grad of a Parameter costs ~1 us a read)
             else:  # where the framework keeps the reduced gradient (DeepSpeed's partitions): no undo there,
                 sync.scale_grads(params, factor)  # so a retried step() or flush() must not scale it again
                 w.normalised = True
@@ -876,6 +876,11 @@ class Accumulator:
         )
 
 
+def _remove_handles(handles: list) -> None:
+    for h in handles:
+        h.remove()
+
+
 def _sharded(p: torch.Tensor) -> bool:
     """A DTensor (FSDP2, tensor parallel) or FSDP1's flat parameter."""
     return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "device_mesh")
@@ -929,24 +934,12 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
     return value, None
 
 
-def _grad_state(params: List[torch.Tensor]) -> tuple:
-    """The parameters' ``.grad`` and their version counters, in C loops (no Python frame per parameter)."""
+def _grad_marks(params: List[torch.Tensor]) -> list:
+    """Each parameter's .grad and its version counter ([] when every .grad is None)."""
     grads = list(map(_grad, params))
-    if any(map(is_, grads, repeat(None))):
-        return grads, [-1 if g is None else g._version for g in grads]
-    return grads, list(map(_version, grads))
-
-
-def _grad_state_changed(params: List[torch.Tensor], before: tuple) -> bool:
-    """Whether some parameter's ``.grad`` was replaced or changed in place since ``_grad_state`` gave ``before``.
-
-    Autograd's accumulation either creates ``.grad`` (a new tensor), adds into it
-    in place (its version counter moves) or replaces it: a pass that reached a
-    parameter always shows here, even with a zero gradient.
-    """
-    grads, versions = before
-    now = _grad_state(params)
-    return any(map(is_not, now[0], grads)) or now[1] != versions
+    if not any(map(is_not, grads, repeat(None))):
+        return []
+    return [None if g is None else (g, g._version) for g in grads]
 
 
 def _changed(p: torch.Tensor, mark) -> bool:
