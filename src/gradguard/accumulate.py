@@ -41,8 +41,8 @@ import sys
 import warnings
 import weakref
 from contextlib import contextmanager
-from numbers import Integral, Real
 from itertools import repeat
+from numbers import Integral, Real
 from operator import attrgetter, is_not
 from typing import Iterator, List, Optional, Tuple, Union
 
@@ -211,9 +211,10 @@ class Accumulator:
         # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
         # to this list (a builtin call, no Python frame); a backward that leaves it empty
         # reached none of them. (Reading every parameter's .grad and version before and
-        # after each pass tells the same but costs more: about 1 us per .grad read of an
-        # nn.Parameter, against under 1 us per hook call.) Only trusted once some pass did reach one: under FSDP2
-        # autograd accumulates into unsharded parameters, which the hooks never see.
+        # after each pass tells the same but measured dearer: a .grad read of an
+        # nn.Parameter costs about as much as a hook call.) Only trusted once some pass did
+        # reach one: under FSDP2 autograd accumulates into unsharded parameters, which the
+        # hooks never see.
         self._reached_by: list = []
         self._hook_handles: list = []
         self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
@@ -611,7 +612,7 @@ class Accumulator:
         grads = []
         if factor != 1.0 and not w.normalised:
             if sync.grads_in_params:
-                grads = [g for g in map(_grad, params) if g is not None]  # (.grad of a Parameter costs ~1 us a read)
+                grads = [g for g in map(_grad, params) if g is not None]  # each .grad read once
             else:  # where the framework keeps the reduced gradient (DeepSpeed's partitions): no undo there,
                 sync.scale_grads(params, factor)  # so a retried step() or flush() must not scale it again
                 w.normalised = True
