@@ -24,6 +24,14 @@ Four workloads, two models:
 ``--clock cpu`` times each method with the CPU time of this thread
 (``time.thread_time``, one intra-op thread) instead of wall time: on a machine
 shared with other jobs, time spent descheduled then counts for no method.
+
+``--compare SRC`` adds the Accumulator of another checkout's ``src`` folder
+(copied under another package name) as the method ``gradguard before``, in the
+same rounds, so that old and new code meet the same machine noise::
+
+    python benchmarks/bench_accumulate.py --only mlp --clock cpu --compare /tmp/old/src
+
+``--no-accelerate`` leaves HF Accelerate's column out.
 """
 
 from __future__ import annotations
@@ -127,6 +135,28 @@ class WithGradguard:
             self.acc.step()
 
 
+class WithGradguardBefore(WithGradguard):
+    """The Accumulator of the checkout given to ``--compare``."""
+
+    package = None
+
+    def __init__(self, model, opt, steps, variable, loss=loss_of):
+        self.model, self.acc, self.loss = model, self.package.Accumulator(opt, steps=steps), loss
+
+
+def _load_before(src: str):
+    """The ``gradguard`` package of another checkout's ``src``, importable beside this one."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="bench_accumulate_")
+    shutil.copytree(Path(src) / "gradguard", Path(tmp) / "gradguard_before")
+    sys.path.insert(0, tmp)
+    import gradguard_before  # its imports are relative: it runs as a package of its own
+
+    return gradguard_before
+
+
 class WithAccelerate:
     """HF Accelerate's accumulate(): divides each loss by the number of micro-batches."""
 
@@ -157,6 +187,9 @@ def main(argv=None):
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall: time.perf_counter; cpu: this thread's CPU time (for a shared, loaded machine)")
     parser.add_argument("--only", choices=("all", "transformer", "mlp"), default="all", help="which model's workloads to run")
+    parser.add_argument("--compare", metavar="SRC", default=None,
+                        help="also time the Accumulator of this checkout's src folder (method 'gradguard before')")
+    parser.add_argument("--no-accelerate", action="store_true", help="leave HF Accelerate's column out")
     args = parser.parse_args(argv)
     rounds = args.rounds or (4 if args.quick else 120)
     steps, micro, seq = 4, 4, 64
@@ -165,12 +198,18 @@ def main(argv=None):
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     methods = {"hand-written": HandWritten, "gradguard": WithGradguard}
+    if args.compare:
+        WithGradguardBefore.package = _load_before(args.compare)
+        methods["gradguard before"] = WithGradguardBefore
     try:
+        if args.no_accelerate:
+            raise ImportError
         import accelerate  # noqa: F401
 
         methods["accelerate"] = WithAccelerate
     except ImportError:
-        print("(HF Accelerate not installed: its column is left out)")
+        if not args.no_accelerate:
+            print("(HF Accelerate not installed: its column is left out)")
 
     workloads = []
     if args.only in ("all", "transformer"):
@@ -207,10 +246,11 @@ def main(argv=None):
         results[workload] = (times, ratios)
         unit = "CPU s/step" if args.clock == "cpu" else "median s/step"
         print(f"\n{workload}: {steps} micro-batches per step, {rounds} interleaved rounds ({args.clock} clock)")
-        print(f"  {'method':<14} {unit:>14} {'steps/s':>9} {'time vs hand-written':>21}")
+        print(f"  {'method':<16} {unit:>14} {'steps/s':>9} {'time vs hand-written':>21} {'ratio of medians':>17}")
+        hand_med = statistics.median(times["hand-written"])
         for m in methods:
             med = statistics.median(times[m])
-            print(f"  {m:<14} {med:>14.5f} {1 / med:>9.1f} {ratios[m]:>20.3f}x")
+            print(f"  {m:<16} {med:>14.5f} {1 / med:>9.1f} {ratios[m]:>20.3f}x {med / hand_med:>16.3f}x")
     _plot(Path(args.out), results)
     return 0
 

@@ -12,9 +12,14 @@ same data and model for each:
 * ``accumulator+watch``: the Accumulator inside the watch.
 
 Syncs: ``torch.cuda.set_sync_debug_mode("warn")`` makes every operation that
-waits for the device emit a warning; they are counted per condition over the
-timed micro-batches, and printed per micro-batch and as the difference to
-``plain`` (the goal: 0 added). Time: wall clock per optimizer step with the
+waits for the device emit a warning; they are counted per condition in two
+places: inside the micro-batches (forward, backward, and ``acc.step()`` where
+it does not end the window) and at the window's end (``opt.step()`` and
+``zero_grad()``, or the ``acc.step()`` that steps), printed per micro-batch and
+per window, each as the difference to ``plain``. The goals: 0 added per
+micro-batch for every condition; at the window's end 0 added by the watch and
+1 by the Accumulator (its one read of the window's losses: the non-finite
+check and the mean loss). Time: wall clock per optimizer step with the
 sync debug mode off, ``torch.cuda.synchronize()`` around each timed block,
 conditions interleaved round by round (rotated) so that noise hits all alike;
 printed as medians and ratios to ``plain``.
@@ -48,22 +53,52 @@ def _model(width: int, depth: int, device) -> nn.Module:
     return nn.Sequential(*layers, nn.Linear(width, 1)).to(device)
 
 
+class Tally:
+    """Sync warnings counted per section (``"micro-batch"``, ``"window end"``) from a warnings list."""
+
+    def __init__(self, caught: list):
+        self.caught = caught
+        self.counts = {"micro-batch": 0, "window end": 0}
+
+    @contextlib.contextmanager
+    def section(self, name: str):
+        start = len(self.caught)
+        try:
+            yield
+        finally:
+            self.counts[name] += sum(1 for w in self.caught[start:] if "synchroniz" in str(w.message).lower())
+
+
+def _untallied(name: str):
+    return contextlib.nullcontext()
+
+
 def _runner(cond: str, model: nn.Module, opt, accum: int, data):
-    """A function running one optimizer step (``accum`` micro-batches) in condition ``cond``."""
+    """A function running one optimizer step (``accum`` micro-batches) in condition ``cond``;
+    ``step(tally)`` counts the syncs of its micro-batches and of its window's end apart."""
     import gradguard as gg
 
     acc = gg.Accumulator(opt, accum) if cond.startswith("accumulator") else None
 
-    def step():
+    def step(tally=None):
+        section = tally.section if tally is not None else _untallied
         if acc is None:
             for x, y in data:
-                (F.mse_loss(model(x), y) / accum).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+                with section("micro-batch"):
+                    (F.mse_loss(model(x), y) / accum).backward()
+            with section("window end"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
         else:
-            for x, y in data:
-                acc.backward(F.mse_loss(model(x), y), count=len(y))  # a host int: no read of the device
-                acc.step()
+            for i, (x, y) in enumerate(data):
+                last = i == len(data) - 1
+                with section("micro-batch"):
+                    acc.backward(F.mse_loss(model(x), y), count=len(y))  # a host int: no read of the device
+                    if not last:
+                        acc.step()
+                if last:
+                    with section("window end"):
+                        acc.step()
 
     return step
 
@@ -76,21 +111,23 @@ def _context(cond: str):
     return contextlib.nullcontext()
 
 
-def count_syncs(step, cond: str, steps: int) -> int:
-    """Operations that waited for the device while ``steps`` steps ran (sync debug mode "warn")."""
+def count_syncs(step, cond: str, steps: int) -> dict:
+    """Operations that waited for the device while ``steps`` steps ran (sync debug mode "warn"),
+    inside the micro-batches and at the windows' ends: ``{"micro-batch": n, "window end": m}``."""
     with _context(cond):
         step()  # untimed: the watch learns the model, lazy optimizer state is made
         torch.cuda.synchronize()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            tally = Tally(caught)
             torch.cuda.set_sync_debug_mode("warn")
             try:
                 for _ in range(steps):
-                    step()
+                    step(tally)
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
-    return sum(1 for w in caught if "synchroniz" in str(w.message).lower())
+    return tally.counts
 
 
 def main(argv=None) -> int:
@@ -148,15 +185,21 @@ def main(argv=None) -> int:
     print(f"device: {name}; torch {torch.__version__}; MLP {args.depth} x Linear({args.width}, {args.width}) + head "
           f"({n_tensors} parameter tensors), batch {args.batch}, {args.accum} micro-batches per step, AdamW(foreach)")
     print(f"syncs counted over {micro} micro-batches; time: {args.rounds} interleaved rounds x {args.steps} steps")
-    print(f"{'condition':<18} {'syncs/micro-batch':>17} {'added':>7} {'ms/step':>9} {'ratio':>7} {'paired':>7}")
+    print(f"{'condition':<18} {'syncs/micro-batch':>17} {'added':>7} {'syncs/window end':>16} {'added':>7}"
+          f" {'ms/step':>9} {'ratio':>7} {'paired':>7}")
     results = {}
     plain = statistics.median(times["plain"])
     for c in CONDITIONS:
         med = statistics.median(times[c])
         paired = statistics.median(a / b for a, b in zip(per_round[c], per_round["plain"]))
-        added = (syncs[c] - syncs["plain"]) / micro
-        print(f"{c:<18} {syncs[c] / micro:>17.3f} {added:>+7.3f} {med * 1e3:>9.3f} {med / plain:>7.3f} {paired:>7.3f}")
-        results[c] = {"syncs_per_microbatch": syncs[c] / micro, "added_syncs_per_microbatch": added,
+        per_micro = syncs[c]["micro-batch"] / micro
+        added = (syncs[c]["micro-batch"] - syncs["plain"]["micro-batch"]) / micro
+        per_end = syncs[c]["window end"] / args.steps
+        added_end = (syncs[c]["window end"] - syncs["plain"]["window end"]) / args.steps
+        print(f"{c:<18} {per_micro:>17.3f} {added:>+7.3f} {per_end:>16.3f} {added_end:>+7.3f}"
+              f" {med * 1e3:>9.3f} {med / plain:>7.3f} {paired:>7.3f}")
+        results[c] = {"syncs_per_microbatch": per_micro, "added_syncs_per_microbatch": added,
+                      "syncs_per_window_end": per_end, "added_syncs_per_window_end": added_end,
                       "ms_per_step": med * 1e3, "ratio": med / plain, "paired_ratio": paired}
     if args.json:
         with open(args.json, "w") as f:

@@ -32,3 +32,7 @@ def test_no_sync_added_per_microbatch(tmp_path):
     results = json.loads(out.read_text())["results"]
     for cond in ("watch", "accumulator", "accumulator+watch"):
         assert results[cond]["added_syncs_per_microbatch"] <= 0, (cond, results[cond])
+    # At the window's end: the watch adds none, the Accumulator its one read of the window's losses.
+    assert results["watch"]["added_syncs_per_window_end"] <= 0, results["watch"]
+    for cond in ("accumulator", "accumulator+watch"):
+        assert results[cond]["added_syncs_per_window_end"] <= 1, (cond, results[cond])

@@ -47,6 +47,42 @@ def test_everything_is_removed_on_exit():
     assert installed_state() == before
 
 
+def test_no_forward_hook_until_training_starts():
+    """A watched process that has not started training keeps nn.Module's fast path (no global forward hook)."""
+    model, opt = make()
+    hooks = lambda: len(nn_module._global_forward_hooks)  # noqa: E731
+    before = hooks()
+    with gg.watch(mode="record") as w:
+        with torch.no_grad():
+            model(batch()[0])  # inference, data preparation: not training yet
+        assert hooks() == before
+        x, y = batch()
+        F.mse_loss(model(x), y).backward()  # training starts (its forward ran before the hook)
+        assert hooks() == before + 1
+        opt.step()
+        F.mse_loss(model(x), y).backward()  # no zero_grad: the first pass's gradient is applied again
+        opt.step()
+    assert hooks() == before
+    # The first pass's parameters were known although its forward ran unseen, and named.
+    assert [f.code for f in w.findings] == ["GG101"]
+    assert any("weight" in name for name in w.findings[0].params)
+
+
+def test_training_that_starts_with_zero_grad_installs_the_forward_hook_there():
+    model, opt = make()
+    before = len(nn_module._global_forward_hooks)
+    with gg.watch(mode="record") as w:
+        model(batch()[0])
+        assert len(nn_module._global_forward_hooks) == before
+        opt.zero_grad()
+        assert len(nn_module._global_forward_hooks) == before + 1
+        for _ in range(3):
+            opt.zero_grad()
+            F.mse_loss(model(batch()[0]), batch()[1]).backward()
+            opt.step()
+    assert w.findings == []
+
+
 def test_everything_is_removed_when_the_block_raises():
     before = installed_state()
     model, opt = make()

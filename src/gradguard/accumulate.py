@@ -40,8 +40,10 @@ import math
 import sys
 import warnings
 import weakref
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
+from itertools import repeat
 from numbers import Integral, Real
+from operator import attrgetter, is_not
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -56,7 +58,7 @@ from ._window import Window
 
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
-_NO_MARK = nullcontext()
+_grad = attrgetter("grad")
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -208,8 +210,11 @@ class Accumulator:
         self._w = Window()
         # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
         # to this list (a builtin call, no Python frame); a backward that leaves it empty
-        # reached none of them. Only trusted once some pass did reach one: under FSDP2
-        # autograd accumulates into unsharded parameters, which the hooks never see.
+        # reached none of them. (Reading every parameter's .grad and version before and
+        # after each pass tells the same but measured dearer: a .grad read of an
+        # nn.Parameter costs about as much as a hook call.) Only trusted once some pass did
+        # reach one: under FSDP2 autograd accumulates into unsharded parameters, which the
+        # hooks never see.
         self._reached_by: list = []
         self._hook_handles: list = []
         self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
@@ -385,12 +390,14 @@ class Accumulator:
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
-        mark = accumulator_backward(counted=counted) if listening() else _NO_MARK
-        mark.__enter__()
+        mark = accumulator_backward(counted=counted) if listening() else None
+        if mark is not None:
+            mark.__enter__()
         try:
             self._sync.backward(scaled)
         except BaseException as exc:
-            mark.__exit__(None, None, None)
+            if mark is not None:
+                mark.__exit__(None, None, None)
             if self._undo_failed_backward() or not isinstance(exc, Exception):
                 raise
             raise GradguardError(
@@ -399,7 +406,8 @@ class Accumulator:
                 "from them, so the window was discarded (nothing applied, its gradients cleared, "
                 "skipped_windows + 1). Training can go on: the next backward() starts a new window"
             ) from exc
-        mark.__exit__(None, None, None)
+        if mark is not None:
+            mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
         if reached:
@@ -604,7 +612,7 @@ class Accumulator:
         grads = []
         if factor != 1.0 and not w.normalised:
             if sync.grads_in_params:
-                grads = [p.grad for p in params if p.grad is not None]
+                grads = [g for g in map(_grad, params) if g is not None]  # each .grad read once
             else:  # where the framework keeps the reduced gradient (DeepSpeed's partitions): no undo there,
                 sync.scale_grads(params, factor)  # so a retried step() or flush() must not scale it again
                 w.normalised = True
@@ -699,7 +707,8 @@ class Accumulator:
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
-            values = torch.stack([_on(l, device) for l in losses]).to("cpu", torch.float64, copy=True).tolist()
+            # (tolist() gives each value as an exact Python float whatever the loss dtype: no float64 kernel)
+            values = torch.stack([_on(l, device) for l in losses]).to("cpu", copy=True).tolist()
             loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
             found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
             return w.total, loss_sum, found is not None, False, w.unreached is not None, found
@@ -928,8 +937,8 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
 
 def _grad_marks(params: List[torch.Tensor]) -> list:
     """Each parameter's .grad and its version counter ([] when every .grad is None)."""
-    grads = [p.grad for p in params]
-    if all(g is None for g in grads):
+    grads = list(map(_grad, params))
+    if not any(map(is_not, grads, repeat(None))):
         return []
     return [None if g is None else (g, g._version) for g in grads]
 

@@ -92,6 +92,24 @@ def _times(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return None if a is None or b is None else a * b
 
 
+def parameters_reached(roots) -> list:
+    """The ``nn.Parameter`` leaves whose ``.grad`` a backward pass from ``roots`` (tensors) writes (its
+    ``AccumulateGrad`` nodes' variables; inputs that require grad are no parameters). A walk of the
+    whole graph: done once, for the first pass."""
+    out, seen = [], set()
+    stack = [t.grad_fn for t in roots if isinstance(t, torch.Tensor)]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.nn.Parameter):
+            out.append(variable)
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return out
+
+
 def analyze_loss(root: torch.Tensor, amp_root: bool = False) -> LossInfo:
     """Read the reduction, item count and scaling of a scalar loss from its graph.
 

@@ -136,6 +136,15 @@ def _patches() -> List[_Patch]:
     return _PATCHES
 
 
+def stock_optimizer_zero_grad(owner) -> bool:
+    """``owner.zero_grad`` is torch's own ``Optimizer.zero_grad`` under our wrapper, nothing overriding or
+    wrapping it: with ``set_to_none=True`` it leaves every ``.grad`` of the optimizer None."""
+    patch = _PATCHES[1] if len(_PATCHES) > 1 else None
+    return (patch is not None and patch.on and type(owner).zero_grad is patch.wrapper
+            and getattr(patch.orig, "__module__", None) == "torch.optim.optimizer"
+            and getattr(patch.orig, "__qualname__", None) == "Optimizer.zero_grad")
+
+
 def _on_step_pre(opt, args, kwargs):
     sessions = _by_thread.get(_get_ident())
     if sessions:

@@ -20,7 +20,7 @@ from .. import _channel
 from .._errors import GradguardError
 from ..findings import Finding
 from . import _hooks, rules
-from ._graph import UNKNOWN, analyze_loss
+from ._graph import UNKNOWN, analyze_loss, parameters_reached
 from ._reporter import Reporter
 from ._source import Site, Source
 from ._tracker import OptState, Pass, Tracker, grads_of
@@ -48,9 +48,13 @@ class Session:
         self.thread = threading.get_ident()
         # The global forward hook learns which models run (for parameter names, GG106 and
         # GG109), but it moves every module call onto nn.Module's slow path. So it is wanted
-        # for the first two steps, then again for one step at steps 8, 16, 32, ... to catch
-        # models that first run later: the cost fades out.
-        self.wants_forward = True
+        # only once training has started (the first backward pass, zero_grad or step: a
+        # watched process that has not started training pays nothing), for the first two
+        # steps from then, then again for one step at steps 8, 16, 32, ... to catch models
+        # that first run later: the cost fades out. The first pass's parameters come from
+        # its graph, in case its forward ran before the hook.
+        self.wants_forward = False
+        self.training = False  # some backward pass, zero_grad or step was seen
         self._steps = 0
         self._discover_until = 2
         self._next_discovery = 8
@@ -97,6 +101,13 @@ class Session:
         self.reporter.report(code, detail, site, step, params, advice)
 
     # ------------------------------------------------------------ forward
+    def _start_training(self) -> None:
+        """The first backward pass, zero_grad or step: from now on, learn the models that run."""
+        self.training = True
+        self.wants_forward = True
+        self._discover_until = self._steps + 2
+        _hooks.update_forward_hook()
+
     def forward(self, module) -> None:
         if not self.reporter.knows(module) and not self.broken:
             self.guard(self._see_module, module)
@@ -114,6 +125,8 @@ class Session:
         if self.broken or self.in_pass:
             # A backward inside a backward (reentrant checkpointing) is part of the outer pass.
             return orig(tensors, *args, **kwargs)
+        if not self.training:
+            self.guard(self._first_pass, tensors)
         ps = self.guard(self._before_pass, tensors, args, kwargs)
         if ps is None:
             return orig(tensors, *args, **kwargs)
@@ -131,6 +144,15 @@ class Session:
             self.guard(rules.after_graph_pass, ps, self.report, self.memory)
         self.reporter.flush()
         return result
+
+    def _first_pass(self, tensors) -> None:
+        """Training starts with a backward pass: its forward ran unseen, so take the parameters from its graph."""
+        self._start_training()
+        roots = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
+        add = self.tracker.add
+        for p in parameters_reached(roots):
+            if p.requires_grad:
+                add(p)
 
     def _before_pass(self, tensors, args, kwargs) -> Pass:
         site, through_library = self.source.call()
@@ -180,6 +202,8 @@ class Session:
     def zero_grad(self, orig, owner, args, kwargs, module: bool):
         if self.broken:
             return orig(owner, *args, **kwargs)
+        if not self.training:
+            self.guard(self._start_training)
         tracker = self.tracker
         if module:
             sub = self.guard(lambda: tracker.subset(p for p in owner.parameters() if p.requires_grad))
@@ -199,18 +223,23 @@ class Session:
                 site = self.guard(self.source.site)
                 if site is not None:
                     self.guard(rules.before_clearing, ClearView(site, sub, waiting, tracker, self.reporter, self.memory))
+        # torch's own Optimizer.zero_grad(set_to_none=True) leaves every .grad of the optimizer None:
+        # no need to read them back (one C loop over the parameters fewer per step).
+        emptied = (not module and (args[0] if args else kwargs.get("set_to_none", True)) is True
+                   and _hooks.stock_optimizer_zero_grad(owner))
         try:
             result = orig(owner, *args, **kwargs)
-            self.guard(self._cleared_by_zero_grad, sub, site)
+            self.guard(self._cleared_by_zero_grad, sub, site, emptied)
         finally:
             rules.after_clearing(self.memory)
         self.reporter.flush()
         return result
 
-    def _cleared_by_zero_grad(self, sub, site):
+    def _cleared_by_zero_grad(self, sub, site, emptied: bool = False):
         self.tracker.own = _channel.in_accumulator_clearing()
         try:
-            self.tracker.sync(sub, site or self.source.site(2), zero_fill=True)
+            self.tracker.sync(sub, site or self.source.site(2), zero_fill=True,
+                              grads=[None] * len(sub.idx) if emptied else None)
         finally:
             self.tracker.own = False
 
@@ -235,6 +264,8 @@ class Session:
     def step_pre(self, opt, args, kwargs):
         if self.broken:
             return
+        if not self.training:
+            self.guard(self._start_training)
         self.guard(self._step_pre, opt, args, kwargs)
         try:
             self.reporter.flush()

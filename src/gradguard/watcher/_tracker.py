@@ -70,6 +70,8 @@ def where(mask) -> List[int]:
 
 def pick(mask, bools_or_ints, value):
     """``value`` where ``mask`` is true, else the element of ``bools_or_ints`` (ints and bools only)."""
+    if all(mask):  # the steady state of a correct loop: every position (one C scan, no arithmetic)
+        return [value] * len(mask)
     return list(map(add, map(mul, mask, repeat(value)), map(mul, map(not_, mask), bools_or_ints)))
 
 
@@ -319,6 +321,10 @@ class Tracker:
         inplace: List[int] = []
         if zero_fill:
             look = list(map(is_not, grads, repeat(None)))
+            if not any(look):  # zero_grad(set_to_none=True): every buffer is gone, nothing changed in place
+                if any(new):
+                    self._cleared_all(sub, site)
+                return grads
         else:
             consumed, zero = sub.get(self.consumed), sub.get(self.zero)
             look = None
@@ -511,6 +517,16 @@ class Tracker:
         has = list(map(is_not, grads, repeat(None)))
         wg = list(map(and_, with_grad, has))
         pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
+        if all(wg) and all(pending):
+            # The steady state of a correct loop: every buffer held waiting gradient and the
+            # step applied all of it; whole columns at once.
+            n = len(wg)
+            sub.put(self.consumed, [True] * n)
+            sub.put(self.since, [self.count] * n)
+            sub.put(self.buf, grads)
+            sub.put(self.ver, versions_of(grads))
+            self._trim()
+            return
         # (a gradient of unknown origin, too, is now applied; a zero-fill with nothing since is not a gradient)
         now = list(map(and_, wg, map(or_, pending, map(not_, sub.get(self.zero)))))
         sub.put(self.consumed, list(map(or_, sub.get(self.consumed), now)))
