@@ -19,6 +19,7 @@ from ._events import optimizer_constructor
 from ._flow import TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
+from ._project import Project, imported_names
 
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
@@ -47,7 +48,7 @@ _COMMON_METHODS = frozenset(
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
-def build(tree: ast.Module, source: str, filename: str) -> Module:
+def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
     >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
@@ -56,6 +57,8 @@ def build(tree: ast.Module, source: str, filename: str) -> Module:
     [['backward', 'step']]
     """
     module = Module(tree, source, filename)
+    if project is not None:  # the files linted together (this one alone by default)
+        module.project = project
     _Builder(module).run()
     return module
 
@@ -73,6 +76,7 @@ class _Builder:
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
+        self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
 
     def run(self) -> None:
         m = self.m
@@ -86,6 +90,8 @@ class _Builder:
                 m.classes[stmt.name] = stmt
         for cls in m.classes.values():
             m.methods[id(cls)] = self._class_methods(cls)
+        if m.project.texts:
+            self._bind_foreign()
         self._mark_helper_calls()
         if self.sum_candidates:
             self._find_no_grad_callees()
@@ -131,6 +137,8 @@ class _Builder:
         m = self.m
         helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
         m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
+        if self.foreign_backward:
+            m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
         if not helpers and not m.classes:
             return
         sites: Dict[str, List[int]] = {}
@@ -273,6 +281,69 @@ class _Builder:
                 for t in node.targets:
                     m.instances[text(t)] = m.methods.get(id(cls)) or methods_of(cls)
 
+    def _bind_foreign(self) -> None:
+        """Objects of classes that another file of the linted tree defines, resolved through this
+        file's ``from ... import``: ``self.optim = Optimizer(...)``, ``wrapper = OptimWrapper(...)``,
+        a parameter annotated ``optim_wrapper: OptimWrapper`` (and ``self.optim = optim`` of such a
+        parameter). Their methods are followed at the loop's calls like this module's own
+        wrappers; the lines calling one that holds a gradient-buffer event become interesting."""
+        m = self.m
+        imports = {
+            local: spec for local, spec in imported_names(m.tree).items()
+            if spec[0] in m.project.defined and local not in m.classes
+        }
+        if not imports:
+            return
+        resolved: Dict[str, Optional[Dict[str, ast.AST]]] = {}
+
+        def methods_for(annotation_or_func) -> Optional[Dict[str, ast.AST]]:
+            node = annotation_or_func
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "OptimWrapper"
+                node = ast.Name(id=node.value.split("[")[0].strip())
+            if isinstance(node, ast.Subscript):  # Optional[OptimWrapper]
+                node = node.slice
+            name = node.id if isinstance(node, ast.Name) else None
+            if name not in imports:
+                return None
+            if name not in resolved:
+                resolved[name] = m.project.foreign_class(*imports[name], m.filename)
+            return resolved[name]
+
+        lines = lines_of(m.source, find_all(m.source, tuple(imports)))
+        bound: Dict[str, Dict[str, ast.AST]] = {}
+        for node in walk_lines(m.tree, lines):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                methods = methods_for(node.value.func)
+                if methods:
+                    for t in node.targets:
+                        bound[text(t)] = methods
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = {}
+                for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                    methods = methods_for(a.annotation) if a.annotation is not None else None
+                    if methods:
+                        params[a.arg] = bound[a.arg] = methods
+                for stmt in ast.walk(node) if params else ():  # self.optim = optim
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params:
+                        for t in stmt.targets:
+                            bound[text(t)] = params[stmt.value.id]
+        if not bound:
+            return
+        m.instances.update(bound)
+        # the lines calling a method that touches the gradient buffer (itself or through the
+        # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
+        holds = _event_methods(bound.values())
+        pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(bound, key=len, reverse=True))))
+        hits, backward = [], []
+        for match in pattern.finditer(m.source):
+            kinds = holds.get(id(bound[match.group(1)].get(match.group(2))), ())
+            if kinds:
+                hits.append(match.start())
+                if "backward" in kinds:
+                    backward.append(match.start())
+        m._add_positions(hits)
+        self.foreign_backward = lines_of(m.source, backward)
+
     def _loop(self, node, scope, cls, after, closures) -> None:
         m = self.m
         if not (overlaps(m._backward_lines, node) or (scope is not None and overlaps(m._backward_lines, scope))):
@@ -290,7 +361,7 @@ class _Builder:
                 self._object_methods(), frozenset(m.accumulators),
             )
             try:
-                paths = walker.iteration_paths(node)
+                paths = walker.iteration_paths(node, scope)
             except TooComplex as exc:
                 m.skip(node, str(exc))
                 return
@@ -323,6 +394,37 @@ class _Builder:
                 if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
             }
         return cached
+
+
+def _event_methods(classes) -> Dict[int, frozenset]:
+    """``id(method) -> {"backward", "event"}`` for the methods of the given classes (methods dicts)
+    that back-propagate or touch the gradient buffer themselves or through ``self.other()``."""
+    out: Dict[int, frozenset] = {}
+    for methods in classes:
+        own: Dict[str, set] = {}
+        calls: Dict[str, set] = {}
+        for name, fn in methods.items():
+            kinds, called = set(), set()
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                    attr = n.func.attr
+                    if attr == "backward":
+                        kinds |= {"backward", "event"}
+                    elif attr in ("step", "zero_grad") or "grad" in attr:
+                        kinds.add("event")
+                    if isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                        called.add(attr)
+                elif isinstance(n, ast.Attribute) and n.attr == "grad":
+                    kinds.add("event")
+            own[name], calls[name] = kinds, called
+        for _ in range(4):  # through self.other(), to a fixed point
+            for name in own:
+                for other in calls[name]:
+                    if other in own:
+                        own[name] |= own[other]
+        for name, fn in methods.items():
+            out[id(fn)] = frozenset(own[name])
+    return out
 
 
 def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:

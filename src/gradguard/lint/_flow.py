@@ -46,6 +46,10 @@ MAX_INLINE_DEPTH = 3
 #: Statement visits (summed over paths) allowed for one iteration, helpers included.
 MAX_WORK = 8000
 
+#: More paths than this after a statement: merge the paths that a decision did not change
+#: (:func:`merge_paths`), so that independent branches cost time in proportion to their number.
+MERGE_AT = 16
+
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -75,6 +79,43 @@ class Path(NamedTuple):
 
     def kinds(self) -> frozenset:
         return frozenset(e.kind for e in self.events)
+
+
+def merge_paths(states: List[Path]) -> List[Path]:
+    """``states`` with every two paths that differ only in the value of one decision made one
+    path without that decision (to a fixed point).
+
+    Exact, not an approximation: the two paths ran through the same events whichever way the
+    test went, so the merged path (the test left open) stands for exactly those two, and a
+    later ``if`` on the same test forks it again into the same two. Eight independent
+    ``if cfg.flag: log_something_or_return()`` in a row no longer make 256 paths; branches
+    that run different events are never merged, so nothing a rule reads is lost.
+
+    >>> t = ast.parse("a", mode="eval").body
+    >>> merged = merge_paths([Path((), (("a", True, t),)), Path((), (("a", False, t),))])
+    >>> [p.decisions for p in merged]
+    [()]
+    """
+    changed = True
+    while changed:
+        changed = False
+        keys = {k for s in states for k, _, _ in s.decisions}
+        for key in keys:
+            groups: Dict[tuple, List[Path]] = {}
+            for s in states:
+                rest = tuple(sorted((k, v) for k, v, _ in s.decisions if k != key))
+                groups.setdefault((s.events, s.end, rest), []).append(s)
+            out: List[Path] = []
+            for members in groups.values():
+                values = {s.decided(key) for s in members}
+                if values >= {True, False}:
+                    first = members[0]
+                    out.append(first._replace(decisions=tuple(d for d in first.decisions if d[0] != key)))
+                    changed = True
+                else:
+                    out += members
+            states = out
+    return states
 
 
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
@@ -127,19 +168,23 @@ class Walker:
         accumulators: frozenset = frozenset(),
     ):
         self.accumulators = accumulators
-        self.interesting = interesting
+        # the nodes of a class of another file (``gg_foreign``, see ._project) are not covered by
+        # this file's line marks: the wrapper methods a loop calls into are walked whole
+        self.interesting = lambda node: getattr(node, "gg_foreign", False) or interesting(node)
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
         self.instances = instances or {}
         self.object_methods = object_methods or {}
-        self.mentions_grad = mentions_grad or (lambda node: True)
+        grad = mentions_grad or (lambda node: True)
+        self.mentions_grad = lambda node: getattr(node, "gg_foreign", False) or grad(node)
         self._work = 0
         self._keys: Dict[int, Tuple[str, bool]] = {}
         self._call_cache: Dict[int, List[ast.Call]] = {}
         #: the ``with accelerator.accumulate(...)`` blocks met: Accelerate's K-micro-batch window
         self.accumulate: List[ast.AST] = []
         self._inlining: List[ast.AST] = []
+        self._enclosing: Optional[ast.AST] = None
         self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
         self._assigned: Dict[int, frozenset] = {}  # helper -> the names its body assigns
@@ -148,14 +193,18 @@ class Walker:
         self._sync: List[ast.expr] = []
 
     # -- entry point ---------------------------------------------------------
-    def iteration_paths(self, loop: ast.AST) -> List[Path]:
+    def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
         """All paths through one iteration of ``loop`` (its ``else`` excluded).
 
-        A function (Lightning's manual ``training_step``) is one iteration too.
+        A function (Lightning's manual ``training_step``) is one iteration too. ``enclosing`` is
+        the function that holds the loop: a call back into it (``self.task.train_step(...)``
+        taken for the trainer's own ``train_step``) is a recursion, never a part of one
+        iteration, and is not followed.
 
         Raises:
             TooComplex: more than :data:`MAX_PATHS` paths.
         """
+        self._enclosing = enclosing
         return self.block(loop.body, [Path()], ())
 
     # -- statements ------------------------------------------------------------
@@ -169,6 +218,8 @@ class Walker:
             if self._work > MAX_WORK:
                 raise TooComplex(f"following this loop through its helpers takes more than {MAX_WORK} statement visits")
             states = ended + self.statement(stmt, live, stack)
+            if len(states) > MERGE_AT:
+                states = merge_paths(states)
             if len(states) > MAX_PATHS:
                 raise TooComplex(f"more than {MAX_PATHS} paths through one iteration (too many independent branches to follow)")
         return states
@@ -406,7 +457,8 @@ class Walker:
     def _helper(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
-            return self.functions.get(func.id)
+            # a function of this module, unless called from another file's method (not its namespace)
+            return None if getattr(call, "gg_foreign", False) else self.functions.get(func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             if self._receivers:  # inside a wrapper's method: its own class's methods
                 return self._receivers[-1][1].get(func.attr)
@@ -414,7 +466,10 @@ class Walker:
         return None
 
     def _inline(self, fn, states, stack, receiver: Optional[str] = None, call: Optional[ast.Call] = None, methods=None):
-        if fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
+        if (
+            fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or fn is self._enclosing
+            or not self.interesting(fn)
+        ):
             return states
         self._inlining.append(fn)
         self._frames.append((fn, call))
@@ -428,6 +483,11 @@ class Walker:
             self._frames.pop()
             if pushed:
                 self._receivers.pop()
+        if getattr(fn, "gg_foreign", False) and call is not None and not getattr(call, "gg_foreign", False):
+            # the events of another file's method happen, for this file, at the call: a finding
+            # points there (`gg_via` tells the fixes that no edit of this line repairs it)
+            call.gg_via = True
+            ran = [s._replace(events=tuple(_at(e, call) for e in s.events)) for s in ran]
         # a return ends the helper, not the loop iteration
         return self._resume(ran, ("return",))
 
@@ -444,6 +504,11 @@ class Walker:
 
 #: A wrapper's method of this name that calls the same method on something it holds is that event.
 _WRAPPED = {"step": STEP, "zero_grad": CLEAR}
+
+
+def _at(event: Event, call: ast.Call) -> Event:
+    """``event`` placed at ``call`` when it happened in another file's code."""
+    return event._replace(node=call) if getattr(event.node, "gg_foreign", False) else event
 
 
 def _defaults(fn: ast.AST) -> Dict[str, list]:
