@@ -55,6 +55,54 @@ def test_merging_keeps_exactly_the_event_orders_of_plain_enumeration(monkeypatch
     assert differing > 100  # the programs do branch (a test of nothing would pass too)
 
 
+def _random_program(rng: random.Random) -> str:
+    """A loop calling helpers from its branches; the helpers branch on the loop's tests too."""
+    tests = ["a", "not a", "b", "flag", "i % k == 0"]
+    events = ["opt.zero_grad()", "loss.backward()", "opt.step()", "return", "h1()", "h2()"]
+
+    def body(depth, names):
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            event = rng.choice([e for e in events if e.rstrip("()") not in names])
+            if rng.random() < 0.5:
+                lines += [f"if {rng.choice(tests)}:", f"    {event}"]
+                if rng.random() < 0.3:
+                    lines += ["else:", f"    {rng.choice([e for e in events if e.rstrip('()') not in names])}"]
+            else:
+                lines.append(event)
+        return lines
+
+    out = []
+    for name, callable_ in (("h2", {"h1", "h2"}), ("h1", {"h1"})):
+        out.append(f"def {name}():")
+        out += ["    " + line for line in body(1, callable_)]
+    out.append("for i in data:")
+    out += ["    " + line.replace("return", "continue") for line in body(0, set()) + body(0, set())]
+    return "\n".join(out) + "\n"
+
+
+def test_helper_summaries_keep_exactly_the_event_orders_of_walking_the_helper_per_path(monkeypatch):
+    # reference: the helper's body walked again from every path that reaches the call
+    rng = random.Random(1)
+    checked = 0
+    for _ in range(150):
+        source = _random_program(rng)
+        tree = ast.parse(source)
+        functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+        loop = tree.body[-1]
+
+        def orders(walker):
+            return {(tuple((e.kind, id(e.node)) for e in p.events), p.end) for p in walker.iteration_paths(loop)}
+
+        summarised = orders(_flow.Walker(lambda node: True, functions, {}, frozenset()))
+        with monkeypatch.context() as m:
+            m.setattr(_flow.Walker, "_summarised", lambda self, fn, call, states, stack: self.block(fn.body, states, stack))
+            plain = orders(_flow.Walker(lambda node: True, functions, {}, frozenset()))
+        assert summarised == plain, source
+        checked += len(plain) > 2
+    assert checked > 50
+
+
 def test_merging_drops_a_decision_only_when_both_values_ran_the_same_events():
     t = ast.parse("a", mode="eval").body
     u = ast.parse("b", mode="eval").body
@@ -106,3 +154,27 @@ class Trainer:
     # negative control: without the clearing the same loop is reported
     path.write_text(source.replace("        self.optimizer.zero_grad()\n", ""))
     assert [f.code for f in check_paths([path]).findings] == ["GG101"]
+
+
+def test_a_loop_beyond_the_fixed_allowance_draws_on_a_pool_proportional_to_the_file(monkeypatch, tmp_path):
+    from gradguard.lint import _builder
+
+    # a main loop reaching a long helper (one visit per statement per path): 4 paths x 60 lines
+    helper = "".join(f"        self.log(self.optimizer.param_groups[0]['lr'] * {i})\n" for i in range(60))
+    source = (
+        "class Trainer:\n    def update(self, loss):\n        loss.backward()\n" + helper
+        + "        self.optimizer.step()\n\n    def fit(self, loader):\n        for x in loader:\n"
+        + "            if self.cfg.a:\n                self.optimizer.param_groups[0]['lr'] = 1\n"
+        + "            if self.cfg.b:\n                self.optimizer.param_groups[0]['lr'] = 2\n"
+        + "            self.update(self.loss(x))\n"
+    )
+    path = tmp_path / "trainer.py"
+    path.write_text(source)
+    monkeypatch.setattr(_builder, "MAX_WORK", 50)
+    monkeypatch.setattr(_flow, "MAX_WORK", 50)
+    monkeypatch.setattr(_builder, "WORK_PER_LINE", 0)  # negative control: no pool, the loop is skipped
+    result = check_paths([path])
+    assert result.findings == [] and [s.line for s in result.skipped] == [source[: source.index("for x")].count("\n") + 1]
+    monkeypatch.setattr(_builder, "WORK_PER_LINE", 20)  # 20 visits per line of the file: checked
+    result = check_paths([path])
+    assert result.skipped == [] and [f.code for f in result.findings] == ["GG101"]

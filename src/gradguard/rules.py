@@ -67,7 +67,9 @@ RULE_LIST = [
             "since that step, reach the next step (new gradient landing in it is not enough: a GAN\n"
             "generator's pass fills the discriminator's buffer on purpose); the linter flags a loop\n"
             "that calls `backward()` and `step()` on a path through an iteration that clears nothing\n"
-            "(helpers of the same module called from the loop are followed). Loops that a framework\n"
+            "(helpers of the same module called from the loop are followed, and the methods of an\n"
+            "optimizer wrapper or trainer class that the file imports from another file linted with\n"
+            "it). Loops that a framework\n"
             "drives (`with accelerator.accumulate(model):`, `accelerator.backward`, Lightning's\n"
             "`training_step`, HF `Trainer` subclasses) are not checked: they clear for you."
         ),

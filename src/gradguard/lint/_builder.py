@@ -16,7 +16,7 @@ from ._ast import (
     terminal, text, walk_lines,
 )
 from ._events import optimizer_constructor
-from ._flow import TooComplex, Walker
+from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
 from ._project import Project, imported_names
@@ -44,6 +44,9 @@ _COMMON_METHODS = frozenset(
     }
 )
 
+
+#: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
+WORK_PER_LINE = 20
 
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
@@ -76,6 +79,7 @@ class _Builder:
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
+        self.work_pool = WORK_PER_LINE * module.source.count("\n")  # see _loop
         self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
 
     def run(self) -> None:
@@ -360,6 +364,10 @@ class _Builder:
                 m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
                 self._object_methods(), frozenset(m.accumulators),
             )
+            # A large trainer's main loop reaches hundreds of lines of helpers: beyond the fixed
+            # allowance a loop may draw on a pool proportional to the file's size, so that one
+            # big loop is checked while the file's total work stays linear in its length
+            walker.max_work = MAX_WORK + self.work_pool
             try:
                 paths = walker.iteration_paths(node, scope)
             except TooComplex as exc:
@@ -368,6 +376,8 @@ class _Builder:
             except RecursionError:
                 m.skip(node, "nested too deeply to follow")
                 return
+            finally:
+                self.work_pool -= max(0, walker._work - MAX_WORK)
             m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
 
     def _subclasses(self, cls) -> list:

@@ -43,7 +43,8 @@ from ._ast import assignments, bind_arguments, text
 MAX_PATHS = 256
 #: How deep helper functions are inlined.
 MAX_INLINE_DEPTH = 3
-#: Statement visits (summed over paths) allowed for one iteration, helpers included.
+#: Statement visits (summed over paths) allowed for one iteration, helpers included (the
+#: builder may allow a loop more out of a pool proportional to the size of its file).
 MAX_WORK = 8000
 
 #: More paths than this after a statement: merge the paths that a decision did not change
@@ -118,6 +119,32 @@ def merge_paths(states: List[Path]) -> List[Path]:
     return states
 
 
+def compose(states: List[Path], summary: List[Path]) -> List[Path]:
+    """Each path of ``states`` continued by each path of a helper's ``summary`` whose decisions
+    agree with it (a test the caller already decided keeps its value in the helper).
+
+    >>> t = ast.parse("a", mode="eval").body
+    >>> caller = [Path((), (("a", True, t),))]
+    >>> helper = [Path((), (("a", True, t),), "return"), Path((), (("a", False, t),))]
+    >>> [(p.decisions[0][1], p.end) for p in compose(caller, helper)]
+    [(True, 'return')]
+    """
+    out: List[Path] = []
+    for s in states:
+        for r in summary:
+            fresh, agree = [], True
+            for d in r.decisions:
+                known = s.decided(d[0])
+                if known is None:
+                    fresh.append(d)
+                elif known != d[1]:
+                    agree = False
+                    break
+            if agree:
+                out.append(Path(s.events + r.events, s.decisions + tuple(fresh), r.end))
+    return out
+
+
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
     """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``).
 
@@ -185,6 +212,9 @@ class Walker:
         self.accumulate: List[ast.AST] = []
         self._inlining: List[ast.AST] = []
         self._enclosing: Optional[ast.AST] = None
+        self.max_work = MAX_WORK
+        self._summaries: Dict[tuple, List[Path]] = {}  # a helper's paths, per call site and seed
+        self._tested: Dict[int, frozenset] = {}  # helper -> the keys of the tests it makes
         self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
         self._assigned: Dict[int, frozenset] = {}  # helper -> the names its body assigns
@@ -215,8 +245,8 @@ class Walker:
                 break
             ended = [s for s in states if s.end is not None]
             self._work += len(live)
-            if self._work > MAX_WORK:
-                raise TooComplex(f"following this loop through its helpers takes more than {MAX_WORK} statement visits")
+            if self._work > self.max_work:
+                raise TooComplex(f"following this loop through its helpers takes more than {self.max_work} statement visits")
             states = ended + self.statement(stmt, live, stack)
             if len(states) > MERGE_AT:
                 states = merge_paths(states)
@@ -477,7 +507,7 @@ class Walker:
         if pushed:
             self._receivers.append((receiver, methods if methods is not None else self.instances[receiver]))
         try:
-            ran = self.block(fn.body, states, stack)
+            ran = self._summarised(fn, call, states, stack)
         finally:
             self._inlining.pop()
             self._frames.pop()
@@ -490,6 +520,48 @@ class Walker:
             ran = [s._replace(events=tuple(_at(e, call) for e in s.events)) for s in ran]
         # a return ends the helper, not the loop iteration
         return self._resume(ran, ("return",))
+
+    def _summarised(self, fn, call, states: List[Path], stack) -> List[Path]:
+        """The paths of ``states`` continued through ``fn``'s body, the body walked once per call
+        site and per outcome of the tests it shares with the caller (its summary), not once
+        per path reaching the call.
+
+        Every branch of the caller that reaches the call used to walk the helper again (a
+        trainer's micro-batch method, once per combination of the options around it): time grew
+        with the product of the branches. The summary is exact: it starts from the caller's
+        decisions on the tests the helper (or what it calls) makes, so correlated tests take
+        the same branch as before, and its paths are appended to every path that agrees.
+        """
+        keys = self._tested_keys(fn, 0)
+        frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
+                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None)
+        out: List[Path] = []
+        for s in states:
+            seed = tuple(sorted((d for d in s.decisions if d[0] in keys), key=lambda d: (d[0], d[1])))
+            key = frame + (tuple((k, v) for k, v, _ in seed),)
+            summary = self._summaries.get(key)
+            if summary is None:
+                summary = self._summaries[key] = self.block(fn.body, [Path((), seed)], stack)
+            out += compose([s], [r._replace(decisions=r.decisions[len(seed):]) for r in summary])
+        return out
+
+    def _tested_keys(self, fn, depth: int) -> frozenset:
+        """The keys of the ``if`` tests of ``fn`` and of the helpers it calls (as far as they are
+        followed), and of the ``accumulate`` windows the walk is in."""
+        found = self._tested.get(id(fn))
+        if found is None:
+            self._tested[id(fn)] = frozenset()  # a recursion ends here
+            keys = set()
+            for n in ast.walk(fn):
+                if isinstance(n, ast.If):
+                    keys.add(condition_key(n.test)[0])
+                elif isinstance(n, ast.Call) and depth < MAX_INLINE_DEPTH and self.interesting(n):
+                    callee = self._helper(n) or (self._wrapper_method(n) or (None, None))[1]
+                    callee = callee or (self._object_method(n) or (None, None))[1]
+                    if callee is not None and callee is not fn:
+                        keys |= self._tested_keys(callee, depth + 1)
+            found = self._tested[id(fn)] = frozenset(keys)
+        return found | {condition_key(t)[0] for t in self._sync}
 
     # -- pre-filter ---------------------------------------------------------------
     def relevant(self, node: ast.AST) -> bool:
