@@ -151,3 +151,15 @@ def test_a_trainer_whose_optimizer_wrapper_zero_grad_clears_nothing_is_found(tmp
     # name zero_grad at the call site is no proof of a clearing once the method is known
     found = gg.lint_paths([_onmt(tmp_path, "self.training_step += 0  # forgot the inner optimizer")])
     assert [(f.code, f.path.endswith("trainer.py"), f.line) for f in found] == [("GG101", True, 15)]
+
+
+def test_a_training_step_method_run_as_the_step_closure_through_partial_is_followed():
+    # Lightning's build-your-own-trainer: optimizer.step(partial(self.training_step, ...)) runs the
+    # method (backward included) inside the step; the clearing after it is what keeps .grad fresh
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "lint_corpus" / "trainer_partial_closure.py").read_text()
+    assert gg.lint_source(source) == []
+    broken = source.replace("            optimizer.zero_grad()\n", "")
+    assert broken != source
+    assert [f.code for f in gg.lint_source(broken)] == ["GG101"]

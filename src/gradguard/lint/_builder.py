@@ -49,6 +49,7 @@ _COMMON_METHODS = frozenset(
 WORK_PER_LINE = 20
 
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+_PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
 def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
@@ -151,6 +152,10 @@ class _Builder:
             name = match.group(1)
             if name in names:
                 sites.setdefault(name, []).append(match.start())
+        if "partial" in m.source:  # `optimizer.step(partial(self.training_step, ...))` runs it too
+            for match in _PARTIAL_SITE.finditer(m.source):
+                if match.group(1) in names:
+                    sites.setdefault(match.group(1), []).append(match.start())
         self.class_calls = lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
         callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
         if callables and self.class_calls:

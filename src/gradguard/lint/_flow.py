@@ -451,6 +451,13 @@ class Walker:
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
             return self._inline(self.functions[arg.id], states, stack, call=None)
+        if isinstance(arg, ast.Call) and text(arg.func) in ("partial", "functools.partial") and arg.args:
+            # `optimizer.step(partial(self.training_step, batch=batch))`: the closure is that method
+            # (or function), its arguments bound by the partial's
+            call = ast.copy_location(ast.Call(func=arg.args[0], args=arg.args[1:], keywords=arg.keywords), arg)
+            helper = self._helper(call)
+            if helper is not None:
+                return self._inline(helper, states, stack, call=call)
         return states
 
     def _rebase(self, target: str) -> str:
