@@ -52,7 +52,7 @@ _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
-def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
+def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None, through_imports_only: bool = False) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
     >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
@@ -63,7 +63,9 @@ def build(tree: ast.Module, source: str, filename: str, project: Optional[Projec
     module = Module(tree, source, filename)
     if project is not None:  # the files linted together (this one alone by default)
         module.project = project
-    _Builder(module).run()
+    builder = _Builder(module)
+    builder.through_imports_only = through_imports_only  # see _Builder.run
+    builder.run()
     return module
 
 
@@ -80,6 +82,7 @@ class _Builder:
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
+        self.through_imports_only = False  # the file holds no event word: only imported classes may train
         self.work_pool = WORK_PER_LINE * module.source.count("\n")  # see _loop
         self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
 
@@ -97,6 +100,8 @@ class _Builder:
             m.methods[id(cls)] = self._class_methods(cls)
         if m.project.texts:
             self._bind_foreign()
+        if self.through_imports_only and not self.foreign_backward:
+            return  # no event word of its own, and no call into another file's backward pass
         self._mark_helper_calls()
         if self.sum_candidates:
             self._find_no_grad_callees()
@@ -299,57 +304,57 @@ class _Builder:
         m = self.m
         imports = {
             local: spec for local, spec in imported_names(m.tree).items()
-            if spec[0] in m.project.defined and local not in m.classes
+            if spec[0] in m.project.defined and local not in m.classes and m.project.may_hold_events(spec[0])
         }
         if not imports:
             return
-        resolved: Dict[str, Optional[Dict[str, ast.AST]]] = {}
 
-        def methods_for(annotation_or_func) -> Optional[Dict[str, ast.AST]]:
-            node = annotation_or_func
+        def class_name(node) -> Optional[str]:  # the imported class a constructor or annotation names
             if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "OptimWrapper"
                 node = ast.Name(id=node.value.split("[")[0].strip())
             if isinstance(node, ast.Subscript):  # Optional[OptimWrapper]
                 node = node.slice
-            name = node.id if isinstance(node, ast.Name) else None
-            if name not in imports:
-                return None
-            if name not in resolved:
-                resolved[name] = m.project.foreign_class(*imports[name], m.filename)
-            return resolved[name]
+            return node.id if isinstance(node, ast.Name) and node.id in imports else None
 
         lines = lines_of(m.source, find_all(m.source, tuple(imports)))
-        bound: Dict[str, Dict[str, ast.AST]] = {}
+        named: Dict[str, str] = {}  # receiver text -> the imported class name
         for node in walk_lines(m.tree, lines):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                methods = methods_for(node.value.func)
-                if methods:
-                    for t in node.targets:
-                        bound[text(t)] = methods
+                name = class_name(node.value.func)
+                if name:
+                    named.update((text(t), name) for t in node.targets)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 params = {}
                 for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-                    methods = methods_for(a.annotation) if a.annotation is not None else None
-                    if methods:
-                        params[a.arg] = bound[a.arg] = methods
+                    name = class_name(a.annotation) if a.annotation is not None else None
+                    if name:
+                        params[a.arg] = named[a.arg] = name
                 for stmt in ast.walk(node) if params else ():  # self.optim = optim
                     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params:
-                        for t in stmt.targets:
-                            bound[text(t)] = params[stmt.value.id]
+                        named.update((text(t), params[stmt.value.id]) for t in stmt.targets)
+        if not named:
+            return
+        # only the classes whose objects this file calls a method of are parsed (once per tree)
+        pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(named, key=len, reverse=True))))
+        sites = [(match.start(), match.group(1), match.group(2)) for match in pattern.finditer(m.source)]
+        classes = {name: m.project.foreign_class(*imports[name], m.filename) for name in {named[r] for _, r, _ in sites}}
+        bound = {r: classes[name] for r, name in named.items() if classes.get(name)}
         if not bound:
             return
         m.instances.update(bound)
         # the lines calling a method that touches the gradient buffer (itself or through the
         # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
-        holds = _event_methods(bound.values())
-        pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(bound, key=len, reverse=True))))
+        holds = m.project.__dict__.setdefault("_event_methods", {})  # kept with the classes it describes
+        for methods in bound.values():
+            if id(next(iter(methods.values()), None)) not in holds:
+                holds.update(_event_methods([methods]))
         hits, backward = [], []
-        for match in pattern.finditer(m.source):
-            kinds = holds.get(id(bound[match.group(1)].get(match.group(2))), ())
+        for pos, receiver, method in sites:
+            kinds = holds.get(id(bound[receiver].get(method)), ()) if receiver in bound else ()
             if kinds:
-                hits.append(match.start())
+                hits.append(pos)
                 if "backward" in kinds:
-                    backward.append(match.start())
+                    backward.append(pos)
         m._add_positions(hits)
         self.foreign_backward = lines_of(m.source, backward)
 

@@ -49,8 +49,9 @@ class Project:
         #: file -> its text (parsed only when a loop of another file calls into one of its classes)
         self.texts: Dict[str, str] = {}
         self._trees: Dict[str, Optional[ast.Module]] = {}
-        #: names of classes defined in files that mention a gradient-buffer call (wrapper candidates)
-        self.event_classes: Set[str] = set()
+        self._holds: Dict[str, bool] = {}
+        #: the (file, class) pairs whose text mentions backward/step/zero_grad
+        self.event_bodies: Set[Tuple[str, str]] = set()
         self._foreign: Dict[Tuple[str, str], Optional[Tuple[Dict[str, ast.AST], bool]]] = {}
         for path, text in files:
             self.add(text, path)
@@ -59,14 +60,15 @@ class Project:
         if "class" not in text:
             return
         self.texts[path] = text
-        gradient_words = any(word in text for word in _EVENT_WORDS)
         headers = list(_CLASS.finditer(text))
-        for m in headers:
+        for m, end in zip(headers, [h.start() for h in headers[1:]] + [len(text)]):
+            # a class whose own text (up to the next class header) calls backward/step/zero_grad:
+            # the only ones a loop of another file is followed into
+            if any(word in text[m.start():end] for word in _EVENT_WORDS):
+                self.event_bodies.add((path, m.group(2)))
             bases = {b.strip().split(".")[-1].split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b}
             self.bases.setdefault((path, m.group(2)), set()).update(b for b in bases if b.isidentifier())
             self.defined.setdefault(m.group(2), set()).add(path)
-            if gradient_words:
-                self.event_classes.add(m.group(2))
         if not headers:
             return
         starts = [m.start() for m in headers]
@@ -110,12 +112,20 @@ class Project:
     def imports_event_class(self, text: str) -> bool:
         """Whether ``text`` imports (``from ... import``) a class that a file of the tree mentioning
         backward/step/zero_grad defines: its loops may train through that class's methods."""
-        if not self.event_classes or "import" not in text:
+        if "import" not in text:
             return False
         return any(
-            name in self.event_classes
+            name in self.defined and self.may_hold_events(name)
             for m in _FROM_IMPORT.finditer(text) for name in re.findall(r"\w+", m.group(1))
         )
+
+    def may_hold_events(self, name: str) -> bool:
+        """Whether a class of that name, or one of its bases, mentions backward/step/zero_grad in its
+        text (a cheap test on the text index before any file is parsed)."""
+        found = self._holds.get(name)
+        if found is None:
+            found = self._holds[name] = not self.event_bodies.isdisjoint(self.ancestors(name))
+        return found
 
     def foreign_class(self, name: str, module: Optional[str], level: int, path: str) -> Optional[Dict[str, ast.AST]]:
         """The methods (its bases' too, own ones winning) of the class that ``from <module> import
@@ -127,8 +137,11 @@ class Project:
         The module is located from the import: a relative import from ``path``'s folder, an
         absolute one as a path suffix; a package's ``__init__.py`` that re-exports the name leads
         to the one file under that package defining it. Every node of the class is marked
-        ``gg_foreign`` (its line numbers belong to the other file).
+        ``gg_foreign`` (its line numbers belong to the other file). Only classes whose file (or a
+        base's) mentions backward/step/zero_grad are parsed.
         """
+        if not self.may_hold_events(name):
+            return None
         file = self._locate(name, module, level, path)
         if file is None:
             return None
@@ -159,9 +172,6 @@ class Project:
                 tree = ast.parse(self.texts.get(file, ""))
             except (SyntaxError, ValueError, RecursionError):
                 tree = None
-            if tree is not None:
-                for node in ast.walk(tree):
-                    node.gg_foreign = True
             self._trees[file] = tree
         return self._trees[file]
 
@@ -175,6 +185,8 @@ class Project:
         cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None) if tree else None
         if cls is None:
             return None
+        for node in ast.walk(cls):
+            node.gg_foreign = True
         out: Dict[str, ast.AST] = {}
         imports = imported_names(tree)
         torch_based = False
