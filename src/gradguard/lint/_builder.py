@@ -82,6 +82,7 @@ class _Builder:
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
+        self.foreign_bound = False  # objects of another file's classes are followed (see _bind_foreign)
         self.through_imports_only = False  # the file holds no event word: only imported classes may train
         self.work_pool = WORK_PER_LINE * module.source.count("\n")  # see _loop
         self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
@@ -342,6 +343,7 @@ class _Builder:
         if not bound:
             return
         m.instances.update(bound)
+        self.foreign_bound = True
         # the lines calling a method that touches the gradient buffer (itself or through the
         # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
         holds = m.project.__dict__.setdefault("_event_methods", {})  # kept with the classes it describes
@@ -370,8 +372,14 @@ class _Builder:
         # the loop is followed once for the class and once for each subclass of this module
         for concrete in [cls] + self._subclasses(cls) if cls is not None else [None]:
             methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
+            interesting, mentions_grad = m.interesting, m.mentions_grad
+            if self.foreign_bound:
+                # the nodes of a class of another file (``gg_foreign``, see ._project) are not
+                # covered by this file's line marks: the wrapper methods a loop calls are walked whole
+                interesting = lambda n, own=m.interesting: getattr(n, "gg_foreign", False) or own(n)  # noqa: E731
+                mentions_grad = lambda n, own=m.mentions_grad: getattr(n, "gg_foreign", False) or own(n)  # noqa: E731
             walker = Walker(
-                m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
+                interesting, functions, methods, frozenset(m.optimizer_names), m.instances, mentions_grad,
                 self._object_methods(), frozenset(m.accumulators),
             )
             # A large trainer's main loop reaches hundreds of lines of helpers: beyond the fixed

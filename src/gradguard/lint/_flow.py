@@ -195,16 +195,13 @@ class Walker:
         accumulators: frozenset = frozenset(),
     ):
         self.accumulators = accumulators
-        # the nodes of a class of another file (``gg_foreign``, see ._project) are not covered by
-        # this file's line marks: the wrapper methods a loop calls into are walked whole
-        self.interesting = lambda node: getattr(node, "gg_foreign", False) or interesting(node)
+        self.interesting = interesting
         self.functions = functions
         self.methods = methods
         self.optimizers = optimizers
         self.instances = instances or {}
         self.object_methods = object_methods or {}
-        grad = mentions_grad or (lambda node: True)
-        self.mentions_grad = lambda node: getattr(node, "gg_foreign", False) or grad(node)
+        self.mentions_grad = mentions_grad or (lambda node: True)
         self._work = 0
         self._keys: Dict[int, Tuple[str, bool]] = {}
         self._call_cache: Dict[int, List[ast.Call]] = {}
@@ -539,7 +536,8 @@ class Walker:
         decisions on the tests the helper (or what it calls) makes, so correlated tests take
         the same branch as before, and its paths are appended to every path that agrees.
         """
-        keys = self._tested_keys(fn, 0)
+        # the tests the helper shares with the caller matter only once the caller has decided some
+        keys = self._tested_keys(fn, 0) if any(s.decisions for s in states) else frozenset()
         frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
                  self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None)
         out: List[Path] = []
