@@ -16,10 +16,10 @@ from ._ast import (
     terminal, text, walk_lines,
 )
 from ._events import optimizer_constructor
-from ._flow import TooComplex, Walker
+from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
-from ._project import Project
+from ._project import Project, imported_names
 
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
@@ -45,10 +45,14 @@ _COMMON_METHODS = frozenset(
 )
 
 
+#: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
+WORK_PER_LINE = 20
+
 _CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+_PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
-def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None) -> Module:
+def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None, through_imports_only: bool = False) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
     >>> src = "for x in data:\\n    model(x).backward()\\n    opt.step()\\n"
@@ -59,7 +63,9 @@ def build(tree: ast.Module, source: str, filename: str, project: Optional[Projec
     module = Module(tree, source, filename)
     # the files linted together resolve base classes (a project's own `Trainer` is no HF Trainer)
     module.project = project if project is not None else Project([(filename, source)])
-    _Builder(module).run()
+    builder = _Builder(module)
+    builder.through_imports_only = through_imports_only  # see _Builder.run
+    builder.run()
     return module
 
 
@@ -77,6 +83,10 @@ class _Builder:
         self.sum_candidates = _running_sum_lines(module.source)
         self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
+        self.foreign_bound = False  # objects of another file's classes are followed (see _bind_foreign)
+        self.through_imports_only = False  # the file holds no event word: only imported classes may train
+        self.work_pool = WORK_PER_LINE * module.source.count("\n")  # see _loop
+        self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
 
     def run(self) -> None:
         m = self.m
@@ -90,6 +100,10 @@ class _Builder:
                 m.classes[stmt.name] = stmt
         for cls in m.classes.values():
             m.methods[id(cls)] = self._class_methods(cls)
+        if m.project.texts:
+            self._bind_foreign()
+        if self.through_imports_only and not self.foreign_backward:
+            return  # no event word of its own, and no call into another file's backward pass
         self._mark_helper_calls()
         if self.sum_candidates:
             self._find_no_grad_callees()
@@ -137,6 +151,8 @@ class _Builder:
         m = self.m
         helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
         m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
+        if self.foreign_backward:
+            m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
         if not helpers and not m.classes:
             return
         sites: Dict[str, List[int]] = {}
@@ -145,6 +161,10 @@ class _Builder:
             name = match.group(1)
             if name in names:
                 sites.setdefault(name, []).append(match.start())
+        if "partial" in m.source:  # `optimizer.step(partial(self.training_step, ...))` runs it too
+            for match in _PARTIAL_SITE.finditer(m.source):
+                if match.group(1) in names:
+                    sites.setdefault(match.group(1), []).append(match.start())
         self.class_calls = lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
         callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
         if callables and self.class_calls:
@@ -318,6 +338,70 @@ class _Builder:
                 for t in node.targets:
                     m.instances[text(t)] = m.methods.get(id(cls)) or methods_of(cls)
 
+    def _bind_foreign(self) -> None:
+        """Objects of classes that another file of the linted tree defines, resolved through this
+        file's ``from ... import``: ``self.optim = Optimizer(...)``, ``wrapper = OptimWrapper(...)``,
+        a parameter annotated ``optim_wrapper: OptimWrapper`` (and ``self.optim = optim`` of such a
+        parameter). Their methods are followed at the loop's calls like this module's own
+        wrappers; the lines calling one that holds a gradient-buffer event become interesting."""
+        m = self.m
+        imports = {
+            local: spec for local, spec in imported_names(m.tree).items()
+            if spec[0] in m.project.defined and local not in m.classes and m.project.may_hold_events(spec[0])
+        }
+        if not imports:
+            return
+
+        def class_name(node) -> Optional[str]:  # the imported class a constructor or annotation names
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "OptimWrapper"
+                node = ast.Name(id=node.value.split("[")[0].strip())
+            if isinstance(node, ast.Subscript):  # Optional[OptimWrapper]
+                node = node.slice
+            return node.id if isinstance(node, ast.Name) and node.id in imports else None
+
+        lines = lines_of(m.source, find_all(m.source, tuple(imports)))
+        named: Dict[str, str] = {}  # receiver text -> the imported class name
+        for node in walk_lines(m.tree, lines):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                name = class_name(node.value.func)
+                if name:
+                    named.update((text(t), name) for t in node.targets)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = {}
+                for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                    name = class_name(a.annotation) if a.annotation is not None else None
+                    if name:
+                        params[a.arg] = named[a.arg] = name
+                for stmt in ast.walk(node) if params else ():  # self.optim = optim
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params:
+                        named.update((text(t), params[stmt.value.id]) for t in stmt.targets)
+        if not named:
+            return
+        # only the classes whose objects this file calls a method of are parsed (once per tree)
+        pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(named, key=len, reverse=True))))
+        sites = [(match.start(), match.group(1), match.group(2)) for match in pattern.finditer(m.source)]
+        classes = {name: m.project.foreign_class(*imports[name], m.filename) for name in {named[r] for _, r, _ in sites}}
+        bound = {r: classes[name] for r, name in named.items() if classes.get(name)}
+        if not bound:
+            return
+        m.instances.update(bound)
+        self.foreign_bound = True
+        # the lines calling a method that touches the gradient buffer (itself or through the
+        # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
+        holds = m.project.__dict__.setdefault("_event_methods", {})  # kept with the classes it describes
+        for methods in bound.values():
+            if id(next(iter(methods.values()), None)) not in holds:
+                holds.update(_event_methods([methods]))
+        hits, backward = [], []
+        for pos, receiver, method in sites:
+            kinds = holds.get(id(bound[receiver].get(method)), ()) if receiver in bound else ()
+            if kinds:
+                hits.append(pos)
+                if "backward" in kinds:
+                    backward.append(pos)
+        m._add_positions(hits)
+        self.foreign_backward = lines_of(m.source, backward)
+
     def _loop(self, node, scope, cls, after, closures) -> None:
         m = self.m
         if not (overlaps(m._backward_lines, node) or (scope is not None and overlaps(m._backward_lines, scope))):
@@ -330,18 +414,30 @@ class _Builder:
         # the loop is followed once for the class and once for each subclass of this module
         for concrete in [cls] + self._subclasses(cls) if cls is not None else [None]:
             methods = m.methods.get(id(concrete), {}) if concrete is not None else {}
+            interesting, mentions_grad = m.interesting, m.mentions_grad
+            if self.foreign_bound:
+                # the nodes of a class of another file (``gg_foreign``, see ._project) are not
+                # covered by this file's line marks: the wrapper methods a loop calls are walked whole
+                interesting = lambda n, own=m.interesting: getattr(n, "gg_foreign", False) or own(n)  # noqa: E731
+                mentions_grad = lambda n, own=m.mentions_grad: getattr(n, "gg_foreign", False) or own(n)  # noqa: E731
             walker = Walker(
-                m.interesting, functions, methods, frozenset(m.optimizer_names), m.instances, m.mentions_grad,
+                interesting, functions, methods, frozenset(m.optimizer_names), m.instances, mentions_grad,
                 self._object_methods(), frozenset(m.accumulators),
             )
+            # A large trainer's main loop reaches hundreds of lines of helpers: beyond the fixed
+            # allowance a loop may draw on a pool proportional to the file's size, so that one
+            # big loop is checked while the file's total work stays linear in its length
+            walker.max_work = MAX_WORK + self.work_pool
             try:
-                paths = walker.iteration_paths(node)
+                paths = walker.iteration_paths(node, scope)
             except TooComplex as exc:
                 m.skip(node, str(exc))
                 return
             except RecursionError:
                 m.skip(node, "nested too deeply to follow")
                 return
+            finally:
+                self.work_pool -= max(0, walker._work - MAX_WORK)
             m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
 
     def _subclasses(self, cls) -> list:
@@ -368,6 +464,37 @@ class _Builder:
                 if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
             }
         return cached
+
+
+def _event_methods(classes) -> Dict[int, frozenset]:
+    """``id(method) -> {"backward", "event"}`` for the methods of the given classes (methods dicts)
+    that back-propagate or touch the gradient buffer themselves or through ``self.other()``."""
+    out: Dict[int, frozenset] = {}
+    for methods in classes:
+        own: Dict[str, set] = {}
+        calls: Dict[str, set] = {}
+        for name, fn in methods.items():
+            kinds, called = set(), set()
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                    attr = n.func.attr
+                    if attr == "backward":
+                        kinds |= {"backward", "event"}
+                    elif attr in ("step", "zero_grad") or "grad" in attr:
+                        kinds.add("event")
+                    if isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                        called.add(attr)
+                elif isinstance(n, ast.Attribute) and n.attr == "grad":
+                    kinds.add("event")
+            own[name], calls[name] = kinds, called
+        for _ in range(4):  # through self.other(), to a fixed point
+            for name in own:
+                for other in calls[name]:
+                    if other in own:
+                        own[name] |= own[other]
+        for name, fn in methods.items():
+            out[id(fn)] = frozenset(own[name])
+    return out
 
 
 def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:

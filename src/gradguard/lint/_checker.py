@@ -48,11 +48,15 @@ class Checker:
     def run(self) -> List[Finding]:
         """All findings of the module (unsuppressed, unsorted, without duplicates)."""
         source = self.source
-        if not any(word in source for word in _TRIGGERS) and not ("+=" in source and "loss" in source):
+        own_words = any(word in source for word in _TRIGGERS) or ("+=" in source and "loss" in source)
+        if not own_words and not (self.project is not None and self.project.imports_event_class(source)):
             return []
         diagnostics: List[Diagnostic] = []
         try:
-            model = self.model = build(self.tree, source, self.filename, self.project)
+            project = self.project if self.project is not None else Project([(self.filename, source)])
+            # a file without an event word of its own is read only for its calls into the
+            # classes of other files it imports (an optimizer wrapper's update method)
+            model = self.model = build(self.tree, source, self.filename, project, through_imports_only=not own_words)
         except RecursionError:
             return [self._not_checked(self.tree.body[0] if self.tree.body else None, "this file")]
         self.skipped.extend(model.skipped)
@@ -117,7 +121,8 @@ def char_column(lines: Optional[List[str]], line: int, byte_col: int) -> int:
 def fix_for(tree: Tree, d: Diagnostic) -> Optional[Fix]:
     """The fix of one diagnostic, or None (the rule has no fix, or no certain repair here)."""
     build_fix = FIXES.get(d.code)
-    if build_fix is None:
+    if build_fix is None or any(getattr(n, "gg_via", False) for n in (d.node, d.backward, d.step, d.clear, d.accum)):
+        # a node standing for what a method of another file does: no edit of this file repairs it
         return None
     try:
         return build_fix(tree, d)

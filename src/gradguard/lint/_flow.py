@@ -44,8 +44,13 @@ from ._ast import assignments, bind_arguments, text
 MAX_PATHS = 256
 #: How deep helper functions are inlined.
 MAX_INLINE_DEPTH = 3
-#: Statement visits (summed over paths) allowed for one iteration, helpers included.
+#: Statement visits (summed over paths) allowed for one iteration, helpers included (the
+#: builder may allow a loop more out of a pool proportional to the size of its file).
 MAX_WORK = 8000
+
+#: More paths than this after a statement: merge the paths that a decision did not change
+#: (:func:`merge_paths`), so that independent branches cost time in proportion to their number.
+MERGE_AT = 16
 
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -76,6 +81,69 @@ class Path(NamedTuple):
 
     def kinds(self) -> frozenset:
         return frozenset(e.kind for e in self.events)
+
+
+def merge_paths(states: List[Path]) -> List[Path]:
+    """``states`` with every two paths that differ only in the value of one decision made one
+    path without that decision (to a fixed point).
+
+    Exact, not an approximation: the two paths ran through the same events whichever way the
+    test went, so the merged path (the test left open) stands for exactly those two, and a
+    later ``if`` on the same test forks it again into the same two. Eight independent
+    ``if cfg.flag: log_something_or_return()`` in a row no longer make 256 paths; branches
+    that run different events are never merged, so nothing a rule reads is lost.
+
+    >>> t = ast.parse("a", mode="eval").body
+    >>> merged = merge_paths([Path((), (("a", True, t),)), Path((), (("a", False, t),))])
+    >>> [p.decisions for p in merged]
+    [()]
+    """
+    changed = True
+    while changed:
+        changed = False
+        keys = {k for s in states for k, _, _ in s.decisions}
+        for key in keys:
+            groups: Dict[tuple, List[Path]] = {}
+            for s in states:
+                rest = tuple(sorted((k, v) for k, v, _ in s.decisions if k != key))
+                groups.setdefault((s.events, s.end, rest), []).append(s)
+            out: List[Path] = []
+            for members in groups.values():
+                values = {s.decided(key) for s in members}
+                if values >= {True, False}:
+                    first = members[0]
+                    out.append(first._replace(decisions=tuple(d for d in first.decisions if d[0] != key)))
+                    changed = True
+                else:
+                    out += members
+            states = out
+    return states
+
+
+def compose(states: List[Path], summary: List[Path]) -> List[Path]:
+    """Each path of ``states`` continued by each path of a helper's ``summary`` whose decisions
+    agree with it (a test the caller already decided keeps its value in the helper).
+
+    >>> t = ast.parse("a", mode="eval").body
+    >>> caller = [Path((), (("a", True, t),))]
+    >>> helper = [Path((), (("a", True, t),), "return"), Path((), (("a", False, t),))]
+    >>> [(p.decisions[0][1], p.end) for p in compose(caller, helper)]
+    [(True, 'return')]
+    """
+    out: List[Path] = []
+    for s in states:
+        for r in summary:
+            fresh, agree = [], True
+            for d in r.decisions:
+                known = s.decided(d[0])
+                if known is None:
+                    fresh.append(d)
+                elif known != d[1]:
+                    agree = False
+                    break
+            if agree:
+                out.append(Path(s.events + r.events, s.decisions + tuple(fresh), r.end))
+    return out
 
 
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
@@ -141,6 +209,10 @@ class Walker:
         #: the ``with accelerator.accumulate(...)`` blocks met: Accelerate's K-micro-batch window
         self.accumulate: List[ast.AST] = []
         self._inlining: List[ast.AST] = []
+        self._enclosing: Optional[ast.AST] = None
+        self.max_work = MAX_WORK
+        self._summaries: Dict[tuple, List[Path]] = {}  # a helper's paths, per call site and seed
+        self._tested: Dict[int, frozenset] = {}  # helper -> the keys of the tests it makes
         self._receivers: List[Tuple[str, Dict[str, ast.AST]]] = []
         self._relevant: Dict[int, bool] = {}
         self._assigned: Dict[int, frozenset] = {}  # helper -> the names its body assigns
@@ -149,14 +221,18 @@ class Walker:
         self._sync: List[ast.expr] = []
 
     # -- entry point ---------------------------------------------------------
-    def iteration_paths(self, loop: ast.AST) -> List[Path]:
+    def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
         """All paths through one iteration of ``loop`` (its ``else`` excluded).
 
-        A function (Lightning's manual ``training_step``) is one iteration too.
+        A function (Lightning's manual ``training_step``) is one iteration too. ``enclosing`` is
+        the function that holds the loop: a call back into it (``self.task.train_step(...)``
+        taken for the trainer's own ``train_step``) is a recursion, never a part of one
+        iteration, and is not followed.
 
         Raises:
             TooComplex: more than :data:`MAX_PATHS` paths.
         """
+        self._enclosing = enclosing
         return self.block(loop.body, [Path()], ())
 
     # -- statements ------------------------------------------------------------
@@ -167,9 +243,11 @@ class Walker:
                 break
             ended = [s for s in states if s.end is not None]
             self._work += len(live)
-            if self._work > MAX_WORK:
-                raise TooComplex(f"following this loop through its helpers takes more than {MAX_WORK} statement visits")
+            if self._work > self.max_work:
+                raise TooComplex(f"following this loop through its helpers takes more than {self.max_work} statement visits")
             states = ended + self.statement(stmt, live, stack)
+            if len(states) > MERGE_AT:
+                states = merge_paths(states)
             if len(states) > MAX_PATHS:
                 raise TooComplex(f"more than {MAX_PATHS} paths through one iteration (too many independent branches to follow)")
         return states
@@ -377,6 +455,13 @@ class Walker:
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
             return self._inline(self.functions[arg.id], states, stack, call=None)
+        if isinstance(arg, ast.Call) and text(arg.func) in ("partial", "functools.partial") and arg.args:
+            # `optimizer.step(partial(self.training_step, batch=batch))`: the closure is that method
+            # (or function), its arguments bound by the partial's
+            call = ast.copy_location(ast.Call(func=arg.args[0], args=arg.args[1:], keywords=arg.keywords), arg)
+            helper = self._helper(call)
+            if helper is not None:
+                return self._inline(helper, states, stack, call=call)
         return states
 
     def _rebase(self, target: str) -> str:
@@ -413,7 +498,8 @@ class Walker:
     def _helper(self, call: ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
-            return self.functions.get(func.id)
+            # a function of this module, unless called from another file's method (not its namespace)
+            return None if getattr(call, "gg_foreign", False) else self.functions.get(func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             if self._receivers:  # inside a wrapper's method: its own class's methods
                 return self._receivers[-1][1].get(func.attr)
@@ -421,7 +507,10 @@ class Walker:
         return None
 
     def _inline(self, fn, states, stack, receiver: Optional[str] = None, call: Optional[ast.Call] = None, methods=None):
-        if fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or not self.interesting(fn):
+        if (
+            fn is None or len(self._inlining) >= MAX_INLINE_DEPTH or fn in self._inlining or fn is self._enclosing
+            or not self.interesting(fn)
+        ):
             return states
         self._inlining.append(fn)
         self._frames.append((fn, call))
@@ -429,14 +518,62 @@ class Walker:
         if pushed:
             self._receivers.append((receiver, methods if methods is not None else self.instances[receiver]))
         try:
-            ran = self.block(fn.body, states, stack)
+            ran = self._summarised(fn, call, states, stack)
         finally:
             self._inlining.pop()
             self._frames.pop()
             if pushed:
                 self._receivers.pop()
+        if getattr(fn, "gg_foreign", False) and call is not None and not getattr(call, "gg_foreign", False):
+            # the events of another file's method happen, for this file, at the call: a finding
+            # points there (`gg_via` tells the fixes that no edit of this line repairs it)
+            call.gg_via = True
+            ran = [s._replace(events=tuple(_at(e, call) for e in s.events)) for s in ran]
         # a return ends the helper, not the loop iteration
         return self._resume(ran, ("return",))
+
+    def _summarised(self, fn, call, states: List[Path], stack) -> List[Path]:
+        """The paths of ``states`` continued through ``fn``'s body, the body walked once per call
+        site and per outcome of the tests it shares with the caller (its summary), not once
+        per path reaching the call.
+
+        Every branch of the caller that reaches the call used to walk the helper again (a
+        trainer's micro-batch method, once per combination of the options around it): time grew
+        with the product of the branches. The summary is exact: it starts from the caller's
+        decisions on the tests the helper (or what it calls) makes, so correlated tests take
+        the same branch as before, and its paths are appended to every path that agrees.
+        """
+        # the tests the helper shares with the caller matter only once the caller has decided some
+        keys = self._tested_keys(fn, 0) if any(s.decisions for s in states) else frozenset()
+        frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
+                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None)
+        out: List[Path] = []
+        for s in states:
+            seed = tuple(sorted((d for d in s.decisions if d[0] in keys), key=lambda d: (d[0], d[1])))
+            key = frame + (tuple((k, v) for k, v, _ in seed),)
+            summary = self._summaries.get(key)
+            if summary is None:
+                summary = self._summaries[key] = self.block(fn.body, [Path((), seed)], stack)
+            out += compose([s], [r._replace(decisions=r.decisions[len(seed):]) for r in summary])
+        return out
+
+    def _tested_keys(self, fn, depth: int) -> frozenset:
+        """The keys of the ``if`` tests of ``fn`` and of the helpers it calls (as far as they are
+        followed), and of the ``accumulate`` windows the walk is in."""
+        found = self._tested.get(id(fn))
+        if found is None:
+            self._tested[id(fn)] = frozenset()  # a recursion ends here
+            keys = set()
+            for n in ast.walk(fn):
+                if isinstance(n, ast.If):
+                    keys.add(condition_key(n.test)[0])
+                elif isinstance(n, ast.Call) and depth < MAX_INLINE_DEPTH and self.interesting(n):
+                    callee = self._helper(n) or (self._wrapper_method(n) or (None, None))[1]
+                    callee = callee or (self._object_method(n) or (None, None))[1]
+                    if callee is not None and callee is not fn:
+                        keys |= self._tested_keys(callee, depth + 1)
+            found = self._tested[id(fn)] = frozenset(keys)
+        return found | {condition_key(t)[0] for t in self._sync}
 
     # -- pre-filter ---------------------------------------------------------------
     def relevant(self, node: ast.AST) -> bool:
@@ -451,6 +588,11 @@ class Walker:
 
 #: A wrapper's method of this name that calls the same method on something it holds is that event.
 _WRAPPED = {"step": STEP, "zero_grad": CLEAR}
+
+
+def _at(event: Event, call: ast.Call) -> Event:
+    """``event`` placed at ``call`` when it happened in another file's code."""
+    return event._replace(node=call) if getattr(event.node, "gg_foreign", False) else event
 
 
 def _defaults(fn: ast.AST) -> Dict[str, list]:

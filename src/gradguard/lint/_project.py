@@ -5,10 +5,18 @@ an HF ``Trainer`` subclass whose base (``class GRPOTrainer(_BaseTrainer)`` in on
 ``class MiniLLMTrainer(GRPOTrainer)`` in another) decides how the Trainer scales the loss for
 gradient accumulation. The index is read from the text in one pass per file (class headers and
 the few attribute assignments that matter), so it costs time linear in the size of the tree.
+
+A training loop also calls methods of classes defined in other files: an optimizer wrapper
+(``self.optim.backward(loss)``, ``optim_wrapper.update_params(loss)``) whose methods do the
+backward pass, the step and the clearing. :meth:`Project.foreign_class` gives such a class,
+resolved through the importing file's ``from ... import`` (never by the name alone), parsed
+only when a loop needs it, with its methods and those of its bases in the tree.
 """
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
@@ -50,6 +58,13 @@ class Project:
         self.imports: Dict[str, Dict[str, str]] = {}
         #: (file, class) -> its bases as written (``pl.LightningModule``)
         self.base_texts: Dict[Tuple[str, str], List[str]] = {}
+        #: file -> its text (parsed only when a loop of another file calls into one of its classes)
+        self.texts: Dict[str, str] = {}
+        self._trees: Dict[str, Optional[ast.Module]] = {}
+        self._holds: Dict[str, bool] = {}
+        #: the (file, class) pairs whose text mentions backward/step/zero_grad
+        self.event_bodies: Set[Tuple[str, str]] = set()
+        self._foreign: Dict[Tuple[str, str], Optional[Tuple[Dict[str, ast.AST], bool]]] = {}
         for path, text in files:
             self.add(text, path)
 
@@ -58,8 +73,13 @@ class Project:
             self._add_imports(text, path)
         if "class" not in text:
             return
+        self.texts[path] = text
         headers = list(_CLASS.finditer(text))
-        for m in headers:
+        for m, end in zip(headers, [h.start() for h in headers[1:]] + [len(text)]):
+            # a class whose own text (up to the next class header) calls backward/step/zero_grad:
+            # the only ones a loop of another file is followed into
+            if any(word in text[m.start():end] for word in _EVENT_WORDS):
+                self.event_bodies.add((path, m.group(2)))
             written = [b.strip().split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b]
             bases = {b.split(".")[-1] for b in written}
             self.bases.setdefault((path, m.group(2)), set()).update(b for b in bases if b.isidentifier())
@@ -166,3 +186,124 @@ class Project:
                 found |= more
                 unknown |= lost
         return found, unknown
+
+    # -- classes of other files, followed by a loop's calls -----------------------------------
+    def imports_event_class(self, text: str) -> bool:
+        """Whether ``text`` imports (``from ... import``) a class that a file of the tree mentioning
+        backward/step/zero_grad defines: its loops may train through that class's methods."""
+        if "import" not in text:
+            return False
+        return any(
+            name in self.defined and self.may_hold_events(name)
+            for m in _FROM_IMPORT.finditer(text) for name in re.findall(r"\w+", m.group(2))
+        )
+
+    def may_hold_events(self, name: str) -> bool:
+        """Whether a class of that name, or one of its bases, mentions backward/step/zero_grad in its
+        text (a cheap test on the text index before any file is parsed)."""
+        found = self._holds.get(name)
+        if found is None:
+            found = self._holds[name] = not self.event_bodies.isdisjoint(self.ancestors(name))
+        return found
+
+    def foreign_class(self, name: str, module: Optional[str], level: int, path: str) -> Optional[Dict[str, ast.AST]]:
+        """The methods (its bases' too, own ones winning) of the class that ``from <module> import
+        <name>`` (``level`` leading dots) in file ``path`` brings in, when another file of the tree
+        defines it; None when the import does not lead to exactly one such class, or when the class
+        derives from torch's ``Optimizer`` or ``Module`` (their ``step``/``zero_grad`` are the real
+        events, recognised where they are called).
+
+        The module is located from the import: a relative import from ``path``'s folder, an
+        absolute one as a path suffix; a package's ``__init__.py`` that re-exports the name leads
+        to the one file under that package defining it. Every node of the class is marked
+        ``gg_foreign`` (its line numbers belong to the other file). Only classes whose file (or a
+        base's) mentions backward/step/zero_grad are parsed.
+        """
+        if not self.may_hold_events(name):
+            return None
+        file = self._locate(name, module, level, path)
+        if file is None:
+            return None
+        found = self._methods(file, name, 0)
+        return None if found is None or found[1] else found[0]
+
+    def _locate(self, name: str, module: Optional[str], level: int, path: str) -> Optional[str]:
+        files = self.defined.get(name, set()) - {path}
+        if not files:
+            return None
+        dotted = (module or "").replace(".", "/")
+        if level:
+            base = os.path.dirname(path)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            stem = os.path.normpath(os.path.join(base, dotted)) if dotted else base
+            matches = [f for f in files if _stem(f) == stem or _stem(f).startswith(stem + os.sep)]
+        elif dotted:
+            matches = [f for f in files if _stem(f).endswith(os.sep + dotted) or _stem(f) == dotted
+                       or ((os.sep + dotted + os.sep) in f)]
+        else:
+            return None
+        return matches[0] if len(matches) == 1 else None
+
+    def _tree(self, file: str) -> Optional[ast.Module]:
+        if file not in self._trees:
+            try:
+                tree = ast.parse(self.texts.get(file, ""))
+            except (SyntaxError, ValueError, RecursionError):
+                tree = None
+            self._trees[file] = tree
+        return self._trees[file]
+
+    def _methods(self, file: str, name: str, depth: int) -> Optional[Tuple[Dict[str, ast.AST], bool]]:
+        """``(methods, derives from torch's Optimizer or Module)`` of class ``name`` of ``file``."""
+        key = (file, name)
+        if key in self._foreign:
+            return self._foreign[key]
+        self._foreign[key] = None  # a cycle of bases ends here
+        tree = self._tree(file)
+        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None) if tree else None
+        if cls is None:
+            return None
+        for node in ast.walk(cls):
+            node.gg_foreign = True
+        out: Dict[str, ast.AST] = {}
+        imports = imported_names(tree)
+        torch_based = False
+        for base in reversed(cls.bases) if depth < 4 else ():
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            if ast.unparse(base) in _TORCH_BASES or base_name in ("Optimizer", "Module") and imports.get(base_name, ("", "", 0))[1] in _TORCH_MODULES:
+                torch_based = True
+                continue
+            found = None
+            if any(isinstance(n, ast.ClassDef) and n.name == base_name for n in tree.body):
+                found = self._methods(file, base_name, depth + 1)
+            elif base_name in imports:
+                target = self._locate(imports[base_name][0], imports[base_name][1], imports[base_name][2], file)
+                found = self._methods(target, imports[base_name][0], depth + 1) if target else None
+            if found is not None:
+                out.update(found[0])
+                torch_based = torch_based or found[1]
+        out.update({n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))})
+        self._foreign[key] = (out, torch_based)
+        return self._foreign[key]
+
+
+_EVENT_WORDS = ("backward", "zero_grad", ".step(")
+_TORCH_BASES = frozenset({"torch.optim.Optimizer", "optim.Optimizer", "torch.nn.Module", "nn.Module"})
+_TORCH_MODULES = frozenset({"torch.optim", "torch.optim.optimizer", "torch.nn", "torch.nn.modules.module"})
+
+
+def imported_names(tree: ast.Module) -> Dict[str, Tuple[str, Optional[str], int]]:
+    """``local name -> (imported name, module, level)`` of a module's top-level ``from ... import``."""
+    out: Dict[str, Tuple[str, Optional[str], int]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                out[alias.asname or alias.name] = (alias.name, stmt.module, stmt.level)
+    return out
+
+
+def _stem(file: str) -> str:
+    """A file's path without ``.py`` (a package's ``__init__.py``: the package folder)."""
+    stem = os.path.normpath(file[:-3] if file.endswith(".py") else file)
+    return os.path.dirname(stem) if os.path.basename(stem) == "__init__" else stem
