@@ -217,9 +217,9 @@ _GRAD_WRITE = re.compile(
 
 
 def check_module(module, report: Report) -> None:
-    if "backward" not in module.source or ".step(" not in module.source:
+    if "backward" not in module.source or ".step(" not in module.source or "optim" not in module.source:
         return
-    for cls in (n for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)):
+    for cls in _classes(module.tree.body):
         for name, modules, ctor in _held_optimizers(module, cls):
             steps = [
                 (method, step) for method in cls.body
@@ -239,6 +239,20 @@ def check_module(module, report: Report) -> None:
                 )
 
 
+def _classes(body):
+    """The classes of a file outside function bodies (walking statements, not expressions:
+    a full ``ast.walk`` of every file would cost more than the rest of the rule)."""
+    for n in body:
+        if isinstance(n, ast.ClassDef):
+            yield n
+            yield from _classes(n.body)
+        elif isinstance(n, (ast.If, ast.Try, ast.With)) or type(n).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                yield from _classes(getattr(n, block, []))
+            for handler in getattr(n, "handlers", []):
+                yield from _classes(handler.body)
+
+
 def _held_optimizers(module, cls: ast.ClassDef):
     """(attribute, module attribute names, constructor) of each ``self.X = torch.optim.C(...)``
     in ``__init__`` (resolved through the file's imports) whose parameters all come from
@@ -246,14 +260,10 @@ def _held_optimizers(module, cls: ast.ClassDef):
     init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
     if init is None:
         return []
-    rebound = {
-        t.attr for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m is not init
-        for n in ast.walk(m) for t in _self_targets(n)
-    }
     found = {}
     for n in ast.walk(init):
         for t in _self_targets(n):
-            if t.attr in rebound or not isinstance(n.value, ast.Call):
+            if not isinstance(n.value, ast.Call):
                 continue
             written = _dotted(n.value.func)
             qualified = written and module.project.qualified(written, module.filename)
@@ -265,6 +275,12 @@ def _held_optimizers(module, cls: ast.ClassDef):
             names = {terminal(s) for s in sources}
             if sources and all(names) and not any(isinstance(s, ast.Call) for s in sources):
                 found.setdefault(t.attr, (t.attr, names, n.value))
+    if found:
+        rebound = {
+            t.attr for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m is not init
+            for n in ast.walk(m) for t in _self_targets(n)
+        }
+        found = {k: v for k, v in found.items() if k not in rebound}
     return list(found.values())
 
 
