@@ -193,6 +193,10 @@ class Agent:
         ("for b in batches:\n    reset(agent.net)\n    agent.update(b)\n", False),
         # a helper clears .grad of whatever parameters it is given
         ("def clear(params):\n    for p in params:\n        p.grad = None\n", False),
+        # another class's own attributes of the same names (DDPG beside TD3) reach no Agent
+        ("class Other:\n    def __init__(self, net):\n        self.net = net\n        self.target = copy(self.net)\n"
+         "        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)\n"
+         "    def update(self):\n        self.optimizer.zero_grad()\n        self.net.zero_grad()\n", True),
     ],
 )
 def test_gg101_object_optimizer_never_cleared_across_files(tmp_path, script, stale):

@@ -348,8 +348,13 @@ def _may_be_cleared(module, cls: ast.ClassDef, name: str, modules: set) -> bool:
             ):
                 return True  # our class, or a module clearing its own parameters
         for m in escape.finditer(text):
-            if path != module.filename or not (cls.lineno <= text.count("\n", 0, m.start()) + 1 <= cls.end_lineno):
-                return True  # read from outside and handed on
+            if path == module.filename and cls.lineno <= text.count("\n", 0, m.start()) + 1 <= cls.end_lineno:
+                continue  # our own class: checked on its tree above
+            if re.search(r"(?<![\w.])self[ \t]*$", text[max(0, m.start() - 40):m.start()]):
+                around = _class_span(text, m.start())
+                if around is not None and not _is_related(project, around[0], path, related, cls.name):
+                    continue  # another class's own attribute of the same name (DDPG's `self.actor`)
+            return True  # read from outside and handed on
         for m in _CLEAR_CALL.finditer(text):
             chain = m.group(1)
             line_start = text.rfind("\n", 0, m.start()) + 1
