@@ -166,6 +166,51 @@ def test_unknown_call_that_clears_silences_gg101():
     assert codes(BUGGY + "    reset_grads(model)\n") == []
 
 
+_AGENT = """
+import torch
+
+
+class Agent:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+
+    def update(self, batch):
+        self.net(batch).mean().backward()
+        self.optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "script, stale",
+    [
+        # the loop is in another file and clears nothing: every update() steps all earlier gradients
+        ("from agent import Agent\nagent = Agent(net)\nfor b in batches:\n    agent.update(b)\n", True),
+        # the caller clears the agent's optimizer (or its module) itself
+        ("for b in batches:\n    agent.optimizer.zero_grad()\n    agent.update(b)\n", False),
+        ("for b in batches:\n    agent.net.zero_grad()\n    agent.update(b)\n", False),
+        # the module is handed to code that may clear it (here a helper of unknown effect)
+        ("for b in batches:\n    reset(agent.net)\n    agent.update(b)\n", False),
+        # a helper clears .grad of whatever parameters it is given
+        ("def clear(params):\n    for p in params:\n        p.grad = None\n", False),
+        # another class's own attributes of the same names (DDPG beside TD3) reach no Agent
+        ("class Other:\n    def __init__(self, net):\n        self.net = net\n        self.target = copy(self.net)\n"
+         "        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)\n"
+         "    def update(self):\n        self.optimizer.zero_grad()\n        self.net.zero_grad()\n", True),
+    ],
+)
+def test_gg101_object_optimizer_never_cleared_across_files(tmp_path, script, stale):
+    """An object's optimizer stepped in a method without a loop is reported only where no
+    code of the linted tree may clear it (the method's loop lives elsewhere)."""
+    (tmp_path / "agent.py").write_text(_AGENT)
+    (tmp_path / "main.py").write_text(script)
+    found = [(f.code, f.path, f.line) for f in gg.lint_paths([str(tmp_path)])]
+    if stale:  # at the step (the calling loop, followed into update(), may report its call too)
+        assert ("GG101", str(tmp_path / "agent.py"), 12) in found
+    else:
+        assert found == []
+
+
 # --- property: correct loops stay clean, the bug beside them is found ---------------
 _NOISE = st.sampled_from(
     [

@@ -247,3 +247,23 @@ def amp_chosen_once_clears_in_one_branch(model, loader, loss_fn, optimizer, scal
             else:
                 optimizer.step()  # expect: GG101
     assert len(loader) % accum == 0
+
+
+class TD3StyleAgent:
+    """The agent's train() has no loop of its own: the script calls it once per environment
+    step. Nothing in the code clears its optimizers, so each call steps every earlier call's
+    gradients too."""
+
+    def __init__(self, actor, critic):
+        self.actor = actor
+        self.critic = critic
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=3e-4)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=3e-4)
+
+    def train(self, state, target_q):
+        critic_loss = torch.nn.functional.mse_loss(self.critic(state), target_q)
+        critic_loss.backward()
+        self.critic_optimizer.step()  # expect: GG101
+        actor_loss = -self.critic(self.actor(state)).mean()
+        actor_loss.backward()
+        self.actor_optimizer.step()  # expect: GG101

@@ -283,3 +283,41 @@ def amp_chosen_once_clears_in_each_branch(model, loader, loss_fn, optimizer, sca
             else:
                 optimizer.step()
                 optimizer.zero_grad()
+
+
+class TD3StyleAgent:
+    """The per-update method clears each optimizer before its backward pass."""
+
+    def __init__(self, actor, critic):
+        self.actor = actor
+        self.critic = critic
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=3e-4)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=3e-4)
+
+    def train(self, state, target_q):
+        critic_loss = torch.nn.functional.mse_loss(self.critic(state), target_q)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        actor_loss = -self.critic(self.actor(state)).mean()
+        self.actor.zero_grad()  # clearing the module clears what its optimizer reads
+        actor_loss.backward()
+        self.actor_optimizer.step()
+
+
+class AgentClearedByItsCaller:
+    """The loop that calls learn() clears the agent's optimizer itself."""
+
+    def __init__(self, net):
+        self.net = net
+        self.optimiser = torch.optim.Adam(self.net.parameters(), lr=1e-4)
+
+    def learn(self, batch):
+        self.net(batch).mean().backward()
+        self.optimiser.step()
+
+
+def drive(agent, batches):
+    for batch in batches:
+        agent.optimiser.zero_grad()
+        agent.learn(batch)

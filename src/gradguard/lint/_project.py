@@ -60,6 +60,9 @@ class Project:
         self.base_texts: Dict[Tuple[str, str], List[str]] = {}
         #: file -> its text (parsed only when a loop of another file calls into one of its classes)
         self.texts: Dict[str, str] = {}
+        #: file -> its text, every file (the strings the caller read, not copies): GG101 reads
+        #: them only to prove that nothing in the tree can clear an object's optimizer
+        self.sources: Dict[str, str] = {}
         self._trees: Dict[str, Optional[ast.Module]] = {}
         self._holds: Dict[str, bool] = {}
         #: the (file, class) pairs whose text mentions backward/step/zero_grad
@@ -69,6 +72,7 @@ class Project:
             self.add(text, path)
 
     def add(self, text: str, path: str = "<string>") -> None:
+        self.sources[path] = text
         if "import" in text:
             self._add_imports(text, path)
         if "class" not in text:

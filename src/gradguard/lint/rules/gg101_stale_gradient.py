@@ -5,6 +5,7 @@ two optimizers leaves the other's ``.grad`` growing)."""
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 from ...findings import Fix
@@ -194,6 +195,215 @@ def reaches(event: Event, path: Path) -> bool:
         if value is None or (value != negated) != taken:
             return False
     return True
+
+
+# --- an object's optimizer that nothing ever clears --------------------------------
+# An agent or trainer holds its optimizer (``self.actor_optimizer = torch.optim.Adam(
+# self.actor.parameters())`` in ``__init__``) and steps it in a per-update method
+# (``train()``, ``update()``, ``learn()``) whose loop is elsewhere: a script, another method,
+# another package. The loop rule never sees that loop. But where no code of the linted tree can
+# clear that optimizer's gradients (no zero_grad on it or on the modules it holds, no ``.grad``
+# write, no clearing helper it could reach, the optimizer never handed on), its ``.grad`` only
+# grows: every call after the first steps the sum of all earlier calls' gradients.
+# We do not require a loop around the call to be found: the call sites may be outside the tree
+# (the user's script), and an object that holds its optimizer across calls is made to be
+# updated again; a method right only on its first call is the bug this rule names.
+# Anything that may clear counts as clearing, so the check stays silent wherever it is unsure.
+_CLEAR_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*[ \t]*\.[ \t]*)*[A-Za-z_]\w*)?([ \t]*[)\]][ \t]*)?\.[ \t]*zero_grad[ \t]*\(|(?<![\w.])zero_grad[ \t]*\(")
+_GRAD_WRITE = re.compile(
+    r"\.grad[ \t]*(?:\.data[ \t]*)?(?:=(?!=)|[-+*/]=|\.[ \t]*(?:zero_|fill_|mul_|detach_|copy_|set_|requires_grad_))"
+    r"|\bdel\s+[^\n]*\.grad\b|_foreach_zero_|_foreach_mul_"
+)
+
+
+def check_module(module, report: Report) -> None:
+    if "backward" not in module.source or ".step(" not in module.source or "optim" not in module.source:
+        return
+    for cls in _classes(module.tree.body):
+        for name, modules, ctor in _held_optimizers(module, cls):
+            steps = [
+                (method, step) for method in cls.body
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__"
+                for step in [_step_after_backward(method, name)] if step is not None
+            ]
+            if not steps or _may_be_cleared(module, cls, name, modules):  # (read the tree once per optimizer)
+                continue
+            for method, step in steps:
+                report(
+                    CODE,
+                    step,
+                    f"`self.{name}.step()` reuses gradients an earlier step already applied: nothing in the linted "
+                    f"code clears the gradients of `self.{name}` (built at line {ctor.lineno}), so each call of "
+                    f"`{method.name}()` after the first steps the sum of every earlier call's gradients.",
+                    optimizer=f"self.{name}", step=step,
+                )
+
+
+def _classes(body):
+    """The classes of a file outside function bodies (walking statements, not expressions:
+    a full ``ast.walk`` of every file would cost more than the rest of the rule)."""
+    for n in body:
+        if isinstance(n, ast.ClassDef):
+            yield n
+            yield from _classes(n.body)
+        elif isinstance(n, (ast.If, ast.Try, ast.With)) or type(n).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                yield from _classes(getattr(n, block, []))
+            for handler in getattr(n, "handlers", []):
+                yield from _classes(handler.body)
+
+
+def _held_optimizers(module, cls: ast.ClassDef):
+    """(attribute, module attribute names, constructor) of each ``self.X = torch.optim.C(...)``
+    in ``__init__`` (resolved through the file's imports) whose parameters all come from
+    ``.parameters()`` of named modules, and that no other method rebinds."""
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+    if init is None:
+        return []
+    found = {}
+    for n in ast.walk(init):
+        for t in _self_targets(n):
+            if not isinstance(n.value, ast.Call):
+                continue
+            written = _dotted(n.value.func)
+            qualified = written and module.project.qualified(written, module.filename)
+            if not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
+                continue
+            params = n.value.args[0] if n.value.args else next((k.value for k in n.value.keywords if k.arg == "params"), None)
+            sources = [c.func.value for c in ast.walk(params) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                       and c.func.attr in ("parameters", "named_parameters")] if params is not None else []
+            names = {terminal(s) for s in sources}
+            if sources and all(names) and not any(isinstance(s, ast.Call) for s in sources):
+                found.setdefault(t.attr, (t.attr, names, n.value))
+    if found:
+        rebound = {
+            t.attr for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m is not init
+            for n in ast.walk(m) for t in _self_targets(n)
+        }
+        found = {k: v for k, v in found.items() if k not in rebound}
+    return list(found.values())
+
+
+def _self_targets(node: ast.AST):
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    for target in targets:
+        for t in ast.walk(target):
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and isinstance(t.ctx, ast.Store):
+                yield t
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return head and f"{head}.{node.attr}"
+    return None
+
+
+def _is_self_attr(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _step_after_backward(method: ast.AST, name: str) -> Optional[ast.Call]:
+    """The first ``self.<name>.step()`` of ``method`` (nested functions aside) that comes after a
+    backward call in the source."""
+    calls = [n for n in body_nodes(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    backwards = [c.lineno for c in calls if c.func.attr == "backward"]
+    for c in calls:
+        if c.func.attr == "step" and _is_self_attr(c.func.value, name) and any(b <= c.lineno for b in backwards):
+            return c
+    return None
+
+
+def _may_be_cleared(module, cls: ast.ClassDef, name: str, modules: set) -> bool:
+    """Whether any code of the linted tree may clear the gradients of ``self.<name>`` (an
+    optimizer over the parameters of ``modules``) of an instance of ``cls``.
+
+    Code outside the class reaches them only through the instance's attributes: the optimizer
+    or one of its modules handed out of the class (an argument, an alias, a return) or read
+    from outside (``agent.actor`` passed on) stops the check. What is left is code that names
+    them (``agent.actor.zero_grad()``), the class and its relatives (``self.X.zero_grad()``,
+    any ``.grad`` write), and a module clearing itself (``self.zero_grad()``, a ``.grad``
+    write in a class that walks ``self.parameters()``)."""
+    project = module.project
+    reach = {name} | modules
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and n.attr in reach and isinstance(n.value, ast.Name) and n.value.id == "self":
+            if isinstance(n.ctx, ast.Load) and not _used_in_place(cls, n):
+                return True
+    escape = re.compile(r"\.[ \t]*(?:" + "|".join(map(re.escape, sorted(reach))) + r")\b(?![ \t]*(?:[.(]|=[^=]))")
+    related = {c for _, c in project.ancestors(cls.name, module.filename)} | {cls.name}
+    texts = dict(project.sources)
+    texts[module.filename] = module.source
+    for path, text in texts.items():
+        for m in _GRAD_WRITE.finditer(text):
+            around = _class_span(text, m.start())
+            if around is None:
+                if path != module.filename:
+                    return True  # a function of another file: it may be handed our parameters
+                continue  # a function of this file: only through an escape, checked above and below
+            if _is_related(project, around[0], path, related, cls.name) or re.search(
+                r"\bself\s*\.\s*(?:named_)?(?:parameters|modules)\s*\(", text[around[1]:around[2]]
+            ):
+                return True  # our class, or a module clearing its own parameters
+        for m in escape.finditer(text):
+            if path == module.filename and cls.lineno <= text.count("\n", 0, m.start()) + 1 <= cls.end_lineno:
+                continue  # our own class: checked on its tree above
+            if re.search(r"(?<![\w.])self[ \t]*$", text[max(0, m.start() - 40):m.start()]):
+                around = _class_span(text, m.start())
+                if around is not None and not _is_related(project, around[0], path, related, cls.name):
+                    continue  # another class's own attribute of the same name (DDPG's `self.actor`)
+            return True  # read from outside and handed on
+        for m in _CLEAR_CALL.finditer(text):
+            chain = m.group(1)
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            before = text[line_start:m.start()]
+            if before.lstrip().startswith("def ") or "#" in before:
+                continue  # a definition (its body's calls are read on their own) or a comment
+            parts = [p.strip() for p in chain.split(".")] if chain and not m.group(2) else []
+            if parts == ["self"]:
+                return True  # a module clearing itself: it may be one of ours
+            if parts[:1] == ["self"]:
+                around = _class_span(text, m.start())
+                if around is None or _is_related(project, around[0], path, related, cls.name):
+                    return True  # (even another optimizer of ours: it may hold some of the same parameters)
+                continue
+            if parts and parts[-1] in reach:
+                return True  # `agent.actor.zero_grad()`, or a local of the same name
+            # an unknown receiver (`opts[0]`, `zero_grad(model)`, a local `opt`) reaches ours
+            # only through an escape, which stops the check above
+    return False
+
+
+def _is_related(project, other: str, path: str, related: set, name: str) -> bool:
+    return other in related or name in {c for _, c in project.ancestors(other, path)}
+
+
+def _used_in_place(cls: ast.ClassDef, node: ast.Attribute) -> bool:
+    """``self.X`` read as ``self.X.something`` (``.step()``, ``.state_dict()``, ``.param_groups``),
+    called (a module's forward), or copied (``copy.deepcopy(self.actor)``: a new object)."""
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and n.value is node:
+            return True
+        if isinstance(n, ast.Call) and (n.func is node or (node in n.args and terminal(n.func) == "deepcopy")):
+            return True
+    return False
+
+
+def _class_span(text: str, at: int):
+    """(name, start, end) of the innermost class whose body holds offset ``at`` of ``text``."""
+    line_start = text.rfind("\n", 0, at) + 1
+    indent = len(text[line_start:at]) - len(text[line_start:at].lstrip())
+    for m in reversed(list(re.finditer(r"^([ \t]*)class[ \t]+(\w+)", text[:line_start], re.M))):
+        if len(m.group(1)) < indent:
+            # the class ends at the first code line indented no deeper than its header
+            after = re.compile(r"^[ \t]{0,%d}(?=[^\s#])" % len(m.group(1)), re.M).search(text, text.find("\n", m.end()) + 1)
+            end = after.start() if after else len(text)
+            return (m.group(2), m.start(), end) if end > at else None
+        if len(m.group(1)) == 0:
+            break
+    return None
 
 
 # --- the fix ---------------------------------------------------------------------
