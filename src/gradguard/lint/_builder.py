@@ -270,6 +270,19 @@ class _Builder:
                 if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending) or handlers_clear:
                     continue
                 self.pending.append((fn, fn, None, (), local_defs(fn)))
+        # ignite's own factories (`supervised_training_step`): a function returns its closure
+        # `update(engine: Engine, batch)`, which the caller hands to an Engine
+        if handlers_clear:
+            return
+        for scope, defs in scopes[1:]:
+            for stmt in scope.body:
+                fn = defs.get(stmt.value.id) if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) else None
+                if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending):
+                    continue
+                params = fn.args.posonlyargs + fn.args.args
+                engine = params[0].annotation if len(params) == 2 else None
+                if engine is not None and (m.project.qualified(text(engine), m.filename) or "").startswith("ignite."):
+                    self.pending.append((fn, fn, None, (), local_defs(fn)))
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too
