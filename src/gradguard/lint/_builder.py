@@ -270,6 +270,7 @@ class _Builder:
                 if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending) or handlers_clear:
                     continue
                 self.pending.append((fn, fn, None, (), local_defs(fn)))
+        self._engine_handlers(scopes)
         # ignite's own factories (`supervised_training_step`): a function returns its closure
         # `update(engine: Engine, batch)`, which the caller hands to an Engine
         if handlers_clear:
@@ -283,6 +284,37 @@ class _Builder:
                 engine = params[0].annotation if len(params) == 2 else None
                 if engine is not None and (m.project.qualified(text(engine), m.filename) or "").startswith("ignite."):
                     self.pending.append((fn, fn, None, (), local_defs(fn)))
+
+    def _engine_handlers(self, scopes) -> None:
+        """``@trainer.on(Events.EPOCH_COMPLETED)`` on an ignite Engine: the handler runs once per
+        epoch (or iteration), so its body is one iteration of a loop (ignite's reinforcement
+        learning examples back-propagate and step in one). Handlers of events that fire once
+        (``STARTED``, ``COMPLETED``) are no loop."""
+        m = self.m
+        aliases = {  # `EPISODE_COMPLETED = Events.EPOCH_COMPLETED`
+            t.id: text(stmt.value) for stmt in m.tree.body if isinstance(stmt, ast.Assign)
+            for t in stmt.targets if isinstance(t, ast.Name)
+        }
+        for scope, _ in scopes:
+            engines = {  # names bound to ignite's Engine(...) in this scope
+                t.id for stmt in body_nodes(scope) if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+                and terminal(stmt.value.func) == "Engine"
+                and (m.project.qualified(text(stmt.value.func), m.filename) or "").startswith("ignite.")
+                for t in stmt.targets if isinstance(t, ast.Name)
+            } if scope is not m.tree else set()
+            if not engines:
+                continue
+            for fn in body_nodes(scope):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.interesting(fn):
+                    continue
+                for d in fn.decorator_list:
+                    if not (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "on"
+                            and isinstance(d.func.value, ast.Name) and d.func.value.id in engines and d.args):
+                        continue
+                    event = d.args[0].func if isinstance(d.args[0], ast.Call) else d.args[0]  # EPOCH_COMPLETED(every=k)
+                    written = aliases.get(text(event), text(event))
+                    if _REPEATING_EVENT.search(written) and not any(p[0] is fn for p in self.pending):
+                        self.pending.append((fn, fn, None, (), local_defs(fn)))
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too
@@ -508,6 +540,10 @@ def _event_methods(classes) -> Dict[int, frozenset]:
         for name, fn in methods.items():
             out[id(fn)] = frozenset(own[name])
     return out
+
+
+#: ignite events that fire again and again during a run (not STARTED / COMPLETED, fired once).
+_REPEATING_EVENT = re.compile(r"\bEvents\.(EPOCH|ITERATION|GET_BATCH)_(STARTED|COMPLETED)$")
 
 
 def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:
