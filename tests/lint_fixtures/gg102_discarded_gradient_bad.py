@@ -145,3 +145,43 @@ class EngineBranchTrainer:
                 else:
                     self.optimizer.step()
                 self.optimizer.zero_grad()
+
+
+def ignite_update_calling_a_backward_pass_picked_for_the_run(model, optimizer, criterion, scaler, accum, hvd):
+    """ignite's Pascal VOC reference: the update calls sibling closures, the backward pass one of
+    two picked before the run; an added handler only logs. The AMP pass clears on every batch."""
+    from ignite.engine import Engine, Events
+
+    def forward_pass(batch):
+        x, y = batch
+        return criterion(model(x), y) / accum
+
+    def amp_backward_pass(engine, loss):
+        optimizer.zero_grad()  # expect: GG102
+        scaler.scale(loss).backward()
+        if engine.state.iteration % accum == 0:
+            scaler.step(optimizer)
+            scaler.update()
+
+    def hvd_backward_pass(engine, loss):
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+
+    if hvd:
+        backward_pass = hvd_backward_pass
+    else:
+        backward_pass = amp_backward_pass
+
+    def training_step(engine, batch):
+        loss = forward_pass(batch)
+        backward_pass(engine, loss)
+        return loss.item()
+
+    def log_confusion(engine):
+        print(engine.state.metrics)
+
+    trainer = Engine(training_step)
+    trainer.add_event_handler(Events.COMPLETED, log_confusion)
+    return trainer
