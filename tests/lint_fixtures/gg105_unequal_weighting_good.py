@@ -98,3 +98,22 @@ def ignite_factory_returning_its_update(model, optimizer, loss_fn, accum):
         return loss.item()
 
     return update
+
+
+class TaskWithItsOwnTrainStep:
+    """LAVIS's base task: the loop counts through a logger wrapping `range`, and the loss, divided by the window, comes
+    back, with its parts for logging, from the task's own `train_step`."""
+
+    def train_step(self, model, samples):
+        output = model(samples)
+        return output["loss"], {k: v for k, v in output.items() if "loss" in k}
+
+    def train_epoch(self, model, loader, optimizer, logger, iters, accum):
+        for i in logger.log_every(range(iters), 50):
+            loss, loss_dict = self.train_step(model=model, samples=next(loader))
+            loss /= accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        assert iters % accum == 0
