@@ -132,3 +132,15 @@ class TaskWithItsOwnTrainStep:
                 optimizer.step()
                 optimizer.zero_grad()
         assert iters % accum == 0
+
+
+def enumerate_over_a_stepped_range(agent, data, optimizer, n, size, accum):
+    """cleanrl's PPG auxiliary phase: `enumerate(range(0, n, size))` numbers the micro-batches."""
+    for i, start in enumerate(range(0, n, size)):
+        loss = agent.loss(data[start : start + size])
+        loss = loss / (i % accum + 1)  # expect: GG105
+        loss.backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    assert n // size % accum == 0

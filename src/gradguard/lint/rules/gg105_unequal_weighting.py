@@ -79,7 +79,8 @@ def _counters(loop: Loop) -> set:
 def _index_names(loop: ast.AST) -> set:
     """``i`` of ``for i in range(...)`` or ``for i, batch in enumerate(...)`` (not the batch)."""
     target, it = loop.target, loop.iter
-    if isinstance(it, ast.Call) and it.args and isinstance(it.args[0], ast.Call) and terminal(it.args[0].func) == "range":
+    if (isinstance(it, ast.Call) and terminal(it.func) not in ("enumerate", "range") and it.args
+            and isinstance(it.args[0], ast.Call) and terminal(it.args[0].func) == "range"):
         it = it.args[0]  # `tqdm(range(n))`, LAVIS's `metric_logger.log_every(range(n), ...)` yield its numbers
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
         if it.func.id == "range" and isinstance(target, ast.Name):
