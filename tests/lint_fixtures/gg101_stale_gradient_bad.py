@@ -267,3 +267,27 @@ class TD3StyleAgent:
         actor_loss = -self.critic(self.actor(state)).mean()
         actor_loss.backward()
         self.actor_optimizer.step()  # expect: GG101
+
+
+def ignite_episode_handler_without_clearing(policy, optimizer, env, episodes):
+    """ignite's reinforcement learning examples: the Engine's process function only plays, a
+    handler of every epoch (an episode) back-propagates and steps through a helper."""
+    from ignite.engine import Engine, Events
+
+    def play(engine, timestep):
+        policy.rewards.append(env.step(policy.act(engine.state.observation)))
+
+    trainer = Engine(play)
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def update_model():
+        learn_from_episode(policy, optimizer)
+
+    trainer.run(range(1000), max_epochs=episodes)
+
+
+def learn_from_episode(policy, optimizer):
+    loss = -torch.stack(policy.log_probs).sum() * sum(policy.rewards)
+    loss.backward()
+    optimizer.step()  # expect: GG101
+    del policy.rewards[:]

@@ -321,3 +321,41 @@ def drive(agent, batches):
     for batch in batches:
         agent.optimiser.zero_grad()
         agent.learn(batch)
+
+
+def ignite_episode_handler_clearing(policy, optimizer, env, episodes):
+    """ignite's reinforcement learning examples: a handler of every epoch (an episode) clears,
+    back-propagates and steps."""
+    from ignite.engine import Engine, Events
+
+    def play(engine, timestep):
+        policy.rewards.append(env.step(policy.act(engine.state.observation)))
+
+    trainer = Engine(play)
+
+    @trainer.on(Events.EPOCH_COMPLETED(every=1))
+    def update_model():
+        optimizer.zero_grad()
+        loss = -torch.stack(policy.log_probs).sum() * sum(policy.rewards)
+        loss.backward()
+        optimizer.step()
+
+    trainer.run(range(1000), max_epochs=episodes)
+
+
+def ignite_handler_of_an_event_fired_once(policy, optimizer, env, episodes):
+    """A handler of `Events.COMPLETED` runs once, after the run: no loop repeats its step."""
+    from ignite.engine import Engine, Events
+
+    def play(engine, timestep):
+        policy.rewards.append(env.step(policy.act(engine.state.observation)))
+
+    trainer = Engine(play)
+
+    @trainer.on(Events.COMPLETED)
+    def fine_tune_once():
+        loss = -torch.stack(policy.log_probs).sum() * sum(policy.rewards)
+        loss.backward()
+        optimizer.step()
+
+    trainer.run(range(1000), max_epochs=episodes)

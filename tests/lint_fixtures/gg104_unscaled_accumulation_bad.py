@@ -116,3 +116,56 @@ def one_term_left_undivided(model, loader, optimizer, accum, beta):
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def closures_of_the_loop_body_called_from_both_branches(model, loader, loss_fn, optimizer, accum, has_no_sync):
+    """timm's train.py: `_forward` / `_backward` are defined in the loop body and called from the
+    `no_sync` branch and from the other; nothing divides the loss by the window."""
+    last_batch_idx = len(loader) - 1
+    last_accum_steps = len(loader) % accum
+    last_batch_idx_to_accum = len(loader) - last_accum_steps
+    accum_steps = accum
+    optimizer.zero_grad()
+    for batch_idx, (x, y) in enumerate(loader):
+        need_update = batch_idx == last_batch_idx or (batch_idx + 1) % accum_steps == 0
+        if batch_idx >= last_batch_idx_to_accum:
+            accum_steps = last_accum_steps
+
+        def _forward():
+            _loss = loss_fn(model(x), y)
+            return _loss, None
+
+        def _backward(_loss):
+            _loss.backward()  # expect: GG104
+            if need_update:
+                optimizer.step()
+
+        if has_no_sync and not need_update:
+            with model.no_sync():
+                loss, _ = _forward()
+                _backward(loss)
+        else:
+            loss, _ = _forward()
+            _backward(loss)
+
+        if not need_update:
+            continue
+        optimizer.zero_grad()
+
+
+def ignite_factory_returning_its_update(model, optimizer, loss_fn, accum):
+    """ignite's `supervised_training_step`: the factory returns `update(engine, batch)`, which the
+    caller hands to an Engine (once per batch); nothing divides the loss by the window."""
+    from ignite.engine import Engine
+
+    def update(engine: Engine, batch):
+        if (engine.state.iteration - 1) % accum == 0:
+            optimizer.zero_grad()
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        loss.backward()  # expect: GG104
+        if engine.state.iteration % accum == 0:
+            optimizer.step()
+        return loss.item()
+
+    return update

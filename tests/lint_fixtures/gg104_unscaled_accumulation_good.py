@@ -105,3 +105,80 @@ def weight_of_unknown_value(model, loader, optimizer, accum, coeff):
         if (i + 1) % accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+def closures_of_the_loop_body_called_from_both_branches(model, loader, loss_fn, optimizer, accum, has_no_sync):
+    """timm's train.py: `_forward` / `_backward` are defined in the loop body and called from the
+    `no_sync` branch and from the other; the first element it returns is divided by the window."""
+    last_batch_idx = len(loader) - 1
+    last_accum_steps = len(loader) % accum
+    last_batch_idx_to_accum = len(loader) - last_accum_steps
+    accum_steps = accum
+    optimizer.zero_grad()
+    for batch_idx, (x, y) in enumerate(loader):
+        need_update = batch_idx == last_batch_idx or (batch_idx + 1) % accum_steps == 0
+        if batch_idx >= last_batch_idx_to_accum:
+            accum_steps = last_accum_steps
+
+        def _forward():
+            _loss = loss_fn(model(x), y)
+            return _loss / accum_steps, _loss.detach()
+
+        def _backward(_loss):
+            _loss.backward()
+            if need_update:
+                optimizer.step()
+
+        if has_no_sync and not need_update:
+            with model.no_sync():
+                loss, _ = _forward()
+                _backward(loss)
+        else:
+            loss, _ = _forward()
+            _backward(loss)
+
+        if not need_update:
+            continue
+        optimizer.zero_grad()
+
+
+def ignite_amp_factory_returning_its_update(model, optimizer, loss_fn, accum, scaler):
+    """ignite's `supervised_training_step_amp`: the loss divided by the window goes through
+    `typing.cast` and the scaler to backward."""
+    from typing import cast
+
+    from ignite.engine import Engine
+
+    def update(engine: Engine, batch):
+        if (engine.state.iteration - 1) % accum == 0:
+            optimizer.zero_grad()
+        x, y = batch
+        loss = loss_fn(model(x), y)
+        if accum > 1:
+            loss = loss / accum
+        if scaler:
+            cast(torch.Tensor, scaler.scale(loss)).backward()
+            if engine.state.iteration % accum == 0:
+                scaler.step(optimizer)
+                scaler.update()
+        else:
+            loss.backward()
+            if engine.state.iteration % accum == 0:
+                optimizer.step()
+        return loss.item()
+
+    return update
+
+
+def update_factory_for_an_engine_of_another_library(model, optimizer, loss_fn, accum):
+    """The closure's engine is no ignite Engine: nothing says that it runs once per batch."""
+    from mylib import Engine
+
+    def update(engine: Engine, batch):
+        x, y = batch
+        loss_fn(model(x), y).backward()
+        if engine.state.iteration % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    return update

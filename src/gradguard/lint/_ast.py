@@ -65,11 +65,18 @@ def target_names(t: ast.AST) -> List[str]:
 
 
 def assignments(loop_node: ast.AST) -> Dict[str, list]:
-    """name -> the values assigned to it in the loop body (``("aug", op)`` for ``x /= k``)."""
+    """name -> the values assigned to it in the loop body (``("aug", op)`` for ``x /= k``, ``f()[i]``
+    for the i-th name of ``a, b = f()``)."""
     out: Dict[str, list] = {}
     for n in body_nodes(loop_node):
         if isinstance(n, ast.Assign):
             for t in n.targets:
+                if _unpacks_call(t, n.value):
+                    # `loss, result = forward()`: each name gets its element, `forward()[i]`
+                    for i, e in enumerate(t.elts):
+                        element = ast.copy_location(ast.Subscript(n.value, ast.Constant(i), ast.Load()), n.value)
+                        out.setdefault(e.id, []).append(element)
+                    continue
                 for name in target_names(t):
                     out.setdefault(name, []).append(n.value)
         elif isinstance(n, ast.AnnAssign) and n.value is not None:
@@ -84,6 +91,14 @@ def assignments(loop_node: ast.AST) -> Dict[str, list]:
                 for name in target_names(t):
                     out.setdefault(name, []).append(None)  # unknown value
     return out
+
+
+def _unpacks_call(target: ast.AST, value: ast.expr) -> bool:
+    """``a, b = f(...)``: names (no starred one) unpacked from what a call returns."""
+    return (
+        isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Call)
+        and all(isinstance(e, ast.Name) for e in target.elts)
+    )
 
 
 def bound_values(stmt: ast.AST) -> Iterator[Tuple[str, Optional[ast.expr]]]:

@@ -147,7 +147,7 @@ def compose(states: List[Path], summary: List[Path]) -> List[Path]:
 
 
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
-    """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``).
+    """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``, ``a is not b`` / ``a is b``).
 
     >>> a, b = (condition_key(ast.parse(t, mode="eval").body) for t in ("i % k == 0", "i % k != 0"))
     >>> a[0] == b[0], a[1], b[1]
@@ -156,8 +156,9 @@ def condition_key(test: ast.expr) -> Tuple[str, bool]:
     negated = False
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, not negated
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
-        test = ast.Compare(left=test.left, ops=[ast.Eq()], comparators=test.comparators)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        same = ast.Eq() if isinstance(test.ops[0], ast.NotEq) else ast.Is()
+        test = ast.Compare(left=test.left, ops=[same], comparators=test.comparators)
         negated = not negated
     return ast.dump(test), negated
 

@@ -28,7 +28,7 @@ import ast
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._ast import assignments, bind_arguments, bound_values, body_nodes, overlaps, parse_expr, target_names, terminal, text
+from ._ast import assignments, bind_arguments, bound_values, body_nodes, overlaps, parse_expr, returns_of, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
 from ._flow import Path
 from ._project import Project
@@ -350,6 +350,19 @@ class Loop:
             return self.methods.get(func.attr)
         return None
 
+    def returned_element(self, expr: ast.AST):
+        """``f(...)[i]`` of a helper or closure ``f`` that returns tuples (``loss, result = f()``
+        reads as ``f()[i]``, see ``assignments``): ``(f, [the i-th element of each tuple it
+        returns])``; None when ``f`` is no such helper or one of its returns is no tuple."""
+        index = expr.slice if isinstance(expr, ast.Subscript) else None
+        if not (isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0):
+            return None
+        helper = self.callee(expr.value)
+        values = returns_of(helper) if helper is not None else []
+        if not values or not all(isinstance(v, ast.Tuple) and len(v.elts) > index.value for v in values):
+            return None
+        return helper, [v.elts[index.value] for v in values]
+
     def window_paths(self, is_boundary: Optional[Callable[[ast.expr], bool]] = None) -> List[Path]:
         """Micro paths that skip the step only because of a window-boundary test.
 
@@ -537,7 +550,12 @@ class Module:
                     if not in_init:
                         if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                             for t in child.targets if isinstance(child, ast.Assign) else [child.target]:
-                                found.update(n.attr for n in ast.walk(t) if isinstance(n, ast.Attribute))
+                                for e in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                                    if isinstance(e, ast.Attribute):
+                                        # `self.engine.flag = x` rebinds `flag` of the engine, not `self.engine`
+                                        found.add(e.attr)
+                                    else:
+                                        found.update(n.attr for n in ast.walk(e) if isinstance(n, ast.Attribute))
                         elif isinstance(child, ast.Call) and terminal(child.func) == "setattr" and len(child.args) > 1:
                             arg = child.args[1]
                             found.add(arg.value if isinstance(arg, ast.Constant) else "")

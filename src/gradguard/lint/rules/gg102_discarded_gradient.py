@@ -55,13 +55,17 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
     windows = loop.window_paths()
     if not windows:
         return
+    reported = set()
     for clear in loop.full_clears:
         # a clearing that runs on every iteration (under flags fixed for the whole loop at most)
         fixed = all(entry[0] != "loop" and isinstance(entry[0], ast.expr) and not loop.varies(entry[0]) for entry in clear.stack)
-        if not fixed or not any(clear in m.events and not _read_before(m, clear) for m in windows):
+        if not fixed and not _on_every_path(loop, clear):
+            continue
+        if id(clear.node) in reported or not any(clear in m.events and not _read_before(m, clear) for m in windows):
             continue
         step = next((s for s in loop.steps if loop.related(clear, s)), None)
         if step is not None:
+            reported.add(id(clear.node))
             report(
                 CODE,
                 clear.node,
@@ -69,6 +73,18 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
                 f"accumulation window closes: each micro-batch's gradients are cleared before a step uses them.",
                 loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
             )
+
+
+def _on_every_path(loop: Loop, clear: Event) -> bool:
+    """The same clearing call runs on every path through the iteration that back-propagates,
+    outside any nested loop, though from different branches: a closure of the loop body called
+    in both arms of ``if has_no_sync and not need_update: with model.no_sync(): _backward(loss)
+    else: _backward(loss)``."""
+    def same(e: Event) -> bool:
+        return e.kind == CLEAR and e.node is clear.node and all(entry[0] != "loop" for entry in e.stack)
+
+    backs = [p for p in loop.paths if any(e.kind == BACKWARD for e in p.events)]
+    return bool(backs) and all(any(same(e) for e in p.events) for p in backs)
 
 
 def _read_before(path, clear) -> bool:
@@ -141,7 +157,7 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
                 None,
             )
-            if step is None or tests(step) != tests(clear)[: len(tests(step))]:
+            if step is None or not _step_follows(loop, tests(step), tests(clear)):
                 continue
             report(
                 CODE,
@@ -152,12 +168,39 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
             )
 
 
+def _step_follows(loop: Loop, step_tests: list, clear_tests: list) -> bool:
+    """The step runs after the micro-step loop whenever the clearing ran in it, but for a check
+    made at the step alone (``if not isfinite(grad_norm): warn() else: step()``, not a window
+    test): the step's branches begin with the clearing's. Two ``if`` statements on a flag fixed
+    for the run (``if scaler is not None:`` around the backward in the micro-step loop and again
+    around the step after it) taken the same way are one branch."""
+    def key(entry) -> tuple:
+        test, taken = entry[0], entry[1]
+        if isinstance(test, ast.expr) and loop.fixed_for_run(test):
+            k, negated = condition_key(test)
+            return k, taken != negated
+        return id(test), taken
+
+    shared = 0
+    while shared < min(len(step_tests), len(clear_tests)) and key(step_tests[shared]) == key(clear_tests[shared]):
+        shared += 1
+    extra = step_tests[shared:]
+    return shared == len(step_tests) or (
+        shared == len(clear_tests)
+        and all(isinstance(t[0], ast.expr) and loop.varies(t[0]) and not is_boundary_test(t[0]) for t in extra)
+    )
+
+
 def _on_every_backward_pass(loop: Loop, entry) -> bool:
     """An ``if`` branch inside the micro-step loop that may be taken on every pass (``if
     torch.isfinite(loss):``), not one that picks a pass of the window (``if micro_step == 0:``, a
     window test, a flag the loop sets): a clearing under it wipes the passes before."""
     test, taken = entry[0], entry[1]
-    if not isinstance(test, ast.expr) or taken is not True or is_boundary_test(test):
+    if not isinstance(test, ast.expr) or is_boundary_test(test):
+        return False
+    if loop.fixed_for_run(test):
+        return True  # `if scaler is not None: ... else: ...`: the run takes one branch on every pass
+    if taken is not True:
         return False
     counters = {n for e in ast.walk(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in target_names(e.target)}
     assigned = loop.assignments()

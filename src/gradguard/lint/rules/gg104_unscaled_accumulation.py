@@ -140,13 +140,23 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"  # computed outside the loop: cannot tell
         kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
         return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
-    if isinstance(expr, (ast.Attribute, ast.Subscript)):  # outputs.loss, outputs[0]
+    if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
+        element = loop.returned_element(expr)
+        if element is not None:
+            helper, values = element
+            inner = {**assigns, **bind_arguments(helper, expr.value), **assignments(helper)}
+            kinds = {loss_scale(v, inner, loop, depth + 1) for v in values}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        return loss_scale(expr.value, assigns, loop, depth + 1)
+    if isinstance(expr, ast.Attribute):  # outputs.loss
         return loss_scale(expr.value, assigns, loop, depth + 1)
     if isinstance(expr, ast.Call):
         func = expr.func
         name = terminal(func)
         if isinstance(func, ast.Attribute) and name == "scale" and "scaler" in terminal(func.value).lower() and expr.args:
             return loss_scale(expr.args[0], assigns, loop, depth + 1)  # GradScaler.scale(loss)
+        if name == "cast" and len(expr.args) == 2:
+            return loss_scale(expr.args[1], assigns, loop, depth + 1)  # typing.cast(torch.Tensor, loss)
         if isinstance(func, ast.Attribute) and name in ("mean", "float", "squeeze", "to", "cuda", "contiguous"):
             return loss_scale(func.value, assigns, loop, depth + 1) if name != "mean" else "raw"
         helper = loop.callee(expr)

@@ -10,7 +10,7 @@ import ast
 from typing import Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, returns_of, text
+from .._ast import assignments, bind_arguments, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 
@@ -70,12 +70,18 @@ def _counters(loop: Loop) -> set:
                 names.add(text(n.target))  # state["iter_num"] += 1, self.micro_step += 1
     if loop.kind == "training_step":
         names |= {"batch_idx", "batch_nb", "batch_index"}
+        params = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+        if params:  # ignite's update(engine, batch): the engine counts the iterations
+            names.add(f"{params[0]}.state.iteration")
     return names
 
 
 def _index_names(loop: ast.AST) -> set:
     """``i`` of ``for i in range(...)`` or ``for i, batch in enumerate(...)`` (not the batch)."""
     target, it = loop.target, loop.iter
+    if (isinstance(it, ast.Call) and terminal(it.func) not in ("enumerate", "range") and it.args
+            and isinstance(it.args[0], ast.Call) and terminal(it.args[0].func) == "range"):
+        it = it.args[0]  # `tqdm(range(n))`, LAVIS's `metric_logger.log_every(range(n), ...)` yield its numbers
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
         if it.func.id == "range" and isinstance(target, ast.Name):
             return {target.id}
@@ -117,6 +123,14 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
         return None
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale" and expr.args:
         return _counter_division(expr.args[0], assigns, counters, depth + 1, loop)  # scaler.scale(loss)
+    if isinstance(expr, ast.Call) and terminal(expr.func) == "cast" and len(expr.args) == 2:
+        return _counter_division(expr.args[1], assigns, counters, depth + 1, loop)  # typing.cast(Tensor, loss)
+    if isinstance(expr, ast.Subscript):  # `loss, result = _forward()`: the element it returns
+        element = loop.returned_element(expr)
+        if element is not None:
+            helper, values = element
+            inner = {**assigns, **bind_arguments(helper, expr.value), **assignments(helper)}
+            return next((f for v in values for f in [_counter_division(v, inner, counters, depth + 1, loop)] if f is not None), None)
     helper = loop.callee(expr)
     if helper is not None:  # loss = _forward(): the division is in what the helper returns
         inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
