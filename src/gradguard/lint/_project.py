@@ -56,6 +56,7 @@ class Project:
         self.scaling: Set[Tuple[str, str]] = set()
         #: file -> local name -> what it imports (``{"Trainer": "transformers.Trainer", "pl": "pytorch_lightning"}``)
         self.imports: Dict[str, Dict[str, str]] = {}
+        self._import_texts: Dict[str, str] = {}
         #: (file, class) -> its bases as written (``pl.LightningModule``)
         self.base_texts: Dict[Tuple[str, str], List[str]] = {}
         #: file -> its text (parsed only when a loop of another file calls into one of its classes)
@@ -73,8 +74,8 @@ class Project:
 
     def add(self, text: str, path: str = "<string>") -> None:
         self.sources[path] = text
-        if "import" in text:
-            self._add_imports(text, path)
+        if "import" in text:  # read on the first question about this file's imports (most files get none)
+            self._import_texts[path] = text
         if "class" not in text:
             return
         self.texts[path] = text
@@ -82,7 +83,7 @@ class Project:
         for m, end in zip(headers, [h.start() for h in headers[1:]] + [len(text)]):
             # a class whose own text (up to the next class header) calls backward/step/zero_grad:
             # the only ones a loop of another file is followed into
-            if any(word in text[m.start():end] for word in _EVENT_WORDS):
+            if any(text.find(word, m.start(), end) != -1 for word in _EVENT_WORDS):
                 self.event_bodies.add((path, m.group(2)))
             written = [b.strip().split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b]
             bases = {b.split(".")[-1] for b in written}
@@ -128,6 +129,11 @@ class Project:
     def decides_loss_scaling(self, name: str, path: Optional[str] = None) -> bool:
         return not self.scaling.isdisjoint(self.ancestors(name, path))
 
+    def _imports_of(self, path: Optional[str]) -> Dict[str, str]:
+        if path not in self.imports and path in self._import_texts:
+            self._add_imports(self._import_texts.pop(path), path)
+        return self.imports.get(path, {})
+
     def _add_imports(self, text: str, path: str) -> None:
         names = self.imports.setdefault(path, {})
         for m in _FROM_IMPORT.finditer(text):
@@ -150,7 +156,7 @@ class Project:
         """What a name written in ``path`` refers to by its imports (``Engine`` ->
         ``ignite.engine.Engine``), None where no import binds it."""
         head, _, rest = written.partition(".")
-        imported = self.imports.get(path, {}).get(head)
+        imported = self._imports_of(path).get(head)
         return None if imported is None else imported + ("." + rest if rest else "")
 
     def external_bases(self, base: str, path: Optional[str], depth: int = 0) -> Tuple[Set[str], bool]:
@@ -168,7 +174,7 @@ class Project:
         if depth > 8 or base in ("object", "Generic", "ABC"):
             return set(), False
         head, _, rest = base.partition(".")
-        imported = self.imports.get(path, {}).get(head)
+        imported = self._imports_of(path).get(head)
         name = base.rsplit(".", 1)[-1]
         if imported is not None:
             qualified = imported + ("." + rest if rest else "")
