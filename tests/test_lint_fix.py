@@ -605,3 +605,33 @@ def test_fix_refuses_a_read_only_file(tmp_path):
     assert path.read_text() == STALE and (path.stat().st_mode & 0o777) == 0o444
     assert "GG101" in out.stdout  # still reported: nothing was fixed
     assert "Fixed 0 findings." in out.stdout
+
+
+
+def _main_of(source: str):
+    namespace = {"__name__": "fixture"}
+    exec(compile(source, "<fixture>", "exec"), namespace)
+    return namespace["main"]()
+
+
+def test_gg101_single_fix_in_an_accumulating_branch_goes_after_the_window_step(capsys):
+    """Each fix must be right on its own (an editor applies one). The corpus program switches
+    accumulation on by a flag; with the accumulating branch's clearing removed, the finding is
+    reported on the epoch loop, which does not accumulate in itself, and its fix went before the
+    branch's backward pass, discarding every micro-batch but the window's last. It belongs after
+    that branch's step: the program then trains exactly as the original."""
+    original = (ROOT / "tests" / "lint_corpus" / "amp_accum_flag.py").read_text()
+    broken = original.replace("optimizer.zero_grad(set_to_none=True)\n", "pass\n")  # both branches' clearings
+    step_line = broken.splitlines().index("                    scaler.step(optimizer)") + 1
+    findings = [f for f in gg.lint_source(broken) if f.code == "GG101" and f.line == step_line]
+    assert len(findings) == 1 and findings[0].fix is not None
+    fixed = apply_edits(broken, findings[0].fix.edits)
+    accumulating = slice(0, 4)  # main() trains with --accum 2 first: those are the parameters to compare
+    reference = _main_of(original)[accumulating]
+    got = _main_of(fixed)[accumulating]
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(got, reference))
+    # negative control: the clearing before the branch's backward pass trains differently
+    wrong = _main_of(broken.replace("                scaler.scale(loss).backward()\n                if",
+                                    "                optimizer.zero_grad(set_to_none=True)\n"
+                                    "                scaler.scale(loss).backward()\n                if"))[accumulating]
+    assert not all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(wrong, reference))

@@ -443,8 +443,15 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
     between = [a for a in t.ancestors(backward) if t.contains(d.loop.node, a) and a is not d.loop.node]
     in_inner_loop = any(isinstance(a, LOOPS) and not t.contains(a, stmt) for a in between)
+    # a step under a test that the backward pass is not under closes a window of several passes
+    # (whatever the loop's other branches do): a clearing before the backward would discard the
+    # window's earlier micro-batches, so it goes after the step
+    step_guarded = any(
+        isinstance(a, ast.If) and t.contains(d.loop.node, a) and not t.contains(a, backward)
+        for a in t.ancestors(stmt)
+    )
     if (
-        d.loop.accumulates() or in_inner_loop or not t.alone(backward)
+        d.loop.accumulates() or in_inner_loop or step_guarded or not t.alone(backward)
         or t.function_of(backward) is not t.function_of(stmt)
     ):
         return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
