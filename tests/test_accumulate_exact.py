@@ -133,6 +133,27 @@ def test_equal_counts_skip_the_extra_pass(monkeypatch):
     assert rel_error(capture.captured[1], full_batch_grads(model, _loss(model, x, y, "mean"))) < EXACT
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_weight_seeds_the_pass_as_multiplying_the_loss_would(dtype):
+    """The Accumulator seeds the backward pass with a micro-batch's weight instead of multiplying
+    the loss by it: the gradient is the same as ``(loss * weight).backward()`` bit for bit, in
+    every dtype (the weight reaches the graph rounded to the loss's dtype either way)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 1)).to(dtype)
+    twin = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 1)).to(dtype)
+    twin.load_state_dict(model.state_dict())
+    x, y = torch.randn(5, 5).to(dtype), torch.randn(5, 1).to(dtype)
+    acc = gg.Accumulator(torch.optim.SGD(model.parameters(), lr=0.1), steps=3)
+    acc.backward(F.mse_loss(model(x), y), count=5)  # weight 5 / (5 * 3) = 1/3
+    (F.mse_loss(twin(x), y) * (1 / 3)).backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(p.grad, q.grad)
+    # Negative control: the unweighted gradient differs (the comparison can fail).
+    twin.zero_grad()
+    F.mse_loss(twin(x), y).backward()
+    assert not all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), twin.parameters()))
+
+
 def test_count_none_weighs_micro_batches_equally():
     """count=None: the seeds' divide-by-N, which is the full batch when sizes are equal."""
     model = _model("linear", 1)

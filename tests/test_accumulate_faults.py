@@ -301,6 +301,16 @@ def test_misuse_at_construction_gets_clear_errors():
         gg.Accumulator(torch.optim.LBFGS(model.parameters()), steps=2)
 
 
+def test_a_complex_loss_is_refused_with_nothing_changed():
+    w = torch.ones(2, dtype=torch.complex64, requires_grad=True)
+    acc = gg.Accumulator(torch.optim.SGD([w], lr=0.1), steps=2)
+    with pytest.raises(gg.GradguardError, match=r"loss is complex \(torch.complex64\).*loss.abs\(\)"):
+        acc.backward((w * 2).sum(), count=1)
+    assert w.grad is None and acc.micro_step == 0
+    acc.backward((w * 2).sum().abs(), count=1)  # the real loss it asks for goes through
+    assert w.grad is not None
+
+
 def test_backward_under_no_grad_works_like_loss_backward():
     torch.manual_seed(0)
     model = nn.Linear(3, 1).double()

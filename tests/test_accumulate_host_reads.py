@@ -1,7 +1,9 @@
 """Host reads (device -> Python values) per accumulation window, counted with a dispatch mode on CPU.
 
 On a GPU each read stalls the CPU until the device catches up. The default Accumulator
-must add none per micro-batch: at most one per window.
+must add none per micro-batch: at most one per window. Losses in host memory are read
+one by one at the window's end (no transfer, no sync there); the path an accelerator
+takes, one transfer per window, is forced here with ``accelerator_path``.
 """
 
 import math
@@ -28,6 +30,14 @@ class HostReads(TorchDispatchMode):
         elif func is torch.ops.aten._to_copy.default and kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "cpu":
             self.count += 1
         return func(*args, **kwargs)
+
+
+@pytest.fixture
+def accelerator_path(monkeypatch):
+    """Read the window's losses as on an accelerator (one stacked transfer), though they are in host memory."""
+    import gradguard.accumulate
+
+    monkeypatch.setattr(gradguard.accumulate, "_in_host_memory", lambda tensors: False)
 
 
 def _reads_per_window(steps, windows=3, scaler=False, count="int", reduction="mean", **kwargs):
@@ -67,12 +77,29 @@ def _reads_per_window(steps, windows=3, scaler=False, count="int", reduction="me
 @pytest.mark.parametrize("steps", [4, 8])
 @pytest.mark.parametrize("kwargs", [{}, {"count": "none"}, {"nonfinite": "skip"}, {"scaler": True},
                                     {"count": "tensor", "reduction": "sum"}], ids=str)
-def test_default_loops_read_once_per_window_whatever_the_number_of_micro_batches(steps, kwargs):
+def test_default_loops_read_once_per_window_whatever_the_number_of_micro_batches(steps, kwargs, accelerator_path):
     assert _reads_per_window(steps, **kwargs) == 1
 
 
 @pytest.mark.parametrize("steps", [4, 8])
-def test_the_per_micro_batch_reads_that_remain_are_the_documented_ones(steps):
+def test_losses_in_host_memory_are_read_each_at_the_window_end(steps):
+    # One item() per loss (no transfer: they are in host memory), and none before the window's end.
+    assert _reads_per_window(steps) == steps
+    model = nn.Linear(6, 1)
+    acc = gg.Accumulator(torch.optim.SGD(model.parameters(), lr=0.01), steps=steps)
+    with HostReads() as reads:
+        for _ in range(steps - 1):
+            acc.backward(model(torch.randn(4, 6)).pow(2).mean(), count=4)
+            acc.step()
+    assert reads.count == 0
+    with HostReads() as reads:
+        acc.backward(model(torch.randn(4, 6)).pow(2).mean(), count=4)
+        assert acc.step()
+    assert reads.count == steps
+
+
+@pytest.mark.parametrize("steps", [4, 8])
+def test_the_per_micro_batch_reads_that_remain_are_the_documented_ones(steps, accelerator_path):
     # Negative controls: the counter sees per-micro-batch reads where they exist.
     assert _reads_per_window(steps, nonfinite="raise_early") == steps + 1
     assert _reads_per_window(steps, count="tensor") == steps + 1  # a mean's 0/0 must be seen before backward

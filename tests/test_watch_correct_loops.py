@@ -494,6 +494,25 @@ def test_grad_scaler_accumulation_is_judged_without_the_scale():
     assert run(divide=False) == ["GG104"]
 
 
+def test_a_pass_seeded_with_the_accumulation_weight_is_read_as_the_division():
+    # loss.backward(torch.tensor(1 / 4)) is (loss / 4).backward(): the seed is the weight.
+    def run(seed):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with gg.watch(mode="record") as w:
+            for i in range(8):
+                loss = F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1))
+                loss.backward(torch.tensor(seed))
+                if (i + 1) % 4 == 0:
+                    opt.step()
+                    opt.zero_grad()
+        return [f.code for f in w.findings]
+
+    assert run(1 / 4) == []
+    assert run(1.0) == ["GG104"]  # negative control: seeded with 1, the loss is not divided
+
+
 # --------------------------------------------------------------- SAM
 def test_sam_two_pass_update_is_not_discarded_gradient():
     # Sharpness-aware minimisation: backward, perturb the weights along p.grad, zero_grad,

@@ -19,6 +19,7 @@ __all__ = [
     "accumulator_backward",
     "accumulator_clearing",
     "accumulator_counted",
+    "accumulator_weight",
     "framework_divisor",
     "framework_window",
     "in_accumulator_backward",
@@ -98,6 +99,10 @@ class accumulator_backward:  # noqa: N801 - used like the function (a context ma
             the Accumulator weighs every micro-batch the same, and the watch
             checks GG105 as for a plain ``loss / steps``: means over different
             numbers of items weighted equally are a mean of means.
+        weight: the value the backward pass is seeded with (``grad_tensors``):
+            the Accumulator weighs a loss by seeding its pass rather than
+            multiplying it, so the watch reads the weight here, on the host,
+            instead of from the seed tensor (a device read on a GPU).
 
     >>> with accumulator_backward():
     ...     in_accumulator_backward(), accumulator_counted()
@@ -107,21 +112,24 @@ class accumulator_backward:  # noqa: N801 - used like the function (a context ma
     False
     >>> in_accumulator_backward(), accumulator_counted()
     (False, None)
+    >>> with accumulator_backward(weight=0.25):
+    ...     accumulator_weight()
+    0.25
     """
 
     # A class, not a generator context manager: the Accumulator enters it once per
     # micro-batch, and this costs a fraction of contextlib's machinery.
-    __slots__ = ("_counted", "_stack")
+    __slots__ = ("_mark", "_stack")
 
-    def __init__(self, *, counted: bool = True) -> None:
-        self._counted = bool(counted)
+    def __init__(self, *, counted: bool = True, weight: float = 1.0) -> None:
+        self._mark = (bool(counted), float(weight))
         self._stack: Optional[list] = None
 
     def __enter__(self) -> None:
         stack = getattr(_local, "counted", None)
         if stack is None:
             stack = _local.counted = []
-        stack.append(self._counted)
+        stack.append(self._mark)
         self._stack = stack
 
     def __exit__(self, *exc) -> None:
@@ -133,7 +141,13 @@ class accumulator_backward:  # noqa: N801 - used like the function (a context ma
 def accumulator_counted() -> Optional[bool]:
     """Inside :func:`accumulator_backward`: its ``counted`` flag (innermost block); outside: None."""
     stack = getattr(_local, "counted", None)
-    return stack[-1] if stack else None
+    return stack[-1][0] if stack else None
+
+
+def accumulator_weight() -> Optional[float]:
+    """Inside :func:`accumulator_backward`: the weight its pass is seeded with (innermost block); outside: None."""
+    stack = getattr(_local, "counted", None)
+    return stack[-1][1] if stack else None
 
 
 def in_accumulator_backward() -> bool:

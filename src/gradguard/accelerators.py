@@ -34,7 +34,7 @@ from typing import ContextManager, List, Optional
 import torch
 
 from ._errors import GradguardError
-from .distributed import LocalSync, mean_over_ranks, zeroed_backward
+from .distributed import LocalSync, mean_over_ranks, weighted, zeroed_backward
 
 __all__ = ["AccelerateSync", "FabricSync", "accelerator_sync"]
 
@@ -126,11 +126,11 @@ class AccelerateSync(_AcceleratorSync):
             return nullcontext()
         return self.accelerator.no_sync(self.model)
 
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, weight: float = 1.0) -> None:
         # Accelerate's state is shared by every Accelerator in the process: another one
         # built later with gradient_accumulation_steps would make backward() divide again.
         _check_no_accelerate_accumulation(self.accelerator)
-        self.accelerator.backward(loss)
+        self.accelerator.backward(weighted(loss, weight))
 
     def clip_grad_norm_(self, params: List[torch.Tensor], max_norm: float) -> torch.Tensor:
         return self.accelerator.clip_grad_norm_(params, max_norm)
@@ -193,8 +193,8 @@ class FabricSync(_AcceleratorSync):
             return nullcontext()
         return self.accelerator.no_backward_sync(self.model, enabled=True)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        self.accelerator.backward(loss, model=self.model)
+    def backward(self, loss: torch.Tensor, weight: float = 1.0) -> None:
+        self.accelerator.backward(weighted(loss, weight), model=self.model)
 
     def clip_grad_norm_(self, params: List[torch.Tensor], max_norm: float) -> torch.Tensor:
         # Fabric unscales (fp16) and clips the optimizer's parameters; never raise on inf:

@@ -59,6 +59,7 @@ from ._window import Window
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 _grad = attrgetter("grad")
+_is_cpu = attrgetter("is_cpu")
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -335,6 +336,11 @@ class Accumulator:
                 "loss does not require grad: it was computed under torch.no_grad(), detached, "
                 "or from parameters with requires_grad=False, so backward() has nothing to do"
             )
+        if loss.is_complex():
+            raise GradguardError(
+                f"loss is complex ({loss.dtype}): a gradient needs a real loss to descend; "
+                "reduce it to a real number first (loss.abs() or loss.real)"
+            )
         if type(count) is int and 0 <= count <= _LARGEST_FLOAT:
             n, pending = count, None
         else:
@@ -373,14 +379,12 @@ class Accumulator:
         rebase = pending is None and self._may_rebase and items > _REBASE_RATIO * ref
         if rebase:
             ref = items  # rescales the in-flight sum below, once this micro-batch is sure to run
+        # The weight seeds the backward pass (see LocalSync.backward): no multiply, no extra autograd node.
         weight = (items if reduction == "mean" else 1) / (ref * self.steps)
         scaled = loss
-        if weight != 1 or self.scaler is not None:
-            if torch.is_grad_enabled():
-                scaled = self._scale_loss(loss, weight)
-            else:
-                with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
-                    scaled = self._scale_loss(loss, weight)
+        if self.scaler is not None:
+            with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
+                scaled = self.scaler.scale(loss)
         if not w.contributed:
             self._start_window(loss)
         elif rebase:
@@ -390,11 +394,11 @@ class Accumulator:
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
-        mark = accumulator_backward(counted=counted) if listening() else None
+        mark = accumulator_backward(counted=counted, weight=weight) if listening() else None
         if mark is not None:
             mark.__enter__()
         try:
-            self._sync.backward(scaled)
+            self._sync.backward(scaled, weight)
         except BaseException as exc:
             if mark is not None:
                 mark.__exit__(None, None, None)
@@ -424,10 +428,6 @@ class Accumulator:
             w.pending_counts.append((w.micro, pending))
         w.losses.append((w.micro, detached, float(items) if reduction == "mean" else 1.0))
         w.end_failed = None
-
-    def _scale_loss(self, loss: torch.Tensor, weight: float) -> torch.Tensor:
-        scaled = loss * weight if weight != 1 else loss
-        return self.scaler.scale(scaled) if self.scaler is not None else scaled
 
     def _second_backward_error(self) -> GradguardError:
         w = self._w
@@ -623,7 +623,8 @@ class Accumulator:
             if grads:
                 self._scale_grads(grads, factor)
             after = [g._version for g in grads]
-            self._unscale_and_clip(params)
+            if self.max_grad_norm is not None:
+                self._unscale_and_clip(params)
             self._optimizer_step(stepped)
         except BaseException as exc:
             if not stepped:
@@ -690,8 +691,8 @@ class Accumulator:
         """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss).
 
         One process, int counts: the losses themselves are read (one small
-        transfer), so the loss sum is formed and a non-finite loss named on the
-        host. Otherwise a header is formed on the device first: item total (with
+        transfer; in host memory, one item() each), so the loss sum is formed
+        and a non-finite loss named on the host. Otherwise a header is formed on the device first: item total (with
         counts still on the device), loss sum, non-finite flag, invalid-count
         flag, unreached flag; distributed, it is summed over ranks (one
         collective) in float64 on every rank: dtypes must match across ranks (a
@@ -707,10 +708,17 @@ class Accumulator:
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
-            # (tolist() gives each value as an exact Python float whatever the loss dtype: no float64 kernel)
-            values = torch.stack([_on(l, device) for l in losses]).to("cpu", copy=True).tolist()
-            loss_sum = sum(alpha * v for (_, _, alpha), v in zip(w.losses, values))
-            found = next(((i, v) for (i, _, _), v in zip(w.losses, values) if not math.isfinite(v)), None)
+            # (item() and tolist() give each value as an exact Python float whatever the loss dtype: no float64 kernel)
+            if _in_host_memory(losses):
+                values = [l.item() for l in losses]
+            else:
+                values = torch.stack([_on(l, device) for l in losses]).to("cpu", copy=True).tolist()
+            loss_sum = 0.0
+            found = None
+            for (i, _, alpha), v in zip(w.losses, values):
+                loss_sum += alpha * v
+                if found is None and not math.isfinite(v):
+                    found = i, v
             return w.total, loss_sum, found is not None, False, w.unreached is not None, found
 
         stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
@@ -784,9 +792,7 @@ class Accumulator:
                 "applied and the window's gradients were discarded")
 
     def _unscale_and_clip(self, params: List[torch.Tensor]) -> None:
-        """Unscale (with a GradScaler) and clip, when ``max_grad_norm`` is set: the true gradient is clipped."""
-        if self.max_grad_norm is None:
-            return
+        """Unscale (with a GradScaler) and clip (``max_grad_norm`` is set): the true gradient is clipped."""
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         self.grad_norm = self._sync.clip_grad_norm_(params, self.max_grad_norm)
@@ -969,6 +975,15 @@ def _restore_grads(params: List[torch.Tensor], marks: Optional[list]) -> bool:
             if m is None:
                 p.grad = None
     return True
+
+
+def _in_host_memory(tensors: List[torch.Tensor]) -> bool:
+    """Whether every tensor is in host memory, where reading a value is no transfer and no sync.
+
+    There each loss is read on its own (cheaper than stacking them into a new tensor
+    and copying it); on an accelerator the window's losses travel in one transfer.
+    """
+    return all(map(_is_cpu, tensors))
 
 
 def _on(t: torch.Tensor, device: torch.device) -> torch.Tensor:

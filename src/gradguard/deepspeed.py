@@ -47,7 +47,7 @@ from typing import ContextManager, List
 import torch
 
 from ._errors import GradguardError
-from .distributed import LocalSync, zeroed_backward
+from .distributed import LocalSync, weighted, zeroed_backward
 
 __all__ = ["DeepSpeedSync", "is_deepspeed_engine"]
 
@@ -166,11 +166,11 @@ class DeepSpeedSync(LocalSync):
     def microbatch(self, ends_window: bool) -> ContextManager:
         return nullcontext()  # the boundary is set per backward and at the window's end
 
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, weight: float = 1.0) -> None:
         # The boundary stays off: the window's end (full or partial, only the
         # Accumulator knows which) runs the boundary reduction in finish_window.
         self.engine.set_gradient_accumulation_boundary(False)
-        self.engine.backward(loss, scale_wrt_gas=False)
+        self.engine.backward(weighted(loss, weight), scale_wrt_gas=False)
         self._window_reduced = False
 
     def empty_backward(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:

@@ -99,8 +99,18 @@ class LocalSync:
     def reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+    def backward(self, loss: torch.Tensor, weight: float = 1.0) -> None:
+        """Back-propagate ``weight * loss``.
+
+        d(weight * loss) = weight * d(loss): seeding the pass with the weight gives
+        the gradient of ``(loss * weight).backward()`` bit for bit (the same value in
+        the loss's dtype reaches the graph), without the multiply, its autograd node
+        and the seed of ones.
+        """
+        if weight == 1:
+            loss.backward()
+        else:
+            torch.autograd.backward(loss, torch.full_like(loss, weight))
 
     def scale_grads(self, params: List[torch.Tensor], factor: float) -> None:
         grads = [p.grad for p in params if p.grad is not None]
@@ -372,6 +382,14 @@ def sync_for(model) -> LocalSync:
 
 
 # --------------------------------------------------------------------- helpers
+def weighted(loss: torch.Tensor, weight: float) -> torch.Tensor:
+    """``loss * weight``, with grad mode on (``acc.backward()`` works inside ``torch.no_grad()``, as ``loss.backward()`` does)."""
+    if weight == 1:
+        return loss
+    with torch.enable_grad():
+        return loss * weight
+
+
 def zeroed_backward(loss: torch.Tensor, backward=None) -> int:
     """Back-propagate ``loss`` with every gradient reaching a leaf replaced by zeros.
 

@@ -110,11 +110,13 @@ def parameters_reached(roots) -> list:
     return out
 
 
-def analyze_loss(root: torch.Tensor, amp_root: bool = False) -> LossInfo:
+def analyze_loss(root: torch.Tensor, amp_root: bool = False, seed: float = 1.0) -> LossInfo:
     """Read the reduction, item count and scaling of a scalar loss from its graph.
 
     ``amp_root``: ``root`` is what ``GradScaler.scale`` returned; its top
     multiplication is the scaler's factor, not a weighting of the loss.
+    ``seed``: the value the backward pass starts from (``loss.backward(seed)``):
+    the same as multiplying the loss by it.
 
     A loss that adds up several reductions, each times a constant
     (``alpha * kl_batchmean + (1 - alpha) * ce``, ``mse + l1 * sparsity.mean()``),
@@ -131,6 +133,8 @@ def analyze_loss(root: torch.Tensor, amp_root: bool = False) -> LossInfo:
     'sum'
     >>> analyze_loss((x.mean() + 0.5 * x.abs().mean()) / 2)
     LossInfo(kind='mean', count=12, scaled=True, factor=0.75, amp=False, terms=2, outer=0.5)
+    >>> analyze_loss(x.mean(), seed=0.25) == analyze_loss(x.mean() * 0.25)
+    True
     """
     node = root.grad_fn
     amp = False
@@ -142,7 +146,7 @@ def analyze_loss(root: torch.Tensor, amp_root: bool = False) -> LossInfo:
             return LossInfo(amp=True)
         amp, node = True, live[0][0]
     walk = _Walk()
-    terms = walk.terms(node, 1.0, False)
+    terms = walk.terms(node, seed, seed != 1.0)
     if terms is None:
         return LossInfo(amp=amp)
     if len(terms) == 1:

@@ -161,8 +161,10 @@ class Session:
         root = tensors
         if isinstance(root, (tuple, list)) and len(root) == 1:
             root = root[0]
-        if isinstance(root, torch.Tensor) and grad_tensors is None and root.numel() == 1:
-            info = analyze_loss(root, amp_root=root in self.amp_roots)
+        if isinstance(root, torch.Tensor) and root.numel() == 1:
+            seed = _seed_value(grad_tensors)
+            if seed is not None:
+                info = analyze_loss(root, amp_root=root in self.amp_roots, seed=seed)
         tracker = self.tracker
         counted = _channel.accumulator_counted()
         # A pass made by gradguard's own code (accumulate_batch) is weighted by it exactly,
@@ -352,3 +354,22 @@ class Session:
             self.guard(tracker.sync, tracker.everything())
             self.guard(rules.at_end, EndView(tracker, self.report, self.memory))
             self.reporter.flush()
+
+
+def _seed_value(grad_tensors) -> Optional[float]:
+    """The number a scalar loss's backward pass starts from, when it can be known without a device read.
+
+    1.0 without ``grad_tensors``; the Accumulator's weight inside its mark (it seeds its
+    passes with the weight instead of multiplying the loss); a one-element seed held in
+    host memory; else None (the loss's weighting is then unknown).
+    """
+    if grad_tensors is None:
+        return 1.0
+    weight = _channel.accumulator_weight()
+    if weight is not None:
+        return weight
+    if isinstance(grad_tensors, (tuple, list)) and len(grad_tensors) == 1:
+        grad_tensors = grad_tensors[0]
+    if isinstance(grad_tensors, torch.Tensor) and grad_tensors.numel() == 1 and grad_tensors.device.type == "cpu":
+        return float(grad_tensors)
+    return None
