@@ -20,13 +20,18 @@ matters for fp16 gradients under a GradScaler. ``ref`` only sets the scale of
 the in-flight sum; the result is exact whatever it is. On one process, a count
 far above ``ref`` (say 1 then 500,000) first rescales the in-flight gradients
 and raises ``ref`` to it, so that no weight overflows a half-precision loss.
+The weight is not multiplied into the loss: the backward pass starts from it
+(``torch.autograd.backward(loss, weight)``; an accelerator's or DeepSpeed's own
+backward gets ``loss * weight``), which is the gradient of ``loss * weight`` bit
+for bit, without the multiply and its autograd node.
 
 Host reads (each stalls the CPU until a GPU catches up): with int counts (or
 None) a window reads the device once, at its end: the loss sum (finite? the
 window's mean loss) together with anything else the window needs, in one
 transfer. A non-finite loss is found there; under ``nonfinite="raise"`` the
 window is then discarded before anything is applied and the error names the
-micro-batch. ``nonfinite="raise_early"`` checks each loss in ``backward()``
+micro-batch (losses in host memory are read there one by one: no transfer, no
+sync). ``nonfinite="raise_early"`` checks each loss in ``backward()``
 instead (one read per micro-batch, before ``.grad`` is touched). A count
 given as a tensor is read in ``backward()`` only with ``reduction="mean"``,
 where a 0-item micro-batch's 0/0 must be kept out of ``.grad``; with
