@@ -21,6 +21,8 @@ import re
 from bisect import bisect_left
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
+from ._ast import subtree
+
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.M)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
 #: Packages whose classes no training framework derives from: a base found there is resolved.
@@ -279,7 +281,7 @@ class Project:
         cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None) if tree else None
         if cls is None:
             return None
-        for node in ast.walk(cls):
+        for node in subtree(cls):
             node.gg_foreign = True
         out: Dict[str, ast.AST] = {}
         imports = imported_names(tree)
@@ -308,14 +310,24 @@ _EVENT_WORDS = ("backward", "zero_grad", ".step(")
 
 def line_matches(pattern: "re.Pattern", text: str, word: str) -> List["re.Match"]:
     """What ``pattern.finditer(text)`` gives for a ``pattern`` that starts ``^[ \\t]*<word>``
-    (multi-line), tried only at the lines where ``word`` is the first word: a search for the word
-    is far faster than the expression tried at every character."""
-    found: List[re.Match] = []
-    end = 0
+    (multi-line), tried only at the lines where ``word`` is the first word."""
+    starts = []
     for pos in _find_all(text, word):
         start = text.rfind("\n", 0, pos) + 1
-        if start < end or text[start:pos].strip(" \t"):
-            continue  # inside the match before, or not the line's first word
+        if not text[start:pos].strip(" \t"):
+            starts.append(start)
+    return matches_at(pattern, text, starts)
+
+
+def matches_at(pattern: "re.Pattern", text: str, starts: Iterable[int]) -> List["re.Match"]:
+    """What ``pattern.finditer(text)`` gives when no match can start elsewhere than at one of the
+    sorted positions ``starts``: the expression is tried there only (a search for the words a
+    match starts with is far faster than the expression tried at every character)."""
+    found: List[re.Match] = []
+    end = 0
+    for start in starts:
+        if start < end:
+            continue  # inside the match before, as finditer goes on from its end
         m = pattern.match(text, start)
         if m is not None:
             found.append(m)
