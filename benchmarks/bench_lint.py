@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import shutil
 import sys
 import tempfile
@@ -481,7 +482,7 @@ def main(argv=None) -> int:
         "tree_s": tree_s,
         "tree_ratio": tree_s / parse_s,
         "tree_findings": found["tree"],
-        "command": " ".join(["python benchmarks/bench_lint.py"] + list(sys.argv[1:] if argv is None else argv)),
+        "command": "python benchmarks/bench_lint.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         "compare": args.compare_label or args.compare,
         "runs": args.runs,
         # per condition, the lowest and highest ratio to the parse of the same run
