@@ -467,13 +467,12 @@ class _Builder:
         self.foreign_bound = True
         # the lines calling a method that touches the gradient buffer (itself or through the
         # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
-        holds = m.project.__dict__.setdefault("_event_methods", {})  # kept with the classes it describes
+        holds = m.project.__dict__.setdefault("_event_methods", _EventMethods())  # kept with the classes it describes
         for methods in bound.values():
-            if id(next(iter(methods.values()), None)) not in holds:
-                holds.update(_event_methods([methods]))
+            holds.add(methods)
         hits, backward = [], []
         for pos, receiver, method in sites:
-            kinds = holds.get(id(bound[receiver].get(method)), ()) if receiver in bound else ()
+            kinds = holds.kinds(bound[receiver].get(method)) if receiver in bound else ()
             if kinds:
                 hits.append(pos)
                 if "backward" in kinds:
@@ -545,14 +544,56 @@ class _Builder:
         return cached
 
 
-def _event_methods(classes) -> Dict[int, frozenset]:
-    """``id(method) -> {"backward", "event"}`` for the methods of the given classes (methods dicts)
-    that back-propagate or touch the gradient buffer themselves or through ``self.other()``."""
-    out: Dict[int, frozenset] = {}
-    for methods in classes:
-        own: Dict[str, set] = {}
-        calls: Dict[str, set] = {}
-        for name, fn in methods.items():
+class _EventMethods:
+    """``kinds(method)``: ``{"backward", "event"}`` for a method of another file's class that
+    back-propagates or touches the gradient buffer, itself or through ``self.other()`` (four
+    rounds through the class's methods in their order), read among the methods of the first
+    class seen holding it (a class whose first method is known already adds nothing).
+
+    A method is read when a call asks for it, with the methods it reaches through ``self``:
+    a loop calling one method of ``nn.Module`` does not read the hundred others."""
+
+    def __init__(self):
+        #: id(method) -> (the methods of the class it is read among, its name there)
+        self.context: Dict[int, tuple] = {}
+        self._own: Dict[int, tuple] = {}  # id(method) -> (its own kinds, the names it calls on self)
+        self._found: Dict[tuple, frozenset] = {}
+
+    def add(self, methods: Dict[str, ast.AST]) -> None:
+        if id(next(iter(methods.values()), None)) not in self.context:
+            for name, fn in methods.items():
+                self.context[id(fn)] = (methods, name)
+
+    def kinds(self, fn: Optional[ast.AST]) -> frozenset:
+        entry = self.context.get(id(fn))
+        if entry is None:
+            return frozenset()
+        methods, name = entry
+        key = (id(fn), id(methods))
+        if key not in self._found:
+            self._found[key] = self._read(methods, name)
+        return self._found[key]
+
+    def _read(self, methods: Dict[str, ast.AST], start: str) -> frozenset:
+        reached, pending = {start}, [start]
+        while pending:
+            for other in self._own_kinds(methods[pending.pop()])[1]:
+                if other in methods and other not in reached:
+                    reached.add(other)
+                    pending.append(other)
+        # the methods reached, in the class's order: the rounds give what they gave over all methods
+        names = [name for name in methods if name in reached]
+        own = {name: set(self._own_kinds(methods[name])[0]) for name in names}
+        for _ in range(4):  # through self.other(), to a fixed point
+            for name in names:
+                for other in self._own_kinds(methods[name])[1]:
+                    if other in own:
+                        own[name] |= own[other]
+        return frozenset(own[start])
+
+    def _own_kinds(self, fn: ast.AST) -> tuple:
+        found = self._own.get(id(fn))
+        if found is None:
             kinds, called = set(), set()
             for n in subtree(fn):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
@@ -565,15 +606,8 @@ def _event_methods(classes) -> Dict[int, frozenset]:
                         called.add(attr)
                 elif isinstance(n, ast.Attribute) and n.attr == "grad":
                     kinds.add("event")
-            own[name], calls[name] = kinds, called
-        for _ in range(4):  # through self.other(), to a fixed point
-            for name in own:
-                for other in calls[name]:
-                    if other in own:
-                        own[name] |= own[other]
-        for name, fn in methods.items():
-            out[id(fn)] = frozenset(own[name])
-    return out
+            found = self._own[id(fn)] = (frozenset(kinds), called)
+        return found
 
 
 def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.AST]:
@@ -646,7 +680,7 @@ class _CallSites:
         #: sites found otherwise: ``partial(name``, and calls of objects (:meth:`add`)
         self.extra: Dict[str, List[int]] = {}
         if "partial" in source:
-            for match in _PARTIAL_SITE.finditer(source):
+            for match in matches_at(_PARTIAL_SITE, source, find_all(source, ("partial",))):
                 if match.group(1) in names:
                     self.add(match.group(1), match.start())
 
