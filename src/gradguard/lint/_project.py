@@ -21,7 +21,7 @@ import re
 from bisect import bisect_left
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ._ast import subtree
+from ._ast import find_all, subtree
 
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.M)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
@@ -83,7 +83,7 @@ class Project:
             return
         self.texts[path] = text
         headers = line_matches(_CLASS, text, "class")
-        events = sorted(pos for word in _EVENT_WORDS for pos in _find_all(text, word)) if headers else []
+        events = sorted(pos for word in _EVENT_WORDS for pos in find_all(text, (word,))) if headers else []
         for m, end in zip(headers, [h.start() for h in headers[1:]] + [len(text)]):
             # a class whose own text (up to the next class header) calls backward/step/zero_grad:
             # the only ones a loop of another file is followed into
@@ -306,13 +306,15 @@ class Project:
 
 
 _EVENT_WORDS = ("backward", "zero_grad", ".step(")
+_TORCH_BASES = frozenset({"torch.optim.Optimizer", "optim.Optimizer", "torch.nn.Module", "nn.Module"})
+_TORCH_MODULES = frozenset({"torch.optim", "torch.optim.optimizer", "torch.nn", "torch.nn.modules.module"})
 
 
 def line_matches(pattern: "re.Pattern", text: str, word: str) -> List["re.Match"]:
     """What ``pattern.finditer(text)`` gives for a ``pattern`` that starts ``^[ \\t]*<word>``
     (multi-line), tried only at the lines where ``word`` is the first word."""
     starts = []
-    for pos in _find_all(text, word):
+    for pos in find_all(text, (word,)):
         start = text.rfind("\n", 0, pos) + 1
         if not text[start:pos].strip(" \t"):
             starts.append(start)
@@ -333,16 +335,6 @@ def matches_at(pattern: "re.Pattern", text: str, starts: Iterable[int]) -> List[
             found.append(m)
             end = m.end()
     return found
-
-
-def _find_all(text: str, word: str) -> List[int]:
-    out, pos = [], text.find(word)
-    while pos != -1:
-        out.append(pos)
-        pos = text.find(word, pos + 1)
-    return out
-_TORCH_BASES = frozenset({"torch.optim.Optimizer", "optim.Optimizer", "torch.nn.Module", "nn.Module"})
-_TORCH_MODULES = frozenset({"torch.optim", "torch.optim.optimizer", "torch.nn", "torch.nn.modules.module"})
 
 
 def imported_names(tree: ast.Module) -> Dict[str, Tuple[str, Optional[str], int]]:
