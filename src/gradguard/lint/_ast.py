@@ -49,7 +49,7 @@ def body_nodes(node: ast.AST) -> Iterator[ast.AST]:
     while pending:
         n = pending.pop()
         yield n
-        for child in ast.iter_child_nodes(n):
+        for child in child_nodes(n):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 pending.append(child)
 
@@ -208,9 +208,39 @@ def overlaps(lines: List[int], node: ast.AST) -> bool:
     lo = getattr(node, "lineno", None)
     if lo is None:
         return True
-    hi = getattr(node, "end_lineno", None) or lo
+    return any_between(lines, lo, getattr(node, "end_lineno", None) or lo)
+
+
+def any_between(lines: List[int], lo: int, hi: int) -> bool:
+    """Whether one of the sorted ``lines`` lies in ``lo..hi``."""
     i = bisect_left(lines, lo)
     return i < len(lines) and lines[i] <= hi
+
+
+def child_nodes(node: ast.AST) -> List[ast.AST]:
+    """``list(ast.iter_child_nodes(node))``, read from the node's fields directly (about twice as fast)."""
+    out = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            out += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
+def subtree(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk(node)``: the same nodes in the same order (breadth first), read from each node's
+    fields directly rather than through ``iter_child_nodes`` (about twice as fast)."""
+    pending = [node]
+    for n in pending:  # the list grows behind the loop: a queue that is never popped
+        for field in n._fields:
+            value = getattr(n, field, None)
+            if isinstance(value, list):
+                pending += [item for item in value if isinstance(item, ast.AST)]
+            elif isinstance(value, ast.AST):
+                pending.append(value)
+        yield n
 
 
 def walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
@@ -219,7 +249,7 @@ def walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
     while pending:
         n = pending.pop()
         yield n
-        pending.extend(c for c in ast.iter_child_nodes(n) if not hasattr(c, "lineno") or overlaps(lines, c))
+        pending.extend(c for c in child_nodes(n) if not hasattr(c, "lineno") or overlaps(lines, c))
 
 
 def find_all(source: str, words) -> List[int]:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ._ast import (
-    body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
-    terminal, text, walk_lines,
+    NO_GRAD_CONTEXTS, any_between, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    subtree, terminal, text, walk_lines,
 )
-from ._events import optimizer_constructor
+from ._events import OPTIMIZER_CLASSES, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
-from ._project import Project, imported_names
+from ._project import Project, imported_names, matches_at
 
 
 # Words without which a line holds no gradient-buffer event (searched with str.find,
@@ -48,7 +48,9 @@ _COMMON_METHODS = frozenset(
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
 
-_CALL_SITE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+# A name called: the run of word characters before "(" from its first letter or "_" (as a
+# search for `[A-Za-z_]\w*\s*\(` finds it), matched once per run rather than from each of its characters.
+_CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
@@ -81,7 +83,6 @@ class _Builder:
         self.framework: set = set()  # ids of classes a framework drives (resolved from their bases)
         self.no_grad_callees: set = set()
         self.sum_candidates = _running_sum_lines(module.source)
-        self.class_calls: List[int] = []
         self._bound = False  # whether the objects built from this module's classes are known
         self.foreign_bound = False  # objects of another file's classes are followed (see _bind_foreign)
         self.through_imports_only = False  # the file holds no event word: only imported classes may train
@@ -143,11 +144,7 @@ class _Builder:
 
     def _mark_helper_calls(self) -> None:
         """Lines that call a helper holding events are interesting too (to a fixed point);
-        likewise for the lines that (through helpers) can reach a backward pass.
-
-        The call sites of every name are found in one pass over the text, so the
-        cost stays linear in the size of the file whatever the number of helpers.
-        """
+        likewise for the lines that (through helpers) can reach a backward pass."""
         m = self.m
         helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
         m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
@@ -155,17 +152,6 @@ class _Builder:
             m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
         if not helpers and not m.classes:
             return
-        sites: Dict[str, List[int]] = {}
-        names = {name for name, _ in helpers} | set(m.classes)
-        for match in _CALL_SITE.finditer(m.source):
-            name = match.group(1)
-            if name in names:
-                sites.setdefault(name, []).append(match.start())
-        if "partial" in m.source:  # `optimizer.step(partial(self.training_step, ...))` runs it too
-            for match in _PARTIAL_SITE.finditer(m.source):
-                if match.group(1) in names:
-                    sites.setdefault(match.group(1), []).append(match.start())
-        self.class_calls = lines_of(m.source, [pos for name in m.classes for pos in sites.get(name, ())])
         callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
         if callables and self.class_calls:
             # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: the call runs __call__
@@ -174,10 +160,29 @@ class _Builder:
             objects = {n: ms["__call__"] for n, ms in m.instances.items() if n.isidentifier() and "__call__" in ms}
             if objects:
                 helpers += list(objects.items())
+                sites = self._call_sites()
                 for match in re.finditer(r"\b(%s)\s*\(" % "|".join(map(re.escape, objects)), m.source):
-                    sites.setdefault(match.group(1), []).append(match.start())
-        m._lines = _propagate(m, m._lines, helpers, sites)
-        m._backward_lines = _propagate(m, m._backward_lines, helpers, sites)
+                    sites.add(match.group(1), match.start())
+        m._lines = _propagate(m, m._lines, helpers, self._call_sites)
+        m._backward_lines = _propagate(m, m._backward_lines, helpers, self._call_sites)
+
+    def _call_sites(self) -> "_CallSites":
+        """Where each function, method and class of the module is called (searched on the first question)."""
+        sites = self.__dict__.get("_sites")
+        if sites is None:
+            m = self.m
+            names = set(m.functions) | set(m.classes) | {n for ms in m.methods.values() for n in ms}
+            sites = self._sites = _CallSites(m.source, names)
+        return sites
+
+    @property
+    def class_calls(self) -> List[int]:
+        """The lines calling a class of this module (read on the first question)."""
+        calls = self.__dict__.get("_class_calls")
+        if calls is None:
+            sites = self._call_sites() if self.m.classes else None
+            calls = self._class_calls = lines_of(self.m.source, [pos for name in self.m.classes for pos in sites[name]] if sites else [])
+        return calls
 
     def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
         m, candidates = self.m, self.sum_candidates
@@ -214,7 +219,8 @@ class _Builder:
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if is_framework_hook(stmt) and id(cls) in self.framework and id(cls) not in self.manual:
                     continue  # a hook the framework calls (a function of that name elsewhere is the user's)
-                local = local_defs(stmt)
+                # (a closure's `def` is on a line after the function's own)
+                local = local_defs(stmt) if any_between(m.word_lines(("def",)), stmt.lineno + 1, stmt.end_lineno) else {}
                 if local:
                     self._mark_closure_calls(stmt, local)
                 inner = {**closures, **local}
@@ -352,9 +358,11 @@ class _Builder:
 
     def _find_no_grad_callees(self) -> None:
         """Names of functions called inside ``with torch.no_grad():`` (their loops need no no_grad of their own)."""
-        for node in ast.walk(self.m.tree):
+        m = self.m
+        # such a `with` names its context on its lines: only the nodes there are searched
+        for node in walk_lines(m.tree, m.word_lines(NO_GRAD_WORDS)):
             if isinstance(node, (ast.With, ast.AsyncWith)) and no_grad_with(node):
-                for inner in ast.walk(node):
+                for inner in subtree(node):
                     if isinstance(inner, ast.Call):
                         self.no_grad_callees.add(terminal(inner.func))
 
@@ -373,12 +381,18 @@ class _Builder:
                         m.optimizer_models[text(t)] = model
                         m.optimizer_modules[(id(scope), text(t))] = _models_of(ctor)
                 m.ctors.append((scope, cls, ctor))
-            elif any(isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" and "Accumulator" not in m.classes for n in ast.walk(value)):
+            elif "Accumulator" not in m.classes and overlaps(m.word_lines(("Accumulator",)), value) and any(
+                isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" for n in ast.walk(value)
+            ):
                 m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
             elif isinstance(value, ast.Call) and terminal(value.func) == "optimizers":  # Lightning's self.optimizers()
                 for t in targets:
                     for name in [t] + list(getattr(t, "elts", [])):
                         m.optimizer_names.add(text(name))
+        # the calls looked for below name `zero_grad`, `create_graph` or an optimizer on their lines
+        ctors = not isinstance(stmt, (ast.Assign, ast.AnnAssign))
+        if not (overlaps(m.word_lines(("zero_grad", "create_graph")), stmt) or ctors and overlaps(m.word_lines(_CTOR_WORDS), stmt)):
+            return
         for node in walk_lines(stmt, m._lines):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
@@ -386,7 +400,7 @@ class _Builder:
                 m.zero_grads.append((node, scope, cls))
             elif node.func.attr == "backward" and keyword_is(node, "create_graph", True):
                 m.create_graphs.append((node, scope))
-            elif optimizer_constructor(node) is not None and not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            elif ctors and optimizer_constructor(node) is not None:
                 m.ctors.append((scope, cls, node))
 
     def _bind_instances(self) -> None:
@@ -436,14 +450,15 @@ class _Builder:
                     name = class_name(a.annotation) if a.annotation is not None else None
                     if name:
                         params[a.arg] = named[a.arg] = name
-                for stmt in ast.walk(node) if params else ():  # self.optim = optim
+                for stmt in subtree(node) if params else ():  # self.optim = optim
                     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params:
                         named.update((text(t), params[stmt.value.id]) for t in stmt.targets)
         if not named:
             return
         # only the classes whose objects this file calls a method of are parsed (once per tree)
         pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(named, key=len, reverse=True))))
-        sites = [(match.start(), match.group(1), match.group(2)) for match in pattern.finditer(m.source)]
+        starts = sorted({pos for receiver in named for pos in find_all(m.source, (receiver,))})  # where a match can start
+        sites = [(match.start(), match.group(1), match.group(2)) for match in matches_at(pattern, m.source, starts)]
         classes = {name: m.project.foreign_class(*imports[name], m.filename) for name in {named[r] for _, r, _ in sites}}
         bound = {r: classes[name] for r, name in named.items() if classes.get(name)}
         if not bound:
@@ -452,13 +467,12 @@ class _Builder:
         self.foreign_bound = True
         # the lines calling a method that touches the gradient buffer (itself or through the
         # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
-        holds = m.project.__dict__.setdefault("_event_methods", {})  # kept with the classes it describes
+        holds = m.project.__dict__.setdefault("_event_methods", _EventMethods())  # kept with the classes it describes
         for methods in bound.values():
-            if id(next(iter(methods.values()), None)) not in holds:
-                holds.update(_event_methods([methods]))
+            holds.add(methods)
         hits, backward = [], []
         for pos, receiver, method in sites:
-            kinds = holds.get(id(bound[receiver].get(method)), ()) if receiver in bound else ()
+            kinds = holds.kinds(bound[receiver].get(method)) if receiver in bound else ()
             if kinds:
                 hits.append(pos)
                 if "backward" in kinds:
@@ -530,16 +544,58 @@ class _Builder:
         return cached
 
 
-def _event_methods(classes) -> Dict[int, frozenset]:
-    """``id(method) -> {"backward", "event"}`` for the methods of the given classes (methods dicts)
-    that back-propagate or touch the gradient buffer themselves or through ``self.other()``."""
-    out: Dict[int, frozenset] = {}
-    for methods in classes:
-        own: Dict[str, set] = {}
-        calls: Dict[str, set] = {}
-        for name, fn in methods.items():
+class _EventMethods:
+    """``kinds(method)``: ``{"backward", "event"}`` for a method of another file's class that
+    back-propagates or touches the gradient buffer, itself or through ``self.other()`` (four
+    rounds through the class's methods in their order), read among the methods of the first
+    class seen holding it (a class whose first method is known already adds nothing).
+
+    A method is read when a call asks for it, with the methods it reaches through ``self``:
+    a loop calling one method of ``nn.Module`` does not read the hundred others."""
+
+    def __init__(self):
+        #: id(method) -> (the methods of the class it is read among, its name there)
+        self.context: Dict[int, tuple] = {}
+        self._own: Dict[int, tuple] = {}  # id(method) -> (its own kinds, the names it calls on self)
+        self._found: Dict[tuple, frozenset] = {}
+
+    def add(self, methods: Dict[str, ast.AST]) -> None:
+        if id(next(iter(methods.values()), None)) not in self.context:
+            for name, fn in methods.items():
+                self.context[id(fn)] = (methods, name)
+
+    def kinds(self, fn: Optional[ast.AST]) -> frozenset:
+        entry = self.context.get(id(fn))
+        if entry is None:
+            return frozenset()
+        methods, name = entry
+        key = (id(fn), id(methods))
+        if key not in self._found:
+            self._found[key] = self._read(methods, name)
+        return self._found[key]
+
+    def _read(self, methods: Dict[str, ast.AST], start: str) -> frozenset:
+        reached, pending = {start}, [start]
+        while pending:
+            for other in self._own_kinds(methods[pending.pop()])[1]:
+                if other in methods and other not in reached:
+                    reached.add(other)
+                    pending.append(other)
+        # the methods reached, in the class's order: the rounds give what they gave over all methods
+        names = [name for name in methods if name in reached]
+        own = {name: set(self._own_kinds(methods[name])[0]) for name in names}
+        for _ in range(4):  # through self.other(), to a fixed point
+            for name in names:
+                for other in self._own_kinds(methods[name])[1]:
+                    if other in own:
+                        own[name] |= own[other]
+        return frozenset(own[start])
+
+    def _own_kinds(self, fn: ast.AST) -> tuple:
+        found = self._own.get(id(fn))
+        if found is None:
             kinds, called = set(), set()
-            for n in ast.walk(fn):
+            for n in subtree(fn):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                     attr = n.func.attr
                     if attr == "backward":
@@ -550,15 +606,8 @@ def _event_methods(classes) -> Dict[int, frozenset]:
                         called.add(attr)
                 elif isinstance(n, ast.Attribute) and n.attr == "grad":
                     kinds.add("event")
-            own[name], calls[name] = kinds, called
-        for _ in range(4):  # through self.other(), to a fixed point
-            for name in own:
-                for other in calls[name]:
-                    if other in own:
-                        own[name] |= own[other]
-        for name, fn in methods.items():
-            out[id(fn)] = frozenset(own[name])
-    return out
+            found = self._own[id(fn)] = (frozenset(kinds), called)
+        return found
 
 
 def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.AST]:
@@ -597,19 +646,97 @@ def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.
     return out
 
 
+#: Words one of which an optimizer's constructor (:func:`~._events.optimizer_constructor`) has on its
+#: lines: ``optim`` (``torch.optim.X``) or a class name (the shortest: ``Adam`` is in ``AdamW``).
+_CTOR_WORDS = ("optim",) + tuple(sorted(
+    name for name in OPTIMIZER_CLASSES if not any(other != name and other in name for other in OPTIMIZER_CLASSES)
+))
+#: The names of the contexts that turn autograd off (:func:`~._ast.no_grad_with`).
+NO_GRAD_WORDS = tuple(sorted(NO_GRAD_CONTEXTS)) + ("set_grad_enabled",)
+
+
 #: ignite events that fire again and again during a run (not STARTED / COMPLETED, fired once).
 _REPEATING_EVENT = re.compile(r"\bEvents\.(EPOCH|ITERATION|GET_BATCH)_(STARTED|COMPLETED)$")
 
 
-def _propagate(m: "Module", lines: List[int], helpers, sites: Dict[str, List[int]]) -> List[int]:
-    """``lines`` plus the call sites of every helper that overlaps them, to a fixed point (4 rounds)."""
+class _CallSites:
+    """``sites[name]``: the positions where a function, method or class of the module (one of
+    ``names``) is called, as a search for ``_CALL_SITE`` finds them, and ``partial(name``
+    (``optimizer.step(partial(self.training_step, ...))`` runs it too).
+
+    A file's first few names are searched one at a time (``str.find``, far faster than a pass
+    of the regular expression over every word of the text); asked for more, it reads every call
+    of the text in one pass, so that the cost stays linear in the size of the file whatever
+    the number of helpers."""
+
+    #: names searched one at a time before the one pass over the whole text (which costs about
+    #: as much as 40 to 60 searches for one name, measured on torch's own modules)
+    ONE_AT_A_TIME = 48
+
+    def __init__(self, source: str, names):
+        self.source, self.names = source, names
+        self.searched: Dict[str, List[int]] = {}
+        self.all_read = False
+        #: sites found otherwise: ``partial(name``, and calls of objects (:meth:`add`)
+        self.extra: Dict[str, List[int]] = {}
+        if "partial" in source:
+            for match in matches_at(_PARTIAL_SITE, source, find_all(source, ("partial",))):
+                if match.group(1) in names:
+                    self.add(match.group(1), match.start())
+
+    def add(self, name: str, position: int) -> None:
+        self.extra.setdefault(name, []).append(position)
+
+    def __getitem__(self, name: str) -> List[int]:
+        found = self.searched.get(name)
+        if found is None:
+            if name not in self.names or self.all_read or not _NAME_START.match(name):
+                found = []  # (a name written from a non-ASCII letter is no call site: see _CALL_SITE)
+            elif len(self.searched) < self.ONE_AT_A_TIME:
+                found = self.searched[name] = _calls_of(self.source, name)
+            else:
+                self._read_all()
+                found = self.searched.get(name, [])
+        return found + self.extra.get(name, [])
+
+    def _read_all(self) -> None:
+        read: Dict[str, List[int]] = {}
+        for match in _CALL_SITE.finditer(self.source):
+            if match.group(1) in self.names:
+                read.setdefault(match.group(1), []).append(match.start(1))
+        self.searched, self.all_read = read, True
+
+
+def _calls_of(source: str, name: str) -> List[int]:
+    """Where ``name`` is called, as ``_CALL_SITE`` finds it: followed by ``(``, and not part of
+    a longer name (before it, only digits or other non-ASCII word characters of its word)."""
+    out, pos = [], source.find(name)
+    while pos != -1:
+        if _CALL_TAIL.match(source, pos + len(name)):
+            start = pos
+            while start and _WORD.match(source, start - 1) and not _NAME_START.match(source, start - 1):
+                start -= 1
+            if not (start and _WORD.match(source, start - 1)):
+                out.append(pos)
+        pos = source.find(name, pos + 1)
+    return out
+
+
+_CALL_TAIL = re.compile(r"\s*\(")
+_WORD = re.compile(r"\w")
+_NAME_START = re.compile(r"[A-Za-z_]")
+
+
+def _propagate(m: "Module", lines: List[int], helpers, sites: Callable[[], "_CallSites"]) -> List[int]:
+    """``lines`` plus the call sites (``sites()``, asked only when a helper overlaps them) of every
+    helper that overlaps them, to a fixed point (4 rounds)."""
     marked: set = set()
     for _ in range(4):
-        fresh = {name for name, fn in helpers if name not in marked and name in sites and overlaps(lines, fn)}
+        fresh = {name for name, fn in helpers if name not in marked and overlaps(lines, fn) and sites()[name]}
         if not fresh:
             break
         marked |= fresh
-        lines = sorted(set(lines).union(lines_of(m.source, [pos for name in fresh for pos in sites[name]])))
+        lines = sorted(set(lines).union(lines_of(m.source, [pos for name in fresh for pos in sites()[name]])))
     return lines
 
 

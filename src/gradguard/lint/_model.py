@@ -28,7 +28,7 @@ import ast
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._ast import assignments, bind_arguments, bound_values, body_nodes, overlaps, parse_expr, returns_of, target_names, terminal, text
+from ._ast import assignments, bind_arguments, bound_values, body_nodes, find_all, lines_of, overlaps, parse_expr, returns_of, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
 from ._flow import Path
 from ._project import Project
@@ -482,13 +482,15 @@ class Module:
     # -- cheap pre-filter ----------------------------------------------------------
     def _mark_lines(self, words) -> None:
         """Adds the numbers of the lines that contain any of ``words``."""
-        source, hits = self.source, []
-        for word in words:
-            pos = source.find(word)
-            while pos != -1:
-                hits.append(pos)
-                pos = source.find(word, pos + len(word))
-        self._add_positions(hits)
+        self._add_positions([pos for word in words for pos in self.word_positions(word)])
+
+    def word_positions(self, word: str) -> List[int]:
+        """Where ``word`` is written (searched once per word)."""
+        cache = self.__dict__.setdefault("_word_positions", {})
+        found = cache.get(word)
+        if found is None:
+            found = cache[word] = find_all(self.source, (word,))
+        return found
 
     def _add_positions(self, hits) -> None:
         hits = sorted(hits)
@@ -498,6 +500,14 @@ class Module:
             last = pos
             found.add(line)
         self._lines = sorted(found)
+
+    def word_lines(self, words: Tuple[str, ...]) -> List[int]:
+        """The lines on which one of ``words`` is written (kept per tuple of words)."""
+        cache = self.__dict__.setdefault("_word_lines", {})
+        found = cache.get(words)
+        if found is None:
+            found = cache[words] = lines_of(self.source, [pos for word in words for pos in self.word_positions(word)])
+        return found
 
     def interesting(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines may hold a gradient-buffer event."""

@@ -18,7 +18,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+from bisect import bisect_left
 from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from ._ast import find_all, subtree
 
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.M)
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
@@ -79,11 +82,13 @@ class Project:
         if "class" not in text:
             return
         self.texts[path] = text
-        headers = list(_CLASS.finditer(text))
+        headers = line_matches(_CLASS, text, "class")
+        events = sorted(pos for word in _EVENT_WORDS for pos in find_all(text, (word,))) if headers else []
         for m, end in zip(headers, [h.start() for h in headers[1:]] + [len(text)]):
             # a class whose own text (up to the next class header) calls backward/step/zero_grad:
             # the only ones a loop of another file is followed into
-            if any(text.find(word, m.start(), end) != -1 for word in _EVENT_WORDS):
+            first = bisect_left(events, m.start())
+            if first < len(events) and events[first] < end:
                 self.event_bodies.add((path, m.group(2)))
             written = [b.strip().split("[")[0] for b in (m.group(3) or "").split(",") if b.strip() and "=" not in b]
             bases = {b.split(".")[-1] for b in written}
@@ -92,6 +97,8 @@ class Project:
             self.defined.setdefault(m.group(2), set()).add(path)
         if not headers:
             return
+        if "model_accepts_loss_kwargs" not in text and "loss_is_scaled_for_ga" not in text:
+            return  # (the words the expression needs: a search for them is far faster than it)
         starts = [m.start() for m in headers]
         for m in _DECIDES_SCALING.finditer(text):
             line_start = text.rfind("\n", 0, m.start()) + 1
@@ -136,7 +143,7 @@ class Project:
 
     def _add_imports(self, text: str, path: str) -> None:
         names = self.imports.setdefault(path, {})
-        for m in _FROM_IMPORT.finditer(text):
+        for m in line_matches(_FROM_IMPORT, text, "from"):
             module = m.group(1)
             for part in m.group(2).strip("()").replace("\\", " ").split(","):
                 words = part.split()
@@ -144,7 +151,7 @@ class Project:
                     names[words[0]] = f"{module}.{words[0]}"
                 elif len(words) == 3 and words[1] == "as" and words[2].isidentifier():
                     names[words[2]] = f"{module}.{words[0]}"
-        for m in _IMPORT.finditer(text):
+        for m in line_matches(_IMPORT, text, "import"):
             for part in m.group(1).split(","):
                 words = part.split()
                 if len(words) == 1:
@@ -205,7 +212,7 @@ class Project:
             return False
         return any(
             name in self.defined and self.may_hold_events(name)
-            for m in _FROM_IMPORT.finditer(text) for name in re.findall(r"\w+", m.group(2))
+            for m in line_matches(_FROM_IMPORT, text, "from") for name in re.findall(r"\w+", m.group(2))
         )
 
     def may_hold_events(self, name: str) -> bool:
@@ -274,7 +281,7 @@ class Project:
         cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None) if tree else None
         if cls is None:
             return None
-        for node in ast.walk(cls):
+        for node in subtree(cls):
             node.gg_foreign = True
         out: Dict[str, ast.AST] = {}
         imports = imported_names(tree)
@@ -301,6 +308,33 @@ class Project:
 _EVENT_WORDS = ("backward", "zero_grad", ".step(")
 _TORCH_BASES = frozenset({"torch.optim.Optimizer", "optim.Optimizer", "torch.nn.Module", "nn.Module"})
 _TORCH_MODULES = frozenset({"torch.optim", "torch.optim.optimizer", "torch.nn", "torch.nn.modules.module"})
+
+
+def line_matches(pattern: "re.Pattern", text: str, word: str) -> List["re.Match"]:
+    """What ``pattern.finditer(text)`` gives for a ``pattern`` that starts ``^[ \\t]*<word>``
+    (multi-line), tried only at the lines where ``word`` is the first word."""
+    starts = []
+    for pos in find_all(text, (word,)):
+        start = text.rfind("\n", 0, pos) + 1
+        if not text[start:pos].strip(" \t"):
+            starts.append(start)
+    return matches_at(pattern, text, starts)
+
+
+def matches_at(pattern: "re.Pattern", text: str, starts: Iterable[int]) -> List["re.Match"]:
+    """What ``pattern.finditer(text)`` gives when no match can start elsewhere than at one of the
+    sorted positions ``starts``: the expression is tried there only (a search for the words a
+    match starts with is far faster than the expression tried at every character)."""
+    found: List[re.Match] = []
+    end = 0
+    for start in starts:
+        if start < end:
+            continue  # inside the match before, as finditer goes on from its end
+        m = pattern.match(text, start)
+        if m is not None:
+            found.append(m)
+            end = m.end()
+    return found
 
 
 def imported_names(tree: ast.Module) -> Dict[str, Tuple[str, Optional[str], int]]:

@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from ...findings import Fix
-from .._ast import body_nodes
+from .._ast import body_nodes, subtree
 from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
@@ -261,10 +261,10 @@ def _held_optimizers(module, cls: ast.ClassDef):
     if init is None:
         return []
     found = {}
-    for n in ast.walk(init):
+    for n in subtree(init):
+        if not (isinstance(n, _ASSIGNS) and isinstance(n.value, ast.Call)):
+            continue
         for t in _self_targets(n):
-            if not isinstance(n.value, ast.Call):
-                continue
             written = _dotted(n.value.func)
             qualified = written and module.project.qualified(written, module.filename)
             if not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
@@ -278,16 +278,19 @@ def _held_optimizers(module, cls: ast.ClassDef):
     if found:
         rebound = {
             t.attr for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m is not init
-            for n in ast.walk(m) for t in _self_targets(n)
+            for n in subtree(m) if isinstance(n, _ASSIGNS) for t in _self_targets(n)
         }
         found = {k: v for k, v in found.items() if k not in rebound}
     return list(found.values())
 
 
+_ASSIGNS = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+
+
 def _self_targets(node: ast.AST):
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
     for target in targets:
-        for t in ast.walk(target):
+        for t in subtree(target):
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and isinstance(t.ctx, ast.Store):
                 yield t
 
