@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 import gradguard as gg
 from gradguard.microbatches import accumulate_batch
@@ -495,6 +496,63 @@ def test_a_micro_batch_whose_loss_reaches_no_parameter_is_refused_at_the_window_
     assert acc.micro_step == 0 and acc.skipped_windows == 1 and all(p.grad is None for p in mine.parameters())
     assert _run_window(acc, mine, data[2:]) is True
     assert rel_error(opt.captured[0], _window_reference(mine, data[2:])) < 1e-12
+
+
+class TwoBranches(nn.Module):
+    """Two branches; a micro-batch can use both or only the second."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(3, 1).double(), nn.Linear(3, 1).double()
+
+    def forward(self, x, both=True):
+        return self.first(x) + self.second(x) if both else self.second(x)
+
+
+def test_once_every_pass_reaches_one_parameter_only_it_stays_hooked_and_a_pass_that_misses_it_is_still_exact():
+    # One hook per pass in the steady state; a pass that misses the hooked parameter (here: only
+    # the second branch) is decided from its loss's graph, and every parameter is hooked again.
+    torch.manual_seed(0)
+    model = TwoBranches()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2)
+    data = _data([2, 5, 3, 4, 6, 1])
+    for x, y in data[:2]:  # a window in which every pass reaches every parameter
+        acc.backward(F.mse_loss(model(x), y), count=len(x))
+        acc.step()
+    assert len(acc._hook_handles) == 4
+    x, y = data[2]
+    acc.backward(F.mse_loss(model(x), y), count=len(x))
+    assert len(acc._hook_handles) == 1  # the next window starts with one parameter hooked
+    acc.step()
+    x, y = data[3]
+    acc.backward(F.mse_loss(model(x, both=False), y), count=len(x))  # misses the hooked parameter
+    assert len(acc._hook_handles) == 4
+    assert acc.step()
+    # Reference: plain PyTorch, float64, the window's two micro-batches as one batch.
+    ref = TwoBranches()
+    ref.load_state_dict(model.state_dict())  # SGD-free capture: the parameters never moved
+    (x2, y2), (x3, y3) = data[2], data[3]
+    loss = (F.mse_loss(ref(x2), y2, reduction="sum") + F.mse_loss(ref(x3, both=False), y3, reduction="sum")) / (len(x2) + len(x3))
+    loss.backward()
+    assert rel_error(opt.captured[1], [p.grad for p in ref.parameters()]) < 1e-12
+
+
+def test_a_pass_that_misses_the_one_hooked_parameter_and_reaches_no_other_is_refused():
+    torch.manual_seed(0)
+    model, other = TwoBranches(), nn.Linear(3, 1).double()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2)
+    data = _data([2, 5, 3, 4])
+    for x, y in data[:3]:
+        acc.backward(F.mse_loss(model(x), y), count=len(x))
+        acc.step()
+    assert len(acc._hook_handles) == 1  # the window under test runs with one parameter hooked
+    x, y = data[3]
+    acc.backward(F.mse_loss(other(x), y), count=len(x))  # the wrong model's loss
+    with pytest.raises(gg.GradguardError, match="micro-batch 1 of window 1 reached none of the optimizer's parameters"):
+        acc.step()
+    assert len(opt.captured) == 1 and acc.skipped_windows == 1
 
 
 def test_a_loss_reaching_parameters_outside_the_optimizer_is_reported_once():

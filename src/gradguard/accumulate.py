@@ -221,10 +221,16 @@ class Accumulator:
         # nn.Parameter costs about as much as a hook call.) Only trusted once some pass did
         # reach one: under FSDP2 autograd accumulates into unsharded parameters, which the
         # hooks never see.
+        # Once every pass of a window has reached one same parameter, only that one (the
+        # sentinel) stays hooked: one hook call per pass, whatever the number of parameters.
+        # A pass that misses it is decided from its loss's graph, and every parameter is
+        # hooked again (see _after_pass).
         self._reached_by: list = []
         self._hook_handles: list = []
         self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
         self._hooks_fire = False
+        self._sentinel: Optional[torch.Tensor] = None  # the one parameter hooked, or None: all are
+        self._common: Optional[set] = None  # ids of the parameters every pass since hooking all reached
         weakref.finalize(self, _remove_handles, self._hook_handles)
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
@@ -419,9 +425,7 @@ class Accumulator:
             mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
-        if reached:
-            self._hooks_fire = True
-        elif self._hooks_fire and w.unreached is None:
+        if not self._after_pass(reached, scaled) and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
         w.ref = ref
         w.contributed = True
@@ -454,22 +458,46 @@ class Accumulator:
         if self._hooked != len(params):
             self._hook(params)
             self._report_outside_leaves(loss, params)
+        elif self._sentinel is None and self._common and self._hooks_fire:
+            # A window went by in which every pass reached these parameters: keep one of them hooked.
+            sentinel = next((p for p in params if id(p) in self._common), None)
+            if sentinel is not None:
+                self._hook(params, sentinel=sentinel)
 
-    def _hook(self, params: List[torch.Tensor]) -> None:
-        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per parameter).
+    def _hook(self, params: List[torch.Tensor], sentinel: Optional[torch.Tensor] = None) -> None:
+        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per hooked parameter).
 
-        Only where autograd writes into the parameters themselves: not for sharded
-        parameters (FSDP2's DTensors, FSDP1's flat parameters), whose gradients
-        arrive by other ways and only at synchronised passes.
+        Every parameter, or only ``sentinel``. Only where autograd writes into the
+        parameters themselves: not for sharded parameters (FSDP2's DTensors, FSDP1's
+        flat parameters), whose gradients arrive by other ways and only at
+        synchronised passes.
         """
         for h in self._hook_handles:
             h.remove()
         self._hooked = len(params)
         self._hook_handles[:] = []
+        self._sentinel, self._common = sentinel, None
         if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
             return
-        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append)
-                                 for p in params if p.requires_grad]
+        hooked = [sentinel] if sentinel is not None else [p for p in params if p.requires_grad]
+        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append) for p in hooked]
+
+    def _after_pass(self, reached: list, root: torch.Tensor) -> bool:
+        """After a backward pass that succeeded: False when it reached none of the optimizer's parameters."""
+        if reached:
+            self._hooks_fire = True
+            if self._sentinel is None and self._common != set():  # learning what every pass reaches
+                ids = set(map(id, reached))
+                self._common = ids if self._common is None else self._common & ids
+            return True
+        if self._sentinel is not None:
+            # The pass missed the one parameter still hooked: its loss's graph tells whether
+            # it reached another; from now on every parameter is hooked again.
+            params = self._params()
+            self._hook(params)
+            mine = set(map(id, params))
+            return any(id(node.variable) in mine for node in grad_leaves(root))
+        return not self._hooks_fire  # hooks that never fired (FSDP2) say nothing
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
