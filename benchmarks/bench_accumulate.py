@@ -9,6 +9,9 @@ absolute time).
     python benchmarks/bench_accumulate.py --quick          # smoke run
     python benchmarks/bench_accumulate.py --clock cpu      # on a shared, loaded machine
 
+``--only many`` times a model of ``--tensors`` separate parameter tensors (10,000 by default)
+with almost no compute, where what costs per parameter tensor shows.
+
 Four workloads, two models:
 * transformer, equal counts: a small causal transformer LM, every micro-batch with
   the same number of items; the hand-written loop divides by ``steps`` and gradguard
@@ -80,6 +83,27 @@ class TinyMLP(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+class ManyTensors(nn.Module):
+    """``n`` separate ``Parameter(torch.randn(3))`` and almost no compute: the cost per parameter tensor."""
+
+    def __init__(self, n=10_000):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.params = nn.ParameterList(nn.Parameter(torch.randn(3, generator=g)) for _ in range(n))
+
+    def forward(self, x):
+        return torch.stack([(p * p).sum() for p in self.params]).sum() * x
+
+
+def many_loss_of(model, x, y):
+    return model(x)
+
+
+def make_many_windows(n_windows, steps, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [[(torch.rand((), generator=g), None, 1) for _ in range(steps)] for _ in range(n_windows)]
 
 
 def make_mlp_windows(n_windows, steps, variable, seed=0):
@@ -191,7 +215,9 @@ def main(argv=None):
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"))
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall: time.perf_counter; cpu: this thread's CPU time (for a shared, loaded machine)")
-    parser.add_argument("--only", choices=("all", "transformer", "mlp"), default="all", help="which model's workloads to run")
+    parser.add_argument("--only", choices=("all", "transformer", "mlp", "many"), default="all",
+                        help="which model's workloads to run ('many': --tensors separate parameter tensors, not in 'all')")
+    parser.add_argument("--tensors", type=int, default=10_000, help="parameter tensors of the 'many' workload (default 10000)")
     parser.add_argument("--compare", metavar="SRC", default=None,
                         help="also time the Accumulator of this checkout's src folder (method 'gradguard before')")
     parser.add_argument("--no-accelerate", action="store_true", help="leave HF Accelerate's column out")
@@ -224,6 +250,9 @@ def main(argv=None):
         # A window of the tiny MLP takes well under a millisecond: time 20 per measurement.
         workloads += [("tiny MLP, equal counts", TinyMLP, mse_loss_of, make_mlp_windows(8, steps, False), False, 20),
                       ("tiny MLP, unequal counts", TinyMLP, mse_loss_of, make_mlp_windows(8, steps, True), True, 20)]
+    if args.only == "many":
+        workloads += [(f"{args.tensors:,} tensors, equal counts", lambda: ManyTensors(args.tensors), many_loss_of,
+                       make_many_windows(4, steps), False, 1)]
     results = {}
     for workload, factory, loss, windows, variable, repeat in workloads:
         base = factory()
