@@ -208,6 +208,10 @@ def main(argv=None) -> int:
             ctx = _context(cond)
             with ctx:
                 step()  # untimed: the first step inside a fresh watch learns the model
+                # Every condition's timed steps start from the same collector state: what entering a
+                # fresh watch allocated each round (a user enters it once per run) is collected here,
+                # not by a full collection that would otherwise fall into the watch's timed steps.
+                gc.collect()
                 this_round = []
                 for _ in range(args.steps):
                     timing[0] = cond
@@ -270,6 +274,7 @@ def _interleaved(step, conditions, rounds: int, steps: int):
         for cond in conditions[k:] + conditions[:k]:
             with _context(cond):
                 step()  # untimed: the first step inside a fresh watch learns the model
+                gc.collect()  # the same collector state for every condition (see main's loop)
                 this_round = []
                 for _ in range(steps):
                     c0 = time.process_time()
