@@ -222,6 +222,10 @@ def main(argv=None):
                         help="also time the Accumulator of this checkout's src folder (method 'gradguard before')")
     parser.add_argument("--no-accelerate", action="store_true", help="leave HF Accelerate's column out")
     args = parser.parse_args(argv)
+    if args.compare and not (Path(args.compare) / "gradguard" / "__init__.py").is_file():
+        parser.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
+    if args.tensors < 1:
+        parser.error(f"--tensors must be at least 1, got {args.tensors}")
     rounds = args.rounds or (4 if args.quick else 120)
     steps, micro, seq = 4, 4, 64
     torch.manual_seed(0)

@@ -451,6 +451,8 @@ def main(argv=None) -> int:
     parser.add_argument("--compare-label", default=None, help="what to call the --compare version in the output (default: its path)")
     parser.add_argument("--update-docs", action="store_true", help=f"rewrite '{HEADING}' in docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.compare and not (Path(args.compare) / "gradguard" / "__init__.py").is_file():
+        parser.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
 
     torch_dir, sources = corpus()
     version_file = torch_dir / "version.py"

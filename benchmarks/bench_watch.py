@@ -133,6 +133,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-anomaly", action="store_true", help="leave out the anomaly-mode condition (it takes long)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
     args = parser.parse_args(argv)
+    if args.compare and not (Path(args.compare) / "gradguard" / "__init__.py").is_file():
+        parser.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
     global _BEFORE, CONDITIONS
     if args.compare:
         _BEFORE = _load_before(args.compare)

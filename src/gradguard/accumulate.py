@@ -21,9 +21,9 @@ the in-flight sum; the result is exact whatever it is. On one process, a count
 far above ``ref`` (say 1 then 500,000) first rescales the in-flight gradients
 and raises ``ref`` to it, so that no weight overflows a half-precision loss.
 The weight is not multiplied into the loss: the backward pass starts from it
-(``torch.autograd.backward(loss, weight)``; an accelerator's or DeepSpeed's own
-backward gets ``loss * weight``), which is the gradient of ``loss * weight`` bit
-for bit, without the multiply and its autograd node.
+(``torch.autograd.backward(loss, weight)``; a GradScaler scales ``loss * weight``,
+and an accelerator's or DeepSpeed's own backward gets ``loss * weight``), which is
+the gradient of ``loss * weight`` bit for bit, without the multiply and its autograd node.
 
 Host reads (each stalls the CPU until a GPU catches up): with int counts (or
 None) a window reads the device once, at its end: the loss sum (finite? the
@@ -394,8 +394,11 @@ class Accumulator:
         weight = (items if reduction == "mean" else 1) / (ref * self.steps)
         scaled = loss
         if self.scaler is not None:
+            # Weighted first, then scaled: the GradScaler's factor stays the top of the graph,
+            # where unscale_ and a running watch expect it; the pass then starts from 1.
             with torch.enable_grad():  # acc.backward() inside torch.no_grad() works, as loss.backward() does
-                scaled = self.scaler.scale(loss)
+                scaled = self.scaler.scale(loss * weight if weight != 1 else loss)
+            weight = 1.0
         if not w.contributed:
             self._start_window(loss)
         elif rebase:
