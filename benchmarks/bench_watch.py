@@ -30,9 +30,12 @@ that only sums each parameter's squares. Example::
     python benchmarks/bench_watch.py --params 10000 --rounds 8 --steps 5
 
 ``--curve 1000,10000,50000,100000`` measures the ``--params`` case at each size in
-one run (plain and watch interleaved round by round at each size) and plots the
-step-time ratio and the watch's cost per tensor per step against the number of
-tensors, into ``benchmarks/out/bench_watch_curve.png``. Example::
+one run (plain and watch interleaved round by round at each size; each timed step
+starts from a full garbage collection and runs with the collector paused, and what
+the watch does to the collector is measured apart: collections per generation, one
+full collection's time, the objects it walks) and plots the ratios and the watch's
+cost per tensor per step against the number of tensors, into
+``benchmarks/out/bench_watch_curve.png``. Example::
 
     python benchmarks/bench_watch.py --curve 1000,10000,50000,100000 --rounds 6 --steps 3
 
@@ -49,6 +52,7 @@ import argparse
 import contextlib
 import gc
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -268,7 +272,14 @@ def main(argv=None) -> int:
 
 
 def _interleaved(step, conditions, rounds: int, steps: int):
-    """Per condition: all timed steps (CPU s) and each round's median; conditions rotated round by round."""
+    """Per condition: all timed steps (CPU s) and each round's median; conditions rotated round by round.
+
+    Every timed step starts from a full collection and runs with the collector
+    paused (``timeit``'s convention). With tens of thousands of tensors one
+    full collection takes a tenth of a second, and whether it lands in a timed step
+    decides that step's time more than anything the watch does; its cost is measured
+    apart (see ``_collector_cost``).
+    """
     times = {c: [] for c in conditions}
     per_round = {c: [] for c in conditions}
     for r in range(rounds):
@@ -276,15 +287,67 @@ def _interleaved(step, conditions, rounds: int, steps: int):
         for cond in conditions[k:] + conditions[:k]:
             with _context(cond):
                 step()  # untimed: the first step inside a fresh watch learns the model
-                gc.collect()  # the same collector state for every condition (see main's loop)
                 this_round = []
                 for _ in range(steps):
-                    c0 = time.process_time()
-                    step()
-                    this_round.append(time.process_time() - c0)
+                    gc.collect()
+                    gc.disable()
+                    try:
+                        c0 = time.process_time()
+                        step()
+                        this_round.append(time.process_time() - c0)
+                    finally:
+                        gc.enable()
             times[cond].extend(this_round)
             per_round[cond].append(statistics.median(this_round))
     return times, per_round
+
+
+def _collector_cost(step, conditions, rounds: int):
+    """Per condition, with the collector on: collections per step by generation, CPU s of one full
+    collection (median), and the objects the collector tracks between steps.
+
+    What the watch holds between steps is walked by every full collection, and
+    what it allocates can bring collections forward: both show here. A full
+    collection walks every tracked object of the process (most of them torch's
+    own), so the tracked-object count is the exact figure and the timing its cost.
+    """
+    counts = {c: [0, 0, 0] for c in conditions}
+    full = {c: [] for c in conditions}
+    tracked = {c: 0 for c in conditions}
+    steps = {c: 0 for c in conditions}
+    current = [None]
+
+    def on_gc(phase, info):
+        if phase == "stop" and current[0] is not None:
+            counts[current[0]][info["generation"]] += 1
+
+    gc.callbacks.append(on_gc)
+    try:
+        for r in range(rounds):
+            k = r % len(conditions)
+            for cond in conditions[k:] + conditions[:k]:
+                with _context(cond):
+                    step()
+                    gc.collect()
+                    current[0] = cond
+                    step()
+                    current[0] = None
+                    steps[cond] += 1
+                    c0 = time.process_time()
+                    gc.collect()
+                    full[cond].append(time.process_time() - c0)
+                    tracked[cond] = len(gc.get_objects())
+    finally:
+        gc.callbacks.remove(on_gc)
+    return ({c: [n / steps[c] for n in counts[c]] for c in conditions},
+            {c: statistics.median(v) for c, v in full.items()}, tracked)
+
+
+def _bootstrap_median(values, resamples: int = 2000):
+    """A 95 % percentile-bootstrap interval for the median of ``values`` (fixed seed: the same data, the same interval)."""
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
 def curve(sizes, args) -> int:
@@ -304,16 +367,27 @@ def curve(sizes, args) -> int:
             step()
         times, per_round = _interleaved(step, ("plain", "watch"), args.rounds, args.steps)
         plain, watched = statistics.median(times["plain"]), statistics.median(times["watch"])
-        paired = statistics.median(w / p for w, p in zip(per_round["watch"], per_round["plain"]))
-        per_tensor = (watched - plain) / n * 1e6
-        rows.append((n, plain, watched, watched / plain, paired, per_tensor))
+        ratios = [w / p for w, p in zip(per_round["watch"], per_round["plain"])]
+        paired = statistics.median(ratios)
+        low, high = _bootstrap_median(ratios)
+        # The watch's cost per tensor from each round's own difference (paired, as the ratio is): a machine
+        # that slows down during the run moves both conditions of a round alike, not the difference.
+        per_tensor = statistics.median(w - p for w, p in zip(per_round["watch"], per_round["plain"])) / n * 1e6
+        collections, full, tracked = _collector_cost(step, ("plain", "watch"), max(2, args.rounds // 2))
+        rows.append((n, plain, watched, watched / plain, paired, per_tensor, full["plain"], full["watch"], low, high))
         print(f"{n:>7} tensors: plain {plain * 1e3:9.2f} CPU ms/step, watch {watched * 1e3:9.2f}, "
-              f"ratio {watched / plain:.3f}, paired {paired:.3f}, watch cost {per_tensor:+.3f} us per tensor per step",
-              flush=True)
+              f"ratio {watched / plain:.3f}, paired {paired:.3f} (95% interval {low:.3f}-{high:.3f}), "
+              f"watch cost {per_tensor:+.3f} us per tensor per step (paired)", flush=True)
+        print(f"{'':>16}collector: collections per step by generation plain "
+              f"{'/'.join(f'{x:.1f}' for x in collections['plain'])}, watch {'/'.join(f'{x:.1f}' for x in collections['watch'])}; "
+              f"one full collection plain {full['plain'] * 1e3:.1f} ms, watch {full['watch'] * 1e3:.1f} ms "
+              f"(ratio {full['watch'] / full['plain']:.3f}); objects it walks: {tracked['watch'] - tracked['plain']:+,} under the watch "
+              f"({tracked['plain']:,} in all)", flush=True)
         del params, opt
         gc.collect()
     print(f"N x Parameter(torch.randn(3)), foreach SGD; torch {torch.__version__}, {args.threads} thread(s), CPU; "
-          f"{args.rounds} interleaved rounds x {args.steps} steps per condition and size")
+          f"{args.rounds} interleaved rounds x {args.steps} steps per condition and size, each timed step "
+          "from a full collection with the collector paused; collector cost in its own rounds")
     try:
         import matplotlib
 
@@ -326,21 +400,23 @@ def curve(sizes, args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ns = [r[0] for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    left.plot(ns, [r[3] for r in rows], "o-", label="watch / plain (median step)")
-    left.plot(ns, [r[4] for r in rows], "s--", label="watch / plain (paired per round)")
+    left.plot(ns, [r[3] for r in rows], "o-", label="step, watch / plain (median; collector paused)")
+    left.errorbar(ns, [r[4] for r in rows], yerr=[[r[4] - r[8] for r in rows], [r[9] - r[4] for r in rows]], fmt="s--",
+                  capsize=3, label="step, watch / plain (paired per round, 95% interval)")
+    left.plot(ns, [r[7] / r[6] for r in rows], "^:", label="one full garbage collection, watch / plain")
     left.axhline(1.05, color="gray", linestyle=":", label="goal 1.05x")
     left.axhline(1.0, color="black", linewidth=0.6)
     left.set_xscale("log")
     left.set_xlabel("parameter tensors (count, log scale)")
-    left.set_ylabel("step time ratio (watch / plain)")
+    left.set_ylabel("CPU time ratio (watch / plain)")
     left.legend(fontsize=7)
-    right.plot(ns, [r[5] for r in rows], "o-", color="C2", label="watch cost per tensor")
+    right.plot(ns, [r[5] for r in rows], "o-", color="C2", label="watch cost per tensor (median of per-round differences)")
     right.axhline(0.0, color="black", linewidth=0.6)
     right.set_xscale("log")
     right.set_xlabel("parameter tensors (count, log scale)")
     right.set_ylabel("extra CPU time per tensor per step (µs)")
     right.legend(fontsize=7)
-    fig.suptitle("gradguard.watch on N x Parameter(randn(3)), foreach SGD (CPU time, 1 thread)", fontsize=9)
+    fig.suptitle("gradguard.watch on N x Parameter(randn(3)), foreach SGD (CPU time, 1 thread; timed steps with the garbage collector paused)", fontsize=9)
     fig.tight_layout()
     path = out / "bench_watch_curve.png"
     fig.savefig(path, dpi=120)

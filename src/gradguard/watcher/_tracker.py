@@ -307,24 +307,29 @@ class Tracker:
         ``refresh``: then note every buffer's version as it is (before a backward
         pass, which tells the buffers it grew by their versions).
         """
+        if grads is None:
+            grads = grads_of(sub.get(self.params))
+        if not any(map(is_not, sub.get(self.buf), repeat(None))) and not any(map(is_not, grads, repeat(None))):
+            # No buffer before nor now (between a zero_grad(set_to_none=True) and the next pass):
+            # nothing happened, and the columns already say so (buffer None, version -1). Two
+            # scans that stop at the first buffer: O(1) when there are buffers.
+            return
         grads = self._sync(sub, site, zero_fill, grads)
         if refresh:
             sub.put(self.buf, grads)
             sub.put(self.ver, versions_of(grads))
 
-    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: Optional[list]) -> list:
-        if grads is None:
-            grads = grads_of(sub.get(self.params))
+    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list) -> list:
         new = list(map(is_not, grads, sub.get(self.buf)))
         # A buffer still there, changed in place: it matters only inside a zero_grad, for a
         # buffer holding only applied gradient (a p.grad.zero_() by hand), or to end a zero-fill.
         inplace: List[int] = []
         if zero_fill:
-            look = list(map(is_not, grads, repeat(None)))
-            if not any(look):  # zero_grad(set_to_none=True): every buffer is gone, nothing changed in place
-                if any(new):
+            if not any(map(is_not, grads, repeat(None))):  # zero_grad(set_to_none=True): every buffer is gone,
+                if any(new):  # nothing changed in place
                     self._cleared_all(sub, site)
                 return grads
+            look = list(map(is_not, grads, repeat(None)))
         else:
             consumed, zero = sub.get(self.consumed), sub.get(self.zero)
             look = None
