@@ -139,6 +139,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.compare and not (Path(args.compare) / "gradguard" / "__init__.py").is_file():
         parser.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
+    sizes = []
+    if args.curve:
+        try:
+            sizes = [int(n) for n in args.curve.split(",")]
+        except ValueError:
+            sizes = []
+        if not sizes or min(sizes) < 1:
+            parser.error(f"--curve {args.curve}: give tensor counts of at least 1, separated by commas (e.g. 1000,10000)")
     global _BEFORE, CONDITIONS
     if args.compare:
         _BEFORE = _load_before(args.compare)
@@ -148,8 +156,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    if args.curve:
-        return curve([int(n) for n in args.curve.split(",")], args)
+    if sizes:
+        return curve(sizes, args)
     vocab = 256
     opt = None
     if args.params:

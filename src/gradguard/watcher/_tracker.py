@@ -309,18 +309,20 @@ class Tracker:
         """
         if grads is None:
             grads = grads_of(sub.get(self.params))
-        if not any(map(is_not, sub.get(self.buf), repeat(None))) and not any(map(is_not, grads, repeat(None))):
+        last = sub.get(self.buf)
+        if not any(map(is_not, last, repeat(None))) and not any(map(is_not, grads, repeat(None))):
             # No buffer before nor now (between a zero_grad(set_to_none=True) and the next pass):
             # nothing happened, and the columns already say so (buffer None, version -1). Two
             # scans that stop at the first buffer: O(1) when there are buffers.
             return
-        grads = self._sync(sub, site, zero_fill, grads)
+        grads = self._sync(sub, site, zero_fill, grads, last)
         if refresh:
             sub.put(self.buf, grads)
             sub.put(self.ver, versions_of(grads))
 
-    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list) -> list:
-        new = list(map(is_not, grads, sub.get(self.buf)))
+    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list, last: list) -> list:
+        """``last``: the buffers as last seen (``sub.get(self.buf)``, read once by the caller)."""
+        new = list(map(is_not, grads, last))
         # A buffer still there, changed in place: it matters only inside a zero_grad, for a
         # buffer holding only applied gradient (a p.grad.zero_() by hand), or to end a zero-fill.
         inplace: List[int] = []
