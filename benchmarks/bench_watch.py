@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib
 import os
 import random
 import shutil
@@ -351,6 +352,80 @@ def _collector_cost(step, conditions, rounds: int):
             {c: statistics.median(v) for c, v in full.items()}, tracked)
 
 
+def _own_time(step, steps: int, condition: str = "watch") -> float:
+    """CPU s per step that the watch's own code takes, timed directly inside one watch.
+
+    Each of the watch's entry points is timed: ``backward`` and ``zero_grad``
+    less the torch call they wrap, the step's pre and post hooks whole. This
+    measures the watch alone, with no subtraction of two noisy step times (what
+    it leaves out: the few hundred nanoseconds per event of the clock reads and
+    the hooks' own dispatch, which do not depend on the number of tensors).
+    Each step starts from a full collection, with the collector paused.
+    """
+    if condition == "before":
+        _session = importlib.import_module(_BEFORE.__name__ + ".watcher._session")
+    else:
+        from gradguard.watcher import _session
+
+    spent = [0.0]
+    clock = time.process_time
+
+    def wrapping_torch(name):
+        method = getattr(_session.Session, name)
+
+        def timed(self, orig, *args):
+            inner = [0.0]
+
+            def timed_orig(*a, **k):
+                c0 = clock()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    inner[0] += clock() - c0
+
+            c0 = clock()
+            try:
+                return method(self, timed_orig, *args)
+            finally:
+                spent[0] += clock() - c0 - inner[0]
+
+        return method, timed
+
+    def whole(name):
+        method = getattr(_session.Session, name)
+
+        def timed(self, *args):
+            c0 = clock()
+            try:
+                return method(self, *args)
+            finally:
+                spent[0] += clock() - c0
+
+        return method, timed
+
+    patched = {name: wrapping_torch(name) for name in ("backward", "zero_grad")}
+    patched.update({name: whole(name) for name in ("step_pre", "step_post")})
+    for name, (_, timed) in patched.items():
+        setattr(_session.Session, name, timed)
+    try:
+        with _context(condition):
+            step()  # untimed: the first step inside a fresh watch learns the model
+            per_step = []
+            for _ in range(steps):
+                gc.collect()
+                gc.disable()
+                try:
+                    spent[0] = 0.0
+                    step()
+                    per_step.append(spent[0])
+                finally:
+                    gc.enable()
+    finally:
+        for name, (method, _) in patched.items():
+            setattr(_session.Session, name, method)
+    return statistics.median(per_step)
+
+
 def _bootstrap_median(values, resamples: int = 2000):
     """A 95 % percentile-bootstrap interval for the median of ``values`` (fixed seed: the same data, the same interval)."""
     rng = random.Random(0)
@@ -382,10 +457,18 @@ def curve(sizes, args) -> int:
         # that slows down during the run moves both conditions of a round alike, not the difference.
         per_tensor = statistics.median(w - p for w, p in zip(per_round["watch"], per_round["plain"])) / n * 1e6
         collections, full, tracked = _collector_cost(step, ("plain", "watch"), max(2, args.rounds // 2))
-        rows.append((n, plain, watched, watched / plain, paired, per_tensor, full["plain"], full["watch"], low, high))
+        own = _own_time(step, max(3, args.rounds))
+        rows.append((n, plain, watched, watched / plain, paired, per_tensor, full["plain"], full["watch"], low, high,
+                     own / n * 1e6, own / plain))
         print(f"{n:>7} tensors: plain {plain * 1e3:9.2f} CPU ms/step, watch {watched * 1e3:9.2f}, "
               f"ratio {watched / plain:.3f}, paired {paired:.3f} (95% interval {low:.3f}-{high:.3f}), "
               f"watch cost {per_tensor:+.3f} us per tensor per step (paired)", flush=True)
+        print(f"{'':>16}the watch's own code, timed inside it: {own * 1e3:.2f} CPU ms/step = {own / n * 1e6:.3f} us "
+              f"per tensor per step = {own / plain * 100:.2f} % of the plain step", flush=True)
+        if _BEFORE is not None:
+            before = _own_time(step, max(3, args.rounds), "before")
+            print(f"{'':>16}--compare: the other checkout's watch, timed the same way: {before * 1e3:.2f} CPU ms/step = "
+                  f"{before / n * 1e6:.3f} us per tensor per step ({own / before:.3f}x of it)", flush=True)
         print(f"{'':>16}collector: collections per step by generation plain "
               f"{'/'.join(f'{x:.1f}' for x in collections['plain'])}, watch {'/'.join(f'{x:.1f}' for x in collections['watch'])}; "
               f"one full collection plain {full['plain'] * 1e3:.1f} ms, watch {full['watch'] * 1e3:.1f} ms "
@@ -419,6 +502,7 @@ def curve(sizes, args) -> int:
     left.set_ylabel("CPU time ratio (watch / plain)")
     left.legend(fontsize=7)
     right.plot(ns, [r[5] for r in rows], "o-", color="C2", label="watch cost per tensor (median of per-round differences)")
+    right.plot(ns, [r[10] for r in rows], "s-", color="C3", label="the watch's own code per tensor (timed inside it)")
     right.axhline(0.0, color="black", linewidth=0.6)
     right.set_xscale("log")
     right.set_xlabel("parameter tensors (count, log scale)")

@@ -8,7 +8,10 @@ the memory a ``zero_grad`` frees.
 """
 
 import gc
+import linecache
+import sys
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -126,3 +129,83 @@ def test_a_buffer_cleared_by_hand_is_let_go_at_the_next_event():
             for p in model.parameters():
                 p.grad = None
     assert w.findings == []
+
+
+def test_torchs_zero_grad_frees_the_buffers_itself():
+    """The buffers a set_to_none zero_grad drops are freed inside it, as without the watch (not later, in the
+    watch's own bookkeeping, where their freeing would be counted as the watch's cost)."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    freed_in = []
+
+    def where_freed():
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.endswith("weakref.py"):
+            frame = frame.f_back
+        freed_in.append((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
+
+    with gg.watch(mode="record") as w:
+        for i in range(3):
+            x, y = _batch(i)
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+            for p in model.parameters():
+                weakref.finalize(p.grad, where_freed)
+            opt.zero_grad(set_to_none=True)
+            assert all(p.grad is None for p in model.parameters())
+    assert w.findings == []
+    n = len(list(model.parameters()))
+    assert freed_in == [("optimizer.py", "zero_grad")] * (3 * n)
+    # Negative control: a reference the test holds is dropped in the test's own frame.
+    x, y = _batch(0)
+    F.mse_loss(model(x), y).backward()
+    held = [p.grad for p in model.parameters()]
+    freed_in.clear()
+    for g in held:
+        weakref.finalize(g, where_freed)
+    opt.zero_grad(set_to_none=True)
+    del held, g
+    assert freed_in == [(Path(__file__).name, "test_torchs_zero_grad_frees_the_buffers_itself")] * n
+
+
+def _raise_at_the_second_clearing(frame, event, arg):
+    """A trace function: inside torch's Optimizer.zero_grad, fail at its second ``p.grad = None``."""
+    code = frame.f_code
+    if event == "call" and code.co_name == "zero_grad" and Path(code.co_filename).parts[-3:] == ("torch", "optim", "optimizer.py"):
+        seen = [0]
+
+        def local(frame, event, arg):
+            if event == "line" and "p.grad = None" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+                seen[0] += 1
+                if seen[0] == 2:
+                    raise KeyboardInterrupt
+            return local
+
+        return local
+    return None
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_zero_grad_failing_part_way_leaves_the_count_right(fail):
+    """torch's own set_to_none zero_grad stopped after clearing one buffer (an interrupt): the buffers it did
+    not clear still hold gradient a step applied, and the next step applying it again is GG101."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)  # weight, bias: the second clearing is the bias's
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    with gg.watch(mode="record") as w:
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        if fail:
+            sys.settrace(_raise_at_the_second_clearing)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    opt.zero_grad(set_to_none=True)
+            finally:
+                sys.settrace(None)
+            assert model.weight.grad is None and model.bias.grad is not None
+        else:  # control: the same loop, its zero_grad complete
+            opt.zero_grad(set_to_none=True)
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    assert [(f.code, f.params) for f in w.findings] == ([("GG101", ("Linear.bias",))] if fail else [])

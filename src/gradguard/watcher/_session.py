@@ -227,23 +227,39 @@ class Session:
                     self.guard(rules.before_clearing, ClearView(site, sub, waiting, tracker, self.reporter, self.memory))
         # torch's own Optimizer.zero_grad(set_to_none=True) leaves every .grad of the optimizer None:
         # no need to read them back (one C loop over the parameters fewer per step).
+        # That one also frees the buffers: the watch lets go of its references first, so that they are
+        # freed there, as without the watch.
         emptied = (not module and (args[0] if args else kwargs.get("set_to_none", True)) is True
                    and _hooks.stock_optimizer_zero_grad(owner))
+        had = self.guard(tracker.let_go, sub) if emptied else None
         try:
-            result = orig(owner, *args, **kwargs)
-            self.guard(self._cleared_by_zero_grad, sub, site, emptied)
+            try:
+                result = orig(owner, *args, **kwargs)
+            except BaseException:
+                if had:
+                    self.guard(self._cleared_by_zero_grad, sub, site, had, True)
+                raise
+            self.guard(self._cleared_by_zero_grad, sub, site, had)
         finally:
             rules.after_clearing(self.memory)
         self.reporter.flush()
         return result
 
-    def _cleared_by_zero_grad(self, sub, site, emptied: bool = False):
-        self.tracker.own = _channel.in_accumulator_clearing()
+    def _cleared_by_zero_grad(self, sub, site, had: Optional[bool] = None, failed: bool = False):
+        """``had``: None, read the buffers back; else torch's own set_to_none clearing (``Tracker.let_go``'s
+        answer), which ``failed`` part way."""
+        tracker = self.tracker
+        tracker.own = _channel.in_accumulator_clearing()
         try:
-            self.tracker.sync(sub, site or self.source.site(2), zero_fill=True,
-                              grads=[None] * len(sub.idx) if emptied else None)
+            site = site or self.source.site(2)
+            if had is None:
+                tracker.sync(sub, site, zero_fill=True)
+            elif failed:
+                tracker.unemptied(sub, site)
+            else:
+                tracker.emptied(sub, site, had)
         finally:
-            self.tracker.own = False
+            tracker.own = False
 
     def _discarded(self, ps: Pass, ost: OptState, site: Optional[Site]) -> None:
         ost.discarded_in = ost.steps  # GG110 then leaves this interval's step to GG102

@@ -117,6 +117,9 @@ class Pass:
 # Passes kept beyond those that still matter for a finding (not yet used by a step).
 MAX_PENDING = 32
 
+# The tracker's per-parameter columns held as one value while alike, with their value for a new tracker.
+COLUMNS = (("buf", None), ("ver", -1), ("since", 0), ("last", 0), ("consumed", False), ("zero", False))
+
 
 class OptState:
     """A watched optimizer: where its parameters sit in the tracker's columns, and its step count."""
@@ -171,6 +174,44 @@ class Subset:
                 col[i] = v
 
 
+MIXED = object()  # a column's one value when its positions do not (or may not) all hold the same
+
+
+def _same(a, b) -> bool:
+    """``a`` and ``b`` are the same column value (ints by value, everything else by identity)."""
+    return a is b or (type(a) is int and type(b) is int and a == b)
+
+
+class Column:
+    """A column of the tracker: a list over its parameters, or one value while every position holds it.
+
+    A correct loop's events set whole columns to one value (every buffer cleared
+    at the same pass, every parameter reached by the last one, every gradient
+    applied by the step). Held as that value (``flat_<name>``), such a write costs
+    nothing per parameter, and the questions the next event asks ("is any
+    gradient consumed? pending?") take one comparison. The list is made when
+    something reads the column as one (then ``flat_<name>`` still tells the value
+    if they are all alike, else it is ``MIXED``).
+    """
+
+    def __set_name__(self, owner, name):
+        self.store, self.flat = "_" + name, "flat_" + name
+
+    def __get__(self, tracker, owner=None):
+        if tracker is None:
+            return self
+        d = tracker.__dict__
+        col = d[self.store]
+        if col is None:
+            col = d[self.store] = [d[self.flat]] * len(tracker.params)
+        return col
+
+    def __set__(self, tracker, values: list) -> None:
+        d = tracker.__dict__
+        d[self.store] = values
+        d[self.flat] = MIXED
+
+
 class Tracker:
     """Every parameter the watch has seen, and what its ``.grad`` holds (see the module's docstring).
 
@@ -179,19 +220,22 @@ class Tracker:
     gradguard's own, which discards nothing).
     """
 
+    buf = Column()  # the .grad last seen (None: none)
+    ver = Column()  # its _version; -1: None
+    since = Column()  # pass number from which on gradient in the buffer waits for a step
+    last = Column()  # number of the last pass that reached it; 0: none
+    consumed = Column()  # the buffer holds gradient that a step already applied
+    zero = Column()  # zero-filled by a zero_grad the watch saw, nothing added since
+
     def __init__(self, on_discard: Callable[[Pass, OptState, Optional[Site]], None]):
         self.params: List[torch.Tensor] = []
         self.pos: Dict[int, int] = {}  # id(parameter) -> its position
-        self.buf: list = []  # the .grad last seen (None: none)
-        self.ver: List[int] = []  # its _version; -1: None
-        self.since: List[int] = []  # pass number from which on gradient in the buffer waits for a step
-        self.last: List[int] = []  # number of the last pass that reached it; 0: none
-        self.consumed: List[bool] = []  # the buffer holds gradient that a step already applied
-        self.zero: List[bool] = []  # zero-filled by a zero_grad the watch saw, nothing added since
+        self.count = 0  # backward passes so far
+        for name, value in COLUMNS:
+            self.uniform(name, value)
         self.owner: list = []  # the first watched optimizer that holds it (an OptState), or None
         self.owned: List[bool] = []
         self.passes: List[Pass] = []  # passes whose gradient may still wait somewhere
-        self.count = 0  # backward passes so far
         self.opts: Dict[int, OptState] = {}
         self.on_discard = on_discard
         self.own = False  # the clearing being handled is gradguard's own
@@ -201,6 +245,7 @@ class Tracker:
         self._print = ((), None)
         self._all: Optional[Subset] = None
         self._subsets: Dict[int, tuple] = {}
+        self._all_owned: Optional[bool] = True  # every parameter is held by a watched optimizer (None: not known)
 
     # ------------------------------------------------------------ who
     def add(self, p: torch.Tensor) -> int:
@@ -209,17 +254,21 @@ class Tracker:
         if i is not None and self.params[i] is p:
             return i
         i = self.pos[id(p)] = len(self.params)
-        self.params.append(p)
         g = p.grad
-        self.buf.append(g)
-        self.ver.append(-1 if g is None else g._version)
-        self.since.append(self.count)
-        self.last.append(0)
-        self.consumed.append(False)
-        self.zero.append(False)
+        d = self.__dict__
+        for name, value in (("buf", g), ("ver", -1 if g is None else g._version), ("since", self.count),
+                            ("last", 0), ("consumed", False), ("zero", False)):
+            alike = _same(d["flat_" + name], value)
+            if alike and d["_" + name] is None:
+                continue  # held as one value, which the new position has too
+            getattr(self, name).append(value)  # (made a list first, if held as one value)
+            if not alike:
+                d["flat_" + name] = MIXED
+        self.params.append(p)
         self.owner.append(None)
         self.owned.append(False)
         self._all = None
+        self._all_owned = False
         return i
 
     def everything(self) -> Subset:
@@ -254,6 +303,7 @@ class Tracker:
                 if self.owner[i] is None:
                     self.owner[i] = ost
                     self.owned[i] = True
+            self._all_owned = None
             self._reorder()
             self.manual = [i for i in self.manual if self.owner[i] is None]
         return ost
@@ -272,9 +322,13 @@ class Tracker:
         order += [i for i in range(len(self.params)) if i not in taken]
         if order != list(range(len(order))):
             n = len(order)
-            for name in ("params", "buf", "ver", "since", "last", "consumed", "zero", "owner", "owned"):
+            for name in ("params", "owner", "owned"):
                 col = getattr(self, name)
                 setattr(self, name, [col[i] for i in order])
+            for name, _ in COLUMNS:  # held as one value: the same in any order
+                col = self.__dict__["_" + name]
+                if col is not None:
+                    self.__dict__["_" + name] = [col[i] for i in order]
             new_of = {old: new for new, old in enumerate(order)}
             self.pos = {id(p): i for i, p in enumerate(self.params)}
             for ps in self.passes:
@@ -297,6 +351,40 @@ class Tracker:
         sub.sl, sub.idx = ost.sl, ost.idx
         return sub
 
+    # ------------------------------------------------------------ columns
+    def uniform(self, name: str, value) -> None:
+        """Every position of column ``name`` holds ``value`` now."""
+        d = self.__dict__
+        d["_" + name] = None
+        d["flat_" + name] = value
+
+    def _put(self, name: str, sub: Subset, values: Optional[list], value=MIXED) -> None:
+        """``values`` (over ``sub``; None: ``value`` at each) into column ``name``. ``value``: what they all
+        are, when known (then a write over every position keeps one value, not a list)."""
+        d = self.__dict__
+        flat = d["flat_" + name]
+        if value is not MIXED:
+            if len(sub.idx) == len(self.params):
+                self.uniform(name, value)
+                return
+            if d["_" + name] is None and _same(flat, value):
+                return  # it is that value everywhere already
+        sub.put(getattr(self, name), values if values is not None else [value] * len(sub.idx))
+        if not _same(flat, value):
+            d["flat_" + name] = MIXED
+
+    def _set_at(self, name: str, positions: List[int], value) -> None:
+        """Column ``name`` holds ``value`` at ``positions``."""
+        d = self.__dict__
+        alike = _same(d["flat_" + name], value)
+        if alike and d["_" + name] is None:
+            return
+        col = getattr(self, name)
+        for i in positions:
+            col[i] = value
+        if not alike:
+            d["flat_" + name] = MIXED
+
     # ------------------------------------------------------------ what a change means
     def sync(self, sub: Subset, site: Optional[Site] = None, zero_fill: bool = False,
              grads: Optional[list] = None, refresh: bool = False) -> None:
@@ -309,16 +397,18 @@ class Tracker:
         """
         if grads is None:
             grads = grads_of(sub.get(self.params))
-        last = sub.get(self.buf)
-        if not any(map(is_not, last, repeat(None))) and not any(map(is_not, grads, repeat(None))):
-            # No buffer before nor now (between a zero_grad(set_to_none=True) and the next pass):
-            # nothing happened, and the columns already say so (buffer None, version -1). Two
-            # scans that stop at the first buffer: O(1) when there are buffers.
-            return
+        if self.flat_buf is None:
+            if not any(map(is_not, grads, repeat(None))):
+                # No buffer before nor now (between a zero_grad(set_to_none=True) and the next pass):
+                # nothing happened, and the columns already say so (buffer None, version -1).
+                return
+            last = [None] * len(grads)
+        else:
+            last = sub.get(self.buf)
         grads = self._sync(sub, site, zero_fill, grads, last)
         if refresh:
-            sub.put(self.buf, grads)
-            sub.put(self.ver, versions_of(grads))
+            self._put("buf", sub, grads)
+            self._put("ver", sub, versions_of(grads))
 
     def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list, last: list) -> list:
         """``last``: the buffers as last seen (``sub.get(self.buf)``, read once by the caller)."""
@@ -333,11 +423,12 @@ class Tracker:
                 return grads
             look = list(map(is_not, grads, repeat(None)))
         else:
-            consumed, zero = sub.get(self.consumed), sub.get(self.zero)
             look = None
-            if any(consumed) or any(zero):
-                pending = map(gt, sub.get(self.last), sub.get(self.since))
-                look = list(map(or_, map(and_, consumed, map(not_, pending)), zero))
+            if self.flat_consumed is not False or self.flat_zero is not False:
+                consumed, zero = sub.get(self.consumed), sub.get(self.zero)
+                if any(consumed) or any(zero):
+                    pending = map(gt, sub.get(self.last), sub.get(self.since))
+                    look = list(map(or_, map(and_, consumed, map(not_, pending)), zero))
         if look is not None and any(look):
             vers = sub.get(self.ver)
             inplace = [j for j in where(look) if not new[j] and grads[j] is not None and grads[j]._version != vers[j]]
@@ -359,8 +450,8 @@ class Tracker:
         """What happened to position ``i``'s buffer, now ``g``."""
         b = self.buf[i]
         if g is None:
-            self.buf[i] = None
-            self.ver[i] = -1
+            self._set_at("buf", [i], None)
+            self._set_at("ver", [i], -1)
             if b is not None:
                 self.clear([i], site)
             return
@@ -369,36 +460,61 @@ class Tracker:
                 self.clear([i], site)
             # A buffer that no watched pass filled (assigned by hand, or filled by a backward
             # the watch did not see): a gradient of unknown origin.
-            self.buf[i] = g
-            self.ver[i] = g._version
+            self._set_at("buf", [i], g)
+            self._set_at("ver", [i], g._version)
             return
-        self.ver[i] = g._version
+        self._set_at("ver", [i], g._version)
         if zero_fill or (self.consumed[i] and self.last[i] <= self.since[i]):
             # Zero-filled by a zero_grad, or only already-applied gradient was in there: a p.grad.zero_().
             self.clear([i], site)
-            self.zero[i] = zero_fill
+            self._set_at("zero", [i], zero_fill)
         else:
-            self.zero[i] = False  # scaled, clipped or unscaled in place: still waiting for a step
+            self._set_at("zero", [i], False)  # scaled, clipped or unscaled in place: still waiting for a step
 
     def _cleared_all(self, sub: Subset, site: Optional[Site]) -> None:
-        n = len(sub.idx)
         watch_for = self._open_before()
-        sub.put(self.buf, [None] * n)
-        sub.put(self.ver, [-1] * n)
-        sub.put(self.consumed, [False] * n)
-        sub.put(self.zero, [False] * n)
-        sub.put(self.since, [self.count] * n)
+        for name, value in (("buf", None), ("ver", -1), ("consumed", False), ("zero", False), ("since", self.count)):
+            self._put(name, sub, None, value)
         if watch_for:
             self._judge(watch_for, sub.idx, site)
+
+    def let_go(self, sub: Subset) -> bool:
+        """Before torch's own ``zero_grad(set_to_none=True)`` on ``sub``: drop the buffers last seen, so that
+        they are freed where they would be without the watch, inside ``zero_grad``. True if there were any."""
+        if self.flat_buf is None or not any(map(is_not, sub.get(self.buf), repeat(None))):
+            return False
+        self._put("buf", sub, None, None)
+        return True
+
+    def emptied(self, sub: Subset, site: Optional[Site], had: bool) -> None:
+        """After torch's own ``zero_grad(set_to_none=True)``: every buffer of ``sub`` is None (``had``: from
+        :meth:`let_go`). Without reading them back (one pass over the parameters fewer per step)."""
+        if had:
+            self._cleared_all(sub, site)
+
+    def unemptied(self, sub: Subset, site: Optional[Site]) -> None:
+        """That ``zero_grad`` failed part way: the buffers still there are those let go of (a zero_grad
+        that sets to None changes none in place); the others were cleared."""
+        grads = grads_of(sub.get(self.params))
+        self._put("buf", sub, grads)
+        self._put("ver", sub, versions_of(grads))
+        gone = [sub.idx[j] for j in where(list(map(is_, grads, repeat(None))))]
+        if gone:
+            self.clear(gone, site)
 
     def clear(self, positions: List[int], site: Optional[Site]) -> None:
         """The buffers at ``positions`` were emptied: passes whose last waiting gradient this was are discarded."""
         watch_for = self._open_before()
-        for i in positions:
-            self.consumed[i] = self.zero[i] = False
-            self.since[i] = self.count
+        self._set_at("consumed", positions, False)
+        self._set_at("zero", positions, False)
+        self._set_at("since", positions, self.count)
         if watch_for:
             self._judge(watch_for, positions, site)
+
+    def all_owned(self) -> bool:
+        if self._all_owned is None:
+            self._all_owned = all(self.owned)
+        return self._all_owned
 
     def _open_before(self) -> List[Pass]:
         """The passes no step used whose gradient still waits somewhere (before a clearing)."""
@@ -427,6 +543,8 @@ class Tracker:
         r = ps.reached
         if not any(r):
             return False
+        if self.flat_since is not MIXED:
+            return self.flat_since < ps.index
         since = self.since
         if len(r) < len(since):
             since = since[: len(r)]
@@ -435,6 +553,8 @@ class Tracker:
     def waiting(self, ps: Pass, sub: Subset) -> list:
         """Mask over ``sub``: where ``ps``'s gradient still waits for a step."""
         r = sub.get(ps.mask(len(self.params)))
+        if self.flat_since is not MIXED:
+            return r if self.flat_since < ps.index else [False] * len(r)
         return list(map(and_, r, map(lt, sub.get(self.since), repeat(ps.index))))
 
     # ------------------------------------------------------------ events
@@ -442,20 +562,23 @@ class Tracker:
         """After a pass: every buffer that changed during it holds (also) its gradient."""
         params = self.params
         grads = grads_of(params)
-        new = list(map(is_not, grads, self.buf))
-        if any(map(is_not, self.buf, repeat(None))):
+        before = None if self.flat_buf is None else self.buf
+        if before is not None and any(map(is_not, before, repeat(None))):
             # Some buffers were there before the pass: grown in place is told by the version.
             vers = versions_of(grads)
-            reached = list(map(and_, map(or_, new, map(ne, vers, self.ver)), map(is_not, grads, repeat(None))))
+            reached = list(map(and_, map(or_, map(is_not, grads, before), map(ne, vers, self.ver)),
+                               map(is_not, grads, repeat(None))))
+            self.buf = grads
+            self.ver = vers
         else:
             # All made by this pass (the steady state after zero_grad(set_to_none=True)): no version
             # to compare. Their versions are read when it matters: before the next pass (a refresh)
             # and when a step applies them; until then they wait for a step, where a change in
             # place tells nothing.
-            vers = [-1] * len(grads)
-            reached = new
-        self.buf = grads
-        self.ver = vers
+            reached = list(map(is_not, grads, repeat(None)))
+            if before is not None or any(reached):
+                self.buf = grads
+                self.uniform("ver", -1)
         ps.reached = reached
         if not any(reached):
             return
@@ -464,10 +587,17 @@ class Tracker:
             # A loop that never steps (updates by hand) or a buffer no step ever applies:
             # keep what can still matter, and a bounded number of those.
             self.passes = [q for q in self.passes if self.live(q)][-4 * MAX_PENDING:]
-        self.last = pick(reached, self.last, ps.index)
-        if any(self.zero):
-            self.zero = list(map(and_, self.zero, map(not_, reached)))
-        if not all(self.owned) and not all(map(or_, self.owned, map(not_, reached))):
+        if all(reached):  # the steady state: every parameter's last pass is this one
+            self.uniform("last", ps.index)
+        else:
+            self.last = pick(reached, self.last, ps.index)
+        if self.flat_zero is not False:
+            zero = list(map(and_, self.zero, map(not_, reached)))
+            if any(zero):
+                self.zero = zero
+            else:
+                self.uniform("zero", False)
+        if not self.all_owned() and not all(map(or_, self.owned, map(not_, reached))):
             # it reached parameters no optimizer holds
             for i in where(list(map(and_, reached, map(not_, self.owned)))):
                 if i not in self.first_site:
@@ -489,29 +619,43 @@ class Tracker:
         zero-filled only), whether gradient no watched pass made is among them, and the passes it applies."""
         sub = self.of(ost)
         has = list(map(is_not, grads, repeat(None)))
-        since = sub.get(self.since)
-        pending = list(map(gt, sub.get(self.last), since))
-        zero, consumed = sub.get(self.zero), sub.get(self.consumed)
-        if any(zero):
+        n = len(has)
+        pending, every = self._pending(sub, n)
+        zero = sub.get(self.zero) if self.flat_zero is not False else None
+        if zero is not None and any(zero):
             zero_only = list(map(and_, map(and_, has, map(not_, pending)), zero))
             with_grad = list(map(and_, has, map(not_, zero_only)))
         else:
-            zero_only, with_grad = [False] * len(has), has
-        stale = list(map(and_, with_grad, consumed)) if any(consumed) else [False] * len(has)
-        by_hand = not all(pending) and any(map(and_, map(and_, with_grad, map(not_, pending)), map(not_, consumed)))
+            zero_only, with_grad = [False] * n, has
+        consumed = self.flat_consumed
+        consumed = [consumed] * n if consumed is not MIXED else sub.get(self.consumed)
+        stale = list(map(and_, with_grad, consumed)) if any(consumed) else [False] * n
+        by_hand = not every and any(map(and_, map(and_, with_grad, map(not_, pending)), map(not_, consumed)))
         fed = {}
-        if any(pending):
-            low = min(since) if since else 0
-            n = len(self.params)
+        if every or any(pending):
+            flat = self.flat_since
+            since = sub.get(self.since) if flat is MIXED else None
+            low = flat if flat is not MIXED else (min(since) if since else 0)
+            n_all = len(self.params)
             for ps in self.passes:
-                r = sub.get(ps.mask(n))
-                if ps.index > low:
-                    waits = any(map(and_, r, map(lt, since, repeat(ps.index))))
+                if ps.index <= low:
+                    continue
+                r = sub.get(ps.mask(n_all))
+                if flat is not MIXED:  # every buffer's waiting gradient is from after ``flat``
+                    waits = any(r)
                 else:
-                    waits = False
+                    waits = any(map(and_, r, map(lt, since, repeat(ps.index))))
                 if waits:
                     fed[ps.index] = ps
         return with_grad, stale, zero_only, by_hand, fed
+
+    def _pending(self, sub: Subset, n: int):
+        """Mask over ``sub``: buffers holding gradient that waits for a step; and True if that is all of them."""
+        if self.flat_since is not MIXED and self.flat_last is not MIXED:  # one value in each column: one comparison
+            every = self.flat_last > self.flat_since
+            return [every] * n, every
+        pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
+        return pending, all(pending)
 
     def applied(self, ost: OptState, with_grad: list, grads: Optional[list] = None) -> None:
         """After ``ost``'s step: the gradient in the buffers marked ``with_grad`` has been applied.
@@ -523,24 +667,29 @@ class Tracker:
             grads = grads_of(sub.get(self.params))
         has = list(map(is_not, grads, repeat(None)))
         wg = list(map(and_, with_grad, has))
-        pending = list(map(gt, sub.get(self.last), sub.get(self.since)))
-        if all(wg) and all(pending):
+        n = len(wg)
+        pending, every = self._pending(sub, n)
+        applied_all = all(wg)
+        if applied_all and every:
             # The steady state of a correct loop: every buffer held waiting gradient and the
             # step applied all of it; whole columns at once.
-            n = len(wg)
-            sub.put(self.consumed, [True] * n)
-            sub.put(self.since, [self.count] * n)
-            sub.put(self.buf, grads)
-            sub.put(self.ver, versions_of(grads))
+            self._put("consumed", sub, None, True)
+            self._put("since", sub, None, self.count)
+            self._put("buf", sub, grads)
+            self._put("ver", sub, versions_of(grads))
             self._trim()
             return
         # (a gradient of unknown origin, too, is now applied; a zero-fill with nothing since is not a gradient)
-        now = list(map(and_, wg, map(or_, pending, map(not_, sub.get(self.zero)))))
-        sub.put(self.consumed, list(map(or_, sub.get(self.consumed), now)))
-        sub.put(self.since, pick(wg, sub.get(self.since), self.count))
+        if self.flat_zero is not False:
+            now = list(map(and_, wg, map(or_, pending, map(not_, sub.get(self.zero)))))
+        else:
+            now = wg
+        if any(now):
+            self._put("consumed", sub, list(map(or_, sub.get(self.consumed), now)))
+        self._put("since", sub, pick(wg, sub.get(self.since), self.count), self.count if applied_all else MIXED)
         # Where the buffer is gone now (a step that clears), forget it as it was.
-        sub.put(self.buf, list(map(_keep, wg, grads, sub.get(self.buf))) if not all(map(is_, wg, has)) else grads)
-        sub.put(self.ver, versions_of(sub.get(self.buf)))
+        self._put("buf", sub, list(map(_keep, wg, grads, sub.get(self.buf))) if not all(map(is_, wg, has)) else grads)
+        self._put("ver", sub, versions_of(sub.get(self.buf)))
         self._trim()
 
     def _trim(self) -> None:
@@ -548,7 +697,10 @@ class Tracker:
         passes = self.passes
         if not passes:
             return
-        low = min(self.since) if self.since else 0
+        if self.flat_since is not MIXED:
+            low = self.flat_since
+        else:
+            low = min(self.since) if self.since else 0
         keep = [ps for ps in passes if not ps.used or (ps.index > low and self.live(ps))]
         if len(keep) > 4 * MAX_PENDING:
             keep = [ps for ps in keep if not ps.used][-4 * MAX_PENDING:] or keep[-MAX_PENDING:]
@@ -580,9 +732,9 @@ class Tracker:
 
     def forget(self, positions: List[int]) -> None:
         """Judged once (a hand-written update): what follows is the next pass's."""
-        for i in positions:
-            self.consumed[i] = self.zero[i] = False
-            self.since[i] = self.count
+        self._set_at("consumed", positions, False)
+        self._set_at("zero", positions, False)
+        self._set_at("since", positions, self.count)
 
 
 def _keep(take: bool, g, old):

@@ -1,0 +1,130 @@
+"""The tracker's column summaries: conservative at every event, and the findings they give are the columns'.
+
+A correct loop keeps the watch's columns alike at every position (every buffer
+cleared at the same pass, every parameter reached by the last one); the tracker
+sums that up in a few values (``flat_since``, ``flat_last``, ``some_consumed``,
+``some_zero``, ``bufs_none``) so that its events need no scan of the columns.
+Every bad / good script pair runs here twice under ``gradguard run``: once with
+the invariants between summaries and columns asserted after every tracker call,
+once with the summaries forced to "not known" before every call (the plain
+column scans). The findings must be the same.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradguard.cli import main
+from gradguard.watcher import _tracker
+
+SCRIPTS = sorted((Path(__file__).parent / "watch_scripts").glob("*.py"))
+ENTRY_POINTS = ("add", "subset", "opt_state", "sync", "arrived", "step_view", "applied", "let_go", "emptied",
+                "unemptied", "forget", "moved_by_hand", "open_passes", "waiting", "live")
+
+
+def broken_summaries(t: _tracker.Tracker) -> list:
+    """What a column held as one value, or a column's one-value summary, claims that the column contradicts."""
+    wrong = []
+    n = len(t.params)
+    for name, _ in _tracker.COLUMNS:
+        flat, col = t.__dict__["flat_" + name], t.__dict__["_" + name]
+        if col is None:
+            if flat is _tracker.MIXED:
+                wrong.append(f"{name}: neither a list nor one value")
+            continue
+        if len(col) != n:
+            wrong.append(f"{name}: {len(col)} positions for {n} parameters")
+        if flat is not _tracker.MIXED and not all(_tracker._same(v, flat) for v in col):
+            wrong.append(f"{name}: one value {flat!r} claimed, column {col}")
+    if t._all_owned is not None and t._all_owned != all(t.owned):
+        wrong.append(f"_all_owned {t._all_owned}, owned {t.owned}")
+    return wrong
+
+
+def unknown(t: _tracker.Tracker) -> None:
+    """Every column as a list, no summary: the events take the column scans."""
+    for name, _ in _tracker.COLUMNS:
+        getattr(t, name)
+        t.__dict__["flat_" + name] = _tracker.MIXED
+    t._all_owned = None
+
+
+def run_script(script: Path, tmp_path: Path, monkeypatch, before=None, after=None) -> list:
+    for name in ENTRY_POINTS:
+        method = getattr(_tracker.Tracker, name)
+
+        def wrapped(self, *args, _method=method, **kwargs):
+            if before:
+                before(self)
+            result = _method(self, *args, **kwargs)
+            if after:
+                after(self)
+            return result
+
+        monkeypatch.setattr(_tracker.Tracker, name, wrapped)
+    report = tmp_path / f"{script.stem}-{'checked' if after else 'unknown'}.json"
+    monkeypatch.chdir(tmp_path)
+    main(["run", "--mode", "record", "--report", str(report), str(script)])
+    monkeypatch.undo()
+    return [(d["code"], d["line"]) for d in json.loads(report.read_text())]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_summaries_hold_and_find_what_the_columns_find(script, tmp_path, monkeypatch, capsys):
+    wrong = []
+    checked = run_script(script, tmp_path, monkeypatch, after=lambda t: wrong.extend(broken_summaries(t)))
+    assert wrong == []
+    plain = run_script(script, tmp_path, monkeypatch, before=unknown)
+    assert checked == plain
+    assert bool(checked) == script.stem.endswith("_bad")  # the run really watched: a bad script is found
+
+
+def test_the_check_catches_a_wrong_summary(tmp_path, monkeypatch, capsys):
+    """Negative control: a write that forgets to mark its column mixed (the one value kept) is caught."""
+    real = _tracker.Tracker._put
+
+    def keeps_the_value(self, name, sub, values, value=_tracker.MIXED):
+        flat = self.__dict__["flat_" + name]
+        real(self, name, sub, values, value)
+        if self.__dict__["_" + name] is not None:
+            self.__dict__["flat_" + name] = flat
+
+    caught = []
+    for script in SCRIPTS:
+        wrong = []
+        monkeypatch.setattr(_tracker.Tracker, "_put", keeps_the_value)
+        run_script(script, tmp_path, monkeypatch, after=lambda t: wrong.extend(broken_summaries(t)))
+        if wrong:
+            caught.append(script.stem)
+    assert len(caught) >= 3, caught
+
+
+@pytest.mark.parametrize("accumulate", [1, 3])
+def test_a_correct_loop_is_summed_up(accumulate):
+    """In a correct loop's steady state the summaries say it all (the events' scans are skipped); and a stale
+    gradient (a forgotten zero_grad) is still found."""
+    import torch
+    import torch.nn.functional as F
+
+    import gradguard as gg
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record") as w:
+        t = w._engine.tracker
+        for step in range(4):
+            opt.zero_grad(set_to_none=True)
+            held_as_one = {name: t.__dict__["_" + name] is None for name, _ in _tracker.COLUMNS}
+            assert held_as_one == dict.fromkeys(held_as_one, True)  # nothing per parameter written
+            assert (t.flat_buf, t.flat_consumed, t.flat_zero, t.flat_since) == (None, False, False, t.count)
+            for _ in range(accumulate):
+                (F.mse_loss(model(torch.randn(5, 4)), torch.randn(5, 1)) / accumulate).backward()
+                assert t.flat_last == t.count and t.flat_buf is _tracker.MIXED
+            opt.step()
+            assert t.flat_since == t.count and t.flat_consumed is True and t.passes == []
+        # Negative control: no zero_grad; the next pass adds onto applied gradient.
+        F.mse_loss(model(torch.randn(5, 4)), torch.randn(5, 1)).backward()
+        opt.step()
+    assert [f.code for f in w.findings] == ["GG101"]
