@@ -131,7 +131,8 @@ def test_a_buffer_cleared_by_hand_is_let_go_at_the_next_event():
     assert w.findings == []
 
 
-def test_torchs_zero_grad_frees_the_buffers_itself():
+@pytest.mark.parametrize("clearing", ["optimizer", "module"])
+def test_torchs_zero_grad_frees_the_buffers_itself(clearing):
     """The buffers a set_to_none zero_grad drops are freed inside it, as without the watch (not later, in the
     watch's own bookkeeping, where their freeing would be counted as the watch's cost)."""
     model = _model()
@@ -151,11 +152,11 @@ def test_torchs_zero_grad_frees_the_buffers_itself():
             opt.step()
             for p in model.parameters():
                 weakref.finalize(p.grad, where_freed)
-            opt.zero_grad(set_to_none=True)
+            (opt if clearing == "optimizer" else model).zero_grad(set_to_none=True)
             assert all(p.grad is None for p in model.parameters())
     assert w.findings == []
     n = len(list(model.parameters()))
-    assert freed_in == [("optimizer.py", "zero_grad")] * (3 * n)
+    assert freed_in == [("optimizer.py" if clearing == "optimizer" else "module.py", "zero_grad")] * (3 * n)
     # Negative control: a reference the test holds is dropped in the test's own frame.
     x, y = _batch(0)
     F.mse_loss(model(x), y).backward()

@@ -6,8 +6,9 @@ sums that up in a few values (``flat_since``, ``flat_last``, ``some_consumed``,
 ``some_zero``, ``bufs_none``) so that its events need no scan of the columns.
 Every bad / good script pair runs here twice under ``gradguard run``: once with
 the invariants between summaries and columns asserted after every tracker call,
-once with the summaries forced to "not known" before every call (the plain
-column scans). The findings must be the same.
+once with the summaries forced to "not known" before every call and the other
+shortcuts off (every zero_grad read back, a zero-fill in place seen buffer by
+buffer). The findings must be the same.
 """
 
 import json
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gradguard.cli import main
-from gradguard.watcher import _tracker
+from gradguard.watcher import _hooks, _tracker
 
 SCRIPTS = sorted((Path(__file__).parent / "watch_scripts").glob("*.py"))
 ENTRY_POINTS = ("add", "subset", "opt_state", "sync", "arrived", "step_view", "applied", "let_go", "emptied",
@@ -50,7 +51,20 @@ def unknown(t: _tracker.Tracker) -> None:
     t._all_owned = None
 
 
+def per_position(monkeypatch) -> None:
+    """The slow paths the columns replace: every zero_grad read back, a zero-fill in place seen buffer by buffer."""
+    def zero_filled_one_by_one(self, sub, site, vers):
+        grads = _tracker.grads_of(sub.get(self.params))
+        for j, i in enumerate(sub.idx):
+            self._observe(i, grads[j], site, True)
+
+    monkeypatch.setattr(_hooks, "stock_zero_grad", lambda owner, module: False)
+    monkeypatch.setattr(_tracker.Tracker, "_zero_filled_all", zero_filled_one_by_one)
+
+
 def run_script(script: Path, tmp_path: Path, monkeypatch, before=None, after=None) -> list:
+    if before is not None:
+        per_position(monkeypatch)
     for name in ENTRY_POINTS:
         method = getattr(_tracker.Tracker, name)
 
@@ -128,3 +142,48 @@ def test_a_correct_loop_is_summed_up(accumulate):
         F.mse_loss(model(torch.randn(5, 4)), torch.randn(5, 1)).backward()
         opt.step()
     assert [f.code for f in w.findings] == ["GG101"]
+
+
+LOOPS = {
+    # zero_grad(set_to_none=False): every buffer zero-filled in place at once
+    "zero_fill": ("opt.zero_grad(set_to_none=False)", "step", []),
+    "zero_fill_every_micro_batch": ("opt.zero_grad(set_to_none=False)", "micro", ["GG102"]),
+    "module_zero_grad": ("model.zero_grad()", "step", []),
+    "module_zero_grad_every_micro_batch": ("model.zero_grad()", "micro", ["GG102"]),
+    "module_zero_fill": ("model.zero_grad(set_to_none=False)", "step", []),
+}
+
+
+def _loop(clearing: str, where: str):
+    import torch
+    import torch.nn.functional as F
+
+    import gradguard as gg
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gg.watch(mode="record") as w:
+        for i in range(12):
+            if where == "micro" or i % 3 == 0:
+                exec(clearing)
+            (F.mse_loss(model(torch.randn(5, 4)), torch.randn(5, 1)) / 3).backward()
+            if i % 3 == 2:
+                opt.step()
+        t = w._engine.tracker
+        columns = {name: t.__dict__["_" + name] is None for name, _ in _tracker.COLUMNS}
+    return [(f.code, f.line) for f in w.findings], columns
+
+
+@pytest.mark.parametrize("name", LOOPS)
+def test_clearings_in_columns_find_what_the_slow_paths_find(name, monkeypatch):
+    clearing, where, expected = LOOPS[name]
+    real, calls = _tracker.Tracker._zero_filled_all, []
+    monkeypatch.setattr(_tracker.Tracker, "_zero_filled_all", lambda *a: calls.append(1) or real(*a))
+    found, columns = _loop(clearing, where)
+    assert [code for code, _ in found] == expected
+    assert bool(calls) == ("set_to_none=False" in clearing)  # the column path is the one taken
+    if where == "step":
+        assert columns["since"] and columns["consumed"]  # the correct loop wrote no per-parameter list there
+    per_position(monkeypatch)
+    assert _loop(clearing, where)[0] == found

@@ -136,13 +136,14 @@ def _patches() -> List[_Patch]:
     return _PATCHES
 
 
-def stock_optimizer_zero_grad(owner) -> bool:
-    """``owner.zero_grad`` is torch's own ``Optimizer.zero_grad`` under our wrapper, nothing overriding or
-    wrapping it: with ``set_to_none=True`` it leaves every ``.grad`` of the optimizer None."""
-    patch = _PATCHES[1] if len(_PATCHES) > 1 else None
+def stock_zero_grad(owner, module: bool) -> bool:
+    """``owner.zero_grad`` is torch's own ``Optimizer.zero_grad`` (``Module.zero_grad`` for a module) under
+    our wrapper, nothing overriding or wrapping it: with ``set_to_none=True`` it leaves every ``.grad`` of
+    the optimizer's (the module's) parameters None."""
+    patch = _PATCHES[2 if module else 1] if len(_PATCHES) > 2 else None
+    where, name = ("torch.nn.modules.module", "Module.zero_grad") if module else ("torch.optim.optimizer", "Optimizer.zero_grad")
     return (patch is not None and patch.on and type(owner).zero_grad is patch.wrapper
-            and getattr(patch.orig, "__module__", None) == "torch.optim.optimizer"
-            and getattr(patch.orig, "__qualname__", None) == "Optimizer.zero_grad")
+            and getattr(patch.orig, "__module__", None) == where and getattr(patch.orig, "__qualname__", None) == name)
 
 
 def _on_step_pre(opt, args, kwargs):

@@ -225,12 +225,12 @@ class Session:
                 site = self.guard(self.source.site)
                 if site is not None:
                     self.guard(rules.before_clearing, ClearView(site, sub, waiting, tracker, self.reporter, self.memory))
-        # torch's own Optimizer.zero_grad(set_to_none=True) leaves every .grad of the optimizer None:
-        # no need to read them back (one C loop over the parameters fewer per step).
-        # That one also frees the buffers: the watch lets go of its references first, so that they are
-        # freed there, as without the watch.
-        emptied = (not module and (args[0] if args else kwargs.get("set_to_none", True)) is True
-                   and _hooks.stock_optimizer_zero_grad(owner))
+        # torch's own Optimizer.zero_grad(set_to_none=True) (or Module.zero_grad) leaves every .grad of
+        # the optimizer (the module) None: no need to read them back (one C loop over the parameters
+        # fewer per step). It also frees the buffers: the watch lets go of its references first, so
+        # that they are freed there, as without the watch.
+        emptied = ((args[0] if args else kwargs.get("set_to_none", True)) is True
+                   and _hooks.stock_zero_grad(owner, module))
         had = self.guard(tracker.let_go, sub) if emptied else None
         try:
             try:

@@ -405,13 +405,14 @@ class Tracker:
             last = [None] * len(grads)
         else:
             last = sub.get(self.buf)
-        grads = self._sync(sub, site, zero_fill, grads, last)
+        vers = self._sync(sub, site, zero_fill, grads, last)
         if refresh:
             self._put("buf", sub, grads)
-            self._put("ver", sub, versions_of(grads))
+            self._put("ver", sub, vers if vers is not None else versions_of(grads))
 
-    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list, last: list) -> list:
-        """``last``: the buffers as last seen (``sub.get(self.buf)``, read once by the caller)."""
+    def _sync(self, sub: Subset, site: Optional[Site], zero_fill: bool, grads: list, last: list) -> Optional[list]:
+        """``last``: the buffers as last seen (``sub.get(self.buf)``, read once by the caller). Returns the
+        versions of ``grads`` when it read them."""
         new = list(map(is_not, grads, last))
         # A buffer still there, changed in place: it matters only inside a zero_grad, for a
         # buffer holding only applied gradient (a p.grad.zero_() by hand), or to end a zero-fill.
@@ -420,7 +421,7 @@ class Tracker:
             if not any(map(is_not, grads, repeat(None))):  # zero_grad(set_to_none=True): every buffer is gone,
                 if any(new):  # nothing changed in place
                     self._cleared_all(sub, site)
-                return grads
+                return None
             look = list(map(is_not, grads, repeat(None)))
         else:
             look = None
@@ -429,22 +430,27 @@ class Tracker:
                 if any(consumed) or any(zero):
                     pending = map(gt, sub.get(self.last), sub.get(self.since))
                     look = list(map(or_, map(and_, consumed, map(not_, pending)), zero))
+        vers = None
         if look is not None and any(look):
-            vers = sub.get(self.ver)
-            inplace = [j for j in where(look) if not new[j] and grads[j] is not None and grads[j]._version != vers[j]]
+            vers = versions_of(grads)
+            inplace = where(list(map(and_, map(and_, look, map(ne, vers, sub.get(self.ver))), map(not_, new))))
+            if zero_fill and len(inplace) == len(grads):
+                # zero_grad(set_to_none=False): every buffer zero-filled in place; one clearing, in columns
+                self._zero_filled_all(sub, site, vers)
+                return vers
         if not inplace:
             if not any(new):
-                return grads
+                return vers
             if not any(map(is_not, grads, repeat(None))):
                 self._cleared_all(sub, site)  # everything set to None: one clearing, in columns
-                return grads
+                return vers
         moved = where(new)
         idx = sub.idx
         for j in moved:
             self._observe(idx[j], grads[j], site, False)
         for j in inplace:
             self._observe(idx[j], grads[j], site, zero_fill)
-        return grads
+        return vers
 
     def _observe(self, i: int, g, site: Optional[Site], zero_fill: bool) -> None:
         """What happened to position ``i``'s buffer, now ``g``."""
@@ -474,6 +480,16 @@ class Tracker:
     def _cleared_all(self, sub: Subset, site: Optional[Site]) -> None:
         watch_for = self._open_before()
         for name, value in (("buf", None), ("ver", -1), ("consumed", False), ("zero", False), ("since", self.count)):
+            self._put(name, sub, None, value)
+        if watch_for:
+            self._judge(watch_for, sub.idx, site)
+
+    def _zero_filled_all(self, sub: Subset, site: Optional[Site], vers: List[int]) -> None:
+        """Every buffer of ``sub`` zero-filled in place (now at versions ``vers``): as :meth:`_observe` would
+        find at each, in columns."""
+        watch_for = self._open_before()
+        self._put("ver", sub, vers)
+        for name, value in (("consumed", False), ("since", self.count), ("zero", True)):
             self._put(name, sub, None, value)
         if watch_for:
             self._judge(watch_for, sub.idx, site)

@@ -9,7 +9,7 @@ buffers are tracked. Lists of parameters are made only when a rule asks.
 from __future__ import annotations
 
 from itertools import compress
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
