@@ -2,15 +2,20 @@
 
 One record per backward pass, and the buffers as columns. The tracker keeps,
 for every parameter it has seen (``params``, in a fixed order), a few
-parallel lists: the ``.grad`` buffer last seen and its ``._version``, the pass
+parallel columns: the ``.grad`` buffer last seen and its ``._version``, the pass
 number since which the buffer holds no waiting gradient (``since``), the last
 pass that reached it (``last``), and two flags. A :class:`Pass` records which
 buffers it created or grew as one boolean mask over that order. Every event
 reads the ``.grad`` list in one go and compares it with the last one with C
-loops (``map(operator.is_, ...)``); a correct loop's steady state (all cleared,
-all reached, all applied) updates whole columns at once. Python work per
-parameter is left for what is rare: a buffer cleared by hand in the middle of a
-window, a gradient assigned by hand, a parameter that no optimizer holds.
+loops (``map(operator.is_, ...)``). A correct loop's steady state (all cleared,
+all reached, all applied) sets whole columns to one value, and a column is then
+held as that value alone (:class:`Column`): its events write nothing per
+parameter, and what they ask of the columns ("is any gradient pending?") is one
+comparison. What is left per parameter is C loops over the ``.grad`` list (read
+after each pass, at each step and before a pass that may find buffers) and its
+versions. Python work per parameter is left for what is rare: a buffer cleared
+by hand in the middle of a window, a gradient assigned by hand, a parameter that
+no optimizer holds.
 
 The watch never reads gradient values on these paths. It tells what happened
 to a buffer between two events it sees (a backward pass, a ``zero_grad``, an
@@ -29,9 +34,11 @@ every in-place operation bumps:
 The buffers last seen are held by strong reference, which costs nothing while
 they are still the parameters' ``.grad``: a weak reference per buffer would cost
 a Python object per parameter per step (and set off CPython's cyclic collector).
-A ``zero_grad`` the watch sees lets go of them before it clears; a buffer
-cleared by hand (``p.grad = None``) is let go at the watch's next event (the next
-backward pass, step or ``zero_grad``).
+torch's own ``zero_grad(set_to_none=True)`` is let go of them before it clears
+(so they are freed inside it, as without the watch); after any other clearing
+the watch sees, they are let go as it accounts for it; a buffer cleared by hand
+(``p.grad = None``) is let go at the watch's next event (the next backward pass,
+step or ``zero_grad``).
 """
 
 from __future__ import annotations
