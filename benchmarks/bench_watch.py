@@ -35,9 +35,16 @@ starts from a full garbage collection and runs with the collector paused, and wh
 the watch does to the collector is measured apart: collections per generation, one
 full collection's time, the objects it walks) and plots the ratios and the watch's
 cost per tensor per step against the number of tensors, into
-``benchmarks/out/bench_watch_curve.png``. Example::
+``benchmarks/out/bench_watch_curve.png``. At each size it also times the watch's
+own code from inside (its hooks less the torch calls they wrap, in steps of
+their own): a direct figure with no subtraction of two noisy step times, and an
+upper bound on what the watch adds (it includes work a plain step does anyway,
+such as the first Python access to each new ``.grad``). Example::
 
     python benchmarks/bench_watch.py --curve 1000,10000,50000,100000 --rounds 6 --steps 3
+
+``--zero-fill`` makes that loop (and ``--params``'s) clear with
+``zero_grad(set_to_none=False)``: the buffers stay and are zero-filled in place.
 
 ``--compare SRC`` adds a fourth condition, ``before``: the watch of another
 checkout's ``src`` folder (copied under another package name), in the same
@@ -52,6 +59,7 @@ import argparse
 import contextlib
 import gc
 import importlib
+import operator
 import os
 import random
 import shutil
@@ -135,6 +143,8 @@ def main(argv=None) -> int:
                         help="the --params case at each of these sizes, plain and watch only; plots ratio and cost per tensor")
     parser.add_argument("--compare", metavar="SRC", default=None,
                         help="also time the watch of another checkout's src folder (condition 'before')")
+    parser.add_argument("--zero-fill", action="store_true",
+                        help="with --params / --curve: zero_grad(set_to_none=False), the buffers kept and zero-filled")
     parser.add_argument("--no-anomaly", action="store_true", help="leave out the anomaly-mode condition (it takes long)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "out"), help="folder for the PNG")
     args = parser.parse_args(argv)
@@ -188,7 +198,7 @@ def main(argv=None) -> int:
     n_params = sum(1 for _ in model.parameters())
 
     def step():
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=not args.zero_fill)
         loss = loss_fn()
         loss.backward()
         opt.step()
@@ -426,6 +436,29 @@ def _own_time(step, steps: int, condition: str = "watch") -> float:
     return statistics.median(per_step)
 
 
+def _read_time(step, params, steps: int) -> float:
+    """CPU s of one read of the ``.grad`` list (``[p.grad for p in params]``) right after the backward pass, no
+    watch: the least that any check of every parameter's gradient does once, and the unit of the watch's
+    cost per tensor. Its cost per tensor grows with the tensors as memory does (cache misses), for the
+    optimizer's reads as for the watch's."""
+    spent = []
+    grad = operator.attrgetter("grad")
+
+    def probe():
+        c0 = time.process_time()
+        list(map(grad, params))
+        spent.append(time.process_time() - c0)
+
+    for _ in range(steps):
+        gc.collect()
+        gc.disable()
+        try:
+            step(probe)
+        finally:
+            gc.enable()
+    return statistics.median(spent)
+
+
 def _bootstrap_median(values, resamples: int = 2000):
     """A 95 % percentile-bootstrap interval for the median of ``values`` (fixed seed: the same data, the same interval)."""
     rng = random.Random(0)
@@ -441,9 +474,11 @@ def curve(sizes, args) -> int:
         params = [nn.Parameter(torch.randn(3)) for _ in range(n)]
         opt = torch.optim.SGD(params, lr=1e-3, foreach=True)
 
-        def step():
-            opt.zero_grad(set_to_none=True)
+        def step(probe=None):
+            opt.zero_grad(set_to_none=not args.zero_fill)
             torch.stack([(p * p).sum() for p in params]).sum().backward()
+            if probe is not None:
+                probe()
             opt.step()
 
         for _ in range(3):
@@ -458,13 +493,15 @@ def curve(sizes, args) -> int:
         per_tensor = statistics.median(w - p for w, p in zip(per_round["watch"], per_round["plain"])) / n * 1e6
         collections, full, tracked = _collector_cost(step, ("plain", "watch"), max(2, args.rounds // 2))
         own = _own_time(step, max(3, args.rounds))
+        read = _read_time(step, params, max(3, args.rounds))
         rows.append((n, plain, watched, watched / plain, paired, per_tensor, full["plain"], full["watch"], low, high,
-                     own / n * 1e6, own / plain))
+                     own / n * 1e6, own / plain, read / n * 1e6))
         print(f"{n:>7} tensors: plain {plain * 1e3:9.2f} CPU ms/step, watch {watched * 1e3:9.2f}, "
               f"ratio {watched / plain:.3f}, paired {paired:.3f} (95% interval {low:.3f}-{high:.3f}), "
               f"watch cost {per_tensor:+.3f} us per tensor per step (paired)", flush=True)
         print(f"{'':>16}the watch's own code, timed inside it: {own * 1e3:.2f} CPU ms/step = {own / n * 1e6:.3f} us "
-              f"per tensor per step = {own / plain * 100:.2f} % of the plain step", flush=True)
+              f"per tensor per step = {own / plain * 100:.2f} % of the plain step = {own / read:.2f} reads of the "
+              f".grad list (one read right after the backward pass, no watch: {read / n * 1e9:.0f} ns per tensor)", flush=True)
         if _BEFORE is not None:
             before = _own_time(step, max(3, args.rounds), "before")
             print(f"{'':>16}--compare: the other checkout's watch, timed the same way: {before * 1e3:.2f} CPU ms/step = "
@@ -476,7 +513,7 @@ def curve(sizes, args) -> int:
               f"({tracked['plain']:,} in all)", flush=True)
         del params, opt
         gc.collect()
-    print(f"N x Parameter(torch.randn(3)), foreach SGD; torch {torch.__version__}, {args.threads} thread(s), CPU; "
+    print(f"N x Parameter(torch.randn(3)), foreach SGD, zero_grad(set_to_none={not args.zero_fill}); torch {torch.__version__}, {args.threads} thread(s), CPU; "
           f"{args.rounds} interleaved rounds x {args.steps} steps per condition and size, each timed step "
           "from a full collection with the collector paused; collector cost in its own rounds")
     try:
@@ -503,6 +540,7 @@ def curve(sizes, args) -> int:
     left.legend(fontsize=7)
     right.plot(ns, [r[5] for r in rows], "o-", color="C2", label="watch cost per tensor (median of per-round differences)")
     right.plot(ns, [r[10] for r in rows], "s-", color="C3", label="the watch's own code per tensor (timed inside it)")
+    right.plot(ns, [r[12] for r in rows], "^:", color="C7", label="one read of the .grad list per tensor, no watch")
     right.axhline(0.0, color="black", linewidth=0.6)
     right.set_xscale("log")
     right.set_xlabel("parameter tensors (count, log scale)")
