@@ -290,6 +290,17 @@ def main(argv=None) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """A full collection, then the collector paused for the block (``timeit``'s convention for a timed step)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _interleaved(step, conditions, rounds: int, steps: int):
     """Per condition: all timed steps (CPU s) and each round's median; conditions rotated round by round.
 
@@ -308,14 +319,10 @@ def _interleaved(step, conditions, rounds: int, steps: int):
                 step()  # untimed: the first step inside a fresh watch learns the model
                 this_round = []
                 for _ in range(steps):
-                    gc.collect()
-                    gc.disable()
-                    try:
+                    with _collector_paused():
                         c0 = time.process_time()
                         step()
                         this_round.append(time.process_time() - c0)
-                    finally:
-                        gc.enable()
             times[cond].extend(this_round)
             per_round[cond].append(statistics.median(this_round))
     return times, per_round
@@ -422,14 +429,10 @@ def _own_time(step, steps: int, condition: str = "watch") -> float:
             step()  # untimed: the first step inside a fresh watch learns the model
             per_step = []
             for _ in range(steps):
-                gc.collect()
-                gc.disable()
-                try:
+                with _collector_paused():
                     spent[0] = 0.0
                     step()
                     per_step.append(spent[0])
-                finally:
-                    gc.enable()
     finally:
         for name, (method, _) in patched.items():
             setattr(_session.Session, name, method)
@@ -439,7 +442,7 @@ def _own_time(step, steps: int, condition: str = "watch") -> float:
 def _read_time(step, params, steps: int) -> float:
     """CPU s of one read of the ``.grad`` list (``[p.grad for p in params]``) right after the backward pass, no
     watch: the least that any check of every parameter's gradient does once, and the unit of the watch's
-    cost per tensor. Its cost per tensor grows with the tensors as memory does (cache misses), for the
+    cost per tensor. Its cost per tensor moves with the memory the tensors occupy (cache misses), for the
     optimizer's reads as for the watch's."""
     spent = []
     grad = operator.attrgetter("grad")
@@ -450,12 +453,8 @@ def _read_time(step, params, steps: int) -> float:
         spent.append(time.process_time() - c0)
 
     for _ in range(steps):
-        gc.collect()
-        gc.disable()
-        try:
+        with _collector_paused():
             step(probe)
-        finally:
-            gc.enable()
     return statistics.median(spent)
 
 

@@ -6,27 +6,16 @@ known work must show it (negative control), two identical loops must not differ 
 more than a fraction of it, and every wrapped call must be put back afterwards.
 """
 
-import importlib.util
-import time
-from pathlib import Path
-
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_accumulate.py"
+from _benchmarks import busy as _busy
+from _benchmarks import load
+
 EXTRA = 0.005  # seconds of busy work per window: far above what these tiny steps take otherwise
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("bench_accumulate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+    return load("bench_accumulate")
 
 
 def test_own_code_time_shows_added_work_and_only_it():

@@ -6,30 +6,21 @@ added to a hook must show (negative control), a slower backward pass (torch's
 work, which the hook wraps) must not, and the hooks must be put back afterwards.
 """
 
-import importlib.util
 import time
-from pathlib import Path
+from functools import partial
 
 import torch
 from torch import nn
 
+from _benchmarks import busy, load
 from gradguard.watcher import _session
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_watch.py"
 EXTRA = 0.004  # CPU seconds of busy work per step: far above what these tiny steps take otherwise
+_busy = partial(busy, clock=time.process_time)
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("bench_watch", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _busy(seconds: float) -> None:
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
+    return load("bench_watch")
 
 
 def _step_of(params, slow_backward=False):
