@@ -9,6 +9,7 @@ work, which the hook wraps) must not, and the hooks must be put back afterwards.
 import time
 from functools import partial
 
+import pytest
 import torch
 from torch import nn
 
@@ -62,3 +63,14 @@ def test_read_time_is_one_read_of_the_grad_list():
     many = [nn.Parameter(torch.randn(3)) for _ in range(5000)]
     small, large = bench._read_time(_step_of(few), few, 5), bench._read_time(_step_of(many), many, 5)
     assert large > small >= 0  # it reads every parameter's .grad: 500 times the tensors take longer
+
+
+def test_first_grad_read_benchmark_runs_and_refuses_bad_counts(capsys):
+    bench = load("bench_first_grad_read")
+    assert bench.main(["--tensors", "50", "--steps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "the read" in out and "of the read is work the step does anyway" in out
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--tensors", "0"])
+    assert stop.value.code == 2
+    assert "--tensors 0" in capsys.readouterr().err
