@@ -210,3 +210,68 @@ def test_a_zero_grad_failing_part_way_leaves_the_count_right(fail):
         F.mse_loss(model(x), y).backward()
         opt.step()
     assert [(f.code, f.params) for f in w.findings] == ([("GG101", ("Linear.bias",))] if fail else [])
+
+
+def test_an_optimizer_listing_a_parameter_twice_writes_only_its_own_columns():
+    """SGD([w, w]) (torch warns, and accepts) next to SGD([v]): the first optimizer's step and zero_grad must
+    not be taken as covering every parameter because it has as many entries as the tracker has parameters."""
+    torch.manual_seed(0)
+    w, v = nn.Parameter(torch.randn(3)), nn.Parameter(torch.randn(3))
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        opt1 = torch.optim.SGD([w, w], lr=0.01)
+    opt2 = torch.optim.SGD([v], lr=0.01)
+    with gg.watch(mode="record") as found:
+        for i in range(4):
+            ((w * v).sum() ** 2).backward()
+            opt1.step()
+            opt1.zero_grad()
+            opt2.step()  # BUG: opt2's gradient is never cleared, so each step reuses the earlier ones
+            if i == 0:
+                opt2.zero_grad()  # control below: with this every step, nothing to find
+    assert [f.code for f in found.findings] == ["GG101"]
+    with gg.watch(mode="record") as control:
+        for _ in range(4):
+            ((w * v).sum() ** 2).backward()
+            opt1.step()
+            opt1.zero_grad()
+            opt2.step()
+            opt2.zero_grad()
+    assert control.findings == []
+
+
+class _Touchy(nn.Parameter):
+    """A parameter whose ``.grad`` cannot be set to None while ``fail``: an interruption inside zero_grad."""
+
+    fail = False
+
+    def __setattr__(self, name, value):
+        if name == "grad" and value is None and _Touchy.fail:
+            raise RuntimeError("zero_grad interrupted")
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("zeroed_by_hand", [True, False])
+def test_a_failed_zero_grad_keeps_what_was_changed_in_place_before_it(zeroed_by_hand):
+    """p.grad.zero_() by hand (a clearing of applied gradient), then torch's zero_grad fails at p after
+    clearing q: the next event still sees the clearing by hand, so p's next gradient is not stale. Without
+    the zero_() (the control) p's applied gradient is still there and the next step reuses it: GG101."""
+    torch.manual_seed(0)
+    p, q = _Touchy(torch.randn(3)), nn.Parameter(torch.randn(3))
+    opt = torch.optim.SGD([q, p], lr=0.01)  # q is cleared first, then zero_grad fails at p
+    with gg.watch(mode="record") as w:
+        for i in range(4):
+            ((p * q).sum() ** 2).backward()
+            opt.step()
+            if i == 1:
+                if zeroed_by_hand:
+                    p.grad.zero_()
+                _Touchy.fail = True
+                try:
+                    with pytest.raises(RuntimeError, match="interrupted"):
+                        opt.zero_grad()
+                finally:
+                    _Touchy.fail = False
+                assert q.grad is None and p.grad is not None
+            else:
+                opt.zero_grad()
+    assert [f.code for f in w.findings] == ([] if zeroed_by_hand else ["GG101"])

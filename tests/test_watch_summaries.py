@@ -19,6 +19,8 @@ import pytest
 from gradguard.cli import main
 from gradguard.watcher import _hooks, _tracker
 
+pytestmark = pytest.mark.filterwarnings("error:gradguard.watch stopped watching")
+
 SCRIPTS = sorted((Path(__file__).parent / "watch_scripts").glob("*.py"))
 ENTRY_POINTS = ("add", "subset", "opt_state", "sync", "arrived", "step_view", "applied", "let_go", "emptied",
                 "unemptied", "forget", "moved_by_hand", "open_passes", "waiting", "live")
@@ -53,10 +55,10 @@ def unknown(t: _tracker.Tracker) -> None:
 
 def per_position(monkeypatch) -> None:
     """The slow paths the columns replace: every zero_grad read back, a zero-fill in place seen buffer by buffer."""
-    def zero_filled_one_by_one(self, sub, site, vers):
+    def zero_filled_one_by_one(self, sub, vers):  # (no pass's gradient waits: no clearing site to tell)
         grads = _tracker.grads_of(sub.get(self.params))
         for j, i in enumerate(sub.idx):
-            self._observe(i, grads[j], site, True)
+            self._observe(i, grads[j], None, True)
 
     monkeypatch.setattr(_hooks, "stock_zero_grad", lambda owner, module: False)
     monkeypatch.setattr(_tracker.Tracker, "_zero_filled_all", zero_filled_one_by_one)
@@ -185,6 +187,39 @@ def _loop(clearing, where: str):
         t = w._engine.tracker
         columns = {name: t.__dict__["_" + name] is None for name, _ in _tracker.COLUMNS}
     return [(f.code, f.line) for f in w.findings], columns
+
+
+def _discarding_loop(two_optimizers: bool):
+    """model.zero_grad(set_to_none=False) after every micro-batch (a discard bug) over parameters that not one
+    optimizer holds: which pass dies at which buffer, and whose optimizer it was, decides the findings."""
+    import torch
+    import torch.nn.functional as F
+
+    import gradguard as gg
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opts = [torch.optim.SGD(model[0].parameters(), lr=0.01)]
+    if two_optimizers:
+        opts.append(torch.optim.SGD(model[2].parameters(), lr=0.01))
+    with gg.watch(mode="record") as w:
+        for opt in opts:
+            opt.zero_grad()
+        for i in range(10):
+            (F.mse_loss(model(torch.randn(6, 4)), torch.randn(6, 1)) / 2).backward()
+            model.zero_grad(set_to_none=False)
+            if i % 2:
+                for opt in opts:
+                    opt.step()
+    return [(f.code, f.line) for f in w.findings]
+
+
+@pytest.mark.parametrize("two_optimizers", [False, True])
+def test_a_zero_fill_that_discards_finds_what_buffer_by_buffer_finds(two_optimizers, monkeypatch):
+    found = _discarding_loop(two_optimizers)
+    assert {code for code, _ in found} == ({"GG110", "GG102"} if two_optimizers else {"GG110", "GG106"})
+    per_position(monkeypatch)
+    assert _discarding_loop(two_optimizers) == found
 
 
 @pytest.mark.parametrize("name", LOOPS)

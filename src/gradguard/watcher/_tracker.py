@@ -252,6 +252,7 @@ class Tracker:
         self._print = ((), None)
         self._all: Optional[Subset] = None
         self._subsets: Dict[int, tuple] = {}
+        self._had: Optional[list] = None  # let_go's mask of the buffers it let go of, until the zero_grad ends
         self._all_owned: Optional[bool] = True  # every parameter is held by a watched optimizer (None: not known)
 
     # ------------------------------------------------------------ who
@@ -371,7 +372,7 @@ class Tracker:
         d = self.__dict__
         flat = d["flat_" + name]
         if value is not MIXED:
-            if len(sub.idx) == len(self.params):
+            if self._whole(sub):
                 self.uniform(name, value)
                 return
             if d["_" + name] is None and _same(flat, value):
@@ -379,6 +380,11 @@ class Tracker:
         sub.put(getattr(self, name), values if values is not None else [value] * len(sub.idx))
         if not _same(flat, value):
             d["flat_" + name] = MIXED
+
+    def _whole(self, sub: Subset) -> bool:
+        """``sub`` is every position (its length alone does not say: an optimizer may list a parameter twice)."""
+        sl = sub.sl
+        return sl is not None and sl.start == 0 and sl.stop == len(self.params)
 
     def _set_at(self, name: str, positions: List[int], value) -> None:
         """Column ``name`` holds ``value`` at ``positions``."""
@@ -441,9 +447,11 @@ class Tracker:
         if look is not None and any(look):
             vers = versions_of(grads)
             inplace = where(list(map(and_, map(and_, look, map(ne, vers, sub.get(self.ver))), map(not_, new))))
-            if zero_fill and len(inplace) == len(grads):
-                # zero_grad(set_to_none=False): every buffer zero-filled in place; one clearing, in columns
-                self._zero_filled_all(sub, site, vers)
+            if zero_fill and len(inplace) == len(grads) and not self._open_before():
+                # zero_grad(set_to_none=False) in a correct loop's steady state: every buffer zero-filled in
+                # place, no gradient discarded; one clearing, in columns. (With gradient still waiting, buffer
+                # by buffer below: which pass dies at which buffer, and whose optimizer it was, is decided there.)
+                self._zero_filled_all(sub, vers)
                 return vers
         if not inplace:
             if not any(new):
@@ -491,37 +499,44 @@ class Tracker:
         if watch_for:
             self._judge(watch_for, sub.idx, site)
 
-    def _zero_filled_all(self, sub: Subset, site: Optional[Site], vers: List[int]) -> None:
-        """Every buffer of ``sub`` zero-filled in place (now at versions ``vers``): as :meth:`_observe` would
-        find at each, in columns."""
-        watch_for = self._open_before()
+    def _zero_filled_all(self, sub: Subset, vers: List[int]) -> None:
+        """Every buffer of ``sub`` zero-filled in place (now at versions ``vers``), no pass's gradient waiting
+        anywhere: what :meth:`_observe` would find at each, in columns."""
         self._put("ver", sub, vers)
         for name, value in (("consumed", False), ("since", self.count), ("zero", True)):
             self._put(name, sub, None, value)
-        if watch_for:
-            self._judge(watch_for, sub.idx, site)
 
     def let_go(self, sub: Subset) -> bool:
         """Before torch's own ``zero_grad(set_to_none=True)`` on ``sub``: drop the buffers last seen, so that
         they are freed where they would be without the watch, inside ``zero_grad``. True if there were any."""
-        if self.flat_buf is None or not any(map(is_not, sub.get(self.buf), repeat(None))):
+        self._had = None
+        if self.flat_buf is None:
             return False
+        had = list(map(is_not, sub.get(self.buf), repeat(None)))
+        if not any(had):
+            return False
+        self._had = had  # which buffers were there: if the zero_grad fails part way (see unemptied)
         self._put("buf", sub, None, None)
         return True
 
     def emptied(self, sub: Subset, site: Optional[Site], had: bool) -> None:
         """After torch's own ``zero_grad(set_to_none=True)``: every buffer of ``sub`` is None (``had``: from
         :meth:`let_go`). Without reading them back (one pass over the parameters fewer per step)."""
+        self._had = None
         if had:
             self._cleared_all(sub, site)
 
     def unemptied(self, sub: Subset, site: Optional[Site]) -> None:
-        """That ``zero_grad`` failed part way: the buffers still there are those let go of (a zero_grad
-        that sets to None changes none in place); the others were cleared."""
+        """That ``zero_grad`` failed part way: the buffers still there are those let go of (a zero_grad that
+        sets to None replaces none), as last seen (their versions kept, so that the next event still sees what
+        was changed in place since); those now gone were cleared."""
+        had, self._had = self._had, None
         grads = grads_of(sub.get(self.params))
-        self._put("buf", sub, grads)
-        self._put("ver", sub, versions_of(grads))
-        gone = [sub.idx[j] for j in where(list(map(is_, grads, repeat(None))))]
+        if had is None or len(had) != len(grads):
+            had = [False] * len(grads)
+        self._put("buf", sub, list(map(_keep, had, grads, repeat(None))))
+        self._put("ver", sub, list(map(_keep, map(is_not, grads, repeat(None)), sub.get(self.ver), repeat(-1))))
+        gone = [sub.idx[j] for j in where(list(map(and_, had, map(is_, grads, repeat(None)))))]
         if gone:
             self.clear(gone, site)
 
