@@ -158,6 +158,10 @@ def main(argv=None) -> int:
             sizes = []
         if not sizes or min(sizes) < 1:
             parser.error(f"--curve {args.curve}: give tensor counts of at least 1, separated by commas (e.g. 1000,10000)")
+    try:  # the plot's folder, checked before the minutes of timing
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {args.out}: cannot write a plot there ({exc.strerror}); give a folder")
     global _BEFORE, CONDITIONS
     if args.compare:
         _BEFORE = _load_before(args.compare)

@@ -34,9 +34,9 @@ every in-place operation bumps:
 The buffers last seen are held by strong reference, which costs nothing while
 they are still the parameters' ``.grad``: a weak reference per buffer would cost
 a Python object per parameter per step (and set off CPython's cyclic collector).
-torch's own ``zero_grad(set_to_none=True)`` is let go of them before it clears
-(so they are freed inside it, as without the watch); after any other clearing
-the watch sees, they are let go as it accounts for it; a buffer cleared by hand
+The watch lets go of them before torch's own ``zero_grad(set_to_none=True)``
+clears (so they are freed inside it, as without the watch); after any other
+clearing the watch sees, it lets go of them as it accounts for it; a buffer cleared by hand
 (``p.grad = None``) is let go at the watch's next event (the next backward pass,
 step or ``zero_grad``).
 """
