@@ -538,6 +538,29 @@ def test_once_every_pass_reaches_one_parameter_only_it_stays_hooked_and_a_pass_t
     assert rel_error(opt.captured[1], [p.grad for p in ref.parameters()]) < 1e-12
 
 
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_the_hooked_parameter_is_heard_whether_autograd_makes_its_grad_or_adds_to_it_in_place(set_to_none):
+    # set_to_none=True: each window's first pass makes a new .grad tensor, the next add to it in
+    # place; set_to_none=False: zero_grad zeroes it in place and every pass adds to it. Either way
+    # a pass that reaches the one hooked parameter must be heard: no fall back to the graph, no
+    # re-hooking, and every window exact.
+    torch.manual_seed(0)
+    model = TwoBranches()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2, set_to_none=set_to_none)
+    data = _data([2, 5, 3, 4, 6, 1, 2, 3])
+    _run_window(acc, model, data[:2])
+    sentinel = None
+    for k in (2, 4, 6):
+        for x, y in data[k:k + 2]:
+            acc.backward(_mse(model, x, y), count=len(x))
+            assert len(acc._hook_handles) == 1 and (sentinel is None or acc._sentinel is sentinel)
+            sentinel = acc._sentinel
+            acc.step()
+        assert rel_error(opt.captured[-1], _window_reference(model, data[k:k + 2])) < 1e-12
+    assert len(opt.captured) == 4
+
+
 def test_a_pass_that_misses_the_one_hooked_parameter_and_reaches_no_other_is_refused():
     torch.manual_seed(0)
     model, other = TwoBranches(), nn.Linear(3, 1).double()
@@ -553,6 +576,76 @@ def test_a_pass_that_misses_the_one_hooked_parameter_and_reaches_no_other_is_ref
     with pytest.raises(gg.GradguardError, match="micro-batch 1 of window 1 reached none of the optimizer's parameters"):
         acc.step()
     assert len(opt.captured) == 1 and acc.skipped_windows == 1
+
+
+def _one_hooked(acc, model, data):
+    """Two windows on ``model``: the Accumulator then hooks one parameter only."""
+    _run_window(acc, model, data[:2])
+    _run_window(acc, model, data[2:4])
+    assert len(acc._hook_handles) == 1
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("position", [0, 1])
+def test_a_loss_reaching_no_parameter_is_refused_wherever_it_falls_in_a_window_with_one_parameter_hooked(set_to_none, position):
+    # With one parameter hooked, a loss from another model misses it in a window's first pass (with
+    # set_to_none=False a zeroed .grad is already there) as in a later one: decided from its graph.
+    torch.manual_seed(0)
+    model, other = TwoBranches(), nn.Linear(3, 1).double()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2, set_to_none=set_to_none)
+    data = _data([2, 5, 3, 4, 6, 1])
+    _one_hooked(acc, model, data)
+    for i, (x, y) in enumerate(data[4:]):
+        acc.backward(F.mse_loss((other if i == position else model)(x), y), count=len(x))
+        if i == 0:
+            acc.step()
+    with pytest.raises(gg.GradguardError, match=f"micro-batch {position} of window 2 reached none of the optimizer's parameters"):
+        acc.step()
+    assert len(opt.captured) == 2 and acc.skipped_windows == 1
+
+
+def test_a_grad_replaced_by_hand_mid_window_hides_no_loss_that_reaches_nothing():
+    # A .grad put there by hand mid-window (the same values) is neither a pass's reach nor a miss:
+    # the next pass that reaches nothing is still refused, one that reaches the model still exact.
+    torch.manual_seed(0)
+    model, other = TwoBranches(), nn.Linear(3, 1).double()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2)
+    data = _data([2, 5, 3, 4, 6, 1, 2, 3])
+    _one_hooked(acc, model, data)
+    acc.backward(_mse(model, *data[4]), count=len(data[4][0]))
+    acc.step()
+    acc._sentinel.grad = acc._sentinel.grad.clone()  # by hand, the same values
+    acc.backward(_mse(other, *data[5]), count=len(data[5][0]))  # reaches none of the optimizer's parameters
+    with pytest.raises(gg.GradguardError, match="micro-batch 1 of window 2 reached none of the optimizer's parameters"):
+        acc.step()
+    # Control: the same replacement before a pass that does reach the model leaves the window exact.
+    _one_hooked(acc, model, data[:4])
+    acc.backward(_mse(model, *data[6]), count=len(data[6][0]))
+    acc.step()
+    acc._sentinel.grad = acc._sentinel.grad.clone()
+    acc.backward(_mse(model, *data[7]), count=len(data[7][0]))
+    assert acc.step()
+    assert rel_error(opt.captured[-1], _window_reference(model, data[6:8])) < 1e-12
+
+
+def test_a_failed_first_pass_with_one_parameter_hooked_is_undone_and_the_retry_is_exact():
+    torch.manual_seed(0)
+    model = _Net().double()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=2)
+    data = _data([2, 5, 3, 4, 6, 1])
+    _one_hooked(acc, model, data)
+    _FailingBackward.armed = True  # the head's gradients land, then the pass raises
+    with pytest.raises(torch.OutOfMemoryError):
+        acc.backward(_mse(model, *data[4]), count=len(data[4][0]))
+    assert all(p.grad is None for p in model.parameters())
+    for x, y in data[4:]:
+        acc.backward(_mse(model, x, y), count=len(x))
+        assert len(acc._hook_handles) == 1  # every pass heard to reach the hooked parameter
+        acc.step()
+    assert rel_error(opt.captured[-1], _window_reference(model, data[4:])) < 1e-12
 
 
 def test_a_loss_reaching_parameters_outside_the_optimizer_is_reported_once():
