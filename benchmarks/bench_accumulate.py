@@ -28,9 +28,10 @@ Four workloads, two models:
 (``time.thread_time``, one intra-op thread) instead of wall time: on a machine
 shared with other jobs, time spent descheduled then counts for no method.
 
-``--compare SRC`` adds the Accumulator of another checkout's ``src`` folder
-(copied under another package name) as the method ``gradguard before``, in the
-same rounds, so that old and new code meet the same machine noise::
+``--compare SRC`` adds the Accumulator of another checkout's ``src`` folder as the
+method ``gradguard before``, in the same rounds, so that old and new code meet the
+same machine noise; both versions are then loaded alike, as copies under other package
+names, and the table ends with their paired difference per step and its 95 % interval::
 
     python benchmarks/bench_accumulate.py --only mlp --clock cpu --compare /tmp/old/src
 
@@ -53,6 +54,7 @@ hand-written loop is an upper bound of what it costs (see ``own_code_time``).
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -65,6 +67,8 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import gradguard as gg  # noqa: E402
 from gradguard._progress import progress  # noqa: E402
+
+from _compare import bootstrap_median, load_copy  # noqa: E402
 
 IGNORE = -100
 
@@ -163,8 +167,10 @@ class HandWritten:
 
 
 class WithGradguard:
+    package = gg  # under --compare, a copy of it loaded as the other version is (see main)
+
     def __init__(self, model, opt, steps, variable, loss=loss_of):
-        self.model, self.acc, self.loss = model, gg.Accumulator(opt, steps=steps), loss
+        self.model, self.acc, self.loss = model, self.package.Accumulator(opt, steps=steps), loss
 
     def window(self, mbs):
         for x, y, c in mbs:
@@ -174,24 +180,6 @@ class WithGradguard:
 
 class WithGradguardBefore(WithGradguard):
     """The Accumulator of the checkout given to ``--compare``."""
-
-    package = None
-
-    def __init__(self, model, opt, steps, variable, loss=loss_of):
-        self.model, self.acc, self.loss = model, self.package.Accumulator(opt, steps=steps), loss
-
-
-def _load_before(src: str):
-    """The ``gradguard`` package of another checkout's ``src``, importable beside this one."""
-    import shutil
-    import tempfile
-
-    tmp = tempfile.mkdtemp(prefix="bench_accumulate_")
-    shutil.copytree(Path(src) / "gradguard", Path(tmp) / "gradguard_before")
-    sys.path.insert(0, tmp)
-    import gradguard_before  # its imports are relative: it runs as a package of its own
-
-    return gradguard_before
 
 
 class WithAccelerate:
@@ -234,6 +222,13 @@ class _SharedWorkClock:
         return timed
 
 
+def _shuffled(runners: dict, rng: random.Random) -> list:
+    """The methods in a new order (seeded: a rerun repeats it)."""
+    order = list(runners.items())
+    rng.shuffle(order)
+    return order
+
+
 def own_code_time(runners: dict, windows, rounds: int, repeat: int) -> dict:
     """Seconds per optimizer step each method spends outside the shared torch work (median of interleaved rounds).
 
@@ -257,11 +252,10 @@ def own_code_time(runners: dict, windows, rounds: int, repeat: int) -> dict:
         runner.loss = clock.wrap(runner.loss)
     torch.autograd.backward = clock.wrap(engine)  # Tensor.backward and the Accumulator both call it
     own = {name: [] for name in runners}
+    rng = random.Random(1)
     try:
         for r in range(rounds):
-            order = list(runners.items())
-            if r % 2:
-                order.reverse()
+            order = _shuffled(runners, rng)
             mbs = windows[r % len(windows)]
             for name, runner in order:
                 clock.inside = 0.0
@@ -303,7 +297,11 @@ def main(argv=None):
 
     methods = {"hand-written": HandWritten, "hand-written (A/A)": HandWritten, "gradguard": WithGradguard}
     if args.compare:
-        WithGradguardBefore.package = _load_before(args.compare)
+        # Both versions are loaded the same way, as copies under other names: two copies of the
+        # same code can land a few microseconds per step apart (where their code and data fall
+        # in memory), and the one imported as installed must not be the one favoured by it.
+        WithGradguardBefore.package = load_copy(args.compare, "gradguard_before")
+        WithGradguard.package = load_copy(Path(gg.__file__).resolve().parents[1], "gradguard_current")
         methods["gradguard before"] = WithGradguardBefore
     try:
         if args.no_accelerate:
@@ -337,12 +335,12 @@ def main(argv=None):
             for _ in range(repeat):
                 runners[name].window(windows[0])  # warm-up, untimed
         times = {m: [] for m in methods}
-        # One optimizer step per method per round, methods interleaved (order alternating):
+        rng = random.Random(0)
+        # One optimizer step per method per round, methods interleaved (in a new order each round:
+        # what runs just before a method, and the caches it leaves, is then nobody's in particular):
         # machine noise lands on all of them alike, and the ratio is taken round by round.
         for r in progress(range(rounds), desc=f"rounds ({workload})"):
-            order = list(runners.items())
-            if r % 2:
-                order.reverse()
+            order = _shuffled(runners, rng)
             mbs = windows[r % len(windows)]
             for name, runner in order:
                 t0 = clock()
@@ -358,6 +356,11 @@ def main(argv=None):
         for m in methods:
             med = statistics.median(times[m])
             print(f"  {m:<20} {med:>14.5f} {1 / med:>9.1f} {ratios[m]:>20.3f}x {med / hand_med:>16.3f}x")
+        if "gradguard before" in times:
+            diffs = [(t - b) * 1e6 for t, b in zip(times["gradguard"], times["gradguard before"])]
+            low, high = bootstrap_median(diffs)
+            print(f"  gradguard - gradguard before, per round: {statistics.median(diffs):+.1f} us per step "
+                  f"(95 % interval {low:+.1f} to {high:+.1f})")
         own = own_code_time({m: r for m, r in runners.items() if m != "accelerate"}, windows, max(10, rounds // 2), repeat)
         print(f"  outside the shared torch work (forward, backward pass, optimizer step, zero_grad), wall time per step,\n"
               f"  median of {max(10, rounds // 2)} more interleaved rounds; the difference is each method's own cost:")

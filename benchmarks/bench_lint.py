@@ -25,12 +25,12 @@ import json
 import os
 import platform
 import shlex
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _compare import load_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
@@ -56,16 +56,6 @@ def corpus():
     torch_dir = Path(list(spec.submodule_search_locations)[0])
     files = sorted(p for sub in ("nn", "optim") for p in (torch_dir / sub).rglob("*.py"))
     return torch_dir, [(str(p), p.read_text(encoding="utf-8")) for p in files]
-
-
-def _load_before(src: str):
-    """The linter of another checkout's ``src`` folder, importable beside this one."""
-    tmp = tempfile.mkdtemp(prefix="bench_lint_")
-    shutil.copytree(Path(src) / "gradguard", Path(tmp) / "gradguard_before")
-    sys.path.insert(0, tmp)
-    import gradguard_before.lint  # its imports are relative: it runs as a package of its own
-
-    return gradguard_before.lint
 
 
 def lint_each(lint, sources) -> int:
@@ -463,7 +453,7 @@ def main(argv=None) -> int:
                 torch_version = line.split("=", 1)[1].strip().strip("'\"")
     print(f"corpus: {len(sources)} files under {torch_dir}/{{nn,optim}}", file=sys.stderr)
 
-    before = _load_before(args.compare) if args.compare else None
+    before = importlib.import_module(load_copy(args.compare).__name__ + ".lint") if args.compare else None
     runs = []  # each run's best-of-rounds seconds: the spread between runs shows the noise
     for run in range(args.runs):
         best, found = time_parse_and_lint(sources, args.repeat, before)

@@ -61,17 +61,16 @@ import gc
 import importlib
 import operator
 import os
-import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from _compare import bootstrap_median, load_copy
 
 CONDITIONS = ("plain", "watch", "anomaly")
 
@@ -99,16 +98,6 @@ class Stack(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
-
-
-def _load_before(src: str):
-    """The ``gradguard`` package of another checkout's ``src``, importable beside this one."""
-    tmp = tempfile.mkdtemp(prefix="bench_watch_")
-    shutil.copytree(Path(src) / "gradguard", Path(tmp) / "gradguard_before")
-    sys.path.insert(0, tmp)
-    import gradguard_before  # its imports are relative: it runs as a package of its own
-
-    return gradguard_before
 
 
 _BEFORE = None
@@ -164,7 +153,7 @@ def main(argv=None) -> int:
         parser.error(f"--out {args.out}: cannot write a plot there ({exc.strerror}); give a folder")
     global _BEFORE, CONDITIONS
     if args.compare:
-        _BEFORE = _load_before(args.compare)
+        _BEFORE = load_copy(args.compare)
         CONDITIONS = ("plain", "before", "watch", "anomaly")
     if args.no_anomaly:
         CONDITIONS = tuple(c for c in CONDITIONS if c != "anomaly")
@@ -462,13 +451,6 @@ def _read_time(step, params, steps: int) -> float:
     return statistics.median(spent)
 
 
-def _bootstrap_median(values, resamples: int = 2000):
-    """A 95 % percentile-bootstrap interval for the median of ``values`` (fixed seed: the same data, the same interval)."""
-    rng = random.Random(0)
-    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
-
-
 def curve(sizes, args) -> int:
     """The many-tensor case at several sizes: ratio to plain and the watch's cost per tensor per step."""
     rows = []
@@ -490,7 +472,7 @@ def curve(sizes, args) -> int:
         plain, watched = statistics.median(times["plain"]), statistics.median(times["watch"])
         ratios = [w / p for w, p in zip(per_round["watch"], per_round["plain"])]
         paired = statistics.median(ratios)
-        low, high = _bootstrap_median(ratios)
+        low, high = bootstrap_median(ratios)
         # The watch's cost per tensor from each round's own difference (paired, as the ratio is): a machine
         # that slows down during the run moves both conditions of a round alike, not the difference.
         per_tensor = statistics.median(w - p for w, p in zip(per_round["watch"], per_round["plain"])) / n * 1e6

@@ -60,3 +60,19 @@ def test_own_code_time_shows_added_work_and_only_it():
     assert runners["gradguard"].loss is bench.mse_loss_of
     runners["gradguard"].window(windows[0])  # and the runners still train
     assert runners["gradguard"].acc.optimizer_steps == 7
+
+
+def test_compare_loads_both_versions_alike_and_reports_their_paired_difference(tmp_path, capsys):
+    # Under --compare neither Accumulator is the installed package: both are copies under other
+    # names, loaded the same way, so neither is favoured by how it was imported.
+    import gradguard
+    from pathlib import Path
+
+    bench = _load()
+    src = Path(gradguard.__file__).resolve().parents[1]
+    assert bench.main(["--only", "mlp", "--quick", "--no-accelerate", "--compare", str(src), "--out", str(tmp_path)]) == 0
+    assert bench.WithGradguard.package.__name__ == "gradguard_current"
+    assert bench.WithGradguardBefore.package.__name__ == "gradguard_before"
+    assert bench.WithGradguard.package is not gradguard
+    out = capsys.readouterr().out
+    assert out.count("gradguard - gradguard before, per round:") == 2  # one per tiny-MLP workload
