@@ -51,7 +51,14 @@ def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gradguard' has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
+    try:
+        value = getattr(import_module(module, __name__), name)
+    except ModuleNotFoundError as exc:
+        from ._torch import is_missing_torch, missing_error  # torch is not a hard dependency: say what to install
+
+        if not is_missing_torch(exc):
+            raise
+        raise missing_error(f"gradguard.{name}") from None
     globals()[name] = value  # later look-ups skip __getattr__
     return value
 

@@ -21,6 +21,9 @@ from . import demo, lint, plan, rule, run, server
 USAGE_ERROR = 2
 
 SUBCOMMANDS = {"demo": demo, "run": run, "lint": lint, "rule": rule, "plan": plan, "server": server}
+#: The subcommands that run PyTorch code; without torch they say so in one line (torch is not a
+#: hard dependency: `lint`, `rule` and `server` never import it).
+NEEDS_TORCH = ("demo", "run", "plan")
 
 
 def build_parser() -> tuple:
@@ -69,6 +72,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
     try:
+        if args.command in NEEDS_TORCH:
+            from .._torch import require_torch
+
+            require_torch("this command")
         code = int(SUBCOMMANDS[args.command].handle(args) or 0)
         if not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush

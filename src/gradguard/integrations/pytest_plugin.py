@@ -46,8 +46,13 @@ def pytest_configure(config) -> None:
         "or enabled=False to run it unwatched",
     )
     if config.getoption("gradguard"):
+        from .._torch import require_torch
         from ..rules import parse_codes
 
+        try:
+            require_torch("--gradguard")  # torch is not a hard dependency of gradguard
+        except Exception as exc:  # a GradguardError: no torch, or an unusable one
+            raise pytest.UsageError(str(exc)) from None
         try:
             ignore = parse_codes(config.getoption("gradguard_ignore"))
         except Exception as exc:  # a GradguardError: an unknown code

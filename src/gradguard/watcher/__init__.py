@@ -102,8 +102,14 @@ class watch(ContextDecorator):
     def __enter__(self) -> "watch":
         if self._engine is not None:
             raise GradguardError("this watch is already active: use a new gradguard.watch() for a nested block")
-        from ._session import Session
+        try:
+            from ._session import Session
+        except ModuleNotFoundError as exc:
+            from .._torch import is_missing_torch, missing_error  # torch is not a hard dependency
 
+            if not is_missing_torch(exc):
+                raise
+            raise missing_error("gradguard.watch") from None
         engine = Session(self.mode, self.ignore, self.findings, self._reported, self.rewrite)
         engine.install()
         self._engine = engine
