@@ -87,3 +87,22 @@ def test_this_repository_as_repo_at_a_commit_hash(setup):
     config = f"repos:\n  - repo: {clone}\n    rev: {rev}\n    hooks:\n      - id: gradguard-lint\n"
     done = run_hooks(project, env, pre_commit, config)
     assert done.returncode == 1 and "train.py:6:5: GG101" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_isolated_hook_installs_gradguard_without_torch(setup):
+    """`gradguard-lint-isolated`: pre-commit builds the hook's environment from the clone itself; torch
+    is no dependency, so that environment holds gradguard (and what it needs) and no torch."""
+    clone, project, env, pre_commit = setup
+    env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # the hook runs the gradguard pre-commit installed
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+    config = f"repos:\n  - repo: {clone}\n    rev: {rev}\n    hooks:\n      - id: gradguard-lint-isolated\n"
+    done = run_hooks(project, env, pre_commit, config)
+    assert done.returncode == 1 and "train.py:6:5: GG101" in done.stdout, done.stdout + done.stderr
+    pythons = sorted((Path(env["PRE_COMMIT_HOME"])).glob("repo*/py_env-*/bin/python"))
+    assert len(pythons) == 1, pythons
+    probe = ("import importlib.util, gradguard\n"
+             "print(importlib.util.find_spec('torch') is None, gradguard.__file__)\n")
+    found = subprocess.run([str(pythons[0]), "-c", probe], capture_output=True, text=True, timeout=60)
+    no_torch, where = found.stdout.split()
+    assert no_torch == "True", found.stdout + found.stderr  # pre-commit did not install torch
+    assert where.startswith(str(pythons[0].parent.parent)), where  # the hook's own gradguard, not the clone's src
