@@ -105,9 +105,13 @@ def test_exit_code_by_severity_and_exit_zero(project, capsys):
 def test_github_annotations(project, capsys):
     assert main(["lint", "--format", "github", "train.py"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("::error title=gradguard (GG101),file=train.py,line=6,col=5::train.py:6:5: GG101 ")
-    assert lines[1].startswith("::warning title=gradguard (GG201),file=train.py,line=7,col=5::")
+    # the end (exclusive, as ruff writes it) marks `optimizer.step()` and `total += loss`, not the rest of the line
+    assert lines[0].startswith("::error title=gradguard (GG101),file=train.py,line=6,col=5,endLine=6,endColumn=21::"
+                               "train.py:6:5: GG101 ")
+    assert lines[1].startswith("::warning title=gradguard (GG201),file=train.py,line=7,col=5,endLine=7,endColumn=18::")
     assert len(lines) == 2  # annotations only: no summary line for the log to misread
+    source = Path("train.py").read_text().splitlines()
+    assert source[5][4:20] == "optimizer.step()" and source[6][4:17] == "total += loss"
 
 
 def test_one_path_form_as_ruff_prints(project, capsys):
@@ -164,7 +168,7 @@ def test_sarif_output(project, capsys):
     results = log["runs"][0]["results"]
     assert [r["ruleId"] for r in results] == ["GG101", "GG201"]
     region = results[0]["locations"][0]["physicalLocation"]["region"]
-    assert region == {"startLine": 6, "startColumn": 5}
+    assert region == {"startLine": 6, "startColumn": 5, "endLine": 6, "endColumn": 21}
     assert results[0]["level"] == "error" and results[1]["level"] == "warning"
 
 

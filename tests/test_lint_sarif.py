@@ -68,3 +68,51 @@ def test_uris_read_as_paths():
     assert uris == ["./x:y.py", "a/b:c.py", "file:///abs/dir/t.py", "file:///C:/proj/x.py", "caf%E9.py", "100%25.py",
                     "%23x.py"]
     assert [urlsplit(u).scheme for u in uris] == ["", "", "file", "file", "", "", ""]
+
+
+def _region_text(lines, region):
+    first, last = region["startLine"] - 1, region["endLine"] - 1
+    if first == last:
+        return lines[first][region["startColumn"] - 1 : region["endColumn"] - 1]
+    return "\n".join([lines[first][region["startColumn"] - 1 :], *lines[first + 1 : last],
+                      lines[last][: region["endColumn"] - 1]])
+
+
+def test_regions_end_where_the_flagged_code_ends():
+    """Every lint result's region (start inclusive, end exclusive, in characters) holds a whole piece of
+    code: an expression or statement that parses, a compound statement's header up to its colon, or the
+    `def NAME` of a function; never a cut expression nor a loop's whole body."""
+    import ast
+
+    fixtures = Path(__file__).parent / "lint_fixtures"
+    findings = [f for f in gg.lint_paths([str(fixtures)]) if f.code != "GG000"]
+    results = to_sarif(findings)["runs"][0]["results"]
+    assert len(results) == len(findings) > 20
+    kinds = set()
+    for f, r in zip(findings, results):
+        region = r["locations"][0]["physicalLocation"]["region"]
+        assert (region["endLine"], region["endColumn"]) == (f.end_line, f.end_col)
+        text = _region_text(Path(f.path).read_text(encoding="utf-8").split("\n"), region)
+        if text.endswith(":"):
+            ast.parse(text.strip() + " pass")
+            kinds.add("header")
+        elif text.startswith(("def ", "async def ", "class ")):
+            assert text.split()[-1].isidentifier(), text
+            kinds.add("def")
+        else:
+            ast.parse(text.strip())  # a whole expression or simple statement
+            kinds.add("code")
+        assert region["endLine"] - region["startLine"] <= 2, (f, text)  # a header, not the body under it
+    assert kinds == {"header", "def", "code"}
+
+
+def test_region_columns_count_characters():
+    src = ("for x in loader:\n"
+           "    loss = model(x)\n"
+           "    loss.backward()\n"
+           "    tag = 'é→ü'; optimizer.step()\n")
+    (f,) = gg.lint_source(src, "t.py")
+    line = src.split("\n")[3]
+    assert line[f.col - 1 : f.end_col - 1] == "optimizer.step()" and f.end_line == 4
+    region = to_sarif([f])["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 4, "startColumn": f.col, "endLine": 4, "endColumn": f.end_col}

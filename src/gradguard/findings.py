@@ -17,8 +17,9 @@ from .rules import RULES
 
 SEVERITIES = ("error", "warning", "info")
 
-#: The keys of a finding's JSON object, in this order; ``fix`` is null where there is none.
-JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params", "fix")
+#: The keys of a finding's JSON object, in this order; ``fix`` is null where there is none, and
+#: ``end_line``/``end_col`` (where the flagged code ends, the column exclusive) are null at run time.
+JSON_KEYS = ("code", "name", "severity", "message", "path", "line", "col", "step", "params", "fix", "end_line", "end_col")
 
 #: A concise line longer than this keeps only its first clause.
 _SHORT = 100
@@ -70,6 +71,9 @@ class Finding(NamedTuple):
         advice: the fix the checker gave in place of the rule's, if any (the
             message's last part). ``detail`` and ``advice`` are the parts a
             rewrite starts from (see :func:`make_finding`); they are not in the JSON.
+        end_line, end_col: where the flagged code ends (lint only; the column is
+            1-based and exclusive, as ruff's and SARIF's ends are): a call, an
+            assignment, or the header of a loop or function.
 
     >>> f = Finding("GG101", "stale-gradient", "error", "Step reused gradients. More words.", "train.py", 3, 5)
     >>> f.format()
@@ -90,6 +94,8 @@ class Finding(NamedTuple):
     fix: Optional[Fix] = None
     detail: Optional[str] = None
     advice: Optional[str] = None
+    end_line: Optional[int] = None
+    end_col: Optional[int] = None
 
     def location(self) -> str:
         """``path:line:col`` as far as it is known (ruff's form)."""
@@ -325,12 +331,13 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
 
     Every rule of the table is listed in the tool's driver (with its long
     explanation as help), each finding is a result pointing at its rule, file,
-    line and column (both 1-based, as in :class:`Finding`).
+    line and column (both 1-based, as in :class:`Finding`), and where the flagged code ends
+    (``endLine``/``endColumn``, the column exclusive) when the linter knows it.
 
-    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3, 5)
+    >>> f = Finding("GG101", "stale-gradient", "error", "msg", "train.py", 3, 5, end_line=3, end_col=21)
     >>> log = to_sarif([f])
     >>> log["version"], log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
-    ('2.1.0', {'startLine': 3, 'startColumn': 5})
+    ('2.1.0', {'startLine': 3, 'startColumn': 5, 'endLine': 3, 'endColumn': 21})
     """
     from ._version import __version__
 
@@ -362,6 +369,10 @@ def to_sarif(findings: Iterable[Finding]) -> dict:
                 region = {"startLine": max(int(f.line), 1)}
                 if f.col is not None:
                     region["startColumn"] = max(int(f.col), 1)
+                if f.end_line is not None and f.end_line >= region["startLine"]:
+                    region["endLine"] = int(f.end_line)
+                    if f.end_col is not None and f.col is not None:
+                        region["endColumn"] = max(int(f.end_col), 1)
                 location["region"] = region
             result["locations"] = [{"physicalLocation": location}]
         if f.fix is not None and f.path is not None:

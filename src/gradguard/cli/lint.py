@@ -289,11 +289,13 @@ _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def github_annotation(f) -> str:
-    """One GitHub Actions workflow command, as ruff's ``--output-format github`` writes it.
+    """One GitHub Actions workflow command, as ruff's ``--output-format github`` writes it
+    (``endLine``/``endColumn``: where the flagged code ends, when known).
 
     >>> from gradguard.findings import Finding
-    >>> github_annotation(Finding("GG101", "stale-gradient", "error", "Step reused: 50% stale.", "t.py", 3, 5))
-    '::error title=gradguard (GG101),file=t.py,line=3,col=5::t.py:3:5: GG101 Step reused: 50%25 stale.'
+    >>> github_annotation(Finding("GG101", "stale-gradient", "error", "Step reused: 50% stale.", "t.py", 3, 5,
+    ...                           end_line=3, end_col=21))
+    '::error title=gradguard (GG101),file=t.py,line=3,col=5,endLine=3,endColumn=21::t.py:3:5: GG101 Step reused: 50%25 stale.'
     """
 
     def data(text: str) -> str:
@@ -309,4 +311,8 @@ def github_annotation(f) -> str:
         props.append(f"line={f.line}")
         if f.col is not None:
             props.append(f"col={f.col}")
+        if f.end_line is not None:
+            props.append(f"endLine={f.end_line}")
+            if f.end_col is not None and f.col is not None:
+                props.append(f"endColumn={f.end_col}")
     return f"::{_GITHUB_LEVEL.get(f.severity, 'warning')} {','.join(props)}::{data(f.format(full=True))}"

@@ -106,8 +106,58 @@ def to_finding(d: Diagnostic, filename: str, lines: Optional[List[str]] = None) 
     """
     line = getattr(d.node, "lineno", 1) or 1
     col = char_column(lines, line, getattr(d.node, "col_offset", 0) or 0)
-    finding = make_finding(d.code, d.detail, path=filename, line=line, col=col)
+    end_line, end_col = end_of(d.node, lines, line, col)
+    finding = make_finding(d.code, d.detail, path=filename, line=line, col=col)._replace(end_line=end_line, end_col=end_col)
     return finding._replace(fix=d.fix) if d.fix is not None else finding
+
+
+def end_of(node, lines: Optional[List[str]], line: int, col: int) -> Tuple[int, int]:
+    """Where a finding's code ends: 1-based line and exclusive character column, as SARIF counts them.
+
+    An expression or a simple statement ends where the parser says; a compound statement (a loop,
+    a function) at the end of its header, so that an annotation marks ``for x in loader:``, not the
+    whole body.
+
+    >>> src = "for x in data:\\n    step(x)\\n"
+    >>> end_of(ast.parse(src).body[0], src.split("\\n"), 1, 1)
+    (1, 15)
+    >>> end_of(ast.parse(src).body[0].body[0].value, src.split("\\n"), 2, 5)
+    (2, 12)
+    """
+    header = _header_end(node)
+    if header is not None:
+        end_line, byte_col = header
+    else:
+        end_line = getattr(node, "end_lineno", None) or line
+        byte_col = getattr(node, "end_col_offset", None) or 0
+    end_col = char_column(lines, end_line, byte_col)
+    if (end_line, end_col) <= (line, col):  # a node with positions made up by the model: one character
+        return line, col + 1
+    if header is not None and lines and 0 < end_line <= len(lines):
+        text = lines[end_line - 1]
+        colon = text.find(":", end_col - 1)
+        if colon >= 0 and not text[end_col - 1 : colon].strip(" )\t"):
+            end_col = colon + 2  # the header's colon, past closing parentheses
+    return end_line, end_col
+
+
+def _header_end(node) -> Optional[Tuple[int, int]]:
+    """(line, byte offset) where a compound statement's header ends before its colon, else None."""
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        last = node.iter
+    elif isinstance(node, (ast.While, ast.If)):
+        last = node.test
+    elif isinstance(node, (ast.With, ast.AsyncWith)) and node.items:
+        item = node.items[-1]
+        last = item.optional_vars or item.context_expr
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        # the name: where ruff marks a function; the signature may run over many lines
+        start = node.col_offset + (len("async def ") if isinstance(node, ast.AsyncFunctionDef)
+                                   else len("def ") if isinstance(node, ast.FunctionDef) else len("class "))
+        return node.lineno, start + len(node.name.encode("utf-8"))
+    else:
+        return None
+    return getattr(last, "end_lineno", None) or node.lineno, getattr(last, "end_col_offset", None) or 0
 
 
 def char_column(lines: Optional[List[str]], line: int, byte_col: int) -> int:
