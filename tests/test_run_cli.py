@@ -1,6 +1,7 @@
 """``gradguard run``: runs a script as ``python`` would, under the watch."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -304,3 +305,45 @@ def test_the_script_gets_its_arguments_exactly_as_from_python(tmp_path, capsys, 
         assert f"argv {['s.py', *args]}" in capsys.readouterr().out  # argv[0] as typed, `--` kept
     assert main(["run", "--mode", "record", "./s.py", "--report", "x"]) == 0
     assert "argv ['./s.py', '--report', 'x']" in capsys.readouterr().out
+
+
+STALE = (
+    "import os, sys, torch\n"
+    "model = torch.nn.Linear(2, 1)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "if len(sys.argv) > 1:\n"
+    "    os.chdir(sys.argv[1])\n"
+    "for x in [torch.ones(1, 2)] * 3:\n"
+    "    model(x).sum().backward()\n"
+    "    optimizer.step()\n"
+)
+
+
+def test_paths_print_as_lint_prints_them(tmp_path, capsys, monkeypatch):
+    """Below the current folder relative (as `gradguard lint` shows them), elsewhere absolute, whatever
+    folder the script changes to and however it was named; the report keeps the absolute path."""
+    from gradguard.findings import short_path
+
+    (tmp_path / "proj" / "src").mkdir(parents=True)
+    script = write(tmp_path / "proj" / "src", "train.py", STALE)
+    monkeypatch.chdir(tmp_path / "proj")
+    report = tmp_path / "r.json"
+    for named in ("src/train.py", "./src/train.py", str(script)):
+        assert main(["run", "--mode", "record", "--report", str(report), named, str(tmp_path)]) == 1
+        monkeypatch.chdir(tmp_path / "proj")  # the script moved away
+        lines = [line for line in capsys.readouterr().err.splitlines() if ": GG101 " in line]
+        assert [line.split(": GG101 ")[0] for line in lines] == ["src/train.py:8"], (named, lines)
+        if not os.path.isabs(named):  # the linter names the same file the same way (an absolute one: as given)
+            assert main(["lint", "--select", "GG101", named]) == 1
+            assert capsys.readouterr().out.startswith("src/train.py:8:5: GG101")
+    assert json.loads(report.read_text())[0]["path"] == str(script)
+    monkeypatch.chdir(tmp_path / "proj" / "src")
+    assert main(["run", "--mode", "raise", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert "gradguard run: stopped at train.py:8: GG101 stale-gradient" in err and "\ntrain.py:8: GG101" in err
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    main(["run", "--mode", "record", str(script)])
+    assert f"\n{script}:8: GG101" in capsys.readouterr().err  # outside the current folder: absolute
+    assert short_path(str(script), str(other)) == str(script)

@@ -229,15 +229,20 @@ def make_finding(
     )
 
 
-def short_path(path: str) -> str:
-    """``path`` relative to the current folder when it lies below it, else as it is: how gradguard shows a file.
+def short_path(path: str, start: Optional[str] = None) -> str:
+    """``path`` relative to the current folder (or ``start``) when it lies below it, else as it is: how
+    gradguard shows a file (``gradguard lint`` and ``gradguard run`` alike).
 
     >>> import os
     >>> short_path(os.path.join(os.getcwd(), "train.py")), short_path("/elsewhere/x.py") in ("/elsewhere/x.py",)
     ('train.py', True)
+    >>> short_path("/proj/src/train.py", start="/proj"), short_path("<stdin>")
+    ('src/train.py', '<stdin>')
     """
+    if not path or path.startswith("<"):  # <stdin>, <string>: not a file
+        return path
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, start) if start else os.path.relpath(path)
     except ValueError:  # another drive on Windows
         return path
     return path if rel.startswith(os.pardir) else rel

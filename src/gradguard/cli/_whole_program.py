@@ -38,7 +38,7 @@ import sys
 import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ..findings import Finding, summary_line, to_json
+from ..findings import Finding, short_path, summary_line, to_json
 
 _real_exit = os._exit
 _real_thread_start = threading.Thread.start
@@ -53,6 +53,7 @@ class Config(NamedTuple):
     report: Optional[str]  # absolute path of this rank's report, or None
     shared: str  # the folder where child processes leave their findings for the parent
     who: str  # how summaries name the run: "gradguard run" or "gradguard run [rank 1/2]"
+    cwd: str = ""  # the folder gradguard run started in: summaries show paths below it relative to it, as lint does
 
 
 def child_report_path(report: str, pid: int) -> str:
@@ -343,7 +344,8 @@ def finish_parent(code: int) -> int:
     mine = run.process_findings()
     mine.write()  # retries a write that failed during the run
     who = config.who
-    _print_findings(mine.items, who, config.report if config.report and config.report not in mine.failed else None)
+    _print_findings(mine.items, who, config.report if config.report and config.report not in mine.failed else None,
+                    config.cwd)
     for path, exc in mine.failed.items():
         print(f"{who}: error: could not write the report to {path}: {exc.strerror or exc}; "
               "the findings as JSON follow", file=sys.stderr)
@@ -352,7 +354,7 @@ def finish_parent(code: int) -> int:
     for pid, found in children_findings(config.shared):
         child_who = f"{who[:-1]}, pid {pid}]" if who.endswith("]") else f"{who} [pid {pid}]"
         report = child_report_path(config.report, pid) if config.report else None
-        _print_findings(found, child_who, report)
+        _print_findings(found, child_who, report, config.cwd)
         everything.extend(found)
     shutil.rmtree(config.shared, ignore_errors=True)
     if any(f.severity == "error" for f in everything):
@@ -360,11 +362,13 @@ def finish_parent(code: int) -> int:
     return code
 
 
-def _print_findings(findings: List[Finding], who: str, report: Optional[str]) -> None:
+def _print_findings(findings: List[Finding], who: str, report: Optional[str], cwd: str = "") -> None:
     if findings:
         print(f"\n{who}: findings", file=sys.stderr)
         for f in findings:
-            print(f.format(), file=sys.stderr)
+            # relative to where the run started (the script may have changed folder), as `gradguard lint` shows it
+            shown = f._replace(path=short_path(f.path, cwd or None)) if f.path else f
+            print(shown.format(), file=sys.stderr)
         print(f"`gradguard rule {findings[0].code}` explains a rule and its fix"
               + (f"; {report} has the full messages" if report else ""), file=sys.stderr)
     print(f"{who}: {summary_line(findings)}", file=sys.stderr)

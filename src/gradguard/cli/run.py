@@ -154,6 +154,7 @@ def handle(args) -> int:
     import threading
 
     from .._errors import GradientBugError
+    from ..findings import short_path
     from ..rules import parse_codes
     from . import _whole_program
 
@@ -177,8 +178,9 @@ def handle(args) -> int:
     else:
         sys.path.insert(0, first)
     sys.argv = [args.script if kind == "path" else target, *args.args]
+    started_in = os.getcwd()
     config = _whole_program.Config(args.mode, tuple(sorted(ignore)), report,
-                                   tempfile.mkdtemp(prefix="gradguard-run-"), who)
+                                   tempfile.mkdtemp(prefix="gradguard-run-"), who, started_in)
     threads_before = set(threading.enumerate())
     run = _whole_program.install(config, parent=True)
     code = 0
@@ -194,8 +196,9 @@ def handle(args) -> int:
         except SystemExit as exc:
             code = _exit_code(exc.code)
         except GradientBugError as exc:
-            print(f"{who}: stopped at {exc.finding.location()}: {exc.finding.code} {exc.finding.name}",
-                  file=sys.stderr)
+            where = exc.finding._replace(path=short_path(exc.finding.path, started_in)) if exc.finding.path \
+                else exc.finding
+            print(f"{who}: stopped at {where.location()}: {exc.finding.code} {exc.finding.name}", file=sys.stderr)
             code = 1
         except KeyboardInterrupt as exc:
             print_user_traceback(exc)
