@@ -7,8 +7,8 @@ fix as a quick fix (safe fixes preferred, unsafe ones marked) and "fix all" as t
 ``source.fixAll.gradguard`` code action; the rule's explanation on hover.
 
 It lints exactly as ``gradguard lint FILE --force-exclude`` would: the nearest
-``[tool.gradguard]`` above the file (select, ignore, exclude, extend-exclude) and
-``# gradguard: ignore[...]`` comments. The linter never imports torch, so the
+``[tool.gradguard]`` above the file (select, extend-select, ignore, exclude, extend-exclude,
+per-file-ignores, blanket-noqa) and ``# gradguard: ignore[...]``/``# noqa: GG...`` comments. The linter never imports torch, so the
 server starts in well under a second. Positions are converted to the encoding
 agreed at ``initialize`` (UTF-16 unless the client offers UTF-8 or UTF-32): a
 finding's column counts characters, a client's may count UTF-16 units.
@@ -67,12 +67,12 @@ class GradguardServer(LanguageServer):
 
     # ------------------------------------------------------------- linting
     def settings_for(self, doc: TextDocument):
-        """``(path, select, ignore, excluded)``: what ``gradguard lint PATH --force-exclude`` would use."""
-        from .lint import find_config, iter_python_files, merge_config
+        """``(path, select, ignore, excluded, blanket_noqa)``: what ``gradguard lint PATH --force-exclude`` would use."""
+        from .lint import PerFileIgnores, find_config, iter_python_files, merge_config
 
         path = to_fs_path(doc.uri) if doc.uri.startswith("file:") else None
         if path is None:  # an unsaved buffer: no project, every rule
-            return doc.uri, None, None, False
+            return doc.uri, None, None, False, False
         folder = os.path.dirname(path)
         config = find_config([path], cwd=folder)  # a file outside any project finds no configuration
         select, ignore = merge_config(config, None, None)
@@ -84,19 +84,22 @@ class GradguardServer(LanguageServer):
 
             exclude = anchored(config.exclude) if config.exclude is not None else None
             extend = anchored(config.extend_exclude)
+            per_file = PerFileIgnores((p, codes, config.source.parent) for p, codes in config.per_file_ignores or ())
+            ignore = [*(ignore or []), *sorted(per_file(path))] if per_file and per_file(path) else ignore
         kept = list(iter_python_files([path], exclude=exclude, extend_exclude=extend, force_exclude=True, notify=log.info)) \
             if os.path.exists(path) else [path]
-        return path, select, ignore, not kept
+        return path, select, ignore, not kept, config.blanket_noqa
 
     def findings_of(self, doc: TextDocument, text: str) -> List[Finding]:
         """The findings of ``text`` (the document's source at one version), fixes attached."""
-        path, select, ignore, excluded = self.settings_for(doc)
+        path, select, ignore, excluded, blanket = self.settings_for(doc)
         if excluded:
             return []
         from .lint import lint_source
         from .lint.autofix import attach_fixes
 
-        return attach_fixes(lint_source(text, path, select=select, ignore=ignore, notify=self.show), text)
+        return attach_fixes(lint_source(text, path, select=select, ignore=ignore, notify=self.show,
+                                        blanket_noqa=blanket), text)
 
     async def lint(self, uri: str) -> None:
         """Lint the document as it is now and publish its diagnostics.
@@ -166,11 +169,11 @@ class GradguardServer(LanguageServer):
         """Every safe fix, as ``gradguard lint --fix`` applies them, as one edit of the whole document."""
         from .lint.autofix import fix_source
 
-        path, select, ignore, excluded = self.settings_for(doc)
+        path, select, ignore, excluded, blanket = self.settings_for(doc)
         text = doc.source
         if excluded:
             return None
-        result = fix_source(text, path, select=select, ignore=ignore)
+        result = fix_source(text, path, select=select, ignore=ignore, blanket_noqa=blanket)
         if result.error or result.text == text:
             return None
         end = doc.client_position_at_offset(len(text))

@@ -28,6 +28,8 @@ examples:
   gradguard rule GG101                         what a finding means and how to fix it
   gradguard lint train.py --fix                repair what has a safe fix, report the rest
   gradguard lint src/ --diff                   show the fixes without writing
+  gradguard lint . --add-noqa                  silence today's findings with `# noqa: GGnnn`, to adopt it
+  gradguard lint . --extend-select GG107 --per-file-ignores 'tests/*:GG101'
 
 exit codes:
   0  no findings
@@ -37,12 +39,15 @@ exit codes:
   2  a usage error (an unknown flag, rule code or path), with one line on stderr
   --exit-zero: 0 even with findings (2 still for usage errors)
 
-Silence one line with `# gradguard: ignore[GG101]` (or a bare `# gradguard: ignore`).
-Defaults come from [tool.gradguard] (select, ignore, exclude, extend-exclude) in the
-nearest pyproject.toml. Command-line flags win: --select replaces the configured
-select, --ignore the configured ignore and --exclude the configured exclude; a code
-asked for with --select is reported even if the configuration ignores it (or a
-prefix of it).
+Silence one line with `# gradguard: ignore[GG101]` or `# noqa: GG101` (or a bare
+`# gradguard: ignore`; a bare `# noqa` is left to the other linters unless
+blanket-noqa = true is configured). Defaults come from [tool.gradguard] (select,
+extend-select, ignore, exclude, extend-exclude, per-file-ignores,
+extend-per-file-ignores, blanket-noqa) in the nearest pyproject.toml. Command-line flags
+win: --select replaces the configured select (and extend-select), --ignore the
+configured ignore, --exclude the configured exclude and --per-file-ignores the configured
+per-file ignores; a code asked for with --select or --extend-select is reported even if
+the configuration ignores it (or a prefix of it).
 """
 
 FORMATS = ("concise", "full", "text", "json", "sarif", "github")
@@ -75,7 +80,14 @@ def register(sub) -> None:
 
     rules = p.add_argument_group("rules")
     rules.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to report, e.g. GG101,GG2")
+    rules.add_argument("--extend-select", metavar="CODES",
+                       help="codes or prefixes to report in addition to the selected ones")
     rules.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes not to report")
+    rules.add_argument("--per-file-ignores", metavar="PATTERN:CODES", action="append",
+                       help="codes not to report in the files a glob pattern matches, e.g. 'tests/*:GG101,GG104' "
+                            "(pairs comma-separated, as ruff spells them); replaces the configured per-file-ignores")
+    rules.add_argument("--extend-per-file-ignores", metavar="PATTERN:CODES", action="append",
+                       help="like --per-file-ignores, in addition to the configured ones")
 
     files = p.add_argument_group("files")
     files.add_argument("--exclude", metavar="GLOBS", action="append", type=_globs,
@@ -95,6 +107,11 @@ def register(sub) -> None:
                         help="concise (default, also 'text'): one short line per finding; full: with each "
                              "finding's consequence and fix; json; sarif; github: GitHub Actions annotations")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    output.add_argument("-q", "--quiet", action="store_true",
+                        help="print the findings and nothing else (no summary or hint lines; warnings still go to stderr)")
+    output.add_argument("--show-fixes", action="store_true",
+                        help="list the fixes applied (--fix, --fix-only) or that would be (--diff), per file and "
+                             "code; without them, count the findings that have a fix")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
     output.add_argument("--no-progress", action="store_true", help="no progress display on long runs")
     output.add_argument("--show-skipped", action="store_true",
@@ -108,6 +125,10 @@ def register(sub) -> None:
     fixes.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     fixes.add_argument("--fix-only", action="store_true",
                        help="apply the fixes and report only how many; exit 0 unless a file could not be fixed")
+    fixes.add_argument("--add-noqa", action="store_true",
+                       help="add `# noqa: GGnnn` to each line with findings (joining a noqa list already there), "
+                            "so that a project adopts the linter with today's findings silenced; exit 0 unless a "
+                            "file could not be written")
     return p
 
 
@@ -134,18 +155,24 @@ def handle(args) -> int:
     if not args.no_config:
         config = find_config([args.stdin_filename] if stdin and args.stdin_filename else ([] if stdin else paths))
     # unknown codes are a usage error before any file is read
-    select, ignore = merge_config(config, args.select, args.ignore)
+    select, ignore = merge_config(config, args.select, args.ignore, args.extend_select)
     chosen = (parse_codes(select) if select else frozenset(RULES)) - parse_codes(ignore)
     exclude, extend_exclude = _exclusions(args, config)
+    args.per_file = _per_file_ignores(args, config)
+    args.blanket_noqa = bool(config is not None and config.blanket_noqa)
 
     fixing = args.fix or args.diff or args.fix_only
+    if args.add_noqa and (fixing or stdin):
+        raise GradguardError("--add-noqa edits files: it cannot be combined with --fix, --diff, --fix-only or "
+                             "'-' (standard input)")
     skipped: list = []
     if stdin:
         name = args.stdin_filename or "-"
+        ignore = _ignore_in(args, ignore, name) if args.stdin_filename else ignore
         if fixing:
             return _fix_stdin(args, name, select, ignore)
         source = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        findings = lint_source(source, name, select=select, ignore=ignore, notify=note)
+        findings = lint_source(source, name, select=select, ignore=ignore, notify=note, blanket_noqa=args.blanket_noqa)
     else:
         files, seen = [], set()
         for path in paths:
@@ -160,10 +187,12 @@ def handle(args) -> int:
                     files.append(os.path.normpath(file))  # `lint .` shows train.py, as `lint train.py` does
         if not files:
             return 0
+        if args.add_noqa:
+            return _add_noqa(args, files, select, ignore)
         if fixing:
             return _fix_files(args, files, select, ignore)
         shown = progress(files, desc="gradguard lint", total=len(files), disable=args.no_progress)
-        findings = lint_files(shown, chosen, note, skipped)
+        findings = lint_files(shown, chosen, note, skipped, per_file=args.per_file, blanket_noqa=args.blanket_noqa)
     # a file only a newer Python parses is always worth a word; skipped loops on request
     for s in skipped:
         if args.show_skipped or "syntax of Python" in s.reason:
@@ -188,7 +217,7 @@ def _fix_stdin(args, name, select, ignore) -> int:
     from ..lint.autofix import fix_source, unified_diff
 
     text = sys.stdin.read()
-    result = fix_source(text, name, select=select, ignore=ignore, unsafe=args.unsafe_fixes)
+    result = fix_source(text, name, select=select, ignore=ignore, unsafe=args.unsafe_fixes, blanket_noqa=args.blanket_noqa)
     _write(unified_diff(name, text, result.text) if args.diff else result.text)
     return 1 if args.diff and result.text != text else 0
 
@@ -198,8 +227,10 @@ def _fix_files(args, files, select, ignore) -> int:
     from ..lint.autofix import fix_file, unified_diff
 
     fixed, remaining, failed = 0, [], 0
+    applied = []
     for path in files:
-        done = fix_file(path, select=select, ignore=ignore, unsafe=args.unsafe_fixes, write=not args.diff)
+        done = fix_file(path, select=select, ignore=_ignore_in(args, ignore, path), unsafe=args.unsafe_fixes,
+                        write=not args.diff, blanket_noqa=args.blanket_noqa)
         if done.result.error:
             failed += 1
             print(f"gradguard lint: {path}: {done.result.error}", file=sys.stderr)
@@ -207,16 +238,89 @@ def _fix_files(args, files, select, ignore) -> int:
             _write(unified_diff(path, done.original, done.result.text))
         fixed += len(done.result.fixed)
         remaining += done.result.remaining
+        applied.append((path, done.result.fixed))
     noun = "finding" if fixed == 1 else "findings"
     if args.diff:
-        print(f"Would fix {fixed} {noun}.", file=sys.stderr)
+        if not args.quiet:
+            print(_fixed_text(f"Would fix {fixed} {noun}", applied, args), file=sys.stderr)
         return 1 if fixed else 0
     if args.fix_only:
-        print(f"Fixed {fixed} {noun}.")
+        if not args.quiet:
+            print(_fixed_text(f"Fixed {fixed} {noun}", applied, args))
         return 1 if failed else 0
-    print(f"Fixed {fixed} {noun}.", file=sys.stderr if args.format in ("json", "sarif") else sys.stdout)
+    if not args.quiet or args.show_fixes:
+        print(_fixed_text(f"Fixed {fixed} {noun}", applied, args),
+              file=sys.stderr if args.format in ("json", "sarif") else sys.stdout)
     _write_findings(remaining, args)
     return _exit_code(remaining, args, failed)
+
+
+def _fixed_text(head: str, applied, args) -> str:
+    """``Fixed N findings.``; with ``--show-fixes`` (as ruff shows them) the count per file and code after it."""
+    from ..rules import RULES
+
+    if not args.show_fixes or not any(found for _, found in applied):
+        return head + "."
+    lines = [head + ":"]
+    for path, found in applied:
+        if not found:
+            continue
+        lines.append(f"- {path}:")
+        counts: dict = {}
+        for f in found:
+            counts[f.code] = counts.get(f.code, 0) + 1
+        for code, n in sorted(counts.items()):
+            lines.append(f"    {n} \u00d7 {code} ({RULES[code].name if code in RULES else code})")
+    return "\n".join(lines)
+
+
+def _add_noqa(args, files, select, ignore) -> int:
+    """``--add-noqa``: each file's lines with findings get ``# noqa: CODES``, written as ``--fix`` writes."""
+    from ..lint._noqa import add_noqa
+    from ..lint.autofix import fix_file
+
+    added, failed = 0, 0
+    for path in files:
+        done = fix_file(path, select=select, ignore=_ignore_in(args, ignore, path), blanket_noqa=args.blanket_noqa,
+                        fixer=add_noqa)
+        if done.result.error:
+            failed += 1
+            print(f"gradguard lint: {path}: {done.result.error}", file=sys.stderr)
+        elif done.result.remaining:
+            for f in done.result.remaining:  # a line inside a string or a continuation cannot hold a comment
+                print(f"gradguard lint: {f.location()}: {f.code} not silenced: no comment can go at the end of "
+                      f"this line", file=sys.stderr)
+        added += len({f.line for f in done.result.fixed}) if done.written else 0
+    if not args.quiet:
+        noun = "directive" if added == 1 else "directives"
+        print(f"Added {added} noqa {noun}.", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _per_file_ignores(args, config):
+    """The per-file ignores: the flags' (``--per-file-ignores`` replaces the configured ones,
+    ``--extend-per-file-ignores`` adds), patterns counted from the current folder; the configured
+    ones from their ``pyproject.toml``'s folder. None when there are none."""
+    from ..lint._config import PerFileIgnores, parse_per_file_flag
+
+    def flag(values):
+        return [(p, codes, os.getcwd()) for text in values or () for p, codes in parse_per_file_flag(text)]
+
+    entries = flag(args.per_file_ignores)
+    if args.per_file_ignores is None and config is not None and config.source is not None:
+        entries = [(p, codes, config.source.parent) for p, codes in config.per_file_ignores or ()]
+    entries += flag(args.extend_per_file_ignores)
+    try:
+        ignores = PerFileIgnores(entries)
+    except GradguardError as exc:
+        raise GradguardError(f"--per-file-ignores: {exc}") from None
+    return ignores or None
+
+
+def _ignore_in(args, ignore, path: str):
+    """``ignore`` plus the per-file ignores of ``path``."""
+    extra = args.per_file(path) if args.per_file is not None else ()
+    return [*(ignore or []), *sorted(extra)] if extra else ignore
 
 
 def _exclusions(args, config):
@@ -274,12 +378,20 @@ def _write_findings(findings, args) -> None:
     elif args.statistics:
         if findings:
             _write(format_statistics(findings) + "\n")
-        _write(summary_line(findings) + "\n")
+        if not args.quiet:
+            _write(summary_line(findings) + "\n")
     else:
         full = args.format == "full"
         for f in findings:
             _write(f.format(full=full) + "\n")
+        if args.quiet:  # the findings and nothing else, as ruff's --quiet
+            return
         _write(summary_line(findings) + "\n")
+        if args.show_fixes:
+            safe = sum(f.fix is not None and f.fix.applicability == "safe" for f in findings)
+            unsafe = sum(f.fix is not None and f.fix.applicability != "safe" for f in findings)
+            if safe or unsafe:
+                _write(f"{safe} fixable with --fix" + (f", {unsafe} more with --unsafe-fixes" if unsafe else "") + ".\n")
         if findings and not full:
             code = findings[0].code
             _write(f"`gradguard rule {code}` explains a rule and its fix; --output-format full shows them here.\n")

@@ -18,13 +18,13 @@ import os
 import stat
 import warnings
 from fnmatch import fnmatch
-from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._errors import GradguardError
 from ..findings import Finding, make_finding
 from ..rules import RULES, parse_codes
 from ._checker import Checker
-from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, find_config
+from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, PerFileIgnores, find_config
 from ._config import merge as merge_config
 from ._model import Skipped
 from ._project import Project
@@ -33,7 +33,7 @@ from .rules.gg000_syntax_error import check_parse
 
 __all__ = [
     "lint_source", "lint_paths", "check_source", "check_paths", "LintResult", "Skipped",
-    "iter_python_files", "find_config", "merge_config", "Config", "DEFAULT_EXCLUDE",
+    "iter_python_files", "find_config", "merge_config", "Config", "PerFileIgnores", "DEFAULT_EXCLUDE",
 ]
 
 
@@ -102,7 +102,7 @@ def _skip_large(filename: str, why: str, notify: Notify, skipped: Optional[list]
 
 def _lint(
     source: Union[str, bytes], filename: str, chosen: frozenset, notify: Notify = None, skipped: Optional[list] = None,
-    project: Optional[Project] = None,
+    project: Optional[Project] = None, blanket_noqa: bool = False,
 ) -> List[Finding]:
     too_large = _too_large(len(source), source.count(b"\n" if isinstance(source, bytes) else "\n"))
     if too_large:
@@ -122,10 +122,12 @@ def _lint(
         findings = checker.run()
         if skipped is not None:
             skipped.extend(checker.skipped)
-    if parsed.tree is not None and "gradguard" in text:
-        suppressions = find_suppressions(text)
+    if parsed.tree is not None:
+        say = notify or _warn
+        suppressions = find_suppressions(text, blanket_noqa=blanket_noqa,
+                                         notify=lambda line, note: say(f"{filename}:{line}: {note}"))
         for line, code in unknown_codes(suppressions):
-            (notify or _warn)(f"{filename}:{line}: unknown rule code {code!r} in a '# gradguard: ignore[...]' comment")
+            say(f"{filename}:{line}: unknown rule code {code!r} in a '# gradguard: ignore[...]' or '# noqa: ...' comment")
         findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
     findings = [f for f in findings if f.code in chosen]
     findings.sort(key=lambda f: (f.line or 0, f.col or 0, f.code))
@@ -139,6 +141,7 @@ def lint_source(
     select: Codes = None,
     ignore: Codes = None,
     notify: Notify = None,
+    blanket_noqa: bool = False,
 ) -> List[Finding]:
     """Lint Python source text.
 
@@ -149,11 +152,14 @@ def lint_source(
         ignore: codes (or prefixes) not to report.
         notify: called with a line of text for an unknown code in a
             suppression comment (default: a :class:`UserWarning`).
+        blanket_noqa: a ``# noqa`` without codes silences gradguard too
+            (``blanket-noqa = true`` in ``[tool.gradguard]``); by default it is
+            left to the other linters.
 
     Returns:
-        The findings, sorted by line and column; ``# gradguard: ignore[...]``
-        comments on a finding's line remove it. An unparsable source gives one
-        GG000 finding.
+        The findings, sorted by line and column; ``# gradguard: ignore[...]`` and
+        ``# noqa: GG101`` comments on a finding's line remove it. An unparsable
+        source gives one GG000 finding.
 
     Raises:
         GradguardError: an unknown code in ``select`` or ``ignore``.
@@ -167,7 +173,7 @@ def lint_source(
     >>> [(f.code, f.line, f.col) for f in lint_source(src)]
     [('GG101', 5, 5)]
     """
-    return _lint(source, filename, _chosen(select, ignore), notify)
+    return _lint(source, filename, _chosen(select, ignore), notify, blanket_noqa=blanket_noqa)
 
 
 def check_source(
@@ -350,6 +356,8 @@ def lint_paths(
     force_exclude: bool = False,
     notify: Notify = None,
     skipped: Optional[List[Skipped]] = None,
+    per_file_ignores: Optional[Mapping[str, Codes]] = None,
+    blanket_noqa: bool = False,
 ) -> List[Finding]:
     """Lint files and folders (``.py`` files, recursively).
 
@@ -367,6 +375,11 @@ def lint_paths(
             unknown code in a suppression comment (default: a :class:`UserWarning`).
         skipped: a list to which the :class:`Skipped` records are appended
             (what could not be checked); :func:`check_paths` returns both.
+        per_file_ignores: glob pattern -> codes (or prefixes) not to report in
+            the files it matches (a name, or with a ``/`` a path from the current
+            folder; ``!`` in front: the files it does not match), as ruff's
+            ``per-file-ignores``.
+        blanket_noqa: a ``# noqa`` without codes silences gradguard too.
 
     Raises:
         GradguardError: a path that does not exist, or an unknown code.
@@ -380,15 +393,20 @@ def lint_paths(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     chosen = _chosen(select, ignore)
+    per_file = PerFileIgnores.of(per_file_ignores or {}) if per_file_ignores else None
     files = list(iter_python_files(paths, exclude=exclude, extend_exclude=extend_exclude,
                                    force_exclude=force_exclude, notify=notify))
-    return lint_files(files, chosen, notify, skipped)
+    return lint_files(files, chosen, notify, skipped, per_file=per_file, blanket_noqa=blanket_noqa)
 
 
 def lint_files(
-    files: Iterable[str], chosen: frozenset, notify: Notify = None, skipped: Optional[List[Skipped]] = None
+    files: Iterable[str], chosen: frozenset, notify: Notify = None, skipped: Optional[List[Skipped]] = None,
+    *, per_file: Optional[Callable[[str], frozenset]] = None, blanket_noqa: bool = False,
 ) -> List[Finding]:
-    """Lint the given files with the given set of codes (the command line's entry)."""
+    """Lint the given files with the given set of codes (the command line's entry).
+
+    ``per_file(path)``: the codes not to report in that file (its per-file ignores).
+    """
     findings: List[Finding] = []
     files = list(files)
     # a first pass over the text: the classes each file declares, for the rules that follow a
@@ -409,13 +427,14 @@ def lint_files(
             with open(file, "rb") as fh:
                 data = fh.read()
         except OSError as exc:
-            if "GG000" in chosen:
+            if "GG000" in (chosen - per_file(file) if per_file is not None else chosen):
                 findings.append(make_finding(
                     "GG000", f"cannot read this file: {exc.strerror or exc}.", path=file, line=1, col=1,
                     advice="Make the file readable (check its permissions), or leave it out with --exclude.",
                 ))
             continue
-        findings.extend(_lint(data, file, chosen, notify, skipped, project))
+        mine = chosen - per_file(file) if per_file is not None else chosen
+        findings.extend(_lint(data, file, mine, notify, skipped, project, blanket_noqa))
     return findings
 
 

@@ -1,4 +1,5 @@
-"""``[tool.gradguard]`` in ``pyproject.toml``: ``select``, ``ignore``, ``exclude``, ``extend-exclude``.
+"""``[tool.gradguard]`` in ``pyproject.toml``: ``select``, ``extend-select``, ``ignore``, ``exclude``,
+``extend-exclude``, ``per-file-ignores`` (and ``extend-per-file-ignores``), ``blanket-noqa``.
 
 The file is found the way ruff finds its own: walk up from each linted path
 (then from the current directory) to the first ``pyproject.toml`` that has a
@@ -8,8 +9,9 @@ The file is found the way ruff finds its own: walk up from each linted path
 from __future__ import annotations
 
 import os
+from fnmatch import fnmatch
 from pathlib import Path
-from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._errors import GradguardError
 
@@ -25,13 +27,16 @@ ROOT_ONLY_EXCLUDE = ("build", "dist")
 #: The files that make a folder a project root.
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 
-KEYS = ("select", "ignore", "exclude", "extend-exclude")
+KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
+        "extend-per-file-ignores", "blanket-noqa")
 
 
 class Config(NamedTuple):
     """What ``[tool.gradguard]`` says; ``source`` is the file it came from (None: none found).
 
-    ``exclude``/``extend_exclude`` are glob patterns, relative to the folder of ``source``.
+    ``exclude``/``extend_exclude`` are glob patterns, relative to the folder of ``source``;
+    ``per_file_ignores`` is ``[(pattern, codes), ...]`` (``per-file-ignores`` then
+    ``extend-per-file-ignores``), its patterns relative to that folder too.
     """
 
     select: Optional[list] = None
@@ -39,6 +44,9 @@ class Config(NamedTuple):
     source: Optional[Path] = None
     exclude: Optional[list] = None
     extend_exclude: Optional[list] = None
+    extend_select: Optional[list] = None
+    per_file_ignores: Optional[list] = None
+    blanket_noqa: bool = False
 
 
 def _load_toml(path: Path) -> dict:
@@ -84,14 +92,15 @@ def _shown(path: Path) -> str:
 
 
 def _as_list(value, key: str, path: Path) -> Optional[list]:
-    what = "rule codes" if key in ("select", "ignore") else "glob patterns"
+    codes = key in ("select", "extend-select", "ignore") or "per-file-ignores" in key
+    what = "rule codes" if codes else "glob patterns"
     if value is None:
         return None
     if isinstance(value, str):
         value = [value]
     if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
         raise GradguardError(f"{_shown(path)}: [tool.gradguard] {key}: must be a list of {what}, got {value!r}")
-    if key in ("select", "ignore"):
+    if codes:
         from ..rules import parse_codes
 
         try:
@@ -121,8 +130,21 @@ def read_config(pyproject: Path) -> Optional[Config]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise GradguardError(f"{_shown(pyproject)}: [tool.gradguard] {key}: unknown key{hint}; "
                                  f"known keys: {', '.join(KEYS)}")
-    lists = {key: _as_list(table.get(key), key, pyproject) for key in KEYS}
-    return Config(lists["select"], lists["ignore"], pyproject, lists["exclude"], lists["extend-exclude"])
+    lists = {key: _as_list(table.get(key), key, pyproject) for key in ("select", "extend-select", "ignore", "exclude",
+                                                                       "extend-exclude")}
+    per_file = []
+    for key in ("per-file-ignores", "extend-per-file-ignores"):
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            raise GradguardError(f"{_shown(pyproject)}: [tool.gradguard] {key}: must be a table of glob pattern = "
+                                 f"[rule codes], e.g. {key} = {{ \"tests/*\" = [\"GG101\"] }}; got {value!r}")
+        for pattern, codes in value.items():
+            per_file.append((pattern, _as_list(codes, f"{key} {pattern!r}", pyproject)))
+    blanket = table.get("blanket-noqa", False)
+    if not isinstance(blanket, bool):
+        raise GradguardError(f"{_shown(pyproject)}: [tool.gradguard] blanket-noqa: must be true or false, got {blanket!r}")
+    return Config(lists["select"], lists["ignore"], pyproject, lists["exclude"], lists["extend-exclude"],
+                  lists["extend-select"], per_file or None, blanket)
 
 
 def find_config(paths: Iterable[str] = (), cwd: Optional[str] = None) -> Config:
@@ -159,21 +181,24 @@ def _entries(codes: Union[str, Sequence[str], None]) -> List[str]:
 
 
 def merge(
-    config: Optional[Config], select: Union[str, Sequence[str], None], ignore: Union[str, Sequence[str], None]
+    config: Optional[Config], select: Union[str, Sequence[str], None], ignore: Union[str, Sequence[str], None],
+    extend_select: Union[str, Sequence[str], None] = None,
 ) -> Tuple[Optional[list], Optional[list]]:
     """The ``(select, ignore)`` to lint with, from the command-line flags and ``config``.
 
     Command-line flags win:
 
     * a flag replaces the configuration's value for its own key (``--select``
-      replaces ``select``, ``--ignore`` replaces ``ignore``); a key without a flag
-      keeps the configured value;
-    * ``--select`` also beats the configured ``ignore`` for what it names: a code
-      that a ``--select`` entry asks for is reported although an ``ignore`` entry
-      as broad or broader (the same code, or a prefix of it) is configured. A
-      configured ``ignore`` narrower than the ``--select`` entry still applies
-      (``ignore = ["GG107"]`` with ``--select GG1``: every GG1 rule but GG107),
-      as in ruff, where the more specific selector wins.
+      replaces ``select`` and the configured ``extend-select`` with it, ``--ignore``
+      replaces ``ignore``); a key without a flag keeps the configured value;
+    * ``extend-select`` (configured, or ``--extend-select``) adds to the selection
+      (which is every rule unless ``select`` narrows it), as in ruff;
+    * ``--select`` and ``--extend-select`` also beat the configured ``ignore`` for
+      what they name: a code that a flag entry asks for is reported although an
+      ``ignore`` entry as broad or broader (the same code, or a prefix of it) is
+      configured. A configured ``ignore`` narrower than the flag's entry still
+      applies (``ignore = ["GG107"]`` with ``--select GG1``: every GG1 rule but
+      GG107), as in ruff, where the more specific selector wins.
 
     Raises:
         GradguardError: an unknown code in the flags (the configuration's codes
@@ -188,26 +213,120 @@ def merge(
     (['GG2'], ['GG201'])
     >>> merge(Config(select=["GG1"], ignore=["GG107"]), "GG1", None)
     (['GG1'], ['GG107'])
+    >>> merge(Config(select=["GG2"], extend_select=["GG101"]), None, None)
+    (['GG2', 'GG101'], None)
+    >>> merge(Config(select=["GG2"], extend_select=["GG101"]), "GG201", None, "GG104")
+    (['GG201', 'GG104'], [])
+    >>> merge(Config(ignore=["GG107"]), None, None, "GG107")
+    (None, [])
     """
     from ..rules import parse_codes
 
     config = config or Config()
-    flag_select, flag_ignore = _entries(select), _entries(ignore)
-    for flag, entries in (("--select", flag_select), ("--ignore", flag_ignore)):
+    flag_select, flag_ignore, flag_extend = _entries(select), _entries(ignore), _entries(extend_select)
+    for flag, entries in (("--select", flag_select), ("--ignore", flag_ignore), ("--extend-select", flag_extend)):
         for entry in entries:
             try:
                 parse_codes(entry)
             except GradguardError as exc:
                 raise GradguardError(f"{flag}: {exc}") from None
-    out_select = flag_select if select is not None else (_entries(config.select) or None)
+    if select is not None:
+        base = flag_select
+    else:
+        configured = _entries(config.select)
+        # extend-select only widens a narrowed selection: without `select`, every rule is selected already
+        base = configured + [e for e in _entries(config.extend_select) if e not in configured] if configured else []
+    # an empty selection is every rule, so --extend-select adds nothing to it
+    out_select = base + [e for e in flag_extend if e not in base] if base else (flag_select if select is not None else None)
     if ignore is not None:
         return out_select, flag_ignore
-    if select is None:
+    asked = flag_select + flag_extend
+    if select is None and extend_select is None:
         return out_select, _entries(config.ignore) or None
     ignored = []
     for entry in _entries(config.ignore):
         for code in sorted(parse_codes(entry)):
-            asked = any(code.startswith(s) and len(s) >= len(entry) for s in flag_select)
-            if not asked and code not in ignored:
+            wanted = any(code.startswith(s) and len(s) >= len(entry) for s in asked)
+            if not wanted and code not in ignored:
                 ignored.append(code)
     return out_select, ignored
+
+
+class PerFileIgnores:
+    """Glob pattern -> rule codes not to report in the files it matches (ruff's ``per-file-ignores``).
+
+    A pattern without ``/`` matches a file's name or the name of a folder on its path
+    (``"tests"``, ``"test_*.py"``); one with a ``/`` matches the path from its base folder
+    (the ``pyproject.toml``'s for configured patterns, the current folder for flags;
+    ``*`` spans folders). A leading ``!`` negates: the codes are ignored in the files the
+    rest does not match.
+
+    >>> ignores = PerFileIgnores([("tests/*", ["GG101"], "/p"), ("!train_*.py", ["GG2"], "/p")])
+    >>> sorted(ignores("/p/tests/unit/test_a.py")), sorted(ignores("/p/train_big.py"))
+    (['GG101', 'GG201'], [])
+    """
+
+    def __init__(self, entries: Iterable[Tuple[str, Sequence[str], Union[str, Path]]]):
+        from ..rules import parse_codes
+
+        self.entries = []
+        for pattern, codes, base in entries:
+            negated = pattern.startswith("!")
+            pattern = (pattern[1:] if negated else pattern).rstrip("/")
+            base = os.path.abspath(base)
+            anchored = os.path.join(base, pattern) if "/" in pattern else None
+            self.entries.append((pattern, anchored, base, negated, parse_codes(codes)))
+        self._seen: dict = {}
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, Union[str, Sequence[str]]], base: str = ".") -> "PerFileIgnores":
+        """From ``{pattern: codes}``, the patterns relative to ``base``."""
+        return cls((p, [c] if isinstance(c, str) else list(c), base) for p, c in mapping.items())
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __call__(self, path: str) -> frozenset:
+        """The codes not to report in ``path``."""
+        if path in self._seen:
+            return self._seen[path]
+        full = os.path.abspath(path)
+        out: set = set()
+        for pattern, anchored, base, negated, codes in self.entries:
+            if anchored is not None:
+                hit = fnmatch(full, anchored)
+            else:
+                rel = os.path.relpath(full, base)
+                names = rel.split(os.sep) if not rel.startswith(os.pardir) else [os.path.basename(full)]
+                hit = any(fnmatch(name, pattern) for name in names)
+            if hit != negated:
+                out |= codes
+        self._seen[path] = frozenset(out)
+        return self._seen[path]
+
+
+def parse_per_file_flag(text: str) -> List[Tuple[str, List[str]]]:
+    """``--per-file-ignores`` as ruff spells it: ``PATTERN:CODE`` pairs, comma-separated; a code
+    without a pattern joins the pattern before it.
+
+    >>> parse_per_file_flag("tests/*:GG101,GG104, scripts/*.py:GG2")
+    [('tests/*', ['GG101', 'GG104']), ('scripts/*.py', ['GG2'])]
+
+    Raises:
+        GradguardError: a pair without a pattern or without a code.
+    """
+    pairs: List[Tuple[str, List[str]]] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        pattern, colon, code = item.rpartition(":")
+        if not colon:
+            if not pairs:
+                raise GradguardError(f"--per-file-ignores: {item!r} has no pattern: write PATTERN:CODES, "
+                                     f"e.g. 'tests/*:GG101'")
+            pairs[-1][1].append(item.upper())
+            continue
+        if not pattern.strip() or not code.strip():
+            raise GradguardError(f"--per-file-ignores: {item!r}: write PATTERN:CODES, e.g. 'tests/*:GG101'")
+        pairs.append((pattern.strip(), [code.strip().upper()]))
+    return pairs

@@ -120,10 +120,10 @@ def _parses(text: str) -> bool:
         return False
 
 
-def _lint(text: str, filename: str, select, ignore) -> List[Finding]:
+def _lint(text: str, filename: str, select, ignore, blanket_noqa: bool = False) -> List[Finding]:
     from . import lint_source
 
-    return attach_fixes(lint_source(text, filename, select=select, ignore=ignore), text)
+    return attach_fixes(lint_source(text, filename, select=select, ignore=ignore, blanket_noqa=blanket_noqa), text)
 
 
 def fix_source(
@@ -133,17 +133,18 @@ def fix_source(
     select=None,
     ignore=None,
     unsafe: bool = False,
+    blanket_noqa: bool = False,
 ) -> FixResult:
     """Apply the fixes of ``text``'s findings until none applies (see the module docstring).
 
     Args:
         text: the source.
         filename: the path written into the findings.
-        select, ignore: codes (or prefixes) as for :func:`gradguard.lint_source`.
+        select, ignore, blanket_noqa: as for :func:`gradguard.lint_source`.
         unsafe: also apply fixes that change the numbers a user sees.
     """
     # an unparsable text has only GG000, which has no fix: no separate parse needed here
-    findings = _lint(text, filename, select, ignore)
+    findings = _lint(text, filename, select, ignore, blanket_noqa)
     current, fixed = text, []
     for _ in range(MAX_PASSES):
         chosen = _choose(findings, current, unsafe)
@@ -154,9 +155,9 @@ def fix_source(
             break
         if not _parses(new):
             rule = ", ".join(sorted({f.code for f in chosen}))
-            return FixResult(text, [], _lint(text, filename, select, ignore), f"a fix for {rule} would break the syntax; file left unchanged")
+            return FixResult(text, [], _lint(text, filename, select, ignore, blanket_noqa), f"a fix for {rule} would break the syntax; file left unchanged")
         current, fixed = new, fixed + chosen
-        findings = _lint(current, filename, select, ignore)
+        findings = _lint(current, filename, select, ignore, blanket_noqa)
     return FixResult(current, fixed, findings)
 
 
@@ -166,9 +167,13 @@ def _read(path: str) -> Tuple[bytes, str, str]:
     return data, data.decode(encoding), encoding
 
 
-def fix_file(path: str, *, select=None, ignore=None, unsafe: bool = False, write: bool = True) -> FileFix:
+def fix_file(path: str, *, select=None, ignore=None, unsafe: bool = False, write: bool = True,
+             blanket_noqa: bool = False, fixer=None) -> FileFix:
     """Fix one file; written only when something changed, it still parses and the file on disk
     is still the one that was read.
+
+    ``fixer``: what computes the new text, :func:`fix_source` by default (``--add-noqa`` passes
+    its own, which writes through here the same way).
 
     A symbolic link is followed: the file it points to is edited and the link stays a link.
     The file keeps its permission bits (an executable script stays executable). A read-only
@@ -179,7 +184,7 @@ def fix_file(path: str, *, select=None, ignore=None, unsafe: bool = False, write
         data, text, encoding = _read(target)
     except (OSError, SyntaxError, LookupError, UnicodeDecodeError) as exc:
         return FileFix(path, "", FixResult("", [], [], f"cannot read this file as Python source: {exc}"), False)
-    result = fix_source(text, path, select=select, ignore=ignore, unsafe=unsafe)
+    result = (fixer or fix_source)(text, path, select=select, ignore=ignore, unsafe=unsafe, blanket_noqa=blanket_noqa)
     if not write or result.text == text:
         return FileFix(path, text, result, False)
 
