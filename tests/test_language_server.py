@@ -219,6 +219,20 @@ async def test_syntax_error_and_suppression_and_config(client: LanguageClient, t
     uri5 = _open(client, excluding / "kept.py", BUGGY)  # the control: the same project, not excluded
     assert [d.code for d in await _diagnostics(client, uri5, 1)] == ["GG101"]
 
+    # `# noqa: GG101`, per-file-ignores and blanket-noqa as `gradguard lint` reads them
+    uri6 = _open(client, tmp_path / "noqa.py", BUGGY.replace("    optimizer.step()\n", "    optimizer.step()  # noqa: GG101\n"))
+    assert await _diagnostics(client, uri6, 1) == []
+    per_file = tmp_path / "per_file"
+    (per_file / "tests").mkdir(parents=True)
+    (per_file / "pyproject.toml").write_text('[tool.gradguard]\nblanket-noqa = true\n'
+                                             '[tool.gradguard.per-file-ignores]\n"tests/*" = ["GG101"]\n')
+    uri7 = _open(client, per_file / "tests" / "test_loop.py", BUGGY)
+    assert await _diagnostics(client, uri7, 1) == []
+    uri8 = _open(client, per_file / "blanket.py", BUGGY.replace("    optimizer.step()\n", "    optimizer.step()  # noqa\n"))
+    assert await _diagnostics(client, uri8, 1) == []
+    uri9 = _open(client, per_file / "train.py", BUGGY)  # the control: outside tests/, no noqa
+    assert [d.code for d in await _diagnostics(client, uri9, 1)] == ["GG101"]
+
 
 @pytest.mark.asyncio
 async def test_file_outside_any_project_and_unsaved_buffer(client: LanguageClient, tmp_path):
