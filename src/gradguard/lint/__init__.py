@@ -28,7 +28,7 @@ from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config
 from ._config import merge as merge_config
 from ._model import Skipped
 from ._project import Project
-from ._suppress import find_suppressions, is_suppressed, unknown_codes
+from ._suppress import find_suppressions, is_suppressed, noqa_near, unknown_codes
 from .rules.gg000_syntax_error import check_parse
 
 __all__ = [
@@ -122,14 +122,17 @@ def _lint(
         findings = checker.run()
         if skipped is not None:
             skipped.extend(checker.skipped)
-    if parsed.tree is not None:
+    findings = [f for f in findings if f.code in chosen]
+    # Reading the comments costs a tokenization of the file (about a parse): done where a
+    # `gradguard: ignore` may be, or a `noqa` sits on a line with a finding (many files carry
+    # noqa comments for other linters: their mistakes are noted where they could hide a finding).
+    if parsed.tree is not None and ("gradguard" in text or noqa_near(text, {f.line for f in findings})):
         say = notify or _warn
         suppressions = find_suppressions(text, blanket_noqa=blanket_noqa,
                                          notify=lambda line, note: say(f"{filename}:{line}: {note}"))
         for line, code in unknown_codes(suppressions):
             say(f"{filename}:{line}: unknown rule code {code!r} in a '# gradguard: ignore[...]' or '# noqa: ...' comment")
         findings = [f for f in findings if not is_suppressed(f.code, f.line, suppressions)]
-    findings = [f for f in findings if f.code in chosen]
     findings.sort(key=lambda f: (f.line or 0, f.col or 0, f.code))
     return findings
 

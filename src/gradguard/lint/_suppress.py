@@ -108,6 +108,14 @@ def find_suppressions(source: str, *, blanket_noqa: bool = False,
     return found
 
 
+def noqa_near(source: str, lines) -> bool:
+    """Whether any of ``lines`` (1-based) of ``source`` mentions noqa: only then can a ``# noqa`` matter."""
+    if not lines or _NOQA_WORD.search(source) is None:
+        return False
+    text = source.split("\n")
+    return any(0 < n <= len(text) and _NOQA_WORD.search(text[n - 1]) for n in lines if n)
+
+
 def _has_noqa(source: str) -> bool:
     return _NOQA_WORD.search(source) is not None
 
