@@ -276,7 +276,7 @@ def _fixed_text(head: str, applied, args) -> str:
 
 def _add_noqa(args, files, select, ignore) -> int:
     """``--add-noqa``: each file's lines with findings get ``# noqa: CODES``, written as ``--fix`` writes."""
-    from ..lint._noqa import add_noqa
+    from ..lint.noqa import add_noqa
     from ..lint.autofix import fix_file
 
     added, failed = 0, 0
@@ -301,7 +301,7 @@ def _per_file_ignores(args, config):
     """The per-file ignores: the flags' (``--per-file-ignores`` replaces the configured ones,
     ``--extend-per-file-ignores`` adds), patterns counted from the current folder; the configured
     ones from their ``pyproject.toml``'s folder. None when there are none."""
-    from ..lint._config import PerFileIgnores, parse_per_file_flag
+    from ..lint import PerFileIgnores, parse_per_file_flag
 
     def flag(values):
         return [(p, codes, os.getcwd()) for text in values or () for p, codes in parse_per_file_flag(text)]

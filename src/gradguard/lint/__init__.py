@@ -25,6 +25,7 @@ from ..findings import Finding, make_finding
 from ..rules import RULES, parse_codes
 from ._checker import Checker
 from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, PerFileIgnores, find_config
+from ._config import parse_per_file_flag
 from ._config import merge as merge_config
 from ._model import Skipped
 from ._project import Project
@@ -33,7 +34,8 @@ from .rules.gg000_syntax_error import check_parse
 
 __all__ = [
     "lint_source", "lint_paths", "check_source", "check_paths", "LintResult", "Skipped",
-    "iter_python_files", "find_config", "merge_config", "Config", "PerFileIgnores", "DEFAULT_EXCLUDE",
+    "iter_python_files", "find_config", "merge_config", "Config", "PerFileIgnores", "parse_per_file_flag",
+    "DEFAULT_EXCLUDE",
 ]
 
 

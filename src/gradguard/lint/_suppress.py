@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 Suppressions = Dict[int, Optional[frozenset]]
 
 _PATTERN = re.compile(r"#\s*gradguard\s*:\s*ignore\b(?:\[([^\]]*)\])?", re.IGNORECASE)
-# `# noqa`, `# noqa: E501, GG101`, `#noqa:GG101 GG104 why`; the codes are read by _noqa_codes
+# `# noqa`, `# noqa: E501, GG101`, `#noqa:GG101 GG104 why`; the codes are read by noqa_codes
 NOQA = re.compile(r"#\s*noqa(?![\w-])(?P<colon>\s*:)?(?P<rest>[^#]*)", re.IGNORECASE)
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 _SEPARATORS = re.compile(r"[\s,]+")
