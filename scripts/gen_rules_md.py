@@ -21,7 +21,7 @@ HEADER = """\
 
 Every rule is shared by the run-time watch (`gradguard.watch`, `gradguard run`) and the
 linter (`gradguard lint`) where both can see it; `gradguard rule CODE` prints the same
-text. Silence a line with `# gradguard: ignore[CODE]`.
+text. Silence a line with `# gradguard: ignore[CODE]` or `# noqa: CODE`.
 
 | code | name | severity | watch | lint | summary |
 |---|---|---|---|---|---|
