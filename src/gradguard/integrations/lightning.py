@@ -57,6 +57,8 @@ def default_count(batch: Any) -> int:
     >>> default_count([torch.zeros(5, 3), torch.zeros(5)])
     5
     """
+    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor) and batch[0].dim():
+        return batch[0].shape[0]  # Lightning's usual (x, y) batch, first (per micro-batch)
     seen = [batch]
     while seen:
         item = seen.pop(0)
