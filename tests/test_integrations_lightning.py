@@ -134,18 +134,35 @@ def _ddp_rank(rank, world_size, clip):
     from gradguard.integrations.lightning import ExactAccumulation
 
     data = S.batches(rank)
-    exact, trainer = fit(data, callbacks=[ExactAccumulation()], clip=clip, world_size=world_size)
+    cb = ExactAccumulation()
+    exact, trainer = fit(data, callbacks=[cb], clip=clip, world_size=world_size)
     alone, _ = fit(data, clip=clip, world_size=world_size)
-    return exact, alone, trainer.global_step
+    return exact, alone, trainer.global_step, cb.loss
 
 
 def test_ddp_two_processes_exact_and_lightning_alone_is_not():
     want = S.reference_params([S.batches(0), S.batches(1)], S.CLIP)
     results = S.spawn(_ddp_rank, 2, clip=S.CLIP)
-    for exact, alone, steps in results:
+    for exact, alone, steps, _ in results:
         assert steps == 3
         assert S.rel_change_error(exact, want) < 1e-10
         assert S.rel_change_error(alone, want) > 1e-4
+    # .loss after the last window, on each rank: the full-batch loss of both ranks' last micro-batches
+    # under the parameters after the first two windows (plain float64 PyTorch, as reference_params)
+    data = [S.batches(0), S.batches(1)]
+    model = S.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=S.LR, momentum=S.MOMENTUM)
+    for start in (0, 4):
+        opt.zero_grad()
+        S.loss_fn(model, torch.cat([b[0] for r in data for b in r[start:start + 4]]),
+                  torch.cat([b[1] for r in data for b in r[start:start + 4]])).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), S.CLIP)
+        opt.step()
+    with torch.no_grad():
+        want_loss = float(S.loss_fn(model, torch.cat([b[0] for r in data for b in r[8:]]),
+                                    torch.cat([b[1] for r in data for b in r[8:]])))
+    for *_, loss in results:
+        assert loss == pytest.approx(want_loss, rel=1e-10)
 
 
 def test_logged_window_loss_is_in_the_losss_own_precision(tmp_path):
