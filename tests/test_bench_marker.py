@@ -21,6 +21,7 @@ def test_bench_tests_skipped_by_default_and_run_with_the_flag():
     assert fast_loop.returncode == 0, fast_loop.stdout
     assert " passed" not in fast_loop.stdout and "skipped" in fast_loop.stdout, fast_loop.stdout
     assert "run with --run-bench" in fast_loop.stdout
-    ran = _pytest("--run-bench", "-k", "read_time")  # the negative control: the flag runs them
+    # the negative control: the flag runs them (one that asserts output, not timings: CI runs this test)
+    ran = _pytest("--run-bench", "-k", "first_grad_read")
     assert ran.returncode == 0, ran.stdout
     assert "1 passed" in ran.stdout and "skipped" not in ran.stdout, ran.stdout
