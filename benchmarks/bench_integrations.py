@@ -1,6 +1,7 @@
 """Cost of the framework integrations, side by side with each framework's own accumulation.
 
     PYTHONPATH=src python benchmarks/bench_integrations.py [--rounds 5] [--no-ddp]
+    PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 15
 
 1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
    with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
@@ -10,6 +11,10 @@
    per window, with and without gradguard, in both.
 4. With 2 CPU processes on gloo: DDP gradient all-reduces (buckets, counted
    by a DDP comm hook) per window and other all-reduces per window.
+5. ``--tiny``: only the Lightning step on a tiny MLP, where the step is mostly
+   Lightning's own work: stock vs a callback whose hooks do nothing (Lightning's
+   cost of one more callback) vs ``ExactAccumulation()`` (which logs the window
+   loss) vs ``ExactAccumulation(log_name=None)``.
 
 A model big enough that the step is not all framework overhead (an MLP of
 about 1.1 M parameters, micro-batches of 64 rows).
@@ -89,6 +94,101 @@ def lightning_fit(batches, exact, world_size=1, comm_hook=None):
     t = time.perf_counter()
     trainer.fit(Module(), loader)
     return (time.perf_counter() - t) / trainer.global_step, trainer.global_step
+
+
+# ------------------------------------------------ Lightning, a tiny model
+# Where a step is mostly Lightning's own overhead, what the callback adds per micro-batch shows in
+# full: the worst case for ExactAccumulation's relative cost.
+TINY_VARIANTS = ("stock", "a callback doing nothing", "exact", "exact, log_name=None")
+
+
+def tiny_batches(n=256):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(s, 16, generator=g), torch.randn(s, 1, generator=g)) for s in (3 + i % 6 for i in range(n))]
+
+
+def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
+    """Seconds per optimizer step of a fit on a 16-32-1 MLP, K=4: the median over the fit's windows (each K
+    micro-batches and its step; the Trainer's set-up excluded) of ``(wall, CPU time of this thread)``."""
+    import lightning.pytorch as L
+    from gradguard.integrations.lightning import ExactAccumulation
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+
+        def training_step(self, batch, i):
+            return F.mse_loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e-2)
+
+    class Clock(L.Callback):
+        # Wall time and this thread's CPU time at the start of every window (all the work runs on this
+        # thread: one torch thread, the data loader in the main process). On a machine busy with other
+        # jobs the wall clock also counts the time this process waited for a core, the CPU time does not,
+        # and the median window is not moved by the few windows another job's burst slowed down.
+        def __init__(self):
+            self.marks = []
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if batch_idx % K == 0:
+                self.marks.append((time.perf_counter(), time.thread_time()))
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            self.marks.append((time.perf_counter(), time.thread_time()))
+
+    class Nothing(L.Callback):
+        # The hooks ExactAccumulation uses, empty: what Lightning's dispatch of one more callback costs.
+        def on_train_batch_start(self, *args):
+            pass
+
+        def on_before_backward(self, *args):
+            pass
+
+        def on_after_backward(self, *args):
+            pass
+
+        def on_before_optimizer_step(self, *args):
+            pass
+
+        def on_train_batch_end(self, *args):
+            pass
+
+    clock = Clock()
+    callbacks = [clock]
+    if variant == "a callback doing nothing":
+        callbacks.append(Nothing())
+    elif variant != "stock":
+        callbacks.append(ExactAccumulation(log_name=None) if variant.endswith("None") else ExactAccumulation())
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=K, callbacks=callbacks,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, log_every_n_steps=log_every_n_steps)
+    trainer.fit(Module(), torch.utils.data.DataLoader(batches, batch_size=None))
+    windows = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(clock.marks, clock.marks[1:])]
+    assert len(windows) == trainer.global_step == len(batches) // K  # one optimizer step per window
+    return statistics.median(w for w, _ in windows), statistics.median(c for _, c in windows)
+
+
+def tiny_rounds(rounds):
+    """Per variant and clock (wall, CPU): the median time per step, and the median over rounds of its ratio to
+    stock in the same round (the variants run in a new seeded order each round, so none always runs first)."""
+    import random
+
+    batches = tiny_batches()
+    lightning_tiny_fit(batches[:16], "exact")  # warm-up: imports, first-call costs
+    order = random.Random(0)
+    times = {v: [] for v in TINY_VARIANTS}
+    for _ in range(rounds):
+        for v in order.sample(TINY_VARIANTS, len(TINY_VARIANTS)):
+            times[v].append(lightning_tiny_fit(batches, v))
+    out = {}
+    for v, t in times.items():
+        out[v] = [(statistics.median(x[c] for x in t),
+                   statistics.median(x[c] / s[c] for x, s in zip(t, times["stock"]))) for c in (0, 1)]
+    return out
 
 
 # ----------------------------------------------------------------- Accelerate
@@ -208,10 +308,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--no-ddp", action="store_true", help="skip the 2-process collective counts")
+    p.add_argument("--tiny", action="store_true",
+                   help="only the Lightning step on a tiny model: stock vs ExactAccumulation (default logging, "
+                        "and log_name=None)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
+
+    if args.tiny:
+        print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
+              f"log_every_n_steps=50, {args.rounds} rounds (variants in a seeded new order each round)")
+        print(f"  {'':26s} {'wall':>9s} {'ratio':>6s}   {'CPU':>9s} {'ratio':>6s}   "
+              "(median window of K micro-batches and its step; ratio to stock: median of the per-round ratios)")
+        for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds).items():
+            print(f"  {v:26s} {wall * 1e3:6.2f} ms {wall_ratio:6.3f}   {cpu * 1e3:6.2f} ms {cpu_ratio:6.3f}")
+        return 0
 
     print(f"K={K}, {BATCHES} micro-batches of {MICRO - 23}..{MICRO} rows, MLP {WIDTH}-1024-512-1, 1 thread, median of {args.rounds} interleaved rounds")
     b, o, r = interleaved(lightning_fit, args.rounds)

@@ -48,6 +48,8 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     acc = gg.Accumulator(opt, steps=4, model=model, max_grad_norm=1.0)
     loader = rank_data(rank)
+    applied = []  # the gradient each optimizer step applies (after normalising and clipping), for the check
+    opt.register_step_pre_hook(lambda *_: applied.append([p.grad.detach().clone() for p in model.parameters()]))
 
     # --- the doc's loop, as written there ---
     for inputs, targets in loader:                # this rank's shard of the data
@@ -58,13 +60,26 @@ def main():
         acc.step()
     acc.flush()                                   # every rank, after its last micro-batch
 
-    # The reference: one full-batch mean over every rank's targets, in one process.
+    # The reference, in this process: plain PyTorch on the full batch of every rank's data, from the
+    # same initial weights: its mean loss over all targets, and its gradient clipped to norm 1.0.
+    torch.manual_seed(0)
+    ref = MyModel().to(device)
     every = [b for r in range(dist.get_world_size()) for b in rank_data(r)]
-    logits = torch.cat([model.module(i.to(device)).flatten(0, 1) for i, _ in every])
-    loss = F.cross_entropy(logits, torch.cat([t.flatten() for _, t in every]).to(device), ignore_index=-100)
+    logits = torch.cat([ref(i.to(device)).flatten(0, 1) for i, _ in every])
+    full_loss = F.cross_entropy(logits, torch.cat([t.flatten() for _, t in every]).to(device), ignore_index=-100)
+    full_loss.backward()
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+    (grads,) = applied                            # one window of 4 micro-batches: one step
+    error = max((g - p.grad).abs().max().item() for g, p in zip(grads, ref.parameters()))
+    scale = max(p.grad.abs().max().item() for p in ref.parameters())
+    exact = error <= 1e-5 * scale and abs(acc.loss - full_loss.item()) <= 1e-5 * abs(full_loss.item())
     if rank == 0:
-        print(f"window loss {acc.loss:.6f}, full-batch loss at the new weights {loss.item():.6f}")
-        print(acc.loss)                           # the same global mean on every rank
+        print(f"window loss {acc.loss:.6f} (acc.loss, the same on every rank); full-batch loss over both ranks' "
+              f"targets {full_loss.item():.6f}")
+        print(f"gradient applied at the step vs the full batch's: largest difference {error:.1e} of {scale:.3g} "
+              f"-> {'exact (float32 rounding)' if exact else 'NOT the full-batch gradient'}")
+    if not exact:
+        raise SystemExit(f"rank {rank}: the window is not the full batch")
     dist.barrier()  # every rank done with its collectives before the group is torn down
     dist.destroy_process_group()
 

@@ -30,4 +30,4 @@ exact = ExactAccumulation()  # weights each micro-batch by its size (count_fn=..
 trainer = L.Trainer(max_epochs=2, accumulate_grad_batches=4, gradient_clip_val=1.0,
                     callbacks=[exact, Watch(mode="raise")], logger=False, enable_checkpointing=False)
 trainer.fit(Regression(), torch.utils.data.DataLoader(batches, batch_size=None))
-print(exact.loss)  # the exact mean loss of the last window, also logged as window_loss
+print(exact.loss)  # the exact mean loss of the last window (logged as window_loss where Lightning logs)

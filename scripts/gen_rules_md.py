@@ -23,6 +23,10 @@ Every rule is shared by the run-time watch (`gradguard.watch`, `gradguard run`) 
 linter (`gradguard lint`) where both can see it; `gradguard rule CODE` prints the same
 text. Silence a line with `# gradguard: ignore[CODE]` or `# noqa: CODE`.
 
+The "Example" and "Use instead" blocks are excerpts of a training loop (`model`, `loader`,
+`optimizer`, `loss_fn` stand for yours), so they do not run as pasted; runnable programs with
+these bugs and their fixed twins are in [GradBench](gradbench.md) (`benchmarks/gradbench/`).
+
 | code | name | severity | watch | lint | summary |
 |---|---|---|---|---|---|
 """
@@ -42,6 +46,8 @@ def render() -> str:
         title, _, body = r.explanation.partition("\n")
         # one level down: the rule is a section of the page, its headings subsections
         body = body.replace("\n## ", "\n### ")
+        # excerpts: tests/test_docs_blocks.py runs every block not marked so
+        body = body.replace("\n```python\n", "\n<!-- fragment: docs/gradbench.md -->\n```python\n")
         parts.append(f"\n## {r.code}\n\n**{title}**\n{body}")
     return "".join(parts)
 

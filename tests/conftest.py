@@ -22,3 +22,23 @@ except ImportError:  # pragma: no cover - hypothesis is a test dependency
 # Scripts and fixtures that the tests run or lint themselves; not modules to import
 # (the run scripts train at import time), so keep them out of doctest collection.
 collect_ignore_glob = ["watch_scripts/*", "lint_fixtures/*"]
+
+
+# Benchmark tests (`@pytest.mark.bench`) time code on the wall clock: on a busy machine they are
+# slow and can fail for reasons that are not the code's, so they stay out of the default run and
+# of CI. A skip hook rather than `addopts = -m "not bench"`: a user's own `-m "not slow"` would
+# replace that expression and bring them back. Run them with `pytest --run-bench`.
+def pytest_addoption(parser):
+    parser.addoption("--run-bench", action="store_true", default=False,
+                     help="also run the wall-clock benchmark tests (marked bench)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-bench"):
+        return
+    import pytest
+
+    skip = pytest.mark.skip(reason="wall-clock benchmark test: run with --run-bench")
+    for item in items:
+        if "bench" in item.keywords:
+            item.add_marker(skip)

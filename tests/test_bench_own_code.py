@@ -6,10 +6,14 @@ known work must show it (negative control), two identical loops must not differ 
 more than a fraction of it, and every wrapped call must be put back afterwards.
 """
 
+import pytest
 import torch
 
 from _benchmarks import busy as _busy
 from _benchmarks import load
+
+# Wall-clock timings: out of the default run and CI (tests/conftest.py); `pytest --run-bench` runs them.
+pytestmark = pytest.mark.bench
 
 EXTRA = 0.005  # seconds of busy work per window: far above what these tiny steps take otherwise
 

@@ -16,6 +16,9 @@ from torch import nn
 from _benchmarks import busy, load
 from gradguard.watcher import _session
 
+# Wall-clock timings: out of the default run and CI (tests/conftest.py); `pytest --run-bench` runs them.
+pytestmark = pytest.mark.bench
+
 EXTRA = 0.004  # CPU seconds of busy work per step: far above what these tiny steps take otherwise
 _busy = partial(busy, clock=time.process_time)
 

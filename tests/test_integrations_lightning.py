@@ -48,7 +48,7 @@ class Module(L.LightningModule):
 
 
 def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, precision="64-true", schedule=False,
-        root=None, epochs=1, module=None, ckpt_path=None):
+        root=None, epochs=1, module=None, ckpt_path=None, log_every_n_steps=50):
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LightningModule.*log.*")
@@ -58,7 +58,7 @@ def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, 
         max_epochs=epochs, accelerator="cpu", devices=world_size, strategy="ddp" if world_size > 1 else "auto",
         accumulate_grad_batches=accumulate, gradient_clip_val=clip, precision=precision, callbacks=list(callbacks),
         logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        use_distributed_sampler=False, default_root_dir=root or os.getcwd(),
+        use_distributed_sampler=False, default_root_dir=root or os.getcwd(), log_every_n_steps=log_every_n_steps,
     )
     module = module or Module(schedule)
     trainer.fit(module, loader, ckpt_path=ckpt_path)
@@ -134,23 +134,40 @@ def _ddp_rank(rank, world_size, clip):
     from gradguard.integrations.lightning import ExactAccumulation
 
     data = S.batches(rank)
-    exact, trainer = fit(data, callbacks=[ExactAccumulation()], clip=clip, world_size=world_size)
+    cb = ExactAccumulation()
+    exact, trainer = fit(data, callbacks=[cb], clip=clip, world_size=world_size)
     alone, _ = fit(data, clip=clip, world_size=world_size)
-    return exact, alone, trainer.global_step
+    return exact, alone, trainer.global_step, cb.loss
 
 
 def test_ddp_two_processes_exact_and_lightning_alone_is_not():
     want = S.reference_params([S.batches(0), S.batches(1)], S.CLIP)
     results = S.spawn(_ddp_rank, 2, clip=S.CLIP)
-    for exact, alone, steps in results:
+    for exact, alone, steps, _ in results:
         assert steps == 3
         assert S.rel_change_error(exact, want) < 1e-10
         assert S.rel_change_error(alone, want) > 1e-4
+    # .loss after the last window, on each rank: the full-batch loss of both ranks' last micro-batches
+    # under the parameters after the first two windows (plain float64 PyTorch, as reference_params)
+    data = [S.batches(0), S.batches(1)]
+    model = S.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=S.LR, momentum=S.MOMENTUM)
+    for start in (0, 4):
+        opt.zero_grad()
+        S.loss_fn(model, torch.cat([b[0] for r in data for b in r[start:start + 4]]),
+                  torch.cat([b[1] for r in data for b in r[start:start + 4]])).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), S.CLIP)
+        opt.step()
+    with torch.no_grad():
+        want_loss = float(S.loss_fn(model, torch.cat([b[0] for r in data for b in r[8:]]),
+                                    torch.cat([b[1] for r in data for b in r[8:]])))
+    for *_, loss in results:
+        assert loss == pytest.approx(want_loss, rel=1e-10)
 
 
 def test_logged_window_loss_is_in_the_losss_own_precision(tmp_path):
     cb = ExactAccumulation()
-    _, trainer = fit(S.batches(0), callbacks=[cb], root=tmp_path)
+    _, trainer = fit(S.batches(0), callbacks=[cb], root=tmp_path, log_every_n_steps=1)
     logged = trainer.callback_metrics["window_loss"]
     assert logged.dtype == torch.float64 and float(logged) == cb.loss
 
@@ -280,3 +297,32 @@ def test_watch_raise_mode_raises_at_the_training_step_line(tmp_path):
     with pytest.raises(gg.GradientBugError) as info:
         fit(S.batches(0), callbacks=[Watch(mode="raise")], root=tmp_path)
     assert info.value.finding.path == __file__ and "ExactAccumulation" in str(info.value)
+
+
+class LogRecorder(Module):
+    """The module's own ``log`` (what ExactAccumulation calls), recording the step of each window_loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.logged = []
+
+    def log(self, name, value, *args, **kwargs):
+        if name == "window_loss":
+            self.logged.append((self.trainer.global_step, float(value)))
+        return super().log(name, value, *args, **kwargs)
+
+
+@pytest.mark.parametrize("every,want_steps", [(1, [1, 2, 3]), (2, [2]), (3, [3]), (50, [])])
+def test_window_loss_logged_only_on_the_steps_lightning_writes_logs(tmp_path, every, want_steps):
+    """Lightning writes logged metrics every log_every_n_steps optimizer steps; logging the window loss in
+    between costs time (LightningModule.log) and is never written, so it is logged on those steps only.
+    .loss is the exact loss of the last window whatever the cadence."""
+    data = S.batches(0)  # 10 micro-batches, K=4: steps 1, 2 and 3 (the final window of 2)
+    module, cb = LogRecorder(), ExactAccumulation()
+    _, trainer = fit(data, callbacks=[cb], root=tmp_path, module=module, log_every_n_steps=every)
+    assert [step for step, _ in module.logged] == want_steps  # global_step: the steps taken so far
+    every_step = LogRecorder()  # the negative control's run: every window logged, as before
+    fit(data, callbacks=[ExactAccumulation()], root=tmp_path, module=every_step, log_every_n_steps=1)
+    assert [step for step, _ in every_step.logged] == [1, 2, 3]
+    assert all(value == dict(every_step.logged)[step] for step, value in module.logged)  # the same exact values
+    assert cb.loss == every_step.logged[-1][1]

@@ -378,6 +378,7 @@ def test_newer_python_syntax_is_not_an_error(line, tmp_path, capsys):
     assert (f.code, f.line, f.col) == ("GG000", 1, 7)
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_many_helpers():
     """A module of many helper functions calling each other: the call graph is followed
     (its speed is measured in benchmarks/bench_lint.py --helpers, not asserted here)."""
@@ -388,6 +389,7 @@ def test_many_helpers():
     assert gg.lint_source(fixed) == []
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_a_file_above_the_size_limit_is_skipped_with_a_notice(tmp_path):
     from gradguard.lint import MAX_FILE_BYTES, MAX_FILE_LINES
 

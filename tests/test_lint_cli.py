@@ -500,6 +500,7 @@ def test_unknown_code_in_suppression_comment_is_warned(project, capsys):
 
 
 # --- output to a closed pipe, help texts ---------------------------------------------
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_broken_pipe_exits_quietly(project):
     """`gradguard lint src | head -1`: no BrokenPipeError traceback."""
     import subprocess

@@ -386,6 +386,7 @@ def _correct_programs():
     return out
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_fix_with_unsafe_fixes_changes_no_correct_program(tmp_path):
     """`lint --fix --unsafe-fixes` on every correct program writes nothing (through the CLI)."""
     programs = _correct_programs()

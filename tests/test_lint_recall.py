@@ -122,6 +122,7 @@ def test_mutants_of_runnable_programs_are_real_bugs(name, source):
         assert same == (m.operator == "loss-tensor-in-sum"), f"{name} {m.operator}#{m.index}"
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_report_counts_add_up(report):
     assert report["programs"] == len(PROGRAMS)
     rows = report["operators"].values()
@@ -131,6 +132,7 @@ def test_report_counts_add_up(report):
         assert r["caught"] + len(r["missed"]) == r["mutants"]
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_recall_meets_targets(report):
     per_op = {op: r["recall"] for op, r in report["operators"].items()}
     assert report["recall"] >= RECALL_OVERALL, report["recall"]

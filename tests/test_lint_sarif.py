@@ -29,6 +29,7 @@ def _validate(log):
     jsonschema.validators.validator_for(schema)(schema).validate(json.loads(json.dumps(log)))
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_lint_sarif_is_valid():
     fixtures = Path(__file__).parent / "lint_fixtures"
     findings = gg.lint_paths([str(fixtures)])

@@ -143,6 +143,7 @@ def full_batch_grads(model, batch):
     return grads
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_oom_halves_and_the_gradient_is_exact():
     model = OOMAbove(threshold=3)
     batch = token_batch()
@@ -177,6 +178,7 @@ def test_oom_after_some_micro_batches_counts_nothing_twice():
     assert max((a - b).abs().max().item() for a, b in zip(wrong, want)) > 1e-3
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_inside_an_accumulator_window_earlier_gradients_are_kept():
     model = OOMAbove(threshold=3)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -201,6 +203,7 @@ def test_inside_an_accumulator_window_earlier_gradients_are_kept():
     assert n == result.count + int(count)
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_even_the_smallest_size_fails_and_gradients_are_as_before():
     model = OOMAbove(threshold=0)
     model.net(torch.randn(2, 4, dtype=torch.float64)).sum().backward()

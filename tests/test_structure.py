@@ -111,11 +111,13 @@ def _find_cycle(graph: dict):
     return None
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_import_graph_has_no_cycle():
     cycle = _find_cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_core_imports_nothing_above_it():
     graph = _graph()
     arrows = [
@@ -134,6 +136,7 @@ def test_cycle_finder_sees_a_cycle():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 @pytest.mark.parametrize("module", ["gradguard.accumulate", "gradguard.findings"])
 def test_graph_reads_real_imports(module):
     # Another control: the parser resolves this project's relative imports.
@@ -179,11 +182,13 @@ def _private_imports() -> list:
     return found
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_no_part_imports_another_parts_private_names():
     found = _private_imports()
     assert not found, "private names imported across parts: " + "; ".join(sorted(found))
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_rule_table_and_findings_do_not_import_each_other():
     """rules.py is the ground floor (data); findings.py builds on it, never the reverse."""
     graph = _graph()

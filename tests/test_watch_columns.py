@@ -109,6 +109,7 @@ def test_zero_grad_frees_the_buffers_at_once():
     assert all(r() is not None for r in refs)
 
 
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_a_buffer_cleared_by_hand_is_let_go_at_the_next_event():
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -298,6 +298,7 @@ def test_a_watch_does_not_see_another_threads_training():
 
 
 # ------------------------------------------------------------------ out-of-order exits
+@pytest.mark.slow  # several seconds on a busy 2-core machine
 def test_watches_exited_out_of_order_leave_torch_as_it_was():
     before = installed_state()
     for _ in range(3):

@@ -212,7 +212,9 @@ def to_diagnostic(f: Finding, doc: TextDocument) -> lsp.Diagnostic:
 
 def hover_text(code: str) -> str:
     rule = RULES[code]
-    return f"**{rule.code} {rule.name}** ({rule.severity})\n\n{rule.explanation}"
+    # The explanation opens with the same title line; the hover shows it once, in bold.
+    body = rule.explanation.partition("\n\n")[2]
+    return f"**{rule.code} {rule.name}** ({rule.severity})\n\n{body}"
 
 
 def build_server() -> GradguardServer:

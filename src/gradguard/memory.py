@@ -78,25 +78,29 @@ class MemoryReport:
         fitting = [r for r in self.rows if self.required(r) <= budget]
         return max(fitting, key=lambda r: r.micro_batch_size) if fitting else None
 
-    def table(self, budget: Optional[int] = None) -> str:
-        """The report as aligned text (one line per micro-batch size)."""
+    def table(self, budget: Optional[int] = None, *, fmt: Optional[Callable[[float], str]] = None) -> str:
+        """The report as aligned text (one line per micro-batch size).
+
+        ``fmt`` writes every byte figure (default :func:`format_bytes`): one format for all of them,
+        so no figure reads more or less precise than the one beside it."""
+        fmt = fmt or format_bytes
         head = ["micro-batch", "activations", "peak (CUDA)", "required"] + (["fits"] if budget is not None else [])
         lines = [head]
         for r in self.rows:
             cells = [
                 str(r.micro_batch_size),
-                format_bytes(r.activation_bytes),
-                format_bytes(r.peak_bytes) if r.peak_bytes is not None else "-",
-                format_bytes(self.required(r)),
+                fmt(r.activation_bytes),
+                fmt(r.peak_bytes) if r.peak_bytes is not None else "-",
+                fmt(self.required(r)),
             ]
             if budget is not None:
                 cells.append("yes" if self.required(r) <= budget else "no")
             lines.append(cells)
         widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
         text = [
-            f"device {self.device}; fixed {format_bytes(self.fixed_bytes)} = parameters {format_bytes(self.param_bytes)}"
-            f" + buffers {format_bytes(self.buffer_bytes)} + gradients {format_bytes(self.grad_bytes)}"
-            f" + optimizer state {format_bytes(self.optimizer_bytes)} (estimate)"
+            f"device {self.device}; fixed {fmt(self.fixed_bytes)} = parameters {fmt(self.param_bytes)}"
+            f" + buffers {fmt(self.buffer_bytes)} + gradients {fmt(self.grad_bytes)}"
+            f" + optimizer state {fmt(self.optimizer_bytes)} (estimate)"
         ]
         for i, row in enumerate(lines):
             text.append("  ".join(c.rjust(w) for c, w in zip(row, widths)))
@@ -281,7 +285,11 @@ def format_bytes(n: Optional[float]) -> str:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}" if abs(n) >= 100 else f"{n:.2f} {unit}"
+            if unit == "B":
+                return f"{n:.0f} B"
+            # Three significant digits at every size (3.00, 60.9, 244), so figures side by side read
+            # equally precise; 1023.9 rounds to 1024 rather than the next unit's 1.00.
+            return f"{n:.{2 if abs(n) < 9.995 else 1 if abs(n) < 99.95 else 0}f} {unit}"
         n /= 1024
     return f"{n:.2f} GiB"  # pragma: no cover
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._errors import GradguardError
+from ._torch import require_torch
 
 
 def register(sub) -> None:
@@ -32,6 +33,7 @@ def register(sub) -> None:
 
 
 def handle(args) -> int:
+    require_torch()
     from ..demo import run_demo
 
     steps = None

@@ -26,6 +26,7 @@ from importlib import import_module
 
 from .._errors import GradguardError
 from ._paths import check_output_path
+from ._torch import require_torch
 
 EXAMPLE = "gradguard plan gradguard.demo.model:plan_factory --batch-size 32 --budget 64MiB --plot plan.png"
 
@@ -60,6 +61,7 @@ def register(sub) -> None:
 
 
 def handle(args) -> int:
+    require_torch()
     from .. import memory
     from .._progress import progress
 
@@ -80,12 +82,12 @@ def handle(args) -> int:
         progress=lambda it: progress(it, desc="gradguard plan", total=len(sizes), disable=args.no_progress),
     )
     fmt = _formatter([report.required(r) for r in report.rows], budget)
-    print(_table(report, budget, fmt))
+    print(report.table(budget, fmt=fmt))
     best = report.largest_fitting(budget)
     print()
     if best is None:
         print(f"nothing fits {fmt(budget)}: even micro-batch size {report.rows[0].micro_batch_size} "
-              f"needs {fmt(report.required(report.rows[0]))} (fixed part {memory.format_bytes(report.fixed_bytes)})")
+              f"needs {fmt(report.required(report.rows[0]))} (fixed part {fmt(report.fixed_bytes)})")
     else:
         steps = math.ceil(args.batch_size / best.micro_batch_size)
         print(f"largest micro-batch size within {fmt(budget)}: {best.micro_batch_size} "
@@ -125,27 +127,6 @@ def _formatter(values, budget: int):
         if all(v == budget or f(v) != f(budget) for v in values):
             return f
     return lambda n: f"{int(n)} B"
-
-
-def _table(report, budget: int, fmt) -> str:
-    """The report's table (as :meth:`MemoryReport.table`), its byte columns written with ``fmt``."""
-    from ..memory import format_bytes
-
-    head = ["micro-batch", "activations", "peak (CUDA)", "required", "fits"]
-    rows = [head] + [
-        [str(r.micro_batch_size), format_bytes(r.activation_bytes),
-         format_bytes(r.peak_bytes) if r.peak_bytes is not None else "-",
-         fmt(report.required(r)), "yes" if report.required(r) <= budget else "no"]
-        for r in report.rows
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = report.table().splitlines()[:1]  # the device and the fixed part
-    for i, row in enumerate(rows):
-        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    lines.extend(f"note: {n}" for n in report.notes)
-    return "\n".join(lines)
 
 
 def _sizes(text: str, batch_size: int) -> list:

@@ -214,17 +214,28 @@ def _print_table(results: dict) -> None:
     print(f"\nFull batch (K = 1): held-out loss {full['initial']:.3f} -> {full['final']:.3f} nats per byte after {steps} steps.")
     print("Each scheme against the full batch (float64, so anything near 1e-16 to 1e-13 is rounding):")
     groups = ("gradient error", f"held-out loss - full, step {steps}", f"weight distance, step {steps}")
-    print((f"  {'':<22}" + "".join(f"{g:<30}" for g in groups)).rstrip())
-    print((f"  {'K (paragraphs each)':<22}" + f"{'divide-by-K':<15}{'gradguard':<15}" * 3).rstrip())
+    rows = [("K (paragraphs each)", ["divide-by-K", "gradguard"] * 3)]
     for row in results["table"]:
         g, d, w = row["gradient_error"], row["final_heldout_loss_minus_full_batch"], row["final_weight_distance"]
         each = row["paragraphs_per_micro_batch"]
-        print((f"  {row['K']:<3}{f'({each} paragraph' + ('s)' if each > 1 else ')'):<19}"
-              f"{g['divide-by-K']:<15.1e}{g['gradguard']:<15.1e}{d['divide-by-K']:<+15.1e}{d['gradguard']:<+15.1e}"
-              f"{w['divide-by-K']:<15.1e}{w['gradguard']:<15.1e}").rstrip())
-    r = results["rounding_reference"]
-    print(f"  {'full batch, paragraphs reversed':<37}{r['gradient_error']:<30.1e}"
-          f"{r['final_heldout_loss_minus_full_batch']:<+30.1e}{r['final_weight_distance']:.1e}")
+        rows.append((f"{row['K']:<3}({each} paragraph{'s' if each > 1 else ''})",
+                     [f"{g['divide-by-K']:.1e}", f"{g['gradguard']:.1e}", f"{d['divide-by-K']:+.1e}",
+                      f"{d['gradguard']:+.1e}", f"{w['divide-by-K']:.1e}", f"{w['gradguard']:.1e}"]))
+    r = results["rounding_reference"]  # one figure per group, in its first column
+    rows.append(("full batch, paragraphs reversed", [f"{r['gradient_error']:.1e}", "",
+                                                      f"{r['final_heldout_loss_minus_full_batch']:+.1e}", "",
+                                                      f"{r['final_weight_distance']:.1e}", ""]))
+    # Widths from the contents (a group's title spans its two columns), so no title or figure runs
+    # into the next one, whatever length --steps gives the titles.
+    widths = [max(len(cells[i]) for _, cells in rows) for i in range(6)]
+    for i, title in enumerate(groups):
+        widths[2 * i + 1] = max(widths[2 * i + 1], len(title) - widths[2 * i] - 2)
+    label = max(len(name) for name, _ in rows) + 2
+    spans = [f"{t:<{widths[2 * i] + 2 + widths[2 * i + 1]}}" for i, t in enumerate(groups)]
+    print(f"  {'':<{label}}{'   '.join(spans)}".rstrip())
+    for name, cells in rows:
+        pairs = (f"{cells[2 * i]:<{widths[2 * i]}}  {cells[2 * i + 1]:<{widths[2 * i + 1]}}" for i in range(3))
+        print(f"  {name:<{label}}{'   '.join(pairs)}".rstrip())
     print("The last row is rounding alone: the full batch's own sums, added in another order.")
     print("gradient error: ||g - g_full|| / ||g_full|| at the initial weights; held-out loss in nats per byte;")
     print("weight distance: ||w - w_full|| / ||w_full||. Also in results.json.")

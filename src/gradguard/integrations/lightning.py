@@ -28,6 +28,7 @@ watch the divisor K of each of Lightning's backward passes.
 
 from __future__ import annotations
 
+from functools import partial
 from numbers import Integral
 from typing import Any, Callable, Optional
 
@@ -56,6 +57,8 @@ def default_count(batch: Any) -> int:
     >>> default_count([torch.zeros(5, 3), torch.zeros(5)])
     5
     """
+    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor) and batch[0].dim():
+        return batch[0].shape[0]  # Lightning's usual (x, y) batch, first (per micro-batch)
     seen = [batch]
     while seen:
         item = seen.pop(0)
@@ -85,15 +88,18 @@ class ExactAccumulation(Callback):
     ``count_fn(batch)``; the epoch's final partial window gets its true
     weights. ``gradient_clip_val`` clips that exact gradient;
     ``precision="16-mixed"``/``"bf16-mixed"``, LR schedulers and
-    ``strategy="ddp"`` keep working. The exact window loss is logged as
-    ``log_name`` (default ``"window_loss"``) and kept in :attr:`loss`.
+    ``strategy="ddp"`` keep working. The exact window loss is kept in
+    :attr:`loss` after every window and logged as ``log_name`` (default
+    ``"window_loss"``) on the steps where Lightning writes its logs.
 
     Args:
         count_fn: ``batch -> int`` (or an integer 0-dim tensor): the items of
             the micro-batch the mean ran over (examples, or non-ignored target
             tokens). Default: :func:`default_count`, the dim-0 size.
         log_name: name under which the exact window loss is logged with
-            ``LightningModule.log`` at each optimizer step; None logs nothing.
+            ``LightningModule.log`` on the optimizer steps where Lightning
+            writes its logs (every ``Trainer(log_every_n_steps=...)`` steps);
+            None logs nothing.
 
     Raises:
         GradguardError: at ``fit`` start for ``accumulate_grad_batches=1``
@@ -115,7 +121,10 @@ class ExactAccumulation(Callback):
         self._mark = None
         self._reset_window()
         self._closing = None  # (N, world_size) from the step, until the stepping batch's loss is in
-        self._loss_sum = None
+        # The window's micro-batch losses (detached) and their weights K * n, summed only when the
+        # window loss is wanted (.loss, a logging step, a checkpoint): no tensor op per micro-batch.
+        self._parts: list = []
+        self._last_window: Optional[tuple] = None  # (parts, 1 / N) of the last window, until .loss is read
 
     def _reset_window(self) -> None:
         self._n: Any = None  # the current micro-batch's count
@@ -126,9 +135,18 @@ class ExactAccumulation(Callback):
 
     @property
     def loss(self) -> Optional[float]:
-        """The exact mean loss of the last completed window (over all ranks), or None."""
-        if isinstance(self._loss, torch.Tensor):
+        """The exact mean loss of the last completed window (over all ranks), or None (also under DDP with
+        ``log_name=None``, which leaves out the all-reduce of the loss)."""
+        if isinstance(self._settled_loss(), torch.Tensor):
             self._loss = float(self._loss)
+        return self._loss
+
+    def _settled_loss(self) -> Any:
+        """The last window's loss, summed now if it was left unsummed (a device tensor, a float or None)."""
+        if self._last_window is not None:
+            parts, scale = self._last_window
+            self._last_window = None
+            self._loss = _weighted_sum(parts) * scale
         return self._loss
 
     # -------------------------------------------------------------- set-up
@@ -180,15 +198,20 @@ class ExactAccumulation(Callback):
         if not (isinstance(weight, float) and weight == 1.0):
             # Lightning passes the loss divided by K (and under 16-mixed, scaled by the
             # GradScaler); whatever flows back from it is multiplied by the weight.
-            loss.register_hook(lambda grad: grad * weight)
+            # torch.mul itself as the hook, not a lambda around it: the autograd engine calls it once per
+            # micro-batch, and a Python frame fewer is a measurable part of a small model's step.
+            loss.register_hook(partial(torch.mul, other=weight))
         self._total = self._total + n
         self._micro += 1
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
-        self._mark = accumulator_backward(counted=True)
-        self._mark.__enter__()
+        # Nobody reads the mark when no watch runs: then it is not made (per micro-batch).
+        if listening():
+            self._mark = accumulator_backward(counted=True)
+            self._mark.__enter__()
 
     def on_after_backward(self, trainer, pl_module) -> None:
-        self._close_mark()
+        if self._mark is not None:
+            self._close_mark()
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         self._close_mark()
@@ -222,32 +245,40 @@ class ExactAccumulation(Callback):
         self._reset_window()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._close_mark()
+        if self._mark is not None:
+            self._close_mark()
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs if isinstance(outputs, torch.Tensor) else None
         if loss is not None and self._last_n is not None:
             self._loss_dtype = loss.dtype
             # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
-            part = loss.detach().double() * (trainer.accumulate_grad_batches * self._last_n)
-            self._loss_sum = part if self._loss_sum is None else self._loss_sum + part
+            self._parts.append((loss.detach(), trainer.accumulate_grad_batches * self._last_n))
         self._last_n = None
         if self._closing is None:
             return
         total, world = self._closing
         self._closing = None
-        if self._loss_sum is None or total <= 0:
-            self._loss_sum = None
+        parts, self._parts = self._parts, []
+        if not parts or total <= 0:
             return
-        # Each rank logs its share times world_size / N: the mean over ranks is the exact window loss.
-        value = self._loss_sum * (world / total)
-        self._loss_sum = None
+        logs = bool(self.log_name) and _lightning_logs_now(trainer)
         if world == 1:
-            self._loss = value
-        if self.log_name:
-            # In the loss's own precision (a float32 copy of a float64 loss would be 3e-8 off .loss).
-            pl_module.log(self.log_name, value.to(self._loss_dtype), on_step=True, on_epoch=False, prog_bar=True, batch_size=1,
-                          sync_dist=world > 1)
-            if world > 1:
-                self._loss = trainer.callback_metrics.get(self.log_name)
+            if not logs:
+                self._last_window, self._loss = (parts, 1 / total), None  # summed if .loss is read
+                return
+            value = _weighted_sum(parts) * (1 / total)
+        elif self.log_name:
+            # Each rank's share times world_size / N: the mean over ranks is the exact window loss. One
+            # all-reduce per window (in float64), so that .loss is exact on every rank after every window.
+            value = trainer.strategy.reduce(_weighted_sum(parts) * (world / total), reduce_op="mean")
+        else:
+            return  # log_name=None under DDP: no collective for the loss, and no .loss
+        self._loss, self._last_window = value, None  # a device tensor: read (one host read) only when .loss is
+        if logs:
+            # Only on the steps Lightning writes its logs (log_every_n_steps): LightningModule.log costs
+            # more than the rest of this callback together, and a value logged in between is never
+            # written. In the loss's own precision (a float32 copy of a float64 loss would be 3e-8 off .loss).
+            pl_module.log(self.log_name, value.to(self._loss_dtype), on_step=True, on_epoch=False, prog_bar=True,
+                          batch_size=1)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._close_mark()
@@ -258,7 +289,8 @@ class ExactAccumulation(Callback):
     # .grad, which Lightning itself does not save. Resuming puts them back before the next micro-batch.
     def state_dict(self) -> dict:
         return {"micro": self._micro, "ref": self._ref, "total": self._total, "negative": self._negative,
-                "ref_hint": self._ref_hint, "loss_sum": self._loss_sum, "loss": self._loss}
+                "ref_hint": self._ref_hint, "loss_sum": _weighted_sum(self._parts) if self._parts else None,
+                "loss": self._settled_loss()}
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         state = checkpoint.get("callbacks", {}).get(self.state_key)
@@ -271,8 +303,9 @@ class ExactAccumulation(Callback):
         self._total = state_dict["total"]
         self._negative = state_dict["negative"]
         self._ref_hint = state_dict["ref_hint"]
-        self._loss_sum = state_dict["loss_sum"]
+        self._parts = [] if state_dict["loss_sum"] is None else [(state_dict["loss_sum"], 1)]
         self._loss = state_dict["loss"]
+        self._last_window = None
         self._resumed_grads = state_dict.get("grads")
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -292,8 +325,7 @@ class ExactAccumulation(Callback):
             self._total = self._total.to(device)
         if self._negative is not None:
             self._negative = self._negative.to(device)
-        if self._loss_sum is not None:
-            self._loss_sum = self._loss_sum.to(device)
+        self._parts = [(t.to(device), w) for t, w in self._parts]
 
     # ------------------------------------------------------------- helpers
     _last_n: Any = None
@@ -302,6 +334,9 @@ class ExactAccumulation(Callback):
 
     def _count(self, batch: Any, batch_idx: int) -> Any:
         n = self.count_fn(batch)
+        if type(n) is int and n >= 0:  # the common case, first (per micro-batch)
+            self._last_n = n
+            return n
         if isinstance(n, torch.Tensor):
             if n.numel() != 1 or n.is_floating_point() or n.is_complex() or n.dtype == torch.bool:
                 raise GradguardError(
@@ -335,6 +370,27 @@ class ExactAccumulation(Callback):
         mark, self._mark = self._mark, None
         if mark is not None:
             mark.__exit__(None, None, None)
+
+
+def _weighted_sum(parts: list) -> torch.Tensor:
+    """``sum(loss.double() * weight)`` over ``(loss, weight)`` pairs, in order, in float64 on their device."""
+    total = None
+    for loss, weight in parts:
+        term = loss.double() * weight
+        total = term if total is None else total + term
+    return total
+
+
+def _lightning_logs_now(trainer) -> bool:
+    """Whether Lightning writes the step's logged metrics after this ``on_train_batch_end``.
+
+    Its own test (``_LoggerConnector.should_update_logs``: every ``log_every_n_steps`` optimizer steps,
+    or when training stops), asked in the same state Lightning asks it in right after this hook;
+    ``fast_dev_run`` writes every step. A Lightning without that test: every step, as before.
+    """
+    connector = getattr(trainer, "_logger_connector", None)
+    should = getattr(connector, "should_update_logs", True)
+    return bool(should) or bool(getattr(trainer, "fast_dev_run", False))
 
 
 _LIGHTNING_ADVICE = {

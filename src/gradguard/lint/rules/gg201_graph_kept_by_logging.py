@@ -43,9 +43,10 @@ def check_loop(loop: Loop, report: Report) -> None:
             report(
                 CODE,
                 node,
+                # Only what this loop shows: the rule's consequence (appended to the message) explains
+                # the freed activations and the memory, so saying it here would say it twice.
                 f"`{text(total)}` accumulates the loss tensor itself, not a number: every step's autograd nodes stay "
-                f"linked into it (backward() has freed their saved activations, so it grows slowly, and reading it "
-                f"later waits for the device).",
+                f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
 
@@ -85,8 +86,7 @@ def check_module(module: Module, report: Report) -> None:
                     CODE,
                     node,
                     f"`{text(total)}` accumulates the loss tensor itself in a loop that runs without torch.no_grad() "
-                    f"and never calls backward(): nothing frees the graphs, so every batch's activations stay alive "
-                    f"(run it under torch.no_grad() and add loss.item()).",
+                    f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
 
