@@ -143,7 +143,7 @@ def test_runtime_commands_without_torch_say_so_in_one_line(argv, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr  # one line, no traceback
-    assert "needs PyTorch" in done.stderr and "pip install torch" in done.stderr, done.stderr
+    assert "needs PyTorch" in done.stderr and "pip install" in done.stderr, done.stderr
     assert done.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["sitecustomize.py", "train.py"]
     # the linter needs no torch: the same child lints
     lint = subprocess.run([sys.executable, "-m", "gradguard", "lint", "train.py"], cwd=tmp_path, env=env,

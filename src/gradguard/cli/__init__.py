@@ -75,7 +75,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command in NEEDS_TORCH:
             from .._torch import require_torch
 
-            require_torch("this command")
+            require_torch(f"gradguard {args.command}")
         code = int(SUBCOMMANDS[args.command].handle(args) or 0)
         if not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush

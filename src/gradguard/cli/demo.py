@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from .._errors import GradguardError
-from ._torch import require_torch
 
 
 def register(sub) -> None:
@@ -33,7 +32,6 @@ def register(sub) -> None:
 
 
 def handle(args) -> int:
-    require_torch()
     from ..demo import run_demo
 
     steps = None

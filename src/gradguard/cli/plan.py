@@ -26,7 +26,6 @@ from importlib import import_module
 
 from .._errors import GradguardError
 from ._paths import check_output_path
-from ._torch import require_torch
 
 EXAMPLE = "gradguard plan gradguard.demo.model:plan_factory --batch-size 32 --budget 64MiB --plot plan.png"
 
@@ -61,7 +60,6 @@ def register(sub) -> None:
 
 
 def handle(args) -> int:
-    require_torch()
     from .. import memory
     from .._progress import progress
 

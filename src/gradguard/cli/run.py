@@ -8,7 +8,6 @@ import sys
 
 from .._errors import GradguardError
 from ._paths import check_output_path
-from ._torch import require_torch
 
 DESCRIPTION = """\
 Runs SCRIPT as `python SCRIPT ARGS` would (or a module, as `python -m MODULE ARGS`, or a
@@ -150,7 +149,6 @@ def _target(args) -> tuple:
 
 
 def handle(args) -> int:
-    require_torch()
     import runpy
     import tempfile
     import threading
