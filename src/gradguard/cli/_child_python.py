@@ -87,13 +87,13 @@ def environment(config, folder: str) -> dict:
     return {"PYTHONPATH": folder + (os.pathsep + path if path else ""), ENV: json.dumps(config._asdict())}
 
 
-_state = {"disabled": False, "begun": False}
+_state = {"disabled": False}
 
 
 def disable() -> None:
     """``gradguard run`` started as a child of another run: it is a run of its own, not a watched child."""
     _state["disabled"] = True
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterTorch)]
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
 
 
 def _started_by_multiprocessing() -> bool:
@@ -107,7 +107,7 @@ def _started_by_multiprocessing() -> bool:
 
 
 def start() -> None:
-    """In the hook: follow the run named by :data:`ENV` once ``torch`` is imported."""
+    """In the hook: join the run named by :data:`ENV`; watch once ``torch`` is imported."""
     raw = os.environ.get(ENV)
     if not raw or _started_by_multiprocessing():
         return
@@ -122,21 +122,30 @@ def start() -> None:
     # Registered first, so it runs last: after the program's own exit handlers, and
     # multiprocessing's, which join the children whose findings the summary shows.
     atexit.register(_ends)
-    # the run's own process, made another program by os.exec*: it must end the run, torch or not
-    if "torch" in sys.modules or os.getpid() == config.owner:
-        _begin(config)
+    if os.getpid() == config.owner:  # the run's own process, made another program by os.exec*: it ends the run
+        _install(config)
+    # multiprocessing: its children must carry the run (a program may train only in them)
+    when_imported("multiprocessing", lambda: _install(config))
+    when_imported("torch", lambda: (_install(config), watch_this_thread()))
+
+
+def when_imported(name: str, callback) -> None:
+    """Call ``callback()`` once the top-level module ``name`` has been imported (now, if it is)."""
+    if name in sys.modules:
+        callback()
     else:
-        sys.meta_path.insert(0, _AfterTorch(config))
+        sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
-class _AfterTorch:
-    """A meta-path finder that finds nothing: it switches the watch on when ``torch`` has been imported."""
+class _AfterImport:
+    """A meta-path finder that finds nothing itself: it calls back when one module has been imported."""
 
-    def __init__(self, config):
-        self.config = config
+    def __init__(self, name: str, callback):
+        self.name = name
+        self.callback = callback
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != self.name:
             return None
         import importlib.util
 
@@ -146,11 +155,12 @@ class _AfterTorch:
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         real_exec = loader.exec_module
-        config = self.config
+        callback = self.callback
 
         def exec_module(module):
             real_exec(module)
-            _begin(config)
+            if not _state["disabled"]:
+                callback()
 
         loader.exec_module = exec_module  # this spec's own loader object: nothing else sees the change
         return spec
@@ -165,20 +175,28 @@ def _command() -> str:
     return shlex.join(argv)
 
 
-def _begin(config) -> None:
-    if _state["disabled"] or _state["begun"]:
-        return
+def _install(config) -> None:
     from . import _whole_program
 
-    if _whole_program._run is not None:
+    if _state["disabled"] or _whole_program._run is not None:
         return
-    _state["begun"] = True
-    # os.exec* from the run's own process: this program is the run now
     parent = os.getpid() == config.owner
-    run = _whole_program.install(config, parent=parent, command=None if parent else _command())
-    w = run.new_watch()
-    w.__enter__()
-    run.watches[threading.get_ident()] = w
+    _whole_program.install(config, parent=parent, command=None if parent else _command())
+
+
+def watch_this_thread() -> None:
+    """A watch for the calling thread, unless it has one (the thread that imported torch)."""
+    from . import _whole_program
+
+    run = _whole_program._run
+    if run is None:
+        return
+    ident = threading.get_ident()
+    w = run.watches.get(ident)
+    if w is None or not w.active:
+        w = run.new_watch()
+        w.__enter__()
+        run.watches[ident] = w
 
 
 def _ends() -> None:
@@ -186,7 +204,7 @@ def _ends() -> None:
     from . import _whole_program
 
     run = _whole_program._run
-    if not _state["begun"] or run is None or run.finished:
+    if _state["disabled"] or run is None or run.finished:
         return
     w = run.watches.pop(threading.get_ident(), None)
     if w is not None and w.active:

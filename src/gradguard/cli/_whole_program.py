@@ -216,7 +216,8 @@ _run: Optional[_Run] = None
 # ---------------------------------------------------------------- threads
 def _thread_start(thread: threading.Thread) -> None:
     run = _run
-    if run is not None:
+    # (a Python the program started, before it imports torch: nothing to watch yet, and no torch import forced)
+    if run is not None and "torch" in sys.modules:
         inner = thread.run  # the subclass's own run(), bound
 
         def watched_run():
@@ -271,12 +272,11 @@ def _child_begins(_anchor) -> None:
     if run is None or run.is_parent:
         return
     run.process_findings()
-    ident = threading.get_ident()
-    w = run.watches.get(ident)
-    if w is None or not w.active:  # spawned, or forked from a thread the run did not watch
-        w = run.new_watch()
-        w.__enter__()
-        run.watches[ident] = w
+    from ._child_python import watch_this_thread, when_imported
+
+    # spawned, or forked from a thread the run did not watch: a watch of its own; a child of a
+    # Python the program started that has not imported torch yet: once it does
+    when_imported("torch", watch_this_thread)
     # multiprocessing runs these finalizers when the child's run() ends (normally or not), before os._exit.
     if run.finalizer is None or not run.finalizer.still_active():
         run.finalizer = multiprocessing.util.Finalize(None, _child_ends, exitpriority=100)

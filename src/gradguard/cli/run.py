@@ -290,7 +290,9 @@ def handle(args) -> int:
             return code
         _whole_program.wait_for_the_program(threads_before)
         code = _flush_std_files(code)
-        return _whole_program.finish_parent(code)
+        result = _whole_program.finish_parent(code)
+        # ended by Ctrl-C: by SIGINT, findings or not, as SIGTERM and SIGHUP end it (the summary is printed)
+        return code if isinstance(code, Killed) else result
     finally:
         _whole_program.uninstall()
 
