@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from _findings import codes
 
-pytestmark = pytest.mark.slow  # python in subprocesses
+pytestmark = [pytest.mark.slow,  # python in subprocesses
+              pytest.mark.skipif(os.name != "posix", reason="os.fork, POSIX signals")]
 
 BUGGY_TRAIN = (
     "import torch\n"
@@ -29,12 +32,15 @@ CORRECT_TRAIN = BUGGY_TRAIN.replace("    m(torch", "    o.zero_grad()\n    m(tor
 
 
 def gradguard_run(tmp_path, *args, env=None):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir(exist_ok=True)
-    done = subprocess.run([sys.executable, "-m", "gradguard", "run", *args], cwd=tmp_path,
-                          env={**os.environ, "TMPDIR": str(tmp), **(env or {})},
-                          capture_output=True, text=True, timeout=300)
-    left = [p.name for p in tmp.iterdir() if p.name.startswith("gradguard-run-")]
+    # a short TMPDIR of its own: forkserver's socket path under it must fit AF_UNIX's 108 bytes
+    tmp = tempfile.mkdtemp(prefix="ggp-")
+    try:
+        done = subprocess.run([sys.executable, "-m", "gradguard", "run", *args], cwd=tmp_path,
+                              env={**os.environ, "TMPDIR": tmp, **(env or {})},
+                              capture_output=True, text=True, timeout=300)
+        left = [name for name in os.listdir(tmp) if name.startswith("gradguard-run-")]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     assert left == [], f"the run left {left} behind\n{done.stderr}"
     return done
 

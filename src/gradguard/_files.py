@@ -26,7 +26,12 @@ import stat
 import tempfile
 from typing import BinaryIO, Iterator, Union
 
-__all__ = ["replacing", "replace_file", "probe_folder"]
+__all__ = ["replacing", "replace_file", "probe_folder", "remove_pending"]
+
+#: Temporary files being written now: a process about to die by a signal removes them first.
+_pending: set = set()
+if hasattr(os, "register_at_fork"):  # a forked child's are its parent's, not its own
+    os.register_at_fork(after_in_child=_pending.clear)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -67,23 +72,36 @@ def replacing(path: PathLike, *, follow_links: bool = True) -> Iterator[BinaryIO
         return
     folder, name = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)  # O_EXCL|O_NOFOLLOW, mode 0600
+    _pending.add(tmp)
     try:
+        keep = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
-            keep = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
-            os.fchmod(fh.fileno(), keep)
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), keep)
+        if not hasattr(os, "fchmod"):  # pragma: no cover - Windows before Python 3.13
+            os.chmod(tmp, keep)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    finally:
+        _pending.discard(tmp)
 
 
 def replace_file(path: PathLike, data: bytes, *, follow_links: bool = True) -> None:
     """Replace ``path``'s content with ``data`` through :func:`replacing`."""
     with replacing(path, follow_links=follow_links) as fh:
         fh.write(data)
+
+
+def remove_pending() -> None:
+    """Remove the temporary files this process is writing (it is about to die by a signal)."""
+    for tmp in list(_pending):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def probe_folder(folder: PathLike) -> None:

@@ -370,6 +370,9 @@ def _on_signal(signum, frame) -> None:
 
 def die_by_signal(signum: int) -> None:
     """End this process by ``signum`` with its default action, as python's own end by it would."""
+    from .._files import remove_pending
+
+    remove_pending()  # a report being written when the signal came: its temporary file
     try:
         _real_signal(signum, signal.SIG_DFL)
         sys.stdout.flush()
@@ -432,7 +435,8 @@ def install(config: Config, *, parent: bool, command: Optional[str] = None) -> _
     multiprocessing.process.BaseProcess.start = _process_start
     if not _after_fork_registered:  # once per process: it stays, and does nothing while no run is on
         multiprocessing.util.register_after_fork(_ANCHOR, _child_begins)
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        if hasattr(os, "register_at_fork"):  # POSIX
+            os.register_at_fork(after_in_child=_after_fork_in_child)
         _after_fork_registered = True
     os._exit = _exit
     os.execv, os.execve = _execv, _execve  # every os.exec* function ends in one of these two
