@@ -52,6 +52,7 @@ def _unknown_flags(extra: list, command_parser: argparse.ArgumentParser) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (never calls sys.exit itself)."""
     parser, parsers = build_parser()
+    as_program = argv is None  # the process's own entry point: it may end the process by a signal
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args = None
     if argv[:1] == ["run"]:  # the script's arguments pass through untouched, as python passes them
@@ -76,9 +77,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .._torch import require_torch
 
             require_torch(f"gradguard {args.command}")
-        code = int(SUBCOMMANDS[args.command].handle(args) or 0)
-        if not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
+        code = SUBCOMMANDS[args.command].handle(args) or 0
+        code = code if isinstance(code, int) else int(code)  # keeps run.Killed
+        if sys.stdout is not None and not sys.stdout.closed:  # `gradguard server` closes it when the editor says exit
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        if as_program and isinstance(code, run.Killed):  # as python ends on an unhandled KeyboardInterrupt
+            from ._whole_program import die_by_signal
+
+            die_by_signal(code.signum)
         return code
     except GradguardError as exc:
         print(f"gradguard {args.command}: error: {exc}", file=sys.stderr)

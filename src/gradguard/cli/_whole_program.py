@@ -26,6 +26,16 @@ children (and, with ``--report FILE``, to ``FILE`` with ``.pidN`` before its
 suffix); the parent reads that folder at the end, prints each child's findings
 and counts their errors in its exit code. A child without findings writes
 nothing: DataLoader workers leave no empty files behind.
+
+The folder belongs to the process that made it (``Config.owner``): only that
+process prints the summary and removes the folder, on every end it can see (a
+normal end, an exception, ``os._exit``, SIGTERM, SIGHUP, SIGINT). A child made by
+a raw ``os.fork()`` that ends by ``sys.exit`` is a child like any other.
+
+Python interpreters the program starts (``subprocess``, ``os.exec*``) are
+watched through a start-up hook (:mod:`._child_python`) and report into the same
+folder; a process that replaces itself with ``os.exec*`` leaves its findings there
+first, and the new program picks them up.
 """
 
 from __future__ import annotations
@@ -34,13 +44,19 @@ import json
 import multiprocessing.process
 import multiprocessing.util
 import os
+import signal
 import sys
 import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from .._files import replace_file
 from ..findings import Finding, short_path, summary_line, to_json
 
 _real_exit = os._exit
+_real_execv = os.execv
+_real_execve = os.execve
+_real_signal = signal.signal
+_real_getsignal = signal.getsignal
 _real_thread_start = threading.Thread.start
 _real_process_start = multiprocessing.process.BaseProcess.start
 
@@ -54,6 +70,8 @@ class Config(NamedTuple):
     shared: str  # the folder where child processes leave their findings for the parent
     who: str  # how summaries name the run: "gradguard run" or "gradguard run [rank 1/2]"
     cwd: str = ""  # the folder gradguard run started in: summaries show paths below it relative to it, as lint does
+    owner: int = 0  # the pid of the process that made ``shared``: it alone summarises and removes it
+    report_named: bool = True  # ``report`` is the path the user typed (a link there is followed)
 
 
 def child_report_path(report: str, pid: int) -> str:
@@ -70,17 +88,29 @@ class ProcessFindings:
     """One process's findings, from all its threads, each written out as soon as it is made.
 
     Deduplicated by code and source line, as one watch does, across the
-    process's threads.
+    process's threads. ``paths``: the reports (JSON arrays); ``followed``: those
+    the user named, where a symbolic link is followed; ``shared``: the file in
+    the run's folder the parent reads (with ``command``, how the summary names
+    the process), whose earlier content, left by the program this process was
+    before an ``os.exec*``, is taken over.
     """
 
-    def __init__(self, paths: List[str], *, write_empty: bool):
+    def __init__(self, paths: List[str], *, write_empty: bool, followed=(), shared: Optional[str] = None,
+                 command: Optional[str] = None):
         self.pid = os.getpid()
         self.paths = paths
+        self.followed = set(followed)
+        self.shared = shared
+        self.command = command
         self.items: List[Finding] = []
         self.failed: Dict[str, OSError] = {}  # path -> why the last write to it failed
         self._keys: set = set()
         self._lock = threading.Lock()
-        if write_empty:
+        if shared is not None:
+            for f in _read_shared(shared)[1]:
+                self._keys.add((f.code, f.path, f.line))
+                self.items.append(f)
+        if write_empty or self.items:
             self.write()
 
     def add(self, finding: Finding) -> Finding:
@@ -94,57 +124,65 @@ class ProcessFindings:
         return finding
 
     def write(self) -> None:
-        text = to_json(self.items) + "\n"
+        data = (to_json(self.items) + "\n").encode("utf-8")
         for path in self.paths:
             try:
-                _write_whole(path, text)
+                # a new file renamed over the report: a reader never sees half of it, and nothing
+                # planted at a temporary name is followed (gradguard._files)
+                replace_file(path, data, follow_links=path in self.followed)
                 self.failed.pop(path, None)
             except OSError as exc:
                 self.failed[path] = exc
+        if self.shared is not None:
+            record = {"pid": self.pid, "command": self.command, "findings": json.loads(to_json(self.items))}
+            try:
+                replace_file(self.shared, (json.dumps(record) + "\n").encode("utf-8"), follow_links=False)
+            except OSError:
+                pass  # the run has ended (its folder is gone), or the disk is full: the report has them
 
 
-def _write_whole(path: str, text: str) -> None:
-    """Replace ``path``'s content at once: a new file renamed over it (a device such as /dev/full: in place)."""
-    if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    tmp = f"{path}.{os.getpid()}.tmp"
+def _read_shared(path: str) -> Tuple[Optional[str], List[Finding]]:
+    """``(command, findings)`` of one file of the run's folder; ``(None, [])`` when there is none."""
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data.get("command"), [Finding.from_dict(d) for d in data["findings"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, []
 
 
 class _Run:
     """The state of one ``gradguard run`` inside one process (the parent, or a child it started)."""
 
-    def __init__(self, config: Config, parent: bool):
+    def __init__(self, config: Config, parent: bool, command: Optional[str] = None):
         self.config = config
         self.main_pid = os.getpid() if parent else None
+        self.command = command  # a child Python's command line, for the summary
+        self.command_pid = os.getpid()  # the process it names (not a raw fork of it)
         self.watches: Dict[int, object] = {}  # thread ident -> the watch of that thread
         self.findings: Optional[ProcessFindings] = None
         self.finished = False
         self.finalizer = None  # a child's: multiprocessing calls it when the child ends
+        self.stderr = sys.stderr  # where the summary goes, whatever the script does to sys.stderr
 
     # The process's findings: made lazily in a child, and again after a fork (the pid changed).
     def process_findings(self) -> ProcessFindings:
         pid = os.getpid()
         if self.findings is None or self.findings.pid != pid:
+            shared = os.path.join(self.config.shared, f"{pid}.json")
             if pid == self.main_pid:
                 paths = [self.config.report] if self.config.report else []
-                self.findings = ProcessFindings(paths, write_empty=True)
+                followed = paths if self.config.report_named else ()
+                # what this process found before an os.exec* made it the program it is now
+                earlier = _read_shared(shared)[1]
+                self.findings = ProcessFindings(paths, write_empty=True, followed=followed)
+                for f in earlier:
+                    self.findings.add(f)
+                _unlink(shared)
             else:
-                paths = [os.path.join(self.config.shared, f"{pid}.json")]
-                if self.config.report:
-                    paths.append(child_report_path(self.config.report, pid))
-                self.findings = ProcessFindings(paths, write_empty=False)
+                paths = [child_report_path(self.config.report, pid)] if self.config.report else []
+                self.findings = ProcessFindings(paths, write_empty=False, shared=shared,
+                                                command=self.command if pid == self.command_pid else None)
                 self.finished = False
         return self.findings
 
@@ -160,6 +198,18 @@ class _Run:
     def is_parent(self) -> bool:
         return os.getpid() == self.main_pid
 
+    @property
+    def is_owner(self) -> bool:
+        """This process made the run's folder: it prints the summary and removes the folder."""
+        return os.getpid() == self.config.owner
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
 
 _run: Optional[_Run] = None
 
@@ -167,7 +217,8 @@ _run: Optional[_Run] = None
 # ---------------------------------------------------------------- threads
 def _thread_start(thread: threading.Thread) -> None:
     run = _run
-    if run is not None:
+    # (a Python the program started, before it imports torch: nothing to watch yet, and no torch import forced)
+    if run is not None and "torch" in sys.modules:
         inner = thread.run  # the subclass's own run(), bound
 
         def watched_run():
@@ -222,12 +273,11 @@ def _child_begins(_anchor) -> None:
     if run is None or run.is_parent:
         return
     run.process_findings()
-    ident = threading.get_ident()
-    w = run.watches.get(ident)
-    if w is None or not w.active:  # spawned, or forked from a thread the run did not watch
-        w = run.new_watch()
-        w.__enter__()
-        run.watches[ident] = w
+    from ._child_python import watch_this_thread, when_imported
+
+    # spawned, or forked from a thread the run did not watch: a watch of its own; a child of a
+    # Python the program started that has not imported torch yet: once it does
+    when_imported("torch", watch_this_thread)
     # multiprocessing runs these finalizers when the child's run() ends (normally or not), before os._exit.
     if run.finalizer is None or not run.finalizer.still_active():
         run.finalizer = multiprocessing.util.Finalize(None, _child_ends, exitpriority=100)
@@ -274,22 +324,127 @@ def _exit(code: int) -> None:
         _real_exit(code)
 
 
+# ---------------------------------------------------------------- os.exec*
+def _before_exec() -> None:
+    """This program is about to be replaced: its findings so far go where the next one will find them."""
+    run = _run
+    if run is None:
+        return
+    mine = run.process_findings()
+    if run.is_parent and mine.items:  # a child's are there already; the parent's went to the report only
+        shared = os.path.join(run.config.shared, f"{os.getpid()}.json")
+        try:
+            replace_file(shared, (json.dumps({"pid": os.getpid(), "command": None,
+                                              "findings": json.loads(to_json(mine.items))}) + "\n").encode("utf-8"),
+                         follow_links=False)
+        except OSError:
+            pass
+
+
+def _execv(path, args):
+    _before_exec()
+    return _real_execv(path, args)
+
+
+def _execve(path, args, env):
+    _before_exec()
+    return _real_execve(path, args, env)
+
+
+# ---------------------------------------------------------------- signals
+# SIGTERM and SIGHUP end python without a word; the run's owner first prints what it
+# found and removes its folder, then ends by the same signal (the same exit status).
+# SIGINT needs nothing here: python turns it into KeyboardInterrupt, which the run sees.
+_HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_before: Dict[int, object] = {}  # signal -> the disposition the script would see (ours is hidden from it)
+
+
+def _on_signal(signum, frame) -> None:
+    run = _run
+    if run is not None and run.is_owner and not run.finished:
+        try:
+            finish_parent(0)
+        except BaseException:  # noqa: BLE001 - the signal's own end comes first
+            pass
+    die_by_signal(signum)
+
+
+def die_by_signal(signum: int) -> None:
+    """End this process by ``signum`` with its default action, as python's own end by it would."""
+    from .._files import remove_pending
+
+    remove_pending()  # a report being written when the signal came: its temporary file
+    try:
+        _real_signal(signum, signal.SIG_DFL)
+        sys.stdout.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    os.kill(os.getpid(), signum)
+    _real_exit(128 + signum)  # the signal is blocked: the shell's convention
+
+
+def _getsignal(signum):
+    handler = _real_getsignal(signum)
+    return _before.get(signum, handler) if handler is _on_signal else handler
+
+
+def _signal(signum, handler):
+    previous = _real_signal(signum, handler)
+    return _before.get(signum, previous) if previous is _on_signal else previous
+
+
+def _install_signals() -> None:
+    for signum in _HANDLED:
+        current = _real_getsignal(signum)
+        if current is signal.SIG_DFL:  # ignored (nohup) or handled by someone: left alone
+            try:
+                _real_signal(signum, _on_signal)
+                _before[signum] = current
+            except (ValueError, OSError):  # not the main thread
+                pass
+    signal.getsignal = _getsignal
+    signal.signal = _signal
+
+
+def _restore_signals() -> None:
+    for signum, before in list(_before.items()):
+        try:
+            if _real_getsignal(signum) is _on_signal:
+                _real_signal(signum, before)
+        except (ValueError, OSError):
+            pass
+    _before.clear()
+    signal.getsignal = _real_getsignal
+    signal.signal = _real_signal
+
+
+def _after_fork_in_child() -> None:
+    """A forked child is not the owner: it dies by a signal as python's child would."""
+    if _before:
+        _restore_signals()
+
+
 # ---------------------------------------------------------------- the run
 _after_fork_registered = False
 
 
-def install(config: Config, *, parent: bool) -> _Run:
-    """Switch the whole-program watch on in this process (the parent, or a spawned child)."""
+def install(config: Config, *, parent: bool, command: Optional[str] = None) -> _Run:
+    """Switch the whole-program watch on in this process (the parent, or a child)."""
     global _run, _after_fork_registered
-    _run = _Run(config, parent)
+    _run = _Run(config, parent, command)
     threading.Thread.start = _thread_start
     multiprocessing.process.BaseProcess.start = _process_start
     if not _after_fork_registered:  # once per process: it stays, and does nothing while no run is on
         multiprocessing.util.register_after_fork(_ANCHOR, _child_begins)
+        if hasattr(os, "register_at_fork"):  # POSIX
+            os.register_at_fork(after_in_child=_after_fork_in_child)
         _after_fork_registered = True
     os._exit = _exit
+    os.execv, os.execve = _execv, _execve  # every os.exec* function ends in one of these two
     if parent:
         _run.process_findings()  # the report exists (empty) from the start
+        if _run.is_owner:
+            _install_signals()
     return _run
 
 
@@ -300,6 +455,8 @@ def uninstall() -> None:
     threading.Thread.start = _real_thread_start
     multiprocessing.process.BaseProcess.start = _real_process_start
     os._exit = _real_exit
+    os.execv, os.execve = _real_execv, _real_execve
+    _restore_signals()
 
 
 def wait_for_the_program(before: set) -> None:
@@ -312,8 +469,8 @@ def wait_for_the_program(before: set) -> None:
             p.join()
 
 
-def children_findings(shared: str) -> List[Tuple[int, List[Finding]]]:
-    """``(pid, findings)`` for each child process that left findings in the shared folder, by pid."""
+def children_findings(shared: str, owner: int = 0) -> List[Tuple[int, Optional[str], List[Finding]]]:
+    """``(pid, command, findings)`` for each child process that left findings in the shared folder, by pid."""
     out = []
     try:
         names = os.listdir(shared)
@@ -321,15 +478,12 @@ def children_findings(shared: str) -> List[Tuple[int, List[Finding]]]:
         return out
     for name in names:
         stem, ext = os.path.splitext(name)
-        if ext != ".json" or not stem.isdigit():
+        if ext != ".json" or not stem.isdigit() or int(stem) == owner:
             continue
-        try:
-            with open(os.path.join(shared, name), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        out.append((int(stem), [Finding.from_dict(d) for d in data]))
-    return sorted(out)
+        command, found = _read_shared(os.path.join(shared, name))
+        if found:
+            out.append((int(stem), command, found))
+    return sorted(out, key=lambda t: t[0])
 
 
 def finish_parent(code: int) -> int:
@@ -337,24 +491,26 @@ def finish_parent(code: int) -> int:
     import shutil
 
     run = _run
-    if run is None or run.finished:
+    if run is None or run.finished or not run.is_owner:
         return code
     run.finished = True
     config = run.config
     mine = run.process_findings()
     mine.write()  # retries a write that failed during the run
     who = config.who
-    _print_findings(mine.items, who, config.report if config.report and config.report not in mine.failed else None,
-                    config.cwd)
+    out = _Stderr(run.stderr)
+    _print_findings(out, mine.items, who,
+                    config.report if config.report and config.report not in mine.failed else None, config.cwd)
     for path, exc in mine.failed.items():
-        print(f"{who}: error: could not write the report to {path}: {exc.strerror or exc}; "
-              "the findings as JSON follow", file=sys.stderr)
-        sys.stderr.write(to_json(mine.items) + "\n")
+        out.write(f"{who}: error: could not write the report to {path}: {exc.strerror or exc}; "
+                  "the findings as JSON follow\n")
+        out.write(to_json(mine.items) + "\n")
     everything = list(mine.items)
-    for pid, found in children_findings(config.shared):
-        child_who = f"{who[:-1]}, pid {pid}]" if who.endswith("]") else f"{who} [pid {pid}]"
+    for pid, command, found in children_findings(config.shared, config.owner):
+        name = f"pid {pid}: {command}" if command else f"pid {pid}"
+        child_who = f"{who[:-1]}, {name}]" if who.endswith("]") else f"{who} [{name}]"
         report = child_report_path(config.report, pid) if config.report else None
-        _print_findings(found, child_who, report, config.cwd)
+        _print_findings(out, found, child_who, report, config.cwd)
         everything.extend(found)
     shutil.rmtree(config.shared, ignore_errors=True)
     if any(f.severity == "error" for f in everything):
@@ -362,13 +518,35 @@ def finish_parent(code: int) -> int:
     return code
 
 
-def _print_findings(findings: List[Finding], who: str, report: Optional[str], cwd: str = "") -> None:
+class _Stderr:
+    """Where the summary goes: the stderr ``gradguard run`` started with, whatever the script did to it.
+
+    A script may close or replace ``sys.stderr``; python then ends as usual, and so
+    does the run: the summary goes to file descriptor 2 if the stream is closed,
+    and a summary that cannot be written at all is dropped, never an error.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        stream = self.stream
+        try:
+            if stream is None or getattr(stream, "closed", False):
+                stream = self.stream = open(2, "w", closefd=False, errors="backslashreplace")
+            stream.write(text)
+            stream.flush()
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
+
+
+def _print_findings(out: _Stderr, findings: List[Finding], who: str, report: Optional[str], cwd: str = "") -> None:
     if findings:
-        print(f"\n{who}: findings", file=sys.stderr)
+        out.write(f"\n{who}: findings\n")
         for f in findings:
             # relative to where the run started (the script may have changed folder), as `gradguard lint` shows it
             shown = f._replace(path=short_path(f.path, cwd or None)) if f.path else f
-            print(shown.format(), file=sys.stderr)
-        print(f"`gradguard rule {findings[0].code}` explains a rule and its fix"
-              + (f"; {report} has the full messages" if report else ""), file=sys.stderr)
-    print(f"{who}: {summary_line(findings)}", file=sys.stderr)
+            out.write(shown.format() + "\n")
+        out.write(f"`gradguard rule {findings[0].code}` explains a rule and its fix"
+                  + (f"; {report} has the full messages" if report else "") + "\n")
+    out.write(f"{who}: {summary_line(findings)}\n")

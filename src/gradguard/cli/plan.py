@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import os
 import sys
 from importlib import import_module
 
@@ -244,6 +245,11 @@ def _plot(report, budget: int, best, path: str) -> str:
     ax.set_title(f"memory by micro-batch size ({report.device})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from .._files import replacing
+
+    try:
+        with replacing(path) as fh:  # a new file renamed over the path: nothing planted beside it is followed
+            fig.savefig(fh, format=os.path.splitext(path)[1][1:].lower() or None, dpi=110)
+    finally:
+        plt.close(fig)
     return path

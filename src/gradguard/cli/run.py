@@ -15,11 +15,15 @@ folder holding __main__.py): same sys.argv, __main__, sys.path[0] and exit code,
 gradguard.watch looks at every optimizer, parameter and backward pass. Prints the findings
 to stderr at the end. Exit code: 1 if any error-severity finding, else the script's own.
 
-The whole program is watched: threads the script starts, and multiprocessing child
-processes (fork, spawn, forkserver; torch.multiprocessing.spawn). Each child with findings
-writes FILE with .pidN before its suffix (findings.pid4242.json) and gets its own summary;
-the exit code counts the children's errors too. Findings are written as they are made,
-so a run killed or ended by os._exit keeps what it found.
+The whole program is watched: threads the script starts, multiprocessing child
+processes (fork, spawn, forkserver; torch.multiprocessing.spawn; a raw os.fork()), and
+the Python interpreters it starts with subprocess or os.exec* (a launcher that runs
+`python train.py`; --no-subprocess turns that off). Each child with findings writes
+FILE with .pidN before its suffix (findings.pid4242.json) and gets its own summary,
+naming its pid (and a child Python's command); the exit code counts the children's
+errors too. Findings are written as they are made, so a run killed or ended by
+os._exit keeps what it found; SIGTERM, SIGHUP and Ctrl-C print the summary first and
+end the run as they end python.
 
 Under torchrun every rank runs the watch: rank 0 writes --report FILE, rank N writes
 FILE with .rankN before its suffix (findings.rank1.json), and each summary names its rank.
@@ -52,6 +56,9 @@ def register(sub) -> None:
     )
     p.add_argument("--no-progress", action="store_true",
                    help="turn off tqdm progress bars in the script (sets TQDM_DISABLE=1), e.g. for CI logs")
+    p.add_argument("--no-subprocess", action="store_true",
+                   help="do not watch the Python interpreters the script starts with subprocess or os.exec* "
+                   "(by default they report into this run)")
     p.add_argument("-m", dest="module", metavar="MODULE", nargs=argparse.REMAINDER,
                    help="run a module as `python -m MODULE ARGS` does (everything after it goes to the module)")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the Python script (or folder with __main__.py) to run")
@@ -87,14 +94,61 @@ def split_script_args(argv: list) -> tuple:
     return argv, []
 
 
+class Killed(int):
+    """The end of a run by a signal: ``-signum``, as ``subprocess`` shows it.
+
+    :func:`gradguard.cli.main` called as the program (no ``argv``) ends the
+    process by that signal, as python ends on an unhandled KeyboardInterrupt.
+    """
+
+    signum: int
+
+    def __new__(cls, signum: int):
+        self = super().__new__(cls, -signum)
+        self.signum = signum
+        return self
+
+
 def _exit_code(code) -> int:
     """The process exit code Python would give for ``SystemExit(code)``."""
     if code is None:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    try:
+        print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    except Exception:  # noqa: BLE001 - a closed or broken stderr: python drops the message too
+        pass
     return 1
+
+
+def _flush_std_files(code: int) -> int:
+    """Flush the script's ``sys.stdout`` and ``sys.stderr`` as python does at its end: 120 if that fails.
+
+    A stream that failed is pointed at /dev/null, so the interpreter's own last
+    flush does not fail (and say so) a second time.
+    """
+    failed = False
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None or getattr(stream, "closed", False):
+            continue
+        try:
+            stream.flush()
+        except Exception as exc:  # noqa: BLE001 - as python: "Exception ignored", exit status 120
+            failed = True
+            if name == "stdout":
+                try:
+                    sys.stderr.write(f"Exception ignored in: {stream!r}\n{type(exc).__name__}: {exc}\n")
+                except Exception:  # noqa: BLE001
+                    pass
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+            except Exception:  # noqa: BLE001 - not a real file descriptor
+                pass
+    return 120 if failed and not isinstance(code, Killed) else code
 
 
 def _rank() -> tuple:
@@ -150,13 +204,16 @@ def _target(args) -> tuple:
 
 def handle(args) -> int:
     import runpy
+    import signal
     import tempfile
     import threading
 
     from .._errors import GradientBugError
     from ..findings import short_path
     from ..rules import parse_codes
-    from . import _whole_program
+    from . import _child_python, _whole_program
+
+    _child_python.disable()  # started by a watched program: this run is a run of its own
 
     ignore = parse_codes(args.ignore)  # GradguardError -> one line and exit 2 in main()
     kind, target = _target(args)
@@ -179,8 +236,17 @@ def handle(args) -> int:
         sys.path.insert(0, first)
     sys.argv = [args.script if kind == "path" else target, *args.args]
     started_in = os.getcwd()
+    owner = os.getpid()
     config = _whole_program.Config(args.mode, tuple(sorted(ignore)), report,
-                                   tempfile.mkdtemp(prefix="gradguard-run-"), who, started_in)
+                                   tempfile.mkdtemp(prefix="gradguard-run-"), who, started_in, owner,
+                                   report_named=report == os.path.abspath(args.report) if report else True)
+    saved_env = {}
+    if not args.no_subprocess:
+        hook = os.path.join(config.shared, "hook")
+        _child_python.write_hook(hook)
+        for key, value in _child_python.environment(config, hook).items():
+            saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
     threads_before = set(threading.enumerate())
     run = _whole_program.install(config, parent=True)
     code = 0
@@ -198,13 +264,14 @@ def handle(args) -> int:
         except GradientBugError as exc:
             where = exc.finding._replace(path=short_path(exc.finding.path, started_in)) if exc.finding.path \
                 else exc.finding
-            print(f"{who}: stopped at {where.location()}: {exc.finding.code} {exc.finding.name}", file=sys.stderr)
+            _whole_program._Stderr(run.stderr).write(
+                f"{who}: stopped at {where.location()}: {exc.finding.code} {exc.finding.name}\n")
             code = 1
-        except KeyboardInterrupt as exc:
-            print_user_traceback(exc)
-            code = 130
+        except KeyboardInterrupt as exc:  # python prints it, then ends by SIGINT
+            _report_crash(exc)
+            code = Killed(signal.SIGINT)
         except BaseException as exc:  # the script crashed: show its traceback as python would
-            print_user_traceback(exc)
+            _report_crash(exc)
             code = 1
         finally:
             sys.argv = saved_argv
@@ -215,8 +282,21 @@ def handle(args) -> int:
                     os.environ.pop("TQDM_DISABLE", None)
                 else:
                     os.environ["TQDM_DISABLE"] = saved_tqdm
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        if os.getpid() != owner:
+            # a child made by a raw os.fork() that ended by sys.exit() or an exception: a child like any
+            # other (its findings to the run's folder), never the run's end
+            _whole_program._child_ends()
+            return code
         _whole_program.wait_for_the_program(threads_before)
-        return _whole_program.finish_parent(code)
+        code = _flush_std_files(code)
+        result = _whole_program.finish_parent(code)
+        # ended by Ctrl-C: by SIGINT, findings or not, as SIGTERM and SIGHUP end it (the summary is printed)
+        return code if isinstance(code, Killed) else result
     finally:
         _whole_program.uninstall()
 
@@ -246,6 +326,17 @@ def _run_script(path: str, typed: str) -> None:
                            __cached__=None, __package__=None, __spec__=None)
     sys.modules["__main__"] = module  # multiprocessing's spawn finds the script through it
     exec(code, module.__dict__)
+
+
+def _report_crash(exc: BaseException) -> None:
+    """What python does with an exception that ends the script: its ``sys.excepthook``, or the traceback."""
+    try:
+        if sys.excepthook is not sys.__excepthook__:  # the script installed its own
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+        else:
+            print_user_traceback(exc)
+    except Exception:  # noqa: BLE001 - a closed or broken stderr: python loses the traceback too
+        pass
 
 
 def _is_ours(filename: str) -> bool:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .._errors import GradguardError
+from .._files import probe_folder, replace_file
 
 PLOTS = ("loss_curves.png", "weight_distance.png", "gradient_error.png")
 
@@ -61,7 +62,7 @@ def run_demo(out_dir: Union[str, os.PathLike] = "gradguard-demo", steps: Optiona
     finally:
         torch.set_num_threads(threads)
     results["seconds"] = round(time.perf_counter() - start, 1)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    replace_file(out / "results.json", (json.dumps(results, indent=2) + "\n").encode(), follow_links=False)
     print(f"wrote {out / 'results.json'}")
     print(f"demo finished in {results['seconds']:.1f} s")
     return 0
@@ -70,11 +71,9 @@ def run_demo(out_dir: Union[str, os.PathLike] = "gradguard-demo", steps: Optiona
 def check_out_dir(out_dir: Union[str, os.PathLike]) -> Path:
     """Create ``out_dir`` if needed and prove it writable, or raise :class:`GradguardError`."""
     out = Path(out_dir)
-    probe = out / ".gradguard-demo-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
+        probe_folder(out)  # a new file of an unpredictable name: a link planted in the folder is never followed
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise GradguardError(f"cannot write the demo's output folder {str(out)!r} ({reason}); pass a writable folder with --out DIR") from None

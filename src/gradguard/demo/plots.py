@@ -118,6 +118,12 @@ def _log_axis(ax, formatter) -> None:
 
 
 def _save(fig, path: Path, plt) -> Path:
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from .._files import replacing
+
+    try:
+        # a name the demo chose inside its folder: a link planted there is replaced, never followed
+        with replacing(path, follow_links=False) as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)
     return path

@@ -51,17 +51,23 @@ class Config(NamedTuple):
 
 def _load_toml(path: Path) -> dict:
     try:
+        data = path.read_bytes()
+        text = data.decode("utf-8")  # TOML is UTF-8
+    except OSError as exc:
+        raise GradguardError(f"{_shown(path)}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise GradguardError(f"{_shown(path)}: not UTF-8 text (byte {exc.start}); TOML files must be UTF-8") from None
+    try:
         import tomllib  # Python 3.11+
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         try:
             import tomli as tomllib
         except ModuleNotFoundError:
-            return _minimal_toml(path.read_text(encoding="utf-8"))
-    with open(path, "rb") as fh:
-        try:
-            return tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise GradguardError(f"{_shown(path)}: cannot read [tool.gradguard]: {exc}") from None
+            return _minimal_toml(text)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise GradguardError(f"{_shown(path)}: cannot read [tool.gradguard]: {exc}") from None
 
 
 def _minimal_toml(text: str) -> dict:  # pragma: no cover - only without tomllib/tomli

@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from .._files import replace_file
 from ..findings import Edit, Finding, Fix
 from ._edits import split_lines
 
@@ -192,20 +193,16 @@ def fix_file(path: str, *, select=None, ignore=None, unsafe: bool = False, write
         # nothing was written: what the fixes would have repaired is still there
         return FileFix(path, text, result._replace(text=text, fixed=[], remaining=result.fixed + result.remaining, error=error), False)
 
-    tmp = f"{target}.gradguard-fix.tmp"
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
         if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
             return refused("read-only file; not written (make it writable to apply the fixes)")
         if Path(target).read_bytes() != data:
             return refused("changed on disk while it was being fixed; not written (run the fix again)")
-        with open(tmp, "wb") as fh:
-            fh.write(result.text.encode(encoding))
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)  # atomic: a crash never leaves half a file
+        # a new file beside it, renamed over it: nothing planted at a temporary name is followed,
+        # a crash never leaves half a file, and the file keeps its mode
+        replace_file(target, result.text.encode(encoding))
     except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         return refused(f"cannot write: {exc.strerror or exc}")
     return FileFix(path, text, result, True)
 
