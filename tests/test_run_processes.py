@@ -110,7 +110,7 @@ def test_a_python_started_by_subprocess_is_watched(tmp_path):
     pid = child.name[len("r.pid"):-len(".json")]
     assert codes(child) == ["GG101"] and codes(tmp_path / "r.json") == []
     assert f"gradguard run [pid {pid}: python train.py]: Found 1 finding (1 error)." in done.stderr
-    assert f"{tmp_path / 'train.py'}:6: GG101" in done.stderr
+    assert "\ntrain.py:6: GG101" in done.stderr  # relative to where the run started, as lint shows it
 
 
 def test_no_subprocess_turns_it_off(tmp_path):
