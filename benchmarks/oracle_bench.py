@@ -207,8 +207,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results = [evaluate_spec(w) for w in progress(work, **bar)]
     elapsed = time.perf_counter() - start
     s = summarise(results, tools)
+    equal = summarise([r for r in results if len(set(r["spec"]["sizes"])) == 1], tools)
+    s["equal_sizes"] = {"programs": equal["programs"], **{
+        t: {k: equal["tools"][t][k] for k in ("precision", "recall", "form_change_rate")} for t in tools}}
     s.update(seconds=round(elapsed, 1), seed=args.seed, forms=list(forms), gradguard=str(Path(gradguard.__file__).parent))
     print(table(s))
+    print(f"\nequal micro-batch sizes only ({s['equal_sizes']['programs']} programs): " + "; ".join(
+        f"{t} precision {_pct(s['equal_sizes'][t]['precision'])} recall {_pct(s['equal_sizes'][t]['recall'])}" for t in tools))
     print(f"\n{elapsed:.0f} s, gradguard from {Path(gradguard.__file__).parent}")
     if args.out:
         s["specs_detail"] = {r["index"]: r for r in results}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, defaultdict
+from typing import Dict, Tuple
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,46 +25,55 @@ def _key(spec: dict) -> dict:
     return d
 
 
+def _rates(detail: dict, tool: str, code: str, kind: str) -> Dict[Tuple[str, str], Tuple[int, int]]:
+    """Per (choice, value): (failures, programs where the rule is at stake).
+
+    At stake: for a false negative, the truth requires the code; for a false positive, it
+    does not allow it."""
+    pop: Counter = Counter()
+    fails: Counter = Counter()
+    for d in detail.values():
+        k = _key(d["spec"])
+        for row in d["rows"]:
+            if row.get(tool) is None:
+                continue
+            allowed = set(row["required"]) | set(row["accepted"])
+            if (code in allowed) if kind == "FP" else (code not in row["required"]):
+                continue
+            failed = (code in row[tool]) if kind == "FP" else (code not in row[tool])
+            for a in ATTRS + ("sizes", "form"):
+                v = row["form"] if a == "form" else str(k[a])
+                pop[(a, v)] += 1
+                fails[(a, v)] += failed
+    return {key: (fails[key], n) for key, n in pop.items()}
+
+
 def classes(report: dict, limit: int = 40) -> str:
     detail = report["specs_detail"]
     groups = defaultdict(list)
     for f in report["failures"]:
         groups[(f["tool"], f["code"], f["kind"])].append(f)
-    # base rates of each attribute value over all programs
-    base = Counter()
-    total = 0
-    for r in detail.values():
-        k = _key(r["spec"])
-        for row in r["rows"]:
-            total += 1
-            for a in ATTRS + ("sizes",):
-                base[(a, k[a])] += 1
-            base[("form", row["form"])] += 1
     out = []
     for (tool, code, kind), fs in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:limit]:
-        counts = Counter()
-        for f in fs:
-            k = _key(detail[str(f["index"])]["spec"])
-            for a in ATTRS + ("sizes",):
-                counts[(a, k[a])] += 1
-            counts[("form", f["form"])] += 1
-        # the values that explain the class: present in (nearly) every failure, or much above base rate
-        telling = sorted(counts.items(), key=lambda kv: -(kv[1] / len(fs)) / (base[kv[0]] / total))
-        shown = [f"{a}={v} ({n}/{len(fs)})" for (a, v), n in telling if n / len(fs) >= 0.5 and (n / len(fs)) > 1.5 * base[(a, v)] / total][:5]
-        out.append(f"### {tool} {code} {'false positive' if kind == 'FP' else 'false negative'}: {len(fs)} programs")
+        rates = _rates(detail, tool, code, kind)
+        at_stake = sum(n for (a, _), (_, n) in rates.items() if a == "form")
+        out.append(f"### {tool} {code} {'false positive' if kind == 'FP' else 'false negative'}: "
+                   f"{len(fs)} of {at_stake} programs at stake")
         out.append("")
-        out.append("over-represented: " + (", ".join(shown) or "(spread over all choices)"))
-        forms = Counter(f["form"] for f in fs)
-        out.append("by form: " + ", ".join(f"{k} {v}" for k, v in sorted(forms.items())))
-        # smallest example: shortest rendering
-        best = min(fs, key=lambda f: len(generate.render(generate.Spec(**_spec(detail[str(f['index'])]['spec'])), f["form"])))
+        for a in ATTRS + ("sizes", "form"):
+            vals = sorted(((v, f, n) for (aa, v), (f, n) in rates.items() if aa == a and n), key=lambda t: -t[1] / t[2])
+            out.append(f"- {a}: " + ", ".join(f"{v} {f}/{n}" for v, f, n in vals))
+        # the example: the shortest failing program among those of the most failing choice
+        (ta, tv), _ = max(((key, f / n) for key, (f, n) in rates.items() if n >= 10 and key[0] != "form"),
+                          key=lambda kv: kv[1], default=((None, None), 0))
+        pool = [f for f in fs if ta is None or str(_key(detail[str(f["index"])]["spec"])[ta]) == tv] or fs
+        best = min(pool, key=lambda f: len(generate.render(generate.Spec(**_spec(detail[str(f["index"])]["spec"])), f["form"])))
         r = detail[str(best["index"])]
         row = next(x for x in r["rows"] if x["form"] == best["form"])
         spec = generate.Spec(**_spec(r["spec"]))
         out.append("")
-        out.append(f"example: spec #{best['index']} form {best['form']}: truth required {row['required']} accepted {row['accepted']}; "
-                   f"lint {row['lint']}; watch {row['watch']}")
-        out.append("spec: " + json.dumps({a: r["spec"][a] for a in ("k", "sizes") + ATTRS}))
+        out.append(f"example (spec #{best['index']}, form {best['form']}): truth requires {row['required']}, accepts "
+                   f"{row['accepted']}; lint {row['lint']}; watch {row['watch']}")
         out.append("")
         out.append("```python")
         out.append(generate.render(spec, best["form"]).rstrip())

@@ -48,7 +48,7 @@ CLEAR_PLACES = (
     "missing",  # never (stale gradients)
 )
 CONDITIONS = ("plain", "mod_plus1", "mod_k_minus1", "counter", "inner")
-DIVISIONS = ("none", "K", "len", "tokens", "counter", "grad_K", "grad_len")
+DIVISIONS = ("none", "K", "len", "tokens", "counter", "grad_K", "grad_len", "K_and_grad_K")
 REMAINDERS = ("in_condition", "after_loop", "drop")
 LOGGING = ("none", "item", "item_weighted", "detach", "tensor")
 FORMS = ("module", "function", "method", "closure")
@@ -180,7 +180,7 @@ class _Form:
 def _divisor(spec: Spec, n: Dict[str, str], micro: str) -> str:
     """The loss's divisor, written with the loop's names (``micro``: the 0-based micro-step)."""
     d = spec.division
-    if d == "K":
+    if d in ("K", "K_and_grad_K"):
         return n["k"]
     if d == "len":
         return f"len({n['window']})"
@@ -192,7 +192,7 @@ def _divisor(spec: Spec, n: Dict[str, str], micro: str) -> str:
 
 
 def _grad_divisor(spec: Spec, n: Dict[str, str]) -> str:
-    return {"grad_K": n["k"], "grad_len": f"len({n['window']})"}.get(spec.division, "")
+    return {"grad_K": n["k"], "K_and_grad_K": n["k"], "grad_len": f"len({n['window']})"}.get(spec.division, "")
 
 
 def _body(w: _Writer, f: _Form) -> None:
