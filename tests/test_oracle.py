@@ -164,6 +164,7 @@ BUGGY = [
     (spec(clear_place="every_micro"), {"GG102"}),  # all but the last micro-batch of a window wiped
     (spec(clear_place="after_backward", clear_form="grad_zero"), {"GG102"}),
     (spec(sizes=EQUAL + (2,), remainder="drop"), {"GG103"}),
+    (spec(sizes=EQUAL + (2,), remainder="drop", clear_place="before_step"), {"GG102"}),  # GG103 accepted too
     (spec(division="none"), {"GG104"}),
     (spec(sizes=UNEQUAL), {"GG105"}),  # a mean of means
     (spec(division="counter"), {"GG105"}),  # weights 1, 1/2
