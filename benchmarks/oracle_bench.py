@@ -3,7 +3,7 @@
 ``benchmarks/oracle/generate.py`` writes training loops whose clearing, step condition, scaling,
 remainder handling, logging and micro-batch sizes are drawn independently, each spec in several
 forms that compute the same thing (module-level loop, function with helpers, class with
-``self.opt``, closures called as callbacks; long and short names). ``benchmarks/oracle/truth.py``
+``self.opt``, closures called as callbacks; the module loop also with short names). ``benchmarks/oracle/truth.py``
 runs each program in float64 and decides from the gradient each step applies which defects it
 has, as rule codes. This script compares ``gradguard.lint_source`` and ``gradguard.watch`` (both
 in-process) with that truth and reports, per rule and tool, precision and recall; lint-vs-watch
@@ -12,7 +12,7 @@ forms.
 
 Usage (from the repository root)::
 
-    python benchmarks/oracle_bench.py                       # 1,500 specs x 4 forms = 6,000 programs
+    python benchmarks/oracle_bench.py                       # 1,200 specs x 5 forms = 6,000 programs
     python benchmarks/oracle_bench.py --specs 200 --jobs 2 --out oracle.json
     python benchmarks/oracle_bench.py --src /other/checkout/src   # measure another gradguard
 
@@ -170,7 +170,7 @@ def table(s: dict) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--specs", type=int, default=1500, help="number of generated specs (each in every form)")
+    p.add_argument("--specs", type=int, default=1200, help="number of generated specs (each in every form)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--forms", default=",".join(generate.FORMS))
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))

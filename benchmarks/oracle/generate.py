@@ -7,6 +7,7 @@ how it logs the loss, how large its micro-batches are — each choice drawn inde
 compute the same thing:
 
 * ``module``   — a module-level loop, long names (``optimizer``, ``accumulation_steps``);
+* ``module_short`` — the same loop with short names (``o``, ``m``, ``k``, ``l``);
 * ``function`` — a ``train()`` function with helpers for the clearing, the loss and the update,
   short names (``o``, ``m``, ``k``);
 * ``method``   — a ``Trainer`` class holding ``self.opt`` / ``self.model``, the loop in a method;
@@ -51,7 +52,7 @@ CONDITIONS = ("plain", "mod_plus1", "mod_k_minus1", "counter", "inner")
 DIVISIONS = ("none", "K", "len", "tokens", "counter", "grad_K", "grad_len", "K_and_grad_K")
 REMAINDERS = ("in_condition", "after_loop", "drop")
 LOGGING = ("none", "item", "item_weighted", "detach", "tensor")
-FORMS = ("module", "function", "method", "closure")
+FORMS = ("module", "module_short", "function", "method", "closure")
 
 
 @dataclass(frozen=True)
@@ -308,8 +309,7 @@ def _total_init(s: Spec) -> str:
     return "torch.zeros((), dtype=torch.float64)" if s.logging == "detach" else "0.0"
 
 
-def _module(s: Spec) -> str:
-    n = LONG
+def _module(s: Spec, n: Dict[str, str] = LONG) -> str:
     w = _Writer()
     w.add("import torch", "")
     _data(w, s, n["batches"])
@@ -475,7 +475,7 @@ def _closure(s: Spec) -> str:
     return w.text()
 
 
-_RENDER = {"module": _module, "function": _function, "method": _method, "closure": _closure}
+_RENDER = {"module": _module, "module_short": lambda s: _module(s, SHORT), "function": _function, "method": _method, "closure": _closure}
 
 
 def render(spec: Spec, form: str = "module") -> str:
