@@ -146,7 +146,7 @@ CORRECT = [
     spec(sizes=EQUAL + (2,), division="grad_len", condition="inner"),
     spec(sizes=(3,) * 9, k=3, condition="counter", clear_form="grad_fill", division="K", remainder="drop"),
     spec(k=1, condition="plain", division="none", remainder="drop", clear_form="model_zero_grad"),
-    spec(logging="detach"),
+    spec(logging="detach", backward="function"),  # torch.autograd.backward(loss)
 ]
 
 

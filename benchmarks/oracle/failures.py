@@ -16,12 +16,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from oracle import generate  # noqa: E402
 
-ATTRS = ("condition", "clear_form", "clear_place", "division", "remainder", "logging")
+ATTRS = ("condition", "clear_form", "clear_place", "division", "remainder", "logging", "backward")
 
 
 def _key(spec: dict) -> dict:
     d = dict(spec)
     d["sizes"] = "equal" if len(set(spec["sizes"])) == 1 else "unequal"
+    d.setdefault("backward", "method")  # reports written before the backward choice
     return d
 
 

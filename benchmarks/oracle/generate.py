@@ -51,6 +51,7 @@ CLEAR_PLACES = (
 CONDITIONS = ("plain", "mod_plus1", "mod_k_minus1", "counter", "inner")
 DIVISIONS = ("none", "K", "len", "tokens", "counter", "grad_K", "grad_len", "K_and_grad_K")
 REMAINDERS = ("in_condition", "after_loop", "drop")
+BACKWARDS = ("method", "function")  # loss.backward() / torch.autograd.backward(loss)
 LOGGING = ("none", "item", "item_weighted", "detach", "tensor")
 FORMS = ("module", "module_short", "function", "method", "closure")
 
@@ -66,6 +67,7 @@ class Spec:
     division: str
     remainder: str
     logging: str
+    backward: str = "method"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +94,7 @@ def sample(rng: random.Random) -> Spec:
         division="none" if condition == "plain" else rng.choice(DIVISIONS),
         remainder="drop" if condition == "plain" else rng.choice(REMAINDERS),
         logging=rng.choice(LOGGING),
+        backward=rng.choice(BACKWARDS),
     )
 
 
@@ -158,6 +161,8 @@ class _Form:
         return [f"{n['per_item']} = (({n['model']}({n['x']}) - {n['y']}) ** 2).sum(dim=1)", f"{n['loss']} = {expr}"]
 
     def backward(self) -> List[str]:
+        if self.s.backward == "function":
+            return [f"torch.autograd.backward({self.n['loss']})"]
         return [f"{self.n['loss']}.backward()"]
 
     def log(self) -> List[str]:
