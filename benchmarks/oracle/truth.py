@@ -32,10 +32,11 @@ GG201      a forward pass's autograd graph is still alive at a later step (a log
 =========  =====================================================================================
 
 Where one numeric defect can be named by two codes, the second is *accepted*: a finding is
-correct if it names a defect in ``required | accepted``. A scale deviation alongside unequal
-weighting (a loss divided by the running micro-step counter is both unequal and too large) is
-accepted as GG104/GG111/GG113 but required only when it is the plain K-times of an unscaled
-window; scale codes are only accepted, never required, on a window that also discarded passes.
+correct if it names a defect in ``required | accepted``. GG104 is required only as the plain
+K-times of an unscaled window (the weight equals the number of passes applied), GG111/GG113 only
+on equally weighted windows; any other scale deviation (a loss divided by the running micro-step
+counter is both unequal and too large) is accepted, and so is every scale code on a window that
+also discarded passes.
 """
 
 from __future__ import annotations
@@ -178,16 +179,19 @@ def judge(rec: _Recorder) -> Truth:
         if unequal:
             t.required.add("GG105")
         weight = sum(c[b] * sizes[b] for b in nonzero) * n_items / sum(sizes[b] for b in nonzero)
-        scale = set()
-        if weight > 1 + TOL:
-            scale.add("GG104")
-        elif weight < 1 - TOL:
-            scale.add("GG111" if len(window) < largest else "GG113")
-        plain_k_times = abs(weight - len(nonzero)) < TOL * len(nonzero) and len(nonzero) > 1
-        if discarded or (unequal and not ("GG104" in scale and plain_k_times)):
-            t.accepted |= scale
+        if abs(weight - 1) <= TOL:
+            continue
+        if weight > 1:
+            # required only as the plain K-times of unscaled mean losses (K = the passes applied)
+            code, must = "GG104", abs(weight - len(nonzero)) < TOL * len(nonzero) and len(nonzero) > 1
         else:
-            t.required |= scale
+            code, must = ("GG111" if len(window) < largest else "GG113"), not unequal
+        if discarded or not must:
+            t.accepted.add(code)
+            if not unequal and not discarded:
+                t.accepted.add("GG105")  # equal weights of the wrong size but no K-times: either name
+        else:
+            t.required.add(code)
     if sizes and (not rec.steps or rec.steps[-1]["seen"] < len(sizes)):
         # micro-batches after the last step: never applied. In a loop that discards its windows
         # anyway (GG102), the trailing passes are discarded the same way: either name is right.
