@@ -89,6 +89,19 @@ def test_truth_weights_of_an_unscaled_and_of_a_scaled_window():
     assert twice.coefficients == [[0.25] * 4] and twice.required == {"GG113"}
 
 
+def test_truth_a_scale_that_is_no_k_times_is_accepted_not_required():
+    # items 0-1 as a mean, item 2 as a mean halved: per-item weights 1/2 and 1/2 (equal), total 1.5x
+    # the window's mean. Not the K-times of GG104 nor a mean of means: either name is accepted.
+    t = _run("""
+        opt.zero_grad()
+        ((model(X[0:2]) - Y[0:2]) ** 2).sum(1).mean().backward()
+        (((model(X[2:3]) - Y[2:3]) ** 2).sum(1).mean() / 2).backward()
+        opt.step()
+    """)
+    assert t.coefficients == [[1.5, 1.5]]
+    assert t.required == set() and {"GG104", "GG105"} <= t.accepted
+
+
 def test_truth_stale_discarded_unapplied_and_kept_graph():
     stale = _run("""
         for a in (0, 4):
@@ -310,3 +323,19 @@ def test_lint_and_watch_on_a_seeded_subset():
     lint201 = s["tools"]["lint"]["rules"].get("GG201")
     if lint201:
         assert lint201["precision"] == 1.0 and lint201["recall"] in (None, 1.0)
+
+
+def test_failure_classes_report_the_class_and_a_program():
+    from oracle import failures
+
+    results = [bench.evaluate_spec((i, s, ("module",), True)) for i, s in enumerate([spec(clear_place="missing"), spec()])]
+    results[0]["rows"][0]["lint"] = []  # a linter that misses the stale gradient (tool-independent)
+    results[1]["rows"][0]["lint"] = ["GG104"]  # and one that flags a correct program
+    s = bench.summarise(results, ("lint",))
+    assert s["tools"]["lint"]["rules"]["GG101"]["recall"] == 0.0
+    assert s["tools"]["lint"]["rules"]["GG104"]["precision"] == 0.0
+    s["specs_detail"] = {str(r["index"]): r for r in results}
+    text = failures.classes(s)
+    assert "### lint GG101 false negative: 1 of 1 programs at stake" in text
+    assert "### lint GG104 false positive: 1 of 2 programs at stake" in text
+    assert text.count("```python") == 2 and "optimizer.step()" in text
