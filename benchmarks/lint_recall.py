@@ -1,7 +1,7 @@
 """Recall of ``gradguard lint`` on seeded bugs: a corpus of correct training programs, mutated.
 
 The corpus (``tests/lint_corpus/*.py``) holds correct training programs in the styles real
-projects use. Six mutation operators put one kind of gradient-buffer bug into them,
+projects use. Seven mutation operators put one kind of gradient-buffer bug into them,
 mechanically (``ast`` + source positions, never by hand):
 
 =========================  ======  ===============================================================
@@ -19,6 +19,10 @@ drop-last-window           GG103   in a loop that steps on a modulo window and a
                                    partial window, remove that flush: the last-batch term of the
                                    window's test (``or i + 1 == len(loader)``, ``last_batch or``)
                                    and the block after the loop that steps
+clear-after-backward       GG102   in an accumulation loop whose backward pass sits in a micro-step
+                                   loop (or under the window's ``if``), move the clearing that ends
+                                   the window to just after the backward pass: every micro-batch's
+                                   gradient is wiped, the step applies nothing
 =========================  ======  ===============================================================
 
 A mutant is caught when the linter reports more findings of the expected code on it than
@@ -331,6 +335,28 @@ def clear_before_backward(t: _Tree) -> List[str]:
     return list(dict.fromkeys(out))
 
 
+def clear_after_backward(t: _Tree) -> List[str]:
+    """The clearing that ends a window moved to the line after the window's backward pass, at
+    its indentation: inside the micro-step loop (or the per-micro-batch body) the gradient of every
+    micro-batch is cleared before any step reads it."""
+    out = []
+    for w in find_windows(t):
+        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        if not clears:
+            continue
+        clear = clears[0]
+        nl = _newline(t.src.text)
+        a, b = t.src.line_span(clear)
+        old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
+        lines = t.src.text[a:b].splitlines(keepends=True)
+        moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
+        if not moved.endswith(("\n", "\r")):
+            moved += nl
+        at = t.src.line_span(w.backward)[1]
+        out.append(_apply(t.src.text, t.remove([clear]) + [(at, at, moved)]))
+    return list(dict.fromkeys(out))
+
+
 def _feeds_backward(t: _Tree, w: Window, d: ast.AST) -> bool:
     """The division scales what the window's backward pass back-propagates: it sits in the
     backward statement, or it is assigned to a name that statement reads (``loss = loss / K``),
@@ -516,6 +542,7 @@ OPERATORS: Dict[str, Tuple[str, Callable[[_Tree], List[str]]]] = {
     "loss-tensor-in-sum": ("GG201", loss_tensor_in_sum),
     "divide-by-micro-step": ("GG105", divide_by_micro_step),
     "drop-last-window": ("GG103", drop_last_window),
+    "clear-after-backward": ("GG102", clear_after_backward),
 }
 
 _SKIP = re.compile(r"^#\s*mutation:\s*skip\s+([\w-]+)", re.M)

@@ -137,3 +137,46 @@ def test_recall_meets_targets(report):
     per_op = {op: r["recall"] for op, r in report["operators"].items()}
     assert report["recall"] >= RECALL_OVERALL, report["recall"]
     assert all(r >= RECALL_PER_OPERATOR for r in per_op.values()), per_op
+
+
+_MICRO = """\
+def train(model, loader, optimizer, accum_steps):
+    for inputs, targets in loader:
+        for micro in range(accum_steps):
+            loss = model(inputs[micro]).sub(targets[micro]).pow(2).mean() / accum_steps
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_clear_after_backward_moves_the_window_clearing_into_the_micro_step_loop():
+    (mutant,) = lint_recall.mutants("micro.py", _MICRO, ["clear-after-backward"])
+    assert mutant.expect == "GG102"
+    assert mutant.source == _MICRO.replace(
+        "        optimizer.zero_grad()\n", "").replace(
+        "            loss.backward()\n", "            loss.backward()\n            optimizer.zero_grad()\n")
+    # negative controls: a plain loop (no window) and a loop with no clearing give no mutant
+    plain = "for x in loader:\n    model(x).sum().backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
+    assert lint_recall.mutants("plain.py", plain, ["clear-after-backward"]) == []
+    assert lint_recall.mutants("noclear.py", _MICRO.replace("        optimizer.zero_grad()\n", ""), ["clear-after-backward"]) == []
+
+
+def test_clear_after_backward_mutant_applies_nothing():
+    """The mutant is a real bug: run in float64, its steps leave the weights where they started."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    loader = [(torch.randn(2, 4, 3, generator=g, dtype=torch.float64), torch.randn(2, 4, 1, generator=g, dtype=torch.float64))
+              for _ in range(3)]
+    (mutant,) = lint_recall.mutants("micro.py", _MICRO, ["clear-after-backward"])
+    moved = {}
+    for name, source in (("original", _MICRO), ("mutant", mutant.source)):
+        ns = {}
+        exec(compile(source, name, "exec"), ns)
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1).double()
+        before = [p.detach().clone() for p in model.parameters()]
+        ns["train"](model, loader, torch.optim.SGD(model.parameters(), lr=0.1), 2)
+        moved[name] = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert moved == {"original": True, "mutant": False}

@@ -1,5 +1,6 @@
 # mutation: skip drop-last-window (9 batches in windows of 3: the last-batch term never adds a step, the mutant trains the same)
 # mutation: skip clear-before-backward (the gradients live in the buffers, so clearing .grad earlier changes nothing)
+# mutation: skip clear-after-backward (the window's clearing already follows each backward here, after the copy into the buffers: moved before the copy, .grad is None and the program stops, no silent bug)
 """Accumulation in the user's own buffers (Opacus's virtual step): each micro-batch's .grad is
 added into a buffer and cleared; at the window's end the averaged buffer is put back and stepped."""
 import torch

@@ -1,3 +1,4 @@
+# mutation: skip clear-after-backward (the window's rescaling reads .grad before the step: with the clearing moved before it the program stops on a None gradient, a loud error rather than the silent bug the operator seeds)
 """Accumulation to a number of examples (torchseq's form): the optimizer steps once the
 micro-batches seen add up to `optim_batch_size` examples, and the remainder is stepped after the
 epoch, its gradient weighted by its own size."""
