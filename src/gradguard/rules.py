@@ -473,6 +473,64 @@ acc.flush()
 """,
     ),
     Rule(
+        code="GG112",
+        name="clip-before-unscale",
+        severity="warning",
+        summary="Gradients were clipped (or their norm read) while still multiplied by a GradScaler's scale, before scaler.unscale_(optimizer): the clip threshold applies to the scaled norm.",
+        consequence="With a scale of 65536 a norm of 0.01 reads as 655: clipping at max_norm=1.0 shrinks almost every step's gradient by the scale factor (or, for clip_grad_value_, to the clip value), so training crawls or stalls while the loss merely looks slow; a logged gradient norm is off by the same factor.",
+        fix="Call scaler.unscale_(optimizer) after the window's last scaler.scale(loss).backward() and before the clip (scaler.step(optimizer) then does not unscale again).",
+        what=(
+            "Flags a gradient clip (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`,\n"
+            "`torch.nn.utils.get_total_norm`; for the linter also a norm of a `.grad`, `p.grad.norm()`) that\n"
+            "runs after a backward pass of a loss scaled by a `GradScaler` (`scaler.scale(loss).backward()`)\n"
+            "and before `scaler.unscale_(optimizer)`.\n"
+            "Run time: the watch follows the losses `GradScaler.scale` returned into `.grad`, `unscale_`\n"
+            "(also the one `scaler.step` makes) and the clipping functions; it reports the clip whose\n"
+            "tensors still hold scaled gradient no `unscale_` of their optimizer has divided since, before\n"
+            "the clip runs (so `mode=\"raise\"` stops it). A scaler built with `enabled=False` scales\n"
+            "nothing and is not reported. A norm computed by hand (`p.grad.norm()`) is not seen at run time.\n"
+            "Lint: follows each function's statements in execution order (both sides of a branch, a loop's\n"
+            "body twice so that a window's earlier iterations count, and the helpers of the same file it\n"
+            "calls): a clip reached by `X.scale(loss).backward()` (or `backward()` of a name bound to\n"
+            "`X.scale(...)`), with no `X.unscale_(...)` and no `X.step(...)`/`zero_grad` in between, is\n"
+            "reported. The scaler is recognised by that call shape, never by its name; a branch test\n"
+            "seen twice (`if use_amp:`) takes the same side both times."
+        ),
+        why=(
+            "`scaler.scale(loss)` multiplies the loss, and so every gradient, by the scale (65536 at the\n"
+            "start, adjusted as training runs) so that small float16 gradients do not underflow.\n"
+            "`scaler.step(optimizer)` divides it out again just before the update. A clip in between sees\n"
+            "gradients S times too large: `clip_grad_norm_(params, 1.0)` measures a norm S times the true\n"
+            "one and scales the gradient down to a true norm of 1/S, and clip_grad_value_ cuts every\n"
+            "component at 1/S of the threshold. The step then applies almost nothing. PyTorch's AMP\n"
+            "recipe says to unscale first; the bug was published in Pytorch-UNet, Lightning, TorchSSL,\n"
+            "returnn and EveryDream2, each time as a slow or stalled training with no error."
+        ),
+        example="""
+scaler = torch.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # the norm is 65536x too large
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+""",
+        instead="""
+scaler = torch.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)                                # divide the scale out first
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)                                    # knows the gradients are unscaled
+    scaler.update()
+    optimizer.zero_grad()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
@@ -578,7 +636,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
 #: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
 #: not listed have no automatic fix.
 FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
-    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG201": "safe"}
+    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG112": "safe", "GG201": "safe"}
 )
 
 
