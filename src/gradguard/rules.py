@@ -114,7 +114,9 @@ for x, y in loader:
             "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
             "its discarding is systematic (three step intervals in a row, as both bugs do), or at\n"
             "the first step when the discarded passes were meant to add up into it: n passes of\n"
-            "one backward line, each loss divided by n, all but the last cleared; an\n"
+            "one backward line, each loss divided by n, all but the last cleared; or when the\n"
+            "optimizer's first step finds no gradient at all after finite gradient was cleared\n"
+            "(`zero_grad()` between `backward()` and `step()` from the start); an\n"
             "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
             "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
         ),
@@ -531,6 +533,53 @@ for x, y in loader:
 """,
     ),
     Rule(
+        code="GG114",
+        name="leaked-pass",
+        severity="warning",
+        summary="A step applied gradients of a backward pass made outside any accumulation window (before the loop, or by evaluation code), added to the window's own.",
+        consequence="The first update moves the model along the window's gradient plus the stray pass's (twice the gradient when the stray pass is a check of the same batch): a first step of the wrong size that no loss curve shows, and runs that diverge from a reference implementation from the first step on.",
+        fix="Clear the gradients before the loop (optimizer.zero_grad() after the stray backward pass), or clear at the start of each iteration rather than after each step; evaluation code computes no backward pass, or clears after it.",
+        what=(
+            "Flags a backward pass whose gradient reaches an optimizer step that also applies the\n"
+            "passes of the training loop itself, when the pass is not one of the loop's.\n"
+            "Run time: the watch compares the passes each optimizer's first two steps apply, by the\n"
+            "line that made them: a line whose passes all ran before the first window's own passes,\n"
+            "fed the first step and not the second, while a line that feeds both is the loop's, is\n"
+            "reported at that line (as of step 1, at the second step: it takes the second window to\n"
+            "tell the loop's lines). A pass made by gradguard or a framework is not judged.\n"
+            "Lint: a loop whose iteration back-propagates before it clears (`backward(); step();\n"
+            "zero_grad()`), preceded in its function by a backward pass (or a call of a helper of the\n"
+            "file that back-propagates without stepping or clearing) with nothing clearing between."
+        ),
+        why=(
+            "`backward()` adds into `.grad`. A loop that clears after its step (backward, step,\n"
+            "zero_grad) relies on `.grad` being empty when it starts. A backward pass before the\n"
+            "loop (llm.c's train_gpt2.py ran one to compare with its reference before training,\n"
+            "karpathy/llm.c#548) or in evaluation code between the clear and the next window\n"
+            "(llm.c#661) leaves its gradient there, and the first step applies it on top of the\n"
+            "window's: a duplicate deposit nobody asked for."
+        ),
+        example="""
+logits, loss = model(x, y)
+loss.backward()                 # a check before training: its gradient stays in .grad
+for step in range(num_steps):
+    logits, loss = model(x, y)
+    loss.backward()             # step 0 applies both passes
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        instead="""
+logits, loss = model(x, y)
+loss.backward()
+optimizer.zero_grad(set_to_none=True)   # or clear at the top of each iteration
+for step in range(num_steps):
+    logits, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
@@ -636,7 +685,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
 #: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
 #: not listed have no automatic fix.
 FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
-    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG112": "safe", "GG201": "safe"}
+    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG112": "safe", "GG114": "unsafe", "GG201": "safe"}
 )
 
 

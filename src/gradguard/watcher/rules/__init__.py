@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112
+from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112, gg114
 
 #: code -> module, for every rule the watch can report.
 MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111,
-                                gg112)}
+                                gg112, gg114)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107, gg111, gg102)
+_STEP = (gg101, gg108, gg107, gg111, gg102, gg114)
 _WINDOW = (gg109, gg104, gg105)
 _END = (gg103, gg106, gg105, gg108)
 
@@ -53,6 +53,8 @@ def at_step(view) -> None:
     """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
     gg103.at_step(view)  # only notes that this optimizer's step was called
     if not view.has_grad:
+        if view.discarded:
+            gg102.at_empty_step(view)
         gg110.at_step(view)
         return
     for rule in _STEP:
