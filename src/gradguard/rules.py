@@ -533,6 +533,50 @@ for x, y in loader:
 """,
     ),
     Rule(
+        code="GG113",
+        name="overscaled-window",
+        severity="warning",
+        summary="Every micro-batch of a window was scaled down twice (the loss divided by K and the gradients or the framework dividing again), so each step's gradient is 1/K of the mean.",
+        consequence="Every update is K times too small (with K = 4, a quarter): the run behaves as if the learning rate were divided by K, silently; with Adam the size is normalised away but the epsilon and the weight decay weigh K times more, so curves still differ from the single-batch run.",
+        fix="Divide each micro-batch loss by K once: drop the user's division where the framework divides (Accelerate's accelerator.backward inside accumulate, Lightning's accumulate_grad_batches, DeepSpeed's engine.backward), or drop the second division in the user's code.",
+        what=(
+            "Run time only: flags a step fed by K >= 2 passes of one backward line, each a mean-reduced\n"
+            "loss multiplied by exactly 1/K² (read from the loss's autograd graph): the loss divided by K\n"
+            "twice. A framework that divides the loss tensor before back-propagating it (Accelerate's\n"
+            "`accelerator.backward` inside `accumulate`, Lightning's automatic optimization) shows its\n"
+            "division in the same graph, so a user's own `loss / K` on top of it is reported the same\n"
+            "way. Not judged: factors unreadable on the host (a tensor), composite losses, GradScaler\n"
+            "losses, gradguard's own passes, and one pass per step (a constant weight, no window).\n"
+            "DeepSpeed's division happens inside its engine, after the loss's graph: not seen."
+        ),
+        why=(
+            "A window's gradient is the mean over its K micro-batches when each micro-batch loss is\n"
+            "divided by K once. Frameworks that accumulate divide for the user (`accelerator.backward`\n"
+            "divides by `gradient_accumulation_steps`, DeepSpeed's `engine.backward` too), so a loop that\n"
+            "also writes `loss = loss / K` divides twice, and a helper that already returns `loss / K`\n"
+            "followed by another `/ K` does the same: every step applies 1/K of the mean."
+        ),
+        example="""
+accelerator = Accelerator(gradient_accumulation_steps=4)
+for batch in loader:
+    with accelerator.accumulate(model):
+        loss = loss_fn(model(batch)) / 4        # Accelerate divides by 4 again
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        instead="""
+accelerator = Accelerator(gradient_accumulation_steps=4)
+for batch in loader:
+    with accelerator.accumulate(model):
+        loss = loss_fn(model(batch))            # accelerator.backward divides by 4
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        static=False,
+    ),
+    Rule(
         code="GG114",
         name="leaked-pass",
         severity="warning",

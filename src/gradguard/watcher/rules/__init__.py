@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112, gg114
+from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112, gg113, gg114
 
 #: code -> module, for every rule the watch can report.
 MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111,
-                                gg112, gg114)}
+                                gg112, gg113, gg114)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
 _STEP = (gg101, gg108, gg107, gg111, gg102, gg114)
-_WINDOW = (gg109, gg104, gg105)
+_WINDOW = (gg109, gg104, gg105, gg113)
 _END = (gg103, gg106, gg105, gg108)
 
 
