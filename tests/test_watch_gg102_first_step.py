@@ -66,3 +66,20 @@ def test_raise_mode_stops_the_first_step():
     else:
         raise AssertionError("not raised")
     assert opt.state == {} or all(not s for s in opt.state.values())  # the step did not run
+
+
+def test_a_negated_loss_divided_by_the_window_is_a_window_by_intent():
+    """A policy-gradient loss ``-(logp * adv).mean() / n``, cleared on every micro-batch: GG102 at step 1
+    (its factor is -1/n; before, only 1/n was read as the window's divisor and the finding came at step 3)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    n = 3
+    with gg.watch(mode="record") as w:
+        for step in range(4):
+            for micro in range(n):
+                opt.zero_grad()
+                logp = torch.log_softmax(model(torch.randn(5, 4)), -1)[:, 0]
+                (-(logp * torch.randn(5)).mean() / n).backward()
+            opt.step()
+    assert [(f.code, f.step) for f in w.findings] == [("GG102", 1)]

@@ -186,7 +186,7 @@ def at_step(view: StepView) -> None:
             continue
         factors = line.factors + [_factor(ps) for ps in fed]
         n = len(factors)
-        if n < 2 or any(f is None or abs(f * n - 1) > 1e-6 for f in factors):
+        if n < 2 or any(f is None or abs(abs(f) * n - 1) > 1e-6 for f in factors):  # (a negated loss: -x / n)
             continue
         source = fed[-1].site
         view.report(
