@@ -25,6 +25,7 @@ gb = _runner()
 def test_every_case_has_a_header_and_a_different_twin_that_compiles():
     cases = gb.load_cases()
     assert len(cases) >= 40
+    assert sum(c.round == 2 for c in cases) >= 29 and any(c.held_out for c in cases)
     for case in cases:
         source = case.path.read_text()
         twin = gb.twin_source(source)
@@ -68,7 +69,9 @@ def test_the_linter_reports_nothing_on_any_twin_and_still_catches_the_bugs(tmp_p
     # every fixed twin is correct code: no finding at all (the bug and the twin linted together,
     # as the runner does, so a class of one cannot speak for the other); and the cases whose
     # twins once drew a finding still have their bug caught
-    cases = gb.load_cases()
+    # round 1 only: its twins were made silent when the rules were extended on them; round 2's twins are
+    # measured, not asserted (docs/gradbench.md lists the linter's findings on them)
+    cases = [c for c in gb.load_cases() if c.round == 1]
     paths = {}
     for case in cases:
         twin = tmp_path / case.path.name
@@ -81,3 +84,14 @@ def test_the_linter_reports_nothing_on_any_twin_and_still_catches_the_bugs(tmp_p
         if any(key in case.name for key in ("c06_", "c22_", "c23_", "c24_", "c43_")):
             codes = {f["code"] for f in linted[str(paths[case.name][0])]}
             assert codes & set(case.expected("lint")), (case.name, codes)
+
+
+def test_the_held_out_half_is_fixed_by_the_names_hash():
+    import hashlib
+
+    cases = gb.load_cases()
+    held = [c.name for c in cases if c.held_out]
+    assert held and all(c.round == 2 for c in cases if c.held_out)
+    assert held == [c.name for c in cases if c.round == 2 and hashlib.sha256(c.name.encode()).digest()[0] % 2 == 0]
+    assert "c45_pytorch_examples_1196_mingpt_clip_before_unscale" in held  # the split written down with the cases
+    assert "c46_pytorch_unet_468_clip_before_unscale" not in held

@@ -212,7 +212,7 @@ def test_every_runtime_rule_has_a_module_and_a_script_pair():
     assert sorted(MODULES) == sorted(runtime)
     for code in runtime:
         assert MODULES[code].CODE == code
-        assert any(hasattr(MODULES[code], f) for f in ("at_step", "at_window", "at_pass", "at_end", "Lines"))
+        assert any(hasattr(MODULES[code], f) for f in ("at_step", "at_window", "at_pass", "at_end", "at_clip", "Lines"))
         assert (scripts / f"{code.lower()}_bad.py").is_file() and (scripts / f"{code.lower()}_good.py").is_file()
 
 

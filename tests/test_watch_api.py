@@ -265,11 +265,16 @@ def test_zero_grad_between_backward_and_step_is_one_finding(set_to_none):
             opt.zero_grad(set_to_none=set_to_none); line = sys._getframe().f_lineno  # noqa: E702
             opt.step()
     assert codes(w) == ["GG102"]
-    assert w.findings[0].line == line and w.findings[0].step == 3
-    assert "3 consecutive optimizer-step intervals" in w.findings[0].message
-    # Twin: the same loop, once: an occasional discard is not systematic; nor is its step GG110.
+    # at the first step it changes: that step ran with no gradient at all (issue 35)
+    assert w.findings[0].line == line and w.findings[0].step == 1
+    assert "before its first step, which then ran with no gradient" in w.findings[0].message
+    # Twin: the same discard once, after training started: an occasional discard is not
+    # systematic; nor is its step GG110.
     with gg.watch(mode="record") as w:
         x, y = batch()
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
         F.mse_loss(model(x), y).backward()
         opt.zero_grad(set_to_none=set_to_none)
         opt.step()

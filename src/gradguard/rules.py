@@ -114,7 +114,9 @@ for x, y in loader:
             "discriminator clears later) is not a finding. The watch reports a clearing line once\n"
             "its discarding is systematic (three step intervals in a row, as both bugs do), or at\n"
             "the first step when the discarded passes were meant to add up into it: n passes of\n"
-            "one backward line, each loss divided by n, all but the last cleared; an\n"
+            "one backward line, each loss divided by n, all but the last cleared; or when the\n"
+            "optimizer's first step finds no gradient at all after finite gradient was cleared\n"
+            "(`zero_grad()` between `backward()` and `step()` from the start); an\n"
             "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
             "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
         ),
@@ -473,6 +475,155 @@ acc.flush()
 """,
     ),
     Rule(
+        code="GG112",
+        name="clip-before-unscale",
+        severity="warning",
+        summary="Gradients were clipped (or their norm read) while still multiplied by a GradScaler's scale, before scaler.unscale_(optimizer): the clip threshold applies to the scaled norm.",
+        consequence="With a scale of 65536 a norm of 0.01 reads as 655: clipping at max_norm=1.0 shrinks almost every step's gradient by the scale factor (or, for clip_grad_value_, to the clip value), so training crawls or stalls while the loss merely looks slow; a logged gradient norm is off by the same factor.",
+        fix="Call scaler.unscale_(optimizer) after the window's last scaler.scale(loss).backward() and before the clip (scaler.step(optimizer) then does not unscale again).",
+        what=(
+            "Flags a gradient clip (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`,\n"
+            "`torch.nn.utils.get_total_norm`; for the linter also a norm of a `.grad`, `p.grad.norm()`) that\n"
+            "runs after a backward pass of a loss scaled by a `GradScaler` (`scaler.scale(loss).backward()`)\n"
+            "and before `scaler.unscale_(optimizer)`.\n"
+            "Run time: the watch follows the losses `GradScaler.scale` returned into `.grad`, `unscale_`\n"
+            "(also the one `scaler.step` makes) and the clipping functions; it reports the clip whose\n"
+            "tensors still hold scaled gradient no `unscale_` of their optimizer has divided since, before\n"
+            "the clip runs (so `mode=\"raise\"` stops it). A scaler built with `enabled=False` scales\n"
+            "nothing and is not reported. A norm computed by hand (`p.grad.norm()`) is not seen at run time.\n"
+            "Lint: follows each function's statements in execution order (both sides of a branch, a loop's\n"
+            "body twice so that a window's earlier iterations count, and the helpers of the same file it\n"
+            "calls): a clip reached by `X.scale(loss).backward()` (or `backward()` of a name bound to\n"
+            "`X.scale(...)`), with no `X.unscale_(...)` and no `X.step(...)`/`zero_grad` in between, is\n"
+            "reported. The scaler is recognised by that call shape, never by its name; a branch test\n"
+            "seen twice (`if use_amp:`) takes the same side both times."
+        ),
+        why=(
+            "`scaler.scale(loss)` multiplies the loss, and so every gradient, by the scale (65536 at the\n"
+            "start, adjusted as training runs) so that small float16 gradients do not underflow.\n"
+            "`scaler.step(optimizer)` divides it out again just before the update. A clip in between sees\n"
+            "gradients S times too large: `clip_grad_norm_(params, 1.0)` measures a norm S times the true\n"
+            "one and scales the gradient down to a true norm of 1/S, and clip_grad_value_ cuts every\n"
+            "component at 1/S of the threshold. The step then applies almost nothing. PyTorch's AMP\n"
+            "recipe says to unscale first; the bug was published in Pytorch-UNet, Lightning, TorchSSL,\n"
+            "returnn and EveryDream2, each time as a slow or stalled training with no error."
+        ),
+        example="""
+scaler = torch.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # the norm is 65536x too large
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+""",
+        instead="""
+scaler = torch.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)                                # divide the scale out first
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)                                    # knows the gradients are unscaled
+    scaler.update()
+    optimizer.zero_grad()
+""",
+    ),
+    Rule(
+        code="GG113",
+        name="overscaled-window",
+        severity="warning",
+        summary="Every micro-batch of a window was scaled down twice (the loss divided by K and the gradients or the framework dividing again), so each step's gradient is 1/K of the mean.",
+        consequence="Every update is K times too small (with K = 4, a quarter): the run behaves as if the learning rate were divided by K, silently; with Adam the size is normalised away but the epsilon and the weight decay weigh K times more, so curves still differ from the single-batch run.",
+        fix="Divide each micro-batch loss by K once: drop the user's division where the framework divides (Accelerate's accelerator.backward inside accumulate, Lightning's accumulate_grad_batches, DeepSpeed's engine.backward), or drop the second division in the user's code.",
+        what=(
+            "Run time only: flags a step fed by K >= 2 passes of one backward line, each a mean-reduced\n"
+            "loss multiplied by exactly 1/K² (read from the loss's autograd graph): the loss divided by K\n"
+            "twice. A framework that divides the loss tensor before back-propagating it (Accelerate's\n"
+            "`accelerator.backward` inside `accumulate`, Lightning's automatic optimization) shows its\n"
+            "division in the same graph, so a user's own `loss / K` on top of it is reported the same\n"
+            "way. Not judged: factors unreadable on the host (a tensor), composite losses, GradScaler\n"
+            "losses, gradguard's own passes, and one pass per step (a constant weight, no window).\n"
+            "DeepSpeed's division happens inside its engine, after the loss's graph: not seen."
+        ),
+        why=(
+            "A window's gradient is the mean over its K micro-batches when each micro-batch loss is\n"
+            "divided by K once. Frameworks that accumulate divide for the user (`accelerator.backward`\n"
+            "divides by `gradient_accumulation_steps`, DeepSpeed's `engine.backward` too), so a loop that\n"
+            "also writes `loss = loss / K` divides twice, and a helper that already returns `loss / K`\n"
+            "followed by another `/ K` does the same: every step applies 1/K of the mean."
+        ),
+        example="""
+accelerator = Accelerator(gradient_accumulation_steps=4)
+for batch in loader:
+    with accelerator.accumulate(model):
+        loss = loss_fn(model(batch)) / 4        # Accelerate divides by 4 again
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        instead="""
+accelerator = Accelerator(gradient_accumulation_steps=4)
+for batch in loader:
+    with accelerator.accumulate(model):
+        loss = loss_fn(model(batch))            # accelerator.backward divides by 4
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        static=False,
+    ),
+    Rule(
+        code="GG114",
+        name="leaked-pass",
+        severity="warning",
+        summary="A step applied gradients of a backward pass made outside any accumulation window (before the loop, or by evaluation code), added to the window's own.",
+        consequence="The first update moves the model along the window's gradient plus the stray pass's (twice the gradient when the stray pass is a check of the same batch): a first step of the wrong size that no loss curve shows, and runs that diverge from a reference implementation from the first step on.",
+        fix="Clear the gradients before the loop (optimizer.zero_grad() after the stray backward pass), or clear at the start of each iteration rather than after each step; evaluation code computes no backward pass, or clears after it.",
+        what=(
+            "Flags a backward pass whose gradient reaches an optimizer step that also applies the\n"
+            "passes of the training loop itself, when the pass is not one of the loop's.\n"
+            "Run time: the watch compares the passes each optimizer's first two steps apply, by the\n"
+            "line that made them: a line whose passes all ran before the first window's own passes,\n"
+            "fed the first step and not the second, while a line that feeds both is the loop's, is\n"
+            "reported at that line (as of step 1, at the second step: it takes the second window to\n"
+            "tell the loop's lines). A pass made by gradguard or a framework is not judged.\n"
+            "Lint: a loop whose iteration back-propagates before it clears (`backward(); step();\n"
+            "zero_grad()`), preceded in its function by a backward pass (or a call of a helper of the\n"
+            "file that back-propagates without stepping or clearing) with nothing clearing between."
+        ),
+        why=(
+            "`backward()` adds into `.grad`. A loop that clears after its step (backward, step,\n"
+            "zero_grad) relies on `.grad` being empty when it starts. A backward pass before the\n"
+            "loop (llm.c's train_gpt2.py ran one to compare with its reference before training,\n"
+            "karpathy/llm.c#548) or in evaluation code between the clear and the next window\n"
+            "(llm.c#661) leaves its gradient there, and the first step applies it on top of the\n"
+            "window's: a duplicate deposit nobody asked for."
+        ),
+        example="""
+logits, loss = model(x, y)
+loss.backward()                 # a check before training: its gradient stays in .grad
+for step in range(num_steps):
+    logits, loss = model(x, y)
+    loss.backward()             # step 0 applies both passes
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        instead="""
+logits, loss = model(x, y)
+loss.backward()
+optimizer.zero_grad(set_to_none=True)   # or clear at the top of each iteration
+for step in range(num_steps):
+    logits, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
@@ -578,7 +729,7 @@ RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
 #: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
 #: not listed have no automatic fix.
 FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
-    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG201": "safe"}
+    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG112": "safe", "GG114": "unsafe", "GG201": "safe"}
 )
 
 

@@ -6,10 +6,14 @@ exits (in whatever order the watches exit):
 * PyTorch's global optimizer step pre/post hooks (every optimizer, whenever it
   was built) and, while some watch wants it, its global module forward hook;
 * thin wrappers around ``torch.autograd.backward`` (which ``Tensor.backward``
-  calls), ``Optimizer.zero_grad`` / ``Module.zero_grad`` and
-  ``torch.amp.GradScaler.scale``. PyTorch has no public hook that sees the root
-  of a backward pass, a ``zero_grad`` call, or a loss scaled for AMP; the
-  wrappers cost one Python call per backward pass, clearing or scaling.
+  calls), ``Optimizer.zero_grad`` / ``Module.zero_grad``,
+  ``torch.amp.GradScaler.scale`` and ``unscale_``, and the clipping functions
+  (``torch.nn.utils.clip_grad``'s ``_get_total_norm``, which ``clip_grad_norm_``
+  looks up at each call however the user imported it, and ``clip_grad_value_``
+  and ``get_total_norm`` where ``torch.nn.utils`` exports them). PyTorch has no
+  public hook that sees the root of a backward pass, a ``zero_grad`` call, a
+  loss scaled for AMP or a clip; the wrappers cost one Python call per
+  backward pass, clearing, scaling or clip.
 
 A watch belongs to the thread that entered it: an event reaches only the
 watches of the thread it happens on. Two threads training their own models,
@@ -19,13 +23,14 @@ race inside torch.
 
 Each session (see ``_session``) offers ``backward(call, tensors, args, kwargs)``,
 ``zero_grad(call, owner, args, kwargs, module)``, ``step_pre(opt, args, kwargs)``,
-``step_post(opt, args, kwargs)``, ``forward(module)``, ``scaled(out)`` and a
-``wants_forward`` flag; ``call`` runs the next session's handler, the last one
+``step_post(opt, args, kwargs)``, ``forward(module)``, ``scaled(out, scaler)``,
+``unscaled(optimizer)``, ``clipping(name, tensors, grads)`` and a ``wants_forward`` flag; ``call`` runs the next session's handler, the last one
 the original function.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Dict, List, Tuple
 
@@ -116,10 +121,45 @@ def _make_scale(patch: "_Patch"):
         sessions = _by_thread.get(_get_ident()) if patch.on else None
         if sessions and out is not outputs and isinstance(out, torch.Tensor):
             for s in sessions:
-                s.scaled(out)
+                s.scaled(out, scaler)
         return out
 
     return scale
+
+
+def _make_unscale(patch: "_Patch"):
+    def unscale_(scaler, optimizer):
+        out = patch.orig(scaler, optimizer)  # raises (unscaled twice) before anything is noted
+        sessions = _by_thread.get(_get_ident()) if patch.on else None
+        if sessions:
+            for s in sessions:
+                s.unscaled(optimizer)
+        return out
+
+    return unscale_
+
+
+def _make_clip(grads: bool):
+    """A clipping function's wrapper; ``grads``: its first argument is gradients (``_get_total_norm``),
+    else parameters. The sessions are told before it runs, so that "raise" stops the clip."""
+
+    def make(patch: "_Patch"):
+        def clip(tensors, *args, **kwargs):
+            orig = patch.orig
+            sessions = _by_thread.get(_get_ident()) if patch.on else None
+            if sessions:
+                if not isinstance(tensors, torch.Tensor):
+                    tensors = list(tensors)  # a generator: read once here, handed on as a list
+                name = orig.__name__.lstrip("_")
+                if grads and sys._getframe(1).f_code.co_name == "clip_grad_norm_":
+                    name = "clip_grad_norm_"  # the norm clip_grad_norm_ reads before it clips
+                for s in sessions:
+                    s.clipping(name, tensors, grads)
+            return orig(tensors, *args, **kwargs)
+
+        return clip
+
+    return make
 
 
 _PATCHES: List[_Patch] = []
@@ -132,7 +172,15 @@ def _patches() -> List[_Patch]:
             _Patch(torch.optim.Optimizer, "zero_grad", _make_zero_grad(False)),
             _Patch(torch.nn.Module, "zero_grad", _make_zero_grad(True)),
             _Patch(torch.amp.GradScaler, "scale", _make_scale),
+            _Patch(torch.amp.GradScaler, "unscale_", _make_unscale),
         ])
+        from torch.nn import utils
+        from torch.nn.utils import clip_grad
+
+        for owner, name, grads in ((clip_grad, "_get_total_norm", True), (clip_grad, "clip_grad_value_", False),
+                                   (utils, "clip_grad_value_", False), (utils, "get_total_norm", True)):
+            if callable(owner.__dict__.get(name)):  # (as this torch version names them)
+                _PATCHES.append(_Patch(owner, name, _make_clip(grads)))
     return _PATCHES
 
 

@@ -37,6 +37,7 @@ class Session:
         self.memory = rules.memory(lambda: self.clock)  # each rule's own state, for this watch
         self.clock = 0  # ticks once per backward pass and per step
         self.amp_roots: "weakref.WeakSet[torch.Tensor]" = weakref.WeakSet()  # losses GradScaler.scale returned
+        self.scaler = None  # a weak reference to the GradScaler that scaled the last of them
         self.stepping = False  # between a step's pre and post hook (a closure runs in there)
         # One entry per step in progress (steps nest: SAM's step(closure) calls its base
         # optimizer's step): whether another step ran inside it.
@@ -140,6 +141,8 @@ class Session:
             raise
         self.in_pass = False
         self.guard(self.tracker.arrived, ps)
+        if ps.info.amp:  # its gradient holds the scaler's scale until unscale_ (GG112)
+            self.guard(self._scaled_arrived, ps)
         if ps.create_graph:  # .grad may hold a graph now (GG108 follows it to an update by hand)
             self.guard(rules.after_graph_pass, ps, self.report, self.memory)
         self.reporter.flush()
@@ -194,11 +197,41 @@ class Session:
         rules.before_pass(ps, self.memory)
         return ps
 
-    def scaled(self, out: torch.Tensor) -> None:
+    def scaled(self, out: torch.Tensor, scaler=None) -> None:
         # The loss GradScaler.scale returned: when it is back-propagated, its top factor
         # is the scaler's, and the scaler may skip the step on inf/NaN without a trace.
         if not self.broken:
             self.amp_roots.add(out)
+            if scaler is not None:
+                self.scaler = weakref.ref(scaler)
+
+    def _scaled_arrived(self, ps: Pass) -> None:
+        params = [p for p, r in zip(self.tracker.params, ps.reached) if r]
+        rules.after_scaled_pass(params, self.scaler() if self.scaler is not None else None, self.memory)
+
+    def unscaled(self, optimizer) -> None:
+        """``GradScaler.unscale_(optimizer)`` divided the scale out of that optimizer's gradients."""
+        if not self.broken:
+            self.guard(lambda: rules.unscaled([p for g in optimizer.param_groups for p in g["params"]], self.memory))
+
+    def clipping(self, name: str, tensors, grads: bool) -> None:
+        """A clipping function (``name``) is about to read ``tensors`` (gradients if ``grads``, else parameters)."""
+        if self.broken:
+            return
+        self.guard(self._clipping, name, tensors, grads)
+        self.reporter.flush()  # before the clip: "raise" stops it
+
+    def _clipping(self, name: str, tensors, grads: bool) -> None:
+        tracker = self.tracker
+
+        def step_of(p):
+            i = tracker.pos.get(id(p))
+            owner = tracker.owner[i] if i is not None and tracker.params[i] is p else None
+            if owner is None:  # its optimizer has not stepped yet (registered at its first step): the next one
+                return max((o.steps for o in tracker.opts.values()), default=0) + 1
+            return owner.steps + 1
+
+        rules.at_clip(name, tensors, grads, self.source.site(), step_of, self.report, self.memory)
 
     # ------------------------------------------------------------ clearing
     def zero_grad(self, orig, owner, args, kwargs, module: bool):

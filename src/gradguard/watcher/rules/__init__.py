@@ -11,6 +11,7 @@ reads only views (``.._view``) through the functions it defines:
 * ``at_discard(view)``: a :class:`DiscardView`, a pass's gradient cleared unused;
 * ``after_graph_pass(ps, report, memory)``: a ``backward(create_graph=True)`` pass just ran;
 * ``at_end(view)``: an :class:`EndView`, when the watch ends;
+* ``at_clip(name, tensors, grads, site, step_of, report, memory)``: a clipping function is about to read gradients;
 
 and ``State`` may follow the watch's other events (``on_module``, ``before_pass``,
 ``before_clearing``, ``after_clearing``, ``after_step``, ``close``). The words of
@@ -24,14 +25,15 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111
+from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112, gg113, gg114
 
 #: code -> module, for every rule the watch can report.
-MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111)}
+MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111,
+                                gg112, gg113, gg114)}
 
 # The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107, gg111, gg102)
-_WINDOW = (gg109, gg104, gg105)
+_STEP = (gg101, gg108, gg107, gg111, gg102, gg114)
+_WINDOW = (gg109, gg104, gg105, gg113)
 _END = (gg103, gg106, gg105, gg108)
 
 
@@ -51,6 +53,8 @@ def at_step(view) -> None:
     """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
     gg103.at_step(view)  # only notes that this optimizer's step was called
     if not view.has_grad:
+        if view.discarded:
+            gg102.at_empty_step(view)
         gg110.at_step(view)
         return
     for rule in _STEP:
@@ -67,6 +71,19 @@ def at_pass(view) -> None:
 def after_graph_pass(ps, report, memory: dict) -> None:
     """A ``backward(create_graph=True)`` pass ``ps`` has just put its gradient into ``.grad``."""
     gg108.after_graph_pass(ps, report, memory)
+
+
+def at_clip(name: str, tensors, grads: bool, site, step_of, report, memory: dict) -> None:
+    gg112.at_clip(name, tensors, grads, site, step_of, report, memory)
+
+
+def after_scaled_pass(params, scaler, memory: dict) -> None:
+    """A pass of a loss ``GradScaler.scale`` returned reached ``params``."""
+    memory[gg112.CODE].after_scaled_pass(params, scaler)
+
+
+def unscaled(params, memory: dict) -> None:
+    memory[gg112.CODE].unscaled(params)
 
 
 def at_discard(view) -> None:

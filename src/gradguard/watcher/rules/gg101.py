@@ -11,8 +11,35 @@ from .._view import PassView, StepView, at, plural
 CODE = "GG101"
 
 
+class State:
+    """The optimizers that stepped in this watch, to tell a parameter held by two of them (issue 35)."""
+
+    def __init__(self, clock=None):
+        self.opts: dict = {}
+
+    def after_step(self, ost, passes, by_hand) -> None:
+        self.opts[id(ost)] = ost
+
+
 def at_step(view: StepView) -> None:
     if view.stale:
+        stale = set(map(id, view.stale))
+        other = next((o for o in view.memory[CODE].opts.values() if o is not view.ost and not stale.isdisjoint(o.ids)), None)
+        if other is not None:
+            # Not a missing zero_grad: the same parameters sit in two optimizers, and the other one applied
+            # this gradient already. Clearing between the two steps would drop one of them instead.
+            shared = [p for p in view.stale if id(p) in other.ids]
+            view.report(
+                CODE,
+                f"{view.name}.step() (step {view.n}) applied the .grad of {plural(len(shared), 'parameter')} that "
+                f"another optimizer ({other.name}) holds too and already stepped with the same gradient: they sit in two "
+                "optimizers, so each iteration moves them twice.",
+                view.site, view.n, shared,
+                "Give each parameter one optimizer: leave the shared module out of one of them (or build one "
+                "optimizer with a parameter group per learning rate); adding zero_grad between the two steps "
+                "would drop one loss's gradient from the shared parameters instead.",
+            )
+            return
         view.report(
             CODE,
             f"{view.name}.step() (step {view.n}) used the .grad of {plural(len(view.stale), 'parameter')} still holding "

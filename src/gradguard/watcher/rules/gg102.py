@@ -29,7 +29,11 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     division by the count of passes says they were meant to add up; a skip
     does not divide by the number of passes it throws away.
 
-Each bug is caught in its third step interval ("raise" stops it there, at the
+(e) a step with no gradient at all that is the optimizer's first, after a
+    discard of finite gradient in its interval, is reported at that step (see
+    :func:`at_empty_step`).
+
+Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
 intervals right from its first one to be reported.
 """
@@ -146,11 +150,14 @@ class Lines:
                 line.banned = True
 
     def near(self, site, ost) -> bool:
-        """Would a discard by ``site`` of ``ost``'s gradient now be reported?"""
+        """Would a discard by ``site`` of ``ost``'s gradient now be reported (or, before the optimizer's
+        first step, be reported at that step if it finds no gradient: see :func:`at_empty_step`)?"""
         line = self.lines.get((site, id(ost)))
+        j = ost.steps
+        if j == 0 and (line is None or not line.banned):
+            return True
         if line is None or line.banned or line.run < RUN - 1:
             return False
-        j = ost.steps
         return line.last == j or (line.last == j - 1 and line.confirmed == j - 1)
 
 
@@ -179,7 +186,7 @@ def at_step(view: StepView) -> None:
             continue
         factors = line.factors + [_factor(ps) for ps in fed]
         n = len(factors)
-        if n < 2 or any(f is None or abs(f * n - 1) > 1e-6 for f in factors):
+        if n < 2 or any(f is None or abs(abs(f) * n - 1) > 1e-6 for f in factors):  # (a negated loss: -x / n)
             continue
         source = fed[-1].site
         view.report(
@@ -188,6 +195,27 @@ def at_step(view: StepView) -> None:
             f"{n} at {at(source, line.site)} whose losses were each divided by {n}: the clearing at "
             f"{at(line.site, line.site)} discarded the other {n - len(fed)} of the window before the step.",
             line.site, view.n, view.with_grad,
+        )
+
+
+def at_empty_step(view: StepView) -> None:
+    """(e) The optimizer's first step finds no gradient at all, and a clearing discarded finite gradient in
+    the interval it ends: ``zero_grad`` between backward and step, from the first step on. Reported at this
+    step (a skip on purpose never calls ``step()`` on a gradient it has just thrown away; a non-finite
+    one, (a), was not counted). Later steps keep rule (b): a skip written with an unconditional step
+    happens now and then, mid-run, not at the first step."""
+    if view.ost.steps != 0:
+        return
+    for line in view.memory[CODE].open.get(id(view.ost), []):
+        if line.banned or line.last != 0 or not line.sources:
+            continue
+        source = sorted(line.sources, key=lambda s: (str(s[0]), s[1] or 0))[0]
+        view.report(
+            CODE,
+            f"The backward pass at {at(source, line.site)} put gradients into the parameters of {view.name} and all of "
+            f"them were cleared (cleared at {at(line.site, line.site)}) before its first step, which then ran with no "
+            "gradient at all.",
+            line.site, view.n, view.params,
         )
 
 

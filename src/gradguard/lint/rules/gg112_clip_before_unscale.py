@@ -1,0 +1,349 @@
+"""GG112 clip-before-unscale: a clip (or a norm read) of gradients a GradScaler's scale is still in.
+
+Decided from the flow, never from names. Each function (and the module's top
+level) is followed statement by statement in execution order, as a set of
+states (one per path, up to a bound): which scalers' scale is in ``.grad`` now.
+``X.scale(loss).backward()`` (or ``backward()`` of a name bound to
+``X.scale(...)``, or ``torch.autograd.backward(X.scale(...))``) puts ``X``'s scale
+in; ``X.unscale_(...)``, ``X.step(...)`` and a clearing (``zero_grad``,
+``p.grad = None``) take it out. ``X`` is a scaler by that call shape and by being
+stepped, updated or unscaled somewhere in the file (or built by a ``GradScaler``
+class), whatever it is called. A clip (``clip_grad_norm_``, ``clip_grad_value_``,
+``get_total_norm``, a ``.norm()`` of a ``.grad``) reached while some state holds a
+scale is reported. Both sides of a branch are followed, but a test seen again
+(``if use_amp:`` twice) takes the side it took before; a loop's body is followed
+twice (the window's earlier iterations reach the clip of a later one), its own
+branch decisions forgotten between the two; helpers of the same file called by
+name or through ``self.`` are followed (three deep), their parameters standing
+for the caller's arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+
+from ...findings import Fix
+from .._ast import terminal, text
+from .._edits import Tree
+from .._model import Diagnostic, Module, Report
+
+CODE = "GG112"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg112_clip_before_unscale_bad.py", "gg112_clip_before_unscale_good.py")
+
+# Functions that read the gradients' norm to clip (or log) them.
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_gradients"})
+_NORMS = frozenset({"norm", "vector_norm", "_foreach_norm"})
+_MAX_STATES = 64
+_MAX_DEPTH = 3
+
+
+class State(NamedTuple):
+    scaled: FrozenSet[str]  # the scalers whose scale is in .grad now
+    decided: FrozenSet[Tuple[str, bool]]  # branch tests taken on this path: (dump of the test, side)
+    names: FrozenSet[Tuple[str, str]]  # (name, scaler): a name bound to X.scale(...)
+
+
+class Flow:
+    """The walk over one module: what it found (clip node -> (scaler, clip statement, function))."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.scalers = _scalers(module.tree)
+        self.found: Dict[int, Tuple[ast.AST, str, ast.stmt, Optional[ast.AST]]] = {}
+        self.methods: Dict[str, ast.AST] = {}
+        for methods in module.methods.values():
+            for name, fn in methods.items():
+                self.methods.setdefault(name, fn)
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
+        """Follow ``stmts``: the states falling through, and those leaving by continue/break/return."""
+        out = {"cont": [], "brk": [], "ret": []}
+        for stmt in stmts:
+            if not states:
+                break
+            res = self.stmt(stmt, states, ctx)
+            for k in out:
+                out[k] += res.get(k, [])
+            states = _bound(res["next"])
+        out["next"] = states
+        return out
+
+    def stmt(self, stmt: ast.stmt, states: List[State], ctx) -> Dict[str, List[State]]:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return {"next": states}
+        if isinstance(stmt, ast.If):
+            states = self.exprs([stmt.test], states, stmt, ctx)
+            key, side = _test_key(stmt.test)
+            res_t = self.block(stmt.body, [s for s in states if (key, not side) not in s.decided], ctx)
+            res_t = self._taken(res_t, key, side)
+            res_f = self.block(stmt.orelse, [s for s in states if (key, side) not in s.decided], ctx)
+            res_f = self._taken(res_f, key, not side)
+            return {k: res_t.get(k, []) + res_f.get(k, []) for k in ("next", "cont", "brk", "ret")}
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            head = [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt.test]
+            states = self.exprs(head, states, stmt, ctx)
+            outside = {d for s in states for d in s.decided}
+            ends, ret, cur = list(states), [], states
+            for _ in range(2):  # this iteration, and the next one reaching what it left
+                res = self.block(stmt.body, cur, ctx)
+                ret += res["ret"]
+                cur = [s._replace(decided=frozenset(d for d in s.decided if d in outside))
+                       for s in res["next"] + res["cont"]]
+                ends += cur + res["brk"]
+            res = self.block(stmt.orelse, _bound(ends), ctx)
+            return {"next": res["next"], "ret": ret + res["ret"]}
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            states = self.exprs([i.context_expr for i in stmt.items], states, stmt, ctx)
+            return self.block(stmt.body, states, ctx)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            res = self.block(stmt.body, states, ctx)
+            for h in stmt.handlers:
+                r = self.block(h.body, states, ctx)
+                for k in r:
+                    res[k] = res.get(k, []) + r[k]
+            r = self.block(stmt.orelse, res["next"], ctx)
+            res["next"] = r["next"]
+            if stmt.finalbody:
+                res["next"] = self.block(stmt.finalbody, res["next"], ctx)["next"]
+            return res
+        if isinstance(stmt, ast.Continue):
+            return {"next": [], "cont": states}
+        if isinstance(stmt, ast.Break):
+            return {"next": [], "brk": states}
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            states = self.exprs([c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)], states, stmt, ctx)
+            return {"next": [], "ret": states if isinstance(stmt, ast.Return) else []}
+        if isinstance(stmt, (ast.Assign, ast.Delete)) and _clears_grad(stmt):
+            return {"next": [s._replace(scaled=frozenset()) for s in states]}
+        exprs = [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)]
+        states = self.exprs(exprs, states, stmt, ctx)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            scaler = self._scale_of(stmt.value, ctx)
+            states = [s._replace(names=frozenset({(n, x) for n, x in s.names if n != name}
+                                                 | ({(name, scaler)} if scaler else set()))) for s in states]
+        return {"next": states}
+
+    @staticmethod
+    def _taken(res, key, side):
+        return {k: [s._replace(decided=s.decided | {(key, side)}) for s in v] for k, v in res.items()}
+
+    # ------------------------------------------------------------ calls, in evaluation order
+    def exprs(self, exprs: List[ast.expr], states: List[State], stmt: ast.stmt, ctx) -> List[State]:
+        for e in exprs:
+            for call in _calls_in_order(e):
+                states = self.call(call, states, stmt, ctx)
+        return states
+
+    def call(self, call: ast.Call, states: List[State], stmt: ast.stmt, ctx) -> List[State]:
+        func = call.func
+        name = terminal(func)
+        recv = func.value if isinstance(func, ast.Attribute) else None
+        # a helper of this file (a function, or a method through self.): followed, its parameters
+        # standing for the arguments
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = self.module.functions.get(func.id)
+        elif isinstance(recv, ast.Name) and recv.id == "self":
+            fn = self.methods.get(func.attr)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if len(ctx[1]) >= _MAX_DEPTH or fn in ctx[1]:
+                return states
+            res = self.block(fn.body, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
+            after = res["next"] + res["ret"]
+            return _bound(after) if after else states
+        # a scaled backward pass
+        if name == "backward":
+            root = call.args[0] if call.args and recv is not None and text(recv) in ("torch.autograd", "autograd") else recv
+            scaler = self._scale_of(root, ctx)
+            if scaler is not None:
+                return [s._replace(scaled=s.scaled | {scaler}) for s in states]
+            if isinstance(root, ast.Name):
+                return [s._replace(scaled=s.scaled | {x for n, x in s.names if n == root.id}) for s in states]
+            return states
+        if recv is not None and name in ("unscale_", "step"):
+            scaler = self._resolve(text(recv), ctx)
+            if scaler in self.scalers:
+                return [s._replace(scaled=s.scaled - {scaler}) for s in states]
+        if name == "zero_grad" or name == "_foreach_zero_":
+            return [s._replace(scaled=frozenset()) for s in states]
+        if self._clips(call):
+            held = sorted({x for s in states for x in s.scaled})
+            if held:
+                self.found.setdefault(id(call), (call, held[0], stmt, ctx[0]))
+            return states
+        return states
+
+    def _clips(self, call: ast.Call) -> bool:
+        func = call.func
+        name = terminal(func)
+        if name in _CLIPS:
+            return True
+        if name in _NORMS:
+            recv = func.value if isinstance(func, ast.Attribute) else None
+            # p.grad.norm(), p.grad.data.norm(2), torch.norm(p.grad), torch.linalg.vector_norm(g.grad)
+            if recv is not None and _is_grad(recv):
+                return True
+            return any(_is_grad(a) for a in call.args[:1])
+        return False
+
+    def _scale_of(self, node: Optional[ast.AST], ctx) -> Optional[str]:
+        """``X`` when ``node`` is ``X.scale(...)`` and ``X`` is a scaler of this file."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "scale" and node.args:
+            x = self._resolve(text(node.func.value), ctx)
+            if x in self.scalers:
+                return x
+        return None
+
+    @staticmethod
+    def _resolve(name: str, ctx) -> str:
+        """The caller's words for a helper's parameter (``scaler`` inside ``step(s, opt)`` called as ``step(self.scaler, opt)``)."""
+        head, dot, rest = name.partition(".")
+        for rename in (ctx[2],):
+            if head in rename:
+                return rename[head] + dot + rest
+        return name
+
+
+def _bind(fn, call: ast.Call, ctx, flow: Flow) -> Dict[str, str]:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if params and params[0] == "self" and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    rename = {}
+    for p, a in zip(params, call.args):
+        rename[p] = flow._resolve(text(a), ctx)
+    for k in call.keywords:
+        if k.arg:
+            rename[k.arg] = flow._resolve(text(k.value), ctx)
+    return rename
+
+
+def _scalers(tree: ast.AST) -> set:
+    """What the file uses as a GradScaler: the receivers of ``.scale(x)`` that are also stepped with an
+    argument (``X.step(optimizer)``), updated, or unscaled; and what a ``*GradScaler(...)`` call builds."""
+    scale, other = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr, recv = node.func.attr, text(node.func.value)
+            if attr == "scale" and node.args:
+                scale.add(recv)
+            elif attr in ("unscale_", "update") or (attr == "step" and node.args):
+                other.add(recv)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            if terminal(node.value.func).endswith("GradScaler"):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                other.update(text(t) for t in targets)
+    # ``X.scale(...)`` itself is checked against the first set: a receiver of both
+    return (scale & other) | other
+
+
+def _is_grad(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "grad"
+
+
+def _clears_grad(stmt) -> bool:
+    targets = stmt.targets
+    return any(_is_grad(t) for t in targets) and (
+        isinstance(stmt, ast.Delete) or (isinstance(stmt.value, ast.Constant) and stmt.value.value is None))
+
+
+def _test_key(test: ast.expr) -> Tuple[str, bool]:
+    side = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, side = test.operand, not side
+    return ast.dump(test), side
+
+
+def _calls_in_order(node: ast.AST) -> List[ast.Call]:
+    """The calls of an expression, each after the calls in its arguments and receiver (evaluation order);
+    lambdas and comprehensions' bodies included (a generator of .grad norms is read where it is consumed)."""
+    out: List[ast.Call] = []
+
+    def visit(n):
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+        if isinstance(n, ast.Call):
+            out.append(n)
+
+    visit(node)
+    return out
+
+
+def _bound(states: List[State]) -> List[State]:
+    """Without duplicates; over the bound, merged into one state holding every scale (a may-analysis)."""
+    seen = list(dict.fromkeys(states))
+    if len(seen) <= _MAX_STATES:
+        return seen
+    return [State(frozenset().union(*(s.scaled for s in seen)), frozenset(), frozenset().union(*(s.names for s in seen)))]
+
+
+def check_module(module: Module, report: Report) -> None:
+    if "scale" not in module.source:
+        return
+    flow = Flow(module)
+    if not flow.scalers:
+        return
+    start = [State(frozenset(), frozenset(), frozenset())]
+    top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    flow.block(top, start, (None, (), {}))
+    for fn in ast.walk(module.tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            flow.block(fn.body, start, (fn, (fn,), {}))
+    for call, scaler, stmt, fn in sorted(flow.found.values(), key=lambda f: (f[0].lineno, f[0].col_offset)):
+        report(
+            CODE,
+            call,
+            f"`{text(call.func)}(...)` reads gradients that `{scaler}.scale(loss).backward()` left multiplied by the "
+            f"scale, before any `{scaler}.unscale_(...)`.",
+            optimizer=scaler,  # (the scaler, for the fix)
+            step=stmt,
+        )
+
+
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """Insert ``scaler.unscale_(optimizer)`` before the clip's statement.
+
+    Only where it is provably once per step: the clip's statement and ``scaler.step(optimizer)`` (one
+    optimizer) sit in the same block, the step after the clip with no backward pass between, and the
+    function holding the clip calls ``unscale_`` nowhere, nor any helper of the file that does (a
+    second ``unscale_`` before ``update()`` raises).
+    """
+    stmt, scaler = d.step, d.optimizer
+    if not isinstance(stmt, ast.stmt) or not scaler or _unscales(t, stmt):
+        return None
+    block = t.block.get(stmt)
+    if block is None or not t.starts_line(stmt):
+        return None
+    after = block[block.index(stmt) + 1:]
+    steps = []
+    for s in after:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr == "backward" and not steps:
+                    return None  # a backward pass between the clip and the step
+                if n.func.attr == "step" and text(n.func.value) == scaler and len(n.args) == 1:
+                    steps.append(text(n.args[0]))
+    if len(set(steps)) != 1:
+        return None
+    return Fix(f"Unscale first: `{scaler}.unscale_({steps[0]})`", (t.insert_before(stmt, f"{scaler}.unscale_({steps[0]})"),))
+
+
+def _unscales(t: Tree, stmt: ast.stmt) -> bool:
+    """The function holding ``stmt`` (the module, at top level) calls ``unscale_``, itself or through a
+    function of the file that does."""
+    scope = stmt
+    while scope in t.parent and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        scope = t.parent[scope]
+    helpers = {fn.name for fn in ast.walk(t.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(isinstance(n, ast.Attribute) and n.attr == "unscale_" for n in ast.walk(fn))}
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Attribute) and (n.attr == "unscale_" or n.attr in helpers):
+            return True
+        if isinstance(n, ast.Name) and n.id in helpers:
+            return True
+    return False

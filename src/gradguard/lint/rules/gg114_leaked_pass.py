@@ -1,0 +1,148 @@
+"""GG114 leaked-pass: a backward pass before a loop that clears only after its steps.
+
+A loop whose iteration back-propagates before it clears (``backward(); step();
+zero_grad()``) relies on ``.grad`` being empty when it starts. Walking back from
+the loop through the statements that run before it in its function (out of an
+``if``, ``with`` or ``try`` around it, not out of an enclosing loop or the
+function), the first statement that touches the gradient buffer decides: a
+backward pass (or a call of a helper of the file that back-propagates and neither
+steps nor clears, evaluation code) leaks into the loop's first step; a clearing,
+a step or anything the linter cannot see into ends the search silently.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterator, List, Optional
+
+from ...findings import Fix
+from .._ast import text
+from .._edits import Tree
+from .._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, READ, STEP, classify_call, classify_statement
+from .._model import Diagnostic, Loop, Report
+
+CODE = "GG114"
+#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+FIXTURES = ("gg114_leaked_pass_bad.py", "gg114_leaked_pass_good.py")
+
+_BUFFER = (BACKWARD, CLEAR, MAYBE_CLEAR, MANAGED)
+_STOP = (CLEAR, MAYBE_CLEAR, STEP, MANAGED, READ)
+
+
+def check_loop(loop: Loop, report: Report) -> None:
+    if loop.kind not in ("for", "while") or not loop.steps or not loop.step_paths:
+        return
+    for path in loop.step_paths:
+        first = next((e for e in path.events if e.kind in _BUFFER), None)
+        if first is None or first.kind != BACKWARD:
+            return  # some iteration clears (or hands the window to gradguard) before it back-propagates
+    targets = {e.target for e in loop.steps}
+    module = loop.module
+    parents = _parents(loop.scope if loop.scope is not None else module.tree)
+    stray = _before(loop.node, parents, module)
+    if stray is None:
+        return
+    report(
+        CODE,
+        stray,
+        f"`{text(stray.func)}(...)` back-propagates before the loop at line {loop.node.lineno}, which clears only "
+        f"after its steps: this gradient is added to the first step's.",
+        loop=loop,
+        backward=stray,
+        optimizer=next(iter(targets)) if len(targets) == 1 else None,
+    )
+
+
+def _parents(root: ast.AST) -> Dict[int, ast.AST]:
+    out = {}
+    for node in ast.walk(root):
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = node
+    return out
+
+
+def _before(stmt: ast.stmt, parents, module) -> Optional[ast.Call]:
+    """The stray backward call before ``stmt``, or None (see the module's docstring)."""
+    while True:
+        parent = parents.get(id(stmt))
+        if parent is None:
+            return None
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list) and any(s is stmt for s in b)), None)
+        if block is None:
+            return None
+        for prev in reversed(block[: next(i for i, s in enumerate(block) if s is stmt)]):
+            kinds = list(_events(prev, module))
+            if not kinds:
+                continue
+            if isinstance(prev, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.With, ast.AsyncWith)):
+                if any(k in _STOP or k == "other" for k, _ in kinds):
+                    return None
+                backward = [call for k, call in kinds if k == BACKWARD]
+                if backward:
+                    return backward[-1]
+            return None
+        if isinstance(parent, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            stmt = parent
+            continue
+        return None  # the top of a function, a class, a loop, or the module
+
+
+def _events(stmt: ast.stmt, module, depth: int = 0) -> Iterator[tuple]:
+    """(kind, call) of the gradient-buffer events of a statement; a helper of the file counts as the
+    events of its body ("other" for a helper that steps or clears; a backward inside it as a backward)."""
+    kind = classify_statement(stmt)
+    if kind is not None:
+        yield kind[0], stmt
+    for node in _walk(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        found = classify_call(node, frozenset(module.optimizer_names))
+        if found is not None:
+            yield found[0], node
+            continue
+        fn = module.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None
+        if fn is not None and depth < 2:
+            inner = [k for s in fn.body for k in _events(s, module, depth + 1)]
+            if any(k in _STOP or k == "other" for k, _ in inner):
+                yield "other", node
+            elif any(k == BACKWARD for k, _ in inner):
+                yield BACKWARD, node
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` without entering nested functions, classes or lambdas."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                todo.append(c)
+
+
+def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """Clear with the loop's optimizer right before the loop (after whatever reads the stray gradient).
+
+    Only with one stepped optimizer that is bound before the loop: a function parameter, an attribute
+    of ``self``, or a name assigned before the loop in the same function.
+    """
+    loop, opt = d.loop, d.optimizer
+    if loop is None or not opt or opt == "<manual>" or not t.starts_line(loop.node):
+        return None
+    head = opt.split(".")[0]
+    scope = loop.scope
+    bound = head == "self"
+    if scope is not None and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = scope.args
+        bound = bound or head in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    root = scope if scope is not None else loop.module.tree
+    bound = bound or any(
+        isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < loop.node.lineno
+        and any(isinstance(x, ast.Name) and x.id == head for tgt in (n.targets if isinstance(n, ast.Assign) else [n.target]) for x in ast.walk(tgt))
+        for n in ast.walk(root)
+    )
+    if not bound:
+        return None
+    # unsafe: it changes the first update, which is the point, but a pass meant as the loop's first
+    # micro-batch would be dropped by it
+    return Fix(f"Clear `{opt}` before the loop", (t.insert_before(loop.node, f"{opt}.zero_grad(set_to_none=True)"),), "unsafe")
