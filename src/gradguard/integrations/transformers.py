@@ -32,6 +32,11 @@ import torch.nn.functional as F  # noqa: E402
 from transformers import Trainer, TrainerCallback  # noqa: E402
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
 
+try:  # where Trainer.compute_loss takes it from (transformers >= 4.46); before, from transformers.trainer
+    from transformers.trainer_utils import _is_peft_model  # noqa: E402
+except ImportError:  # pragma: no cover - older transformers
+    from transformers.trainer import _is_peft_model  # noqa: E402
+
 from .._errors import GradguardError
 from ._watch import FrameworkWatch, loss_line
 
@@ -581,9 +586,16 @@ class _ExactLoss:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.original_batches = trainer.get_batch_samples  # the class's (or subclass's) own, bound
-        self.shifted: Optional[bool] = None  # does the loss target labels[..., 1:]? decided on the first window
-        self.decoder_from_labels = False  # encoder-decoder: build decoder_input_ids from labels as the model would
-        self.labels_to_model = False  # the forward requires labels: pass them (its own loss is discarded)
+        self.shifted: Optional[bool] = None  # does the loss target labels[..., 1:]?
+        self.learned = False  # was the shift read from the model's own loss (else: the Trainer's rule, for now)
+        self.smoother = trainer.label_smoother
+        if self.smoother is not None:
+            # The Trainer's own shift for its label smoother, read as its compute_loss reads it (through PEFT).
+            self.shifted, self.learned = _smoother_shifts(trainer, trainer.model), True
+        self.ignore = self.smoother.ignore_index if self.smoother is not None else IGNORE
+        self.window = 0  # windows begun
+        self.left = 0  # micro-batches of the window not yet through compute_loss
+        self.gaps: list = []  # per micro-batch of the window: (model's own loss, token mean, targets), detached
 
     # The Trainer calls this once per window with the window's micro-batches.
     def get_batch_samples(self, epoch_iterator, num_batches, device):
@@ -595,13 +607,15 @@ class _ExactLoss:
                 "exact() weights micro-batches by their target tokens, read from each batch's 'labels'; this batch "
                 f"has only {sorted(batches[0].keys())}: give the batches labels (-100 where nothing is predicted)"
             )
-        if self.shifted is None:
+        if not self.learned:
             self._learn_the_loss(batches)
-        local = sum(self._targets(b["labels"]).ne(IGNORE).sum() for b in batches).to(device)
+        local = sum(self._targets(b).ne(self.ignore).sum() for b in batches).to(device)
         if self.trainer.args.world_size > 1:
             # One collective per window for the global count, as the Trainer's own count under
             # average_tokens_across_devices (which exact() needs whatever that flag says).
             local = self.trainer.accelerator.gather(local.reshape(1)).sum()
+        self.window += 1
+        self.left, self.gaps = len(batches), []
         return batches, local
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -609,87 +623,135 @@ class _ExactLoss:
         if num_items_in_batch is None or not model.training:  # evaluation, or a call outside train()
             return Trainer.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
-        labels = inputs["labels"]
-        outputs = model(**self._model_inputs(model, inputs))
+        # The labels go to the model too: its own loss (a micro-batch mean, computed there anyway) is
+        # what every micro-batch's token mean below is checked against.
+        outputs = model(**inputs)
+        own = _own_loss(outputs)
+        if own is None:
+            raise GradguardError(
+                f"{type(trainer.accelerator.unwrap_model(model)).__name__} returned no loss for a batch with labels, "
+                "so exact() cannot check that its loss is the token-mean cross entropy it makes exact: return "
+                "{'loss': ..., 'logits': ...} from forward when labels are given"
+            )
+        logits, targets = _logits(outputs), self._targets(inputs)
+        if self.shifted and "shift_labels" not in inputs:
+            logits = logits[..., :-1, :]
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()  # as the models' own losses and the Trainer's label smoother do
+        flat, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device)
+        kept = targets.ne(self.ignore)
         # A window without any target (all labels ignored) has no direction: a zero loss, not 0/0.
         total = num_items_in_batch.clamp(min=1) if torch.is_tensor(num_items_in_batch) else max(num_items_in_batch, 1)
-        if trainer.label_smoother is not None:
-            # The Trainer's own smoothing, which divides its sums by the count it is given.
-            loss = trainer.label_smoother(outputs, labels, shift_labels=self.shifted, num_items_in_batch=total)
+        if self.smoother is not None:
+            # The Trainer's LabelSmoother, with the count of the targets it sums over.
+            logp = F.log_softmax(flat, dim=-1)
+            nll = -logp.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1).masked_fill(~kept, 0.0).sum()
+            smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
+            eps = self.smoother.epsilon
+            loss = ((1 - eps) * nll + eps * smooth) / total
         else:
-            logits, targets = _logits(outputs), self._targets(labels)
-            if self.shifted:
-                logits = logits[..., :-1, :]
-            if logits.dtype in (torch.float16, torch.bfloat16):
-                logits = logits.float()  # as the models' own losses do
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device),
-                                   ignore_index=IGNORE, reduction="sum") / total
+            nll = F.cross_entropy(flat, targets, ignore_index=self.ignore, reduction="sum")
+            loss = nll / total
+        self._check(own, nll, kept.sum(), logits.dtype)
         if trainer.args.world_size > 1:
             loss = loss * trainer.args.world_size  # DDP and DeepSpeed average the gradients over processes
+        if hasattr(outputs, "keys") and "loss" in outputs.keys():
+            outputs["loss"] = loss
         return (loss, outputs) if return_outputs else loss
 
     # ------------------------------------------------------------- helpers
-    def _targets(self, labels):
+    def _targets(self, batch):
+        if "shift_labels" in batch:  # padding-free collators give the targets already aligned with the logits
+            return batch["shift_labels"]
+        labels = batch["labels"]
         return labels[..., 1:] if self.shifted else labels
 
-    def _model_inputs(self, model, inputs):
-        out = dict(inputs)
-        labels = out["labels"] if self.labels_to_model else out.pop("labels")
-        if self.decoder_from_labels and "decoder_input_ids" not in out and "decoder_inputs_embeds" not in out:
-            unwrapped = self.trainer.accelerator.unwrap_model(model)
-            out["decoder_input_ids"] = unwrapped.prepare_decoder_input_ids_from_labels(labels=labels)
-        return out
+    def _check(self, own, nll, count, dtype) -> None:
+        """Keep the gap between the model's own loss and the token mean; judge the window at its last micro-batch.
+
+        Kept as tensors (no host read) until the window's last micro-batch, then one read (and, with several
+        processes, one all-reduce) per window, before that micro-batch's backward and the optimizer step.
+        """
+        self.gaps.append((own.detach().float(), nll.detach().float(), count.detach()))
+        self.left -= 1
+        if self.left > 0:
+            return
+        own_l, sums, counts = (torch.stack(x).reshape(len(self.gaps), -1)[:, 0] for x in zip(*self.gaps))
+        mean = sums / counts.clamp(min=1)
+        finite = torch.isfinite(own_l)
+        # With targets: the model's mean must be the token mean. Without: the model has no target either
+        # (its 0/0, or a 0 it returns for an empty batch).
+        gap = torch.where(counts > 0, (own_l - mean).abs() / own_l.abs().clamp(min=1),
+                          torch.where(finite, own_l.abs(), torch.zeros_like(own_l)))
+        gap = torch.where(torch.isnan(gap), torch.full_like(gap, float("inf")), gap)
+        worst = gap.max()
+        if self.trainer.args.world_size > 1 and torch.distributed.is_initialized():
+            # Every process refuses together (one alone would leave the others waiting in the next collective).
+            worst = worst.to(self.trainer.args.device)
+            torch.distributed.all_reduce(worst, op=torch.distributed.ReduceOp.MAX)
+        tol = 1e-3 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+        if float(worst) <= tol:
+            return
+        i = int(gap.argmax())
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        raise GradguardError(
+            f"{type(model).__name__}'s own loss on micro-batch {i + 1} of window {self.window} "
+            f"({float(own_l[i]):.6g}) is not the token-mean cross entropy of its logits over the labels != "
+            f"{self.ignore}{' after the first position' if self.shifted else ''} ({float(mean[i]):.6g} over "
+            f"{int(counts[i])} targets), the loss exact() makes exact (it ignores another label value, or "
+            "weighs or reduces its tokens otherwise); nothing was updated in this window: give the ignored positions "
+            f"the label {self.ignore}, or weight the micro-batches yourself in a compute_loss that returns the summed "
+            "loss divided by num_items_in_batch and check it with check_trainer"
+        )
 
     def _learn_the_loss(self, batches) -> None:
-        """Decide whether the model's loss shifts labels, and check that it is the token mean exact() makes."""
+        """Decide from the model's own loss whether it shifts labels (the first micro-batch with targets decides).
+
+        Until a micro-batch has a target, the Trainer's rule stands in (a window without targets counts 0 either
+        way, or is refused by the check of every micro-batch).
+        """
         trainer = self.trainer
         model = trainer.accelerator.unwrap_model(trainer.model)
-        self.decoder_from_labels = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) and hasattr(
-            model, "prepare_decoder_input_ids_from_labels")
-        labels_param = inspect.signature(model.forward).parameters.get("labels")
-        self.labels_to_model = labels_param is not None and labels_param.default is inspect.Parameter.empty
-        if trainer.label_smoother is not None:
-            # The Trainer's rule for its label smoother (its compute_loss shifts for causal-LM classes).
-            self.shifted = model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
-            return
+        self.shifted = _smoother_shifts(trainer, trainer.model) or bool(getattr(trainer, "_loss_shifts_labels", False))
+        if all("shift_labels" in b for b in batches):
+            return  # the collator aligned the targets: nothing to shift
         training = model.training
         model.eval()  # no dropout (the two forwards below must see the same logits), no random numbers drawn
         try:
             with torch.no_grad():
                 for batch in batches:
                     batch = trainer._prepare_inputs(batch)
-                    own = _own_loss(model(**batch))
+                    out = model(**batch)
+                    own = _own_loss(out)
                     if own is None:
                         raise GradguardError(
                             f"{type(model).__name__} returned no loss for a batch with labels, so exact() cannot "
                             "check that its loss is the token-mean cross entropy it makes exact: return "
                             "{'loss': ..., 'logits': ...} from forward when labels are given"
                         )
-                    if not torch.isfinite(own):
-                        continue  # no target in this micro-batch (0/0): try the next one
-                    logits = _logits(model(**self._model_inputs(model, batch)))
                     labels = batch["labels"]
+                    if not torch.isfinite(own) or labels.dim() < 2:
+                        continue  # no target in this micro-batch (0/0): try the next one
+                    logits = _logits(out)
                     plain = _mean_ce(logits, labels)
-                    shifted = _mean_ce(logits[..., :-1, :], labels[..., 1:]) if labels.dim() >= 2 else None
-                    candidates = [(abs(float(own - plain)), False)]
-                    if shifted is not None:
-                        candidates.append((abs(float(own - shifted)), True))
-                    gap, self.shifted = min(candidates)
-                    tol = 2e-2 if logits.dtype in (torch.float16, torch.bfloat16) else 1e-4
-                    if gap > tol * max(1.0, abs(float(own))):
-                        self.shifted = None
-                        raise GradguardError(
-                            f"{type(model).__name__}'s loss ({float(own):.6g} on the first micro-batch) is not the "
-                            f"token-mean cross entropy of its logits over its labels ({float(plain):.6g}"
-                            + (f", or {float(shifted):.6g} with shifted labels" if shifted is not None else "")
-                            + "), the loss exact() makes exact: weight its micro-batches yourself in a compute_loss "
-                            "that returns the summed loss divided by num_items_in_batch, and check it with "
-                            "check_trainer"
-                        )
-                    return
+                    shifted = _mean_ce(logits[..., :-1, :], labels[..., 1:])
+                    self.shifted = abs(float(own - shifted)) < abs(float(own - plain))
+                    self.learned = True
+                    return  # whether the loss is that token mean: checked on every micro-batch while training
         finally:
             model.train(training)
-        self.shifted = bool(labels.dim() >= 2 and model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+
+
+def _smoother_shifts(trainer, model) -> bool:
+    """Whether ``Trainer.compute_loss`` shifts the labels for its label smoother on ``model``.
+
+    Read as the Trainer reads it: through the accelerator's wrappers and a PEFT model to the model underneath,
+    whose class transformers registers as a causal LM or not.
+    """
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    if _is_peft_model(unwrapped):
+        unwrapped = unwrapped.base_model.model
+    return unwrapped._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
 
 
 def _logits(outputs):
