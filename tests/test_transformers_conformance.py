@@ -1,0 +1,253 @@
+"""``exact(trainer)`` and ``check_trainer`` across model families, wrappers and options (issue 34).
+
+Every cell trains one window with the real HF ``Trainer`` (SGD, lr=1, no
+clipping, no decay: the parameter change is minus the gradient it applied)
+and compares it with an independent float64 reference built here: each row
+run alone and unpadded through a float64 copy of the model, the model's own
+objective (its targets, shifted for causal LMs; the Trainer's label smoothing
+when set) summed over every target token of the window and divided by their
+count. A cell passes when ``exact()`` applies that gradient within float32
+round-off or refuses with a ``GradguardError`` before any parameter changed,
+and ``check_trainer`` reports the error the stock trainer really makes (to 3
+digits), "equivalent" on every exact one. A few cells run by default; the
+whole matrix is marked slow. No download: every model is built from a tiny
+config.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+transformers = pytest.importorskip("transformers")
+
+import gradguard as gg  # noqa: E402
+from gradguard.integrations.transformers import check_trainer, exact  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+V = 40  # vocabulary
+SEQ2SEQ = {"t5", "bart"}
+DECODERS = {"gpt2", "llama", "qwen2", "mistral", "gemma"}
+SHIFTED = DECODERS  # the families whose own loss targets labels[..., 1:]
+
+
+class CustomLM(nn.Module):
+    """A custom module (no ``**kwargs``): the mean cross entropy over the labels other than -100 and ``ignore``."""
+
+    def __init__(self, ignore=-100):
+        super().__init__()
+        self.emb = nn.Embedding(V, 16)
+        self.head = nn.Linear(16, V)
+        self.ignore = ignore
+
+    def forward(self, input_ids, attention_mask=None, labels=None):
+        logits = self.head(torch.tanh(self.emb(input_ids)))
+        loss = None
+        if labels is not None:
+            labels = labels.masked_fill(labels == self.ignore, -100)
+            loss = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
+
+
+def family_model(kind, wrapper="none"):
+    torch.manual_seed(0)
+    small = dict(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                 num_key_value_heads=1, max_position_embeddings=64)
+    if kind == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=V, n_positions=64, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0))
+    elif kind == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**small))
+    elif kind == "qwen2":
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**small))
+    elif kind == "mistral":
+        model = transformers.MistralForCausalLM(transformers.MistralConfig(**small))
+    elif kind == "gemma":
+        model = transformers.GemmaForCausalLM(transformers.GemmaConfig(**small, head_dim=8))
+    elif kind == "bert":
+        model = transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=V, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    elif kind == "t5":
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=V, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2,
+            dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0))
+    elif kind == "bart":
+        model = transformers.BartForConditionalGeneration(transformers.BartConfig(
+            vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1, bos_token_id=0,
+            eos_token_id=2, decoder_start_token_id=2))
+    else:
+        model = CustomLM()
+    if wrapper == "lora":
+        peft = pytest.importorskip("peft")
+        targets = {"gpt2": ["c_attn"], "bert": ["query", "value"], "t5": ["q", "v"], "bart": ["q_proj", "v_proj"],
+                   "custom": ["head"]}.get(kind, ["q_proj", "v_proj"])
+        task = "SEQ_2_SEQ_LM" if kind in SEQ2SEQ else ("CAUSAL_LM" if kind in DECODERS else None)
+        # init_lora_weights=False: B is random too, so both LoRA factors get a gradient to compare.
+        model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=targets, task_type=task,
+                                                           init_lora_weights=False, lora_dropout=0.0))
+    return model
+
+
+def family_rows(kind, n, seed=0, ignore_first=False):
+    """``n`` unpadded rows of random ids, 3 to 12 tokens long, with the labels the family trains on."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = 3 + (i * 7 + seed) % 10
+        ids = torch.randint(3, V, (length,), generator=g)
+        if kind == "bert":  # masked LM: about a third of the positions are targets, at least one
+            labels = torch.full_like(ids, -100)
+            pick = torch.rand(length, generator=g) < 0.35
+            pick[i % length] = True
+            labels[pick] = ids[pick]
+        elif kind in SEQ2SEQ:
+            labels = torch.randint(3, V, (2 + (i * 5 + seed) % 7,), generator=g)
+        else:
+            labels = ids.clone()
+            if ignore_first and i % 2 == 0:
+                labels[0] = -100  # some rows mask their first position: the stock GPT2 count differs there
+        out.append({"input_ids": ids, "labels": labels})
+    return out
+
+
+class Collate:
+    """Pad to the micro-batch's longest row on ``side``; labels with ``label_pad``; decoders get position ids."""
+
+    def __init__(self, kind, side="right", label_pad=-100):
+        self.kind, self.side, self.label_pad = kind, side, label_pad
+
+    def __call__(self, rows_):
+        def pad(key, fill):
+            longest = max(len(r[key]) for r in rows_)
+            parts = []
+            for r in rows_:
+                extra = r[key].new_full((longest - len(r[key]),), fill)
+                parts.append(torch.cat([r[key], extra] if self.side == "right" else [extra, r[key]]))
+            return torch.stack(parts)
+
+        ids = pad("input_ids", 0)
+        mask = pad("attention_mask", 0) if "attention_mask" in rows_[0] else \
+            torch.stack([self._mask(len(r["input_ids"]), ids.shape[1]) for r in rows_])
+        out = {"input_ids": ids, "attention_mask": mask, "labels": pad("labels", self.label_pad)}
+        if self.kind in DECODERS:  # positions count real tokens only, whichever side is padded
+            out["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
+        return out
+
+    def _mask(self, n, longest):
+        m = (torch.arange(longest) < n).long()
+        return m if self.side == "right" else m.flip(0)
+
+
+def reference(model, kind, data, smoothing=0.0, ignore=-100):
+    """float64 gradient of the mean loss over every target token of ``data``, each row alone and unpadded."""
+    ref = copy.deepcopy(model).double()
+    total, count = 0.0, 0
+    for r in data:
+        ids, labels = r["input_ids"][None], r["labels"][None]
+        # A seq2seq model builds its decoder inputs from the labels; the loss is computed here from the logits.
+        logits = ref(input_ids=ids, labels=labels)["logits"] if kind in SEQ2SEQ else ref(input_ids=ids)["logits"]
+        if kind in SHIFTED:
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        labels = labels.masked_fill(labels == ignore, -100)
+        total = total + F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100,
+                                        reduction="sum", label_smoothing=smoothing)
+        count += int((labels != -100).sum())
+    (total / count).backward()
+    return {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+
+
+def make_trainer(tmp_path, model, data, k, collate, cls=transformers.Trainer, **kw):
+    """SGD with lr=1, no clipping, no decay, constant rate; rows in order, micro-batches of 2."""
+    kw = {"max_steps": 1, "learning_rate": 1.0, "optim": "sgd", "lr_scheduler_type": "constant", "max_grad_norm": 0.0,
+          **kw}
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=k, weight_decay=0.0,
+        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, seed=0, train_sampling_strategy="sequential", **kw)
+    return cls(model=model, args=args, train_dataset=data, data_collator=collate)
+
+
+def applied_error(trainer, want):
+    """Train; ``max|-(change) - want| / max|want|``: the gradient the trainer applied against ``want``."""
+    model = trainer.model
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer.train()
+    diff = max(float(((before[n] - p.detach()).double() - want[n]).abs().max())
+               for n, p in model.named_parameters() if n in want)
+    return diff / max(float(w.abs().max()) for w in want.values())
+
+
+# ------------------------------------------------------------------ item 1
+def test_exact_lora_causal_lm_with_label_smoothing(tmp_path):
+    """A PeftModelForCausalLM's smoothed loss shifts its labels, as the Trainer's does (0.98 off before)."""
+    pytest.importorskip("peft")
+    kind, k = "llama", 2
+    data = family_rows(kind, 2 * k)
+    want = reference(family_model(kind, "lora"), kind, data, smoothing=0.1)
+    trainer = make_trainer(tmp_path, family_model(kind, "lora"), data, k, Collate(kind), label_smoothing_factor=0.1)
+    assert type(trainer.model).__name__ == "PeftModelForCausalLM"
+    assert applied_error(exact(trainer), want) < 1e-5
+    # The control: the stock Trainer (which looks through PEFT too) is exact here; the unshifted smoothing
+    # (every token predicting itself) is far from this reference.
+    stock = make_trainer(tmp_path, family_model(kind, "lora"), data, k, Collate(kind), label_smoothing_factor=0.1)
+    assert applied_error(stock, want) < 1e-5
+    unshifted = family_model(kind, "lora")
+    model_ref = copy.deepcopy(unshifted).double()
+    logits = torch.cat([model_ref(input_ids=r["input_ids"][None])["logits"][0] for r in data])
+    labels = torch.cat([r["labels"] for r in data])
+    F.cross_entropy(logits, labels, label_smoothing=0.1).backward()
+    wrong = {n: p.grad for n, p in model_ref.named_parameters() if p.grad is not None}
+    assert max(float((wrong[n] - want[n]).abs().max()) for n in want) / max(
+        float(w.abs().max()) for w in want.values()) > 0.1
+
+
+# ------------------------------------------------------------------ item 2
+def _zero_padded(kind, n, equal_first):
+    rows = family_rows(kind, n)
+    if equal_first:  # the first micro-batch's two rows have one length: no padding there
+        rows[1] = {"input_ids": rows[0]["input_ids"].flip(0), "labels": rows[0]["labels"].flip(0)}
+    return rows
+
+
+def test_exact_refuses_a_model_that_ignores_another_label_on_any_window(tmp_path):
+    """Labels padded with 0, which the model's loss ignores: refused before any update, whichever micro-batch pads."""
+    k = 2
+    data = _zero_padded("custom", 2 * k, equal_first=True)
+    model = CustomLM(ignore=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(make_trainer(tmp_path, model, data, k, Collate("custom", label_pad=0)))
+    with pytest.raises(gg.GradguardError, match=r"CustomLM's own loss on micro-batch 2 of window 1 .* is not the "
+                                                r"token-mean cross entropy .* nothing was updated"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    # The control: the same model with labels padded with -100 (its ignored 0 never occurs) is made exact.
+    want = reference(_custom(0), "custom", data, ignore=0)
+    assert applied_error(exact(make_trainer(tmp_path, _custom(0), data, k, Collate("custom"))), want) < 1e-5
+
+
+def _custom(ignore):
+    torch.manual_seed(0)
+    return CustomLM(ignore=ignore)
+
+
+def test_exact_first_window_without_targets(tmp_path):
+    """A first window whose labels are all -100: no update, no error; the next window is exact."""
+    kind, k = "llama", 2
+    data = family_rows(kind, 4 * k)
+    for r in data[: 2 * k]:
+        r["labels"] = torch.full_like(r["labels"], -100)
+    want = reference(family_model(kind), kind, data[2 * k:])
+    trainer = exact(make_trainer(tmp_path, family_model(kind), data, k, Collate(kind), max_steps=2))
+    assert applied_error(trainer, want) < 1e-5
+    assert trainer.state.global_step == 2
