@@ -426,11 +426,14 @@ def test_exact_leaves_evaluation_and_the_logged_loss_alone(tmp_path):
 
 
 def test_exact_refuses_a_compute_loss_it_cannot_see_into(tmp_path):
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 4), 2, cls=MeanComputeLoss)
+    # An override is kept and checked: one that ignores num_items_in_batch is refused before the update.
+    model = family_model("gpt2")
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(family_trainer(tmp_path, model, family_rows("gpt2", 4), 2, cls=MeanComputeLoss))
     with pytest.raises(gg.GradguardError, match=r"MeanComputeLoss\.compute_loss \(.*test_integrations_transformers.py:\d+\)"
-                       r".*num_items_in_batch.*loss_is_scaled_for_ga = True"):
-        exact(trainer)
-    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+                       r" did not return a loss divided by its num_items_in_batch in window 1"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
     def mean_loss(outputs, labels, num_items_in_batch=None):
         return F.cross_entropy(outputs["logits"].reshape(-1, V), labels.reshape(-1), ignore_index=-100)
@@ -690,10 +693,12 @@ def test_check_trainer_when_the_model_returns_no_loss_and_compute_loss_makes_it(
 
 
 def test_exact_refuses_an_override_on_a_model_that_returns_no_loss(tmp_path):
-    trainer = make_trainer(tmp_path, make_model("logits"), rows(), cls=SumOverCount)
-    with pytest.raises(gg.GradguardError, match=r"SumOverCount\.compute_loss \(.*test_integrations_transformers.py:\d+\)"):
-        exact(trainer)
-    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+    model = make_model("logits")
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(make_trainer(tmp_path, model, rows(), cls=SumOverCount))
+    with pytest.raises(gg.GradguardError, match=r"LogitsLM returned no loss for a batch with labels"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 class UsesSelfModel(transformers.Trainer):

@@ -251,3 +251,125 @@ def test_exact_first_window_without_targets(tmp_path):
     trainer = exact(make_trainer(tmp_path, family_model(kind), data, k, Collate(kind), max_steps=2))
     assert applied_error(trainer, want) < 1e-5
     assert trainer.state.global_step == 2
+
+
+# ------------------------------------------------------------------ item 4
+def test_check_trainer_honours_label_smoothing(tmp_path):
+    """Stock GPT2 with smoothing: its figure is the measured error; Llama and any exact trainer: equivalent."""
+    k = 4
+    for kind, wrapper in (("gpt2", "none"), ("llama", "none"), ("llama", "lora")):
+        data = family_rows(kind, 2 * k, ignore_first=True)
+        want = reference(family_model(kind, wrapper), kind, data, smoothing=0.1)
+
+        def trainer():
+            return make_trainer(tmp_path, family_model(kind, wrapper), data, k, Collate(kind),
+                                label_smoothing_factor=0.1)
+
+        stock = applied_error(trainer(), want)
+        report = check_trainer(trainer())
+        if kind == "gpt2":
+            assert stock > 1e-2 and not report.equivalent
+            assert report.max_rel_diff == pytest.approx(stock, rel=1e-3), (report, stock)
+            assert "loss_type is unset" in report.causes[0] and "no known cause" not in str(report)
+        else:
+            assert stock < 1e-5 and report.equivalent, (report, stock)
+        after = check_trainer(exact(trainer()))
+        assert after.equivalent and after.max_rel_diff < 1e-5, after
+        assert applied_error(exact(trainer()), want) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["t5", "bart"])
+def test_seq2seq_with_label_smoothing(tmp_path, kind):
+    """The stock step fails (the Trainer pops the labels): one clear GradguardError; exact() trains it exactly."""
+    k = 2
+    data = family_rows(kind, 2 * k)
+    want = reference(family_model(kind), kind, data, smoothing=0.1)
+    stock = make_trainer(tmp_path, family_model(kind), data, k, Collate(kind), label_smoothing_factor=0.1)
+    with pytest.raises(gg.GradguardError, match=r"training_step failed .*decoder_input_ids"):
+        check_trainer(stock)
+    fixed = exact(make_trainer(tmp_path, family_model(kind), data, k, Collate(kind), label_smoothing_factor=0.1))
+    assert check_trainer(fixed).equivalent
+    assert applied_error(fixed, want) < 1e-5
+
+
+def test_check_trainer_on_flattened_batches(tmp_path):
+    """DataCollatorWithFlattening(return_flash_attn_kwargs=True): its int kwargs no longer break the check."""
+    kind, k = "llama", 2
+    data = family_rows(kind, 2 * k)
+    collate = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True)
+    plain = [{"input_ids": r["input_ids"].tolist(), "labels": r["labels"].tolist()} for r in data]
+    want = reference(family_model(kind), kind, data)
+    report = check_trainer(make_trainer(tmp_path, family_model(kind), plain, k, collate))
+    stock = applied_error(make_trainer(tmp_path, family_model(kind), plain, k, collate), want)
+    assert report.equivalent == (stock < 1e-5), (report, stock)
+    assert report.max_rel_diff == pytest.approx(stock, rel=1e-3, abs=1e-6)
+    assert applied_error(exact(make_trainer(tmp_path, family_model(kind), plain, k, collate)), want) < 1e-5
+
+
+# ------------------------------------------------------------------ TRL (items 4 and 5)
+def _tokenizer():
+    tokenizers = pytest.importorskip("tokenizers")
+    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t2"))
+    tk.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="t0", eos_token="t1", bos_token="t1",
+                                                unk_token="t2")
+
+
+def _sft_rows(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        prompt = torch.randint(3, V, (2 + i % 3,), generator=g).tolist()
+        completion = torch.randint(3, V, (2 + (i * 5) % 6,), generator=g).tolist()
+        out.append({"input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + [1] * len(completion)})
+    return out
+
+
+def _sft_reference(model, prepared):
+    """The float64 reference over the rows SFTTrainer prepared (its labels: -100 on prompts when completion-only)."""
+    data = [{"input_ids": torch.tensor(r["input_ids"]), "labels": torch.tensor(r["labels"])} for r in prepared]
+    return reference(model, "llama", data)  # a causal LM: shifted targets
+
+
+def _sft(tmp_path, model, rows_, k, **opts):
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    args = trl.SFTConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=k, max_steps=1,
+        learning_rate=1.0, optim="sgd", lr_scheduler_type="constant", max_grad_norm=0.0, weight_decay=0.0,
+        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0,
+        **{"bf16": False, **opts})  # SFTConfig's default is bf16 autocast: the round-off would hide what is compared
+    return trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows_),
+                          processing_class=_tokenizer())
+
+
+SFT_OPTIONS = {
+    "full": dict(completion_only_loss=False),
+    "completion-only": dict(completion_only_loss=True),
+    "packing": dict(completion_only_loss=True, packing=True),
+    "padding-free": dict(completion_only_loss=True, padding_free=True, max_length=None),
+}
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("option", list(SFT_OPTIONS))
+def test_sft_trainer_exact_and_checked(tmp_path, kind, option):
+    opts = SFT_OPTIONS[option]
+    k, rows_ = 4, _sft_rows(8)
+    # The rows as SFTTrainer prepares them (an EOS appended), unpacked: the reference's data, not its loss.
+    prepared = _sft(tmp_path, family_model(kind), rows_, k, completion_only_loss=opts["completion_only_loss"])
+    want = _sft_reference(family_model(kind), list(prepared.train_dataset))
+    stock = applied_error(_sft(tmp_path, family_model(kind), rows_, k, **opts), want)
+    report = check_trainer(_sft(tmp_path, family_model(kind), rows_, k, **opts))
+    assert report.equivalent == (stock < 1e-5), (report, stock)
+    if not report.equivalent:
+        assert report.max_rel_diff == pytest.approx(stock, rel=1e-3), (report, stock)
+        # GPT2's unset loss_type makes the Trainer count position 0: the cause and its one-line fix.
+        assert "GPT2LMHeadModel's loss_type is unset" in report.causes[0], report
+        assert "model.loss_type = 'ForCausalLM'" in report.causes[0], report
+        fixed_model = family_model(kind)
+        fixed_model.loss_type = "ForCausalLM"
+        assert applied_error(_sft(tmp_path, fixed_model, rows_, k, **opts), want) < 1e-5
+    fixed = exact(_sft(tmp_path, family_model(kind), rows_, k, **opts))
+    assert applied_error(fixed, want) < 1e-5
+    assert check_trainer(exact(_sft(tmp_path, family_model(kind), rows_, k, **opts))).equivalent

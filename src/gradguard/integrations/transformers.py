@@ -165,7 +165,12 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
             saved.backward = trainer.accelerator.__dict__.get("backward", _MISSING)
             trainer.accelerator.backward = lambda loss, **kwargs: loss.backward()
         for b in batches:
-            trainer.training_step(model, b, num_items)
+            try:
+                trainer.training_step(model, b, num_items)
+            except GradguardError:
+                raise
+            except Exception as e:  # the trainer's own step: train() fails the same way
+                raise GradguardError(_step_failed(trainer, model, b, e)) from e
         got = [p.grad.detach().double() if p.grad is not None else torch.zeros_like(p, dtype=torch.float64)
                for _, p in params]
         scale_free = _ignores_num_items(trainer, model, batches[0], num_items)
@@ -198,11 +203,22 @@ def _reference(trainer, model, names, batches, num_items):
     labels = full["labels"]
     if _loss_defined_by_trainer(trainer):
         own, shifted = _trainer_defined_loss(trainer, ref, full, num_items)
+    elif trainer.label_smoother is not None:
+        # The Trainer's label smoothing, with the shift its compute_loss takes for this model (through PEFT). The
+        # labels go to the model too: an encoder-decoder builds its decoder inputs from them.
+        logits = _logits(ref(**full))
+        shifted = _smoother_shifts(trainer, model)
+        targets = full["shift_labels"] if "shift_labels" in full else (labels[..., 1:] if shifted else labels)
+        if shifted and "shift_labels" not in full:
+            logits = logits[..., :-1, :]
+        own = _smoothed_mean(logits, targets, trainer.label_smoother)
     else:
         out = ref(**full)
         own, logits = _own_loss(out), (out["logits"] if hasattr(out, "keys") and "logits" in out.keys() else None)
         shifted = False
-        if own is not None and logits is not None and labels.dim() >= 2:
+        if "shift_labels" in full:
+            shifted = None  # the collator aligned the targets (counted as they are)
+        elif own is not None and logits is not None and labels.dim() >= 2:
             with torch.no_grad():
                 shifted = bool((own - _mean_ce(logits[..., :-1, :], labels[..., 1:])).abs()
                                < (own - _mean_ce(logits, labels)).abs())
@@ -222,8 +238,25 @@ def _reference(trainer, model, names, batches, num_items):
             "model argument, not self.model"
         )
     want = [grads[n].grad.detach() if grads[n].grad is not None else torch.zeros_like(grads[n]) for n in names]
-    counts = [int(((b["labels"][..., 1:] if shifted else b["labels"]) != IGNORE).sum()) for b in batches]
-    return want, counts, shifted
+    counts = [int((_counted(b, shifted) != IGNORE).sum()) for b in batches]
+    return want, counts, bool(shifted)
+
+
+def _counted(batch, shifted):
+    if "shift_labels" in batch:
+        return batch["shift_labels"]
+    return batch["labels"][..., 1:] if shifted else batch["labels"]
+
+
+def _smoothed_mean(logits, targets, smoother):
+    """The Trainer's ``LabelSmoother`` over the window as one batch: a mean over its target tokens."""
+    flat, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device)
+    kept = targets.ne(smoother.ignore_index)
+    logp = F.log_softmax(flat, dim=-1)
+    nll = -logp.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1).masked_fill(~kept, 0.0).sum()
+    smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
+    n = kept.sum().clamp(min=1)
+    return ((1 - smoother.epsilon) * nll + smoother.epsilon * smooth) / n
 
 
 def _loss_defined_by_trainer(trainer) -> bool:
@@ -309,6 +342,11 @@ def _joined(batches, pad_id):
     out = {}
     for key in batches[0]:
         values = [b[key] for b in batches]
+        if key.startswith(("cu_seq_lens", "max_length")):
+            # FlashAttention's boundaries of the sequences packed in one row (DataCollatorWithFlattening's
+            # return_flash_attn_kwargs): rows joined on dim 0 keep their own position_ids, from which the
+            # model finds the same boundaries, so these are left out.
+            continue
         if not all(torch.is_tensor(v) for v in values):
             raise GradguardError(f"the batches' {key!r} is not a tensor in every micro-batch: check_trainer joins "
                                  "the window's micro-batches into one batch")
@@ -330,6 +368,19 @@ def _joined(batches, pad_id):
         if out[key].is_floating_point():
             out[key] = out[key].double()
     return out
+
+
+def _step_failed(trainer, model, batch, e) -> str:
+    msg = (f"the trainer's own training_step failed on the first micro-batch of its first window "
+           f"({type(e).__name__}: {e}), so train() would fail the same way")
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    if (trainer.label_smoother is not None and getattr(getattr(unwrapped, "config", None), "is_encoder_decoder", False)
+            and "decoder_input_ids" not in batch):
+        msg += (": with label_smoothing_factor the Trainer takes the labels out of the batch before the forward, so "
+                f"{type(unwrapped).__name__} gets no decoder inputs. Fix: give the batches decoder_input_ids "
+                "(DataCollatorForSeq2Seq(tokenizer, model=model) makes them), or call " + _EXACT_FIX
+                + " (its loss passes the labels to the model)")
+    return msg
 
 
 def _ignores_num_items(trainer, model, batch, num_items) -> bool:
@@ -389,7 +440,15 @@ def _causes(trainer, items, num_items, shifted, scale_free, micro, k, deepspeed=
             + f". Fix: {_EXACT_FIX}"
         )
     elif num_items is not None and num_items != sum(items):
-        if shifted and overridden:
+        loss_type = getattr(_underneath(trainer, trainer.model), "loss_type", None)
+        if shifted and getattr(trainer, "_loss_shifts_labels", None) is False and loss_type is None:
+            # The Trainer counts labels[..., 1:] only for a model whose loss_type is the causal-LM one.
+            who = f"{type(trainer).__name__}.compute_loss" if overridden else "the model's loss"
+            why = (f" ({_underneath(trainer, trainer.model)._get_name()}'s loss_type is unset, so the Trainer counts "
+                   f"every non-ignored label, though {who} shifts labels and never targets position 0 of a row)")
+            fix = ("set model.loss_type = 'ForCausalLM' before building the trainer (it then counts labels[..., 1:])"
+                   + ("" if overridden else f"; or {_EXACT_FIX}"))
+        elif shifted and overridden:
             why = (f" ({type(trainer).__name__}.compute_loss shifts labels, so position 0 of each row is never a "
                    "target, but the Trainer counts every non-ignored label)")
             fix = ("divide the summed loss by the count of labels[..., 1:] != -100 over the window (override "
@@ -534,14 +593,6 @@ def exact(trainer: Trainer) -> Trainer:
     if isinstance(trainer.__dict__.get("compute_loss"), _ExactLoss.Bound):
         return trainer  # already exact
     cls = type(trainer)
-    if cls.compute_loss is not Trainer.compute_loss:
-        path, line = _source_of(cls.compute_loss)
-        raise GradguardError(
-            f"{cls.__name__}.compute_loss ({path}:{line}) overrides Trainer.compute_loss, and exact() cannot see how "
-            "it makes its loss: make it return the loss summed over target tokens divided by its num_items_in_batch "
-            f"argument and set loss_is_scaled_for_ga = True on {cls.__name__} (check it with check_trainer), or remove "
-            "the override and call exact(trainer)"
-        )
     if trainer.compute_loss_func is not None:
         fn = trainer.compute_loss_func
         raise GradguardError(
@@ -562,9 +613,11 @@ def exact(trainer: Trainer) -> Trainer:
             + ", ".join(f"{k} parallelism of size {v}" for k, v in split.items())
             + ": train without exact(), and check the window gradient with check_trainer on a single process"
         )
-    fix = _ExactLoss(trainer)
+    fix = _ExactLoss(trainer) if cls.compute_loss is Trainer.compute_loss else _ExactOverride(trainer)
     trainer.get_batch_samples = _ExactLoss.Bound(fix.get_batch_samples)
     trainer.compute_loss = _ExactLoss.Bound(fix.compute_loss)
+    if isinstance(fix, _ExactOverride):
+        trainer.add_callback(_WindowCheck(fix))
     trainer.model_accepts_loss_kwargs = False
     trainer.loss_is_scaled_for_ga = True
     return trainer
@@ -742,16 +795,122 @@ class _ExactLoss:
             model.train(training)
 
 
+def _underneath(trainer, model):
+    """The model under the accelerator's wrappers and a PEFT model, as ``Trainer.compute_loss`` reads it."""
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    return unwrapped.base_model.model if _is_peft_model(unwrapped) else unwrapped
+
+
+class _ExactOverride(_ExactLoss):
+    """:func:`exact` for a trainer whose ``compute_loss`` override divides a token sum by ``num_items_in_batch``.
+
+    The override stays (TRL's ``SFTTrainer``: its fused LM head, metrics, completion masks, packing); exact()
+    gives it the window's count of the targets the model's own loss has (shifted for a causal LM, or the
+    collator's ``shift_labels``) and checks what it does with it. Every window: the count is passed as a
+    float leaf tensor that requires grad, so the backward the Trainer runs anyway also gives d(loss)/d(count);
+    a loss ``c / count`` (whatever ``c``) has ``loss = -count * d(loss)/d(count)``, summed over the window,
+    checked before the optimizer step (one host read per window). The first window also checks ``c``: the
+    override's loss times the count is the cross entropy summed over those targets (times the processes,
+    whose gradients DDP averages), from a forward without grad of each of its micro-batches.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__(trainer)
+        cls = type(trainer)
+        self.name = f"{cls.__name__}.compute_loss"
+        self.path, self.line = _source_of(cls.compute_loss)
+        self.count = None  # this window's count, the leaf whose gradient the backward fills
+        self.returned = []  # the losses returned in this window, detached
+        self.sums = []  # first window: (returned, the cross-entropy sum over the targets), detached
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        try:
+            batches, local = super().get_batch_samples(epoch_iterator, num_batches, device)
+        except GradguardError as e:
+            raise GradguardError(
+                f"{self.name} ({self.path}:{self.line}) trains on batches without 'labels': its objective is not a "
+                "token mean over labels (a preference or reward loss, as DPO's), which is what exact() makes exact; "
+                "train it without exact()" if "'labels'" in str(e) else str(e)) from e
+        if local is not None:
+            self.count = local.detach().to(torch.float32).requires_grad_(True)
+            self.returned = []
+            return batches, self.count
+        return batches, local
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        trainer, cls = self.trainer, type(self.trainer)
+        if num_items_in_batch is None or not model.training or num_items_in_batch is not self.count:
+            return cls.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
+        first = self.window == 1
+        if first:
+            with torch.no_grad():
+                plain = {k: v for k, v in inputs.items() if k != "labels"}
+                logits = _logits(model(**plain))
+                targets = self._targets(inputs)
+                if self.shifted and "shift_labels" not in inputs:
+                    logits = logits[..., :-1, :]
+                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                     targets.reshape(-1).to(logits.device), ignore_index=IGNORE, reduction="sum")
+        out = cls.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
+                               num_items_in_batch=num_items_in_batch)
+        loss = out[0] if isinstance(out, (tuple, list)) else out
+        self.returned.append(loss.detach().float().reshape(()))
+        if first:
+            self.sums.append((loss.detach().float().reshape(()), ce.detach().float()))
+        return out
+
+    def check(self) -> None:
+        """Before the window's optimizer step: was every loss of the window ``c / count``, and ``c`` the sum?"""
+        if self.count is None or not self.returned:
+            return
+        total = torch.stack(self.returned).sum()
+        grad = self.count.grad
+        from_grad = -self.count.detach() * grad if grad is not None else torch.zeros_like(total)
+        gap = (total - from_grad).abs() / total.abs().clamp(min=1e-12)
+        if not float(gap) <= 1e-4 and float(total.abs()) > 0:
+            raise GradguardError(
+                f"{self.name} ({self.path}:{self.line}) did not return a loss divided by its num_items_in_batch in "
+                f"window {self.window} (the window's losses sum to {float(total):.6g}; as c / num_items_in_batch they "
+                f"would be {float(from_grad):.6g}): its objective is not a token sum over the window's count, which is "
+                "what exact() makes exact; nothing was updated in this window. Return the loss summed over target "
+                "tokens divided by num_items_in_batch (check it with check_trainer), or train without exact()"
+            )
+        if self.sums:
+            count = float(self.count.detach())
+            world = self.trainer.args.world_size
+            for i, (got, ce) in enumerate(self.sums):
+                want = world * float(ce) / max(count, 1.0)
+                if abs(float(got) - want) > 1e-4 * max(abs(want), 1e-12):
+                    raise GradguardError(
+                        f"{self.name} ({self.path}:{self.line}) returned {float(got):.6g} on micro-batch {i + 1} of the "
+                        f"first window, not the cross entropy summed over the labels != -100"
+                        f"{' after the first position' if self.shifted else ''} divided by num_items_in_batch="
+                        f"{count:.0f}{f' times {world} processes' if world > 1 else ''} ({want:.6g}): its loss is "
+                        "not the token mean exact() makes exact (another reduction, weighting or target set); nothing "
+                        "was updated. Train without exact(), and check the trainer with check_trainer"
+                    )
+            self.sums = []
+        self.count = None
+
+
+class _WindowCheck(TrainerCallback):
+    """Runs :meth:`_ExactOverride.check` after the window's last backward, before its optimizer step."""
+
+    def __init__(self, fix: _ExactOverride) -> None:
+        self.fix = fix
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.fix.check()
+
+
 def _smoother_shifts(trainer, model) -> bool:
     """Whether ``Trainer.compute_loss`` shifts the labels for its label smoother on ``model``.
 
     Read as the Trainer reads it: through the accelerator's wrappers and a PEFT model to the model underneath,
     whose class transformers registers as a causal LM or not.
     """
-    unwrapped = trainer.accelerator.unwrap_model(model)
-    if _is_peft_model(unwrapped):
-        unwrapped = unwrapped.base_model.model
-    return unwrapped._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+    return _underneath(trainer, model)._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
 
 
 def _logits(outputs):
