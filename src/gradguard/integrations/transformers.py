@@ -557,9 +557,21 @@ def exact(trainer: Trainer) -> Trainer:
     whose loss never sees ``num_items_in_batch`` (BERT-style heads, T5, Bart,
     a custom module), causal LMs (the shifted targets are counted, not every
     label), the epoch's final partial window, several processes (DDP or
-    DeepSpeed), and the Trainer's label smoothing. The model's own loss is
-    checked once, on the first window, to be that token mean (which also
-    tells whether it shifts labels); a model with another loss is refused.
+    DeepSpeed), and the Trainer's label smoothing (with the shift the
+    Trainer's own ``compute_loss`` takes, read through PEFT). The labels go
+    to the model too, and its own loss (computed there anyway) is checked
+    against that token mean on every micro-batch, judged once per window
+    before the window's last backward: a model with another loss (another
+    ignored label, another reduction) is refused before any update. The first
+    micro-batch with targets tells whether the loss shifts labels.
+
+    A ``compute_loss`` override that divides a token sum by its
+    ``num_items_in_batch`` (TRL's ``SFTTrainer``) is kept: exact() gives it
+    the count of the targets the model's loss has and checks what it returns
+    (every window, from the backward's d(loss)/d(count), before the optimizer
+    step: the loss is ``c / count``; on the first window: ``c`` is the cross
+    entropy summed over those targets). Any other override (a preference loss
+    as DPO's, a mean that ignores the count) is refused before any update.
 
     The Trainer's count and loss hooks are the ones set:
     ``trainer.get_batch_samples`` counts the window's targets (one all-gather
@@ -572,17 +584,17 @@ def exact(trainer: Trainer) -> Trainer:
     numbers are untouched; the logged ``loss`` is the exact window mean.
 
     Args:
-        trainer: a ``transformers.Trainer`` (or a subclass that keeps the Trainer's ``compute_loss``),
-            before ``train()``.
+        trainer: a ``transformers.Trainer`` (or a subclass, TRL's ``SFTTrainer`` included), before ``train()``.
 
     Returns:
         the same ``trainer``.
 
     Raises:
-        GradguardError: a ``compute_loss`` override or a ``compute_loss_func`` (their loss cannot be
-            seen into: the message says what to change), DataParallel over several GPUs in one process,
-            tensor/context/sequence parallelism; at the first window, a model whose loss is not the
-            token-mean cross entropy over its labels, or batches without ``labels``.
+        GradguardError: a ``compute_loss_func`` (its loss cannot be seen into: the message says what
+            to change), DataParallel over several GPUs in one process, tensor/context/sequence
+            parallelism; during ``train()``, before the update of the window concerned: a model whose
+            loss is not the token-mean cross entropy over its labels, an override whose loss is not a
+            token sum divided by ``num_items_in_batch``, or batches without ``labels``.
 
     >>> trainer = exact(Trainer(model=model, args=args, train_dataset=data))   # doctest: +SKIP
     >>> check_trainer(trainer).equivalent                                    # doctest: +SKIP
