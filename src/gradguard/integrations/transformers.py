@@ -895,8 +895,8 @@ class _ExactOverride(_ExactLoss):
                 want = world * float(ce) / max(count, 1.0)
                 if abs(float(got) - want) > 1e-4 * max(abs(want), 1e-12):
                     raise GradguardError(
-                        f"{self.name} ({self.path}:{self.line}) returned {float(got):.6g} on micro-batch {i + 1} of the "
-                        f"first window, not the cross entropy summed over the labels != -100"
+                        f"{self.name} ({self.path}:{self.line}) returned {float(got):.6g} on micro-batch {i + 1} "
+                        f"of the first window, not the cross entropy summed over the labels != -100"
                         f"{' after the first position' if self.shifted else ''} divided by num_items_in_batch="
                         f"{count:.0f}{f' times {world} processes' if world > 1 else ''} ({want:.6g}): its loss is "
                         "not the token mean exact() makes exact (another reduction, weighting or target set); nothing "
