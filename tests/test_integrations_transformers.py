@@ -567,6 +567,34 @@ def test_watch_reports_a_zero_grad_in_training_step_at_its_line(tmp_path):
     assert [(f.code, f.path, f.line) for f in w.findings] == [("GG102", __file__, first + 2)]
 
 
+def test_watch_reports_a_zero_grad_in_training_step_of_a_short_accumulating_run(tmp_path):
+    """K=2, 2 steps, float64 Llama: the Trainer's window runs every micro-batch into its step, so the first discard
+    is reported (it needed three step intervals before); "raise" stops it before any update. The stock trainer
+    (same model, K, steps): nothing."""
+    data = family_rows("llama", 8)
+
+    def run(cls, mode="record"):
+        w = Watch(mode=mode)
+        model = family_model("llama").double()
+        trainer = family_trainer(tmp_path, model, data, 2, max_steps=2, cls=cls)
+        trainer.add_callback(w)
+        return w, trainer, model
+
+    w, trainer, _ = run(transformers.Trainer)
+    trainer.train()
+    assert w.findings == []
+    w, trainer, _ = run(ZeroGradInTrainingStep)
+    trainer.train()
+    _, first = inspect.getsourcelines(ZeroGradInTrainingStep.training_step)
+    assert [(f.code, f.path, f.line) for f in w.findings] == [("GG102", __file__, first + 2)]
+    w, trainer, model = run(ZeroGradInTrainingStep, "raise")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(gg.GradguardError, match="GG102"):
+        trainer.train()
+    w.close()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
 class ConditionalReturn(transformers.Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # gradguard: ignore[GG301] (the bug under test)
         outputs = model(input_ids=inputs["input_ids"])

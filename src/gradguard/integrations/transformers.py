@@ -996,7 +996,8 @@ class Watch(TrainerCallback):
         site = (None, None)
         if trainer is not None and type(trainer).compute_loss is not Trainer.compute_loss:
             site = loss_line(type(trainer).compute_loss)
-        self._fw.start(site, [kwargs.get("optimizer")])
+        # The Trainer runs every micro-batch of a window into its step: a discard there is never deliberate.
+        self._fw.start(site, [kwargs.get("optimizer")], windowed=True)
 
     def on_train_end(self, args, state, control, **kwargs):
         self._fw.stop()
