@@ -553,13 +553,14 @@ class ZeroGradInTrainingStep(transformers.Trainer):
 
 
 def test_watch_reports_a_zero_grad_in_training_step_at_its_line(tmp_path):
+    # Llama: the stock Trainer is exact on it (stock GPT2 miscounts its targets: GG105, tested below).
     w = Watch(mode="record")
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4)
+    trainer = family_trainer(tmp_path, family_model("llama"), family_rows("llama", 8), 1, max_steps=4)
     trainer.add_callback(w)
     trainer.train()
     assert w.findings == []  # the stock loop, K=1: nothing to report
     w = Watch(mode="record")
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4,
+    trainer = family_trainer(tmp_path, family_model("llama"), family_rows("llama", 8), 1, max_steps=4,
                              cls=ZeroGradInTrainingStep)
     trainer.add_callback(w)
     trainer.train()
@@ -593,6 +594,39 @@ def test_watch_reports_a_zero_grad_in_training_step_of_a_short_accumulating_run(
         trainer.train()
     w.close()
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_watch_reports_the_stock_gpt2_count_as_unequal_weighting(tmp_path):
+    """Stock GPT2, K=4, rows masking their first position or not: the Trainer counts position 0, the loss never
+    targets it. The watch reports GG105 with the measured factor; the controls (Llama, GPT2 with loss_type
+    set, exact(GPT2)) are exact and get nothing."""
+    k = 4
+    data = family_rows("gpt2", 2 * k, seed=1)
+    for r in data[::2]:
+        r["labels"][0] = -100  # half the rows mask their first position: for them the Trainer's count is right
+    counted = sum(int((r["labels"][1:] != -100).sum()) for r in data)
+    given = sum(int((r["labels"] != -100).sum()) for r in data)
+    assert counted != given
+
+    def run(kind, fix=None):
+        model = family_model(kind)
+        if fix == "loss_type":
+            model.loss_type = "ForCausalLM"
+        want = family_reference(family_model(kind), kind, data)
+        trainer = family_trainer(tmp_path, model, data, k)
+        trainer = exact(trainer) if fix == "exact" else trainer
+        w = Watch(mode="record")
+        trainer.add_callback(w)
+        return applied_error(trainer, want), w.findings
+
+    err, findings = run("gpt2")
+    assert err == pytest.approx(1 - counted / given, rel=1e-3)  # every gradient scaled by counted/given
+    assert [f.code for f in findings] == ["GG105"]
+    assert f"num_items_in_batch={given}" in findings[0].detail and f"{counted}/{given}" in findings[0].detail
+    assert "model.loss_type = 'ForCausalLM'" in findings[0].detail
+    for kind, fix in (("llama", None), ("gpt2", "loss_type"), ("gpt2", "exact")):
+        err, findings = run(kind, fix)
+        assert err < 1e-5 and findings == [], (kind, fix, err, findings)
 
 
 class ConditionalReturn(transformers.Trainer):

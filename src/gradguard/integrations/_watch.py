@@ -85,6 +85,15 @@ class FrameworkWatch:
         else:
             self._watch.__exit__(type(exc), exc, exc.__traceback__)
 
+    def report(self, code: str, detail: str, step: Optional[int] = None) -> None:
+        """A finding the framework's callback made itself (the watch cannot see it), at the loss line."""
+        if not self.active:
+            return
+        engine = getattr(self._watch, "_engine", None)
+        if engine is not None:
+            engine.report(code, detail, self._to, step)
+            engine.reporter.flush()
+
     def _rewrite(self, f):
         path, line, detail = f.path, f.line, f.detail or ""
         if self._to != self._from and self._from[0] is not None and (path, line) in (self._from, (None, None)):
