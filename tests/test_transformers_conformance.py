@@ -433,6 +433,34 @@ def test_sft_trainer_exact_and_checked(tmp_path, kind, option):
     assert check_trainer(exact(_sft(tmp_path, family_model(kind), rows_, k, **opts))).equivalent
 
 
+@pytest.mark.slow
+def test_dpo_trainer_is_refused_naming_why(tmp_path):
+    """DPO's objective is a preference loss, not a token mean over labels: exact() refuses it during train(),
+    before any update, naming the override and why. The control: the same DPOTrainer without exact() trains."""
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    pairs = [{"prompt": "t3 t4 t5", "chosen": " t6 t7", "rejected": " t8 t9 t10"},
+             {"prompt": "t11 t12", "chosen": " t13", "rejected": " t14 t15"}] * 2
+
+    def dpo():
+        args = trl.DPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, gradient_accumulation_steps=2,
+                             max_steps=1, learning_rate=1.0, optim="sgd", report_to=[], save_strategy="no",
+                             logging_strategy="no", use_cpu=True, disable_tqdm=True, bf16=False)
+        return trl.DPOTrainer(model=family_model("llama"), ref_model=family_model("llama"), args=args,
+                              train_dataset=datasets.Dataset.from_list(pairs), processing_class=_tokenizer())
+
+    trainer = exact(dpo())
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    with pytest.raises(gg.GradguardError, match=r"DPOTrainer\.compute_loss .* trains on batches without 'labels': its "
+                                                r"objective is not a token mean .* train it without exact\(\)"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, trainer.model.parameters()))
+    stock = dpo()
+    before = [p.detach().clone() for p in stock.model.parameters()]
+    stock.train()
+    assert not all(torch.equal(a, p) for a, p in zip(before, stock.model.parameters()))
+
+
 # ------------------------------------------------------------------ item 6: the conformance matrix
 FAMILIES = ["gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "t5", "bart", "custom"]
 WRAPPERS = ["none", "lora", "checkpointing"]
