@@ -111,7 +111,8 @@ def main(argv=None) -> int:
     ms, mf = statistics.median(stock), statistics.median(fixed)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {torch.get_num_threads()}, "
           f"vocab {a.vocab}, K={K}, micro-batch {MICRO}x{SEQ}")
-    print(f"window time (K training_steps), median of {a.rounds} rounds: stock {ms * 1e3:.1f} ms, exact {mf * 1e3:.1f} ms; "
+    print(f"window time (K training_steps), median of {a.rounds} rounds: stock {ms * 1e3:.1f} ms, "
+          f"exact {mf * 1e3:.1f} ms; "
           f"ratio of medians {mf / ms:.3f}; median paired ratio {statistics.median(paired):.3f} "
           f"(min {min(paired):.3f}, max {max(paired):.3f})")
     return 0

@@ -642,8 +642,9 @@ def _two_process_rank(rank, world_size, kind, wrapper, smoothing, k, partial, fi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cell", TWO_PROCESS_CELLS, ids=lambda c: f"{c['kind']}-{c['wrapper']}-ls{c['smoothing']}-K{c['k']}"
-                         f"{'-partial' if c['partial'] else ''}-2proc")
+@pytest.mark.parametrize("cell", TWO_PROCESS_CELLS,
+                         ids=lambda c: f"{c['kind']}-{c['wrapper']}-ls{c['smoothing']}-K{c['k']}"
+                                       f"{'-partial' if c['partial'] else ''}-2proc")
 def test_conformance_two_processes(cell):
     """exact() in a real 2-process gloo group: every rank's update is the float64 reference's, window by window,
     over both processes' rows (the Trainer's own stock run is not exact in any of these cells: checked in the
