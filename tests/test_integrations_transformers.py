@@ -426,11 +426,14 @@ def test_exact_leaves_evaluation_and_the_logged_loss_alone(tmp_path):
 
 
 def test_exact_refuses_a_compute_loss_it_cannot_see_into(tmp_path):
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 4), 2, cls=MeanComputeLoss)
+    # An override is kept and checked: one that ignores num_items_in_batch is refused before the update.
+    model = family_model("gpt2")
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(family_trainer(tmp_path, model, family_rows("gpt2", 4), 2, cls=MeanComputeLoss))
     with pytest.raises(gg.GradguardError, match=r"MeanComputeLoss\.compute_loss \(.*test_integrations_transformers.py:\d+\)"
-                       r".*num_items_in_batch.*loss_is_scaled_for_ga = True"):
-        exact(trainer)
-    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+                       r" did not return a loss divided by its num_items_in_batch in window 1"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
     def mean_loss(outputs, labels, num_items_in_batch=None):
         return F.cross_entropy(outputs["logits"].reshape(-1, V), labels.reshape(-1), ignore_index=-100)
@@ -445,7 +448,7 @@ def test_exact_refuses_a_loss_that_is_not_the_token_mean_before_any_update(tmp_p
     model = CustomLM(scale=2.0)
     before = [p.detach().clone() for p in model.parameters()]
     trainer = exact(family_trainer(tmp_path, model, family_rows("custom", 8), 4))
-    with pytest.raises(gg.GradguardError, match="CustomLM's loss .* is not the token-mean cross entropy"):
+    with pytest.raises(gg.GradguardError, match="CustomLM.s own loss .* is not the token-mean cross entropy"):
         trainer.train()
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
@@ -550,18 +553,80 @@ class ZeroGradInTrainingStep(transformers.Trainer):
 
 
 def test_watch_reports_a_zero_grad_in_training_step_at_its_line(tmp_path):
+    # Llama: the stock Trainer is exact on it (stock GPT2 miscounts its targets: GG105, tested below).
     w = Watch(mode="record")
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4)
+    trainer = family_trainer(tmp_path, family_model("llama"), family_rows("llama", 8), 1, max_steps=4)
     trainer.add_callback(w)
     trainer.train()
     assert w.findings == []  # the stock loop, K=1: nothing to report
     w = Watch(mode="record")
-    trainer = family_trainer(tmp_path, family_model("gpt2"), family_rows("gpt2", 8), 1, max_steps=4,
+    trainer = family_trainer(tmp_path, family_model("llama"), family_rows("llama", 8), 1, max_steps=4,
                              cls=ZeroGradInTrainingStep)
     trainer.add_callback(w)
     trainer.train()
     _, first = inspect.getsourcelines(ZeroGradInTrainingStep.training_step)
     assert [(f.code, f.path, f.line) for f in w.findings] == [("GG102", __file__, first + 2)]
+
+
+def test_watch_reports_a_zero_grad_in_training_step_of_a_short_accumulating_run(tmp_path):
+    """K=2, 2 steps, float64 Llama: the Trainer's window runs every micro-batch into its step, so the first discard
+    is reported (it needed three step intervals before); "raise" stops it before any update. The stock trainer
+    (same model, K, steps): nothing."""
+    data = family_rows("llama", 8)
+
+    def run(cls, mode="record"):
+        w = Watch(mode=mode)
+        model = family_model("llama").double()
+        trainer = family_trainer(tmp_path, model, data, 2, max_steps=2, cls=cls)
+        trainer.add_callback(w)
+        return w, trainer, model
+
+    w, trainer, _ = run(transformers.Trainer)
+    trainer.train()
+    assert w.findings == []
+    w, trainer, _ = run(ZeroGradInTrainingStep)
+    trainer.train()
+    _, first = inspect.getsourcelines(ZeroGradInTrainingStep.training_step)
+    assert [(f.code, f.path, f.line) for f in w.findings] == [("GG102", __file__, first + 2)]
+    w, trainer, model = run(ZeroGradInTrainingStep, "raise")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(gg.GradguardError, match="GG102"):
+        trainer.train()
+    w.close()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_watch_reports_the_stock_gpt2_count_as_unequal_weighting(tmp_path):
+    """Stock GPT2, K=4, rows masking their first position or not: the Trainer counts position 0, the loss never
+    targets it. The watch reports GG105 with the measured factor; the controls (Llama, GPT2 with loss_type
+    set, exact(GPT2)) are exact and get nothing."""
+    k = 4
+    data = family_rows("gpt2", 2 * k, seed=1)
+    for r in data[::2]:
+        r["labels"][0] = -100  # half the rows mask their first position: for them the Trainer's count is right
+    counted = sum(int((r["labels"][1:] != -100).sum()) for r in data)
+    given = sum(int((r["labels"] != -100).sum()) for r in data)
+    assert counted != given
+
+    def run(kind, fix=None):
+        model = family_model(kind)
+        if fix == "loss_type":
+            model.loss_type = "ForCausalLM"
+        want = family_reference(family_model(kind), kind, data)
+        trainer = family_trainer(tmp_path, model, data, k)
+        trainer = exact(trainer) if fix == "exact" else trainer
+        w = Watch(mode="record")
+        trainer.add_callback(w)
+        return applied_error(trainer, want), w.findings
+
+    err, findings = run("gpt2")
+    assert err == pytest.approx(1 - counted / given, rel=1e-3)  # every gradient scaled by counted/given
+    assert [f.code for f in findings] == ["GG105"]
+    assert f"num_items_in_batch={given}" in findings[0].detail and f"{counted}/{given}" in findings[0].detail
+    assert "model.loss_type = 'ForCausalLM'" in findings[0].detail
+    for kind, fix in (("llama", None), ("gpt2", "loss_type"), ("gpt2", "exact")):
+        err, findings = run(kind, fix)
+        assert err < 1e-5 and findings == [], (kind, fix, err, findings)
 
 
 class ConditionalReturn(transformers.Trainer):
@@ -690,10 +755,12 @@ def test_check_trainer_when_the_model_returns_no_loss_and_compute_loss_makes_it(
 
 
 def test_exact_refuses_an_override_on_a_model_that_returns_no_loss(tmp_path):
-    trainer = make_trainer(tmp_path, make_model("logits"), rows(), cls=SumOverCount)
-    with pytest.raises(gg.GradguardError, match=r"SumOverCount\.compute_loss \(.*test_integrations_transformers.py:\d+\)"):
-        exact(trainer)
-    assert "compute_loss" not in trainer.__dict__ and trainer.model_accepts_loss_kwargs  # left as it was
+    model = make_model("logits")
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = exact(make_trainer(tmp_path, model, rows(), cls=SumOverCount))
+    with pytest.raises(gg.GradguardError, match=r"LogitsLM returned no loss for a batch with labels"):
+        trainer.train()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 class UsesSelfModel(transformers.Trainer):

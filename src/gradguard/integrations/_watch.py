@@ -45,7 +45,7 @@ class FrameworkWatch:
     def active(self) -> bool:
         return self._watch.active
 
-    def start(self, loss_site: Site, optimizers=()) -> None:
+    def start(self, loss_site: Site, optimizers=(), windowed: bool = False) -> None:
         """Enter the watch; findings at the caller's user line move to ``loss_site``.
 
         ``optimizers``: those the framework built before the run. A plain loop
@@ -54,6 +54,10 @@ class FrameworkWatch:
         this a gradient cleared before the first step (a ``model.zero_grad()`` in
         an overridden ``training_step``) would belong to no optimizer yet and be
         reported as a step without gradient (GG110) instead of a discard (GG102).
+
+        ``windowed``: the framework's loop runs every backward pass between two steps into the second (the HF
+        Trainer's accumulation window), so a clearing that discards one is a bug at its first occurrence, not
+        only once systematic (a 2-step run with ``model.zero_grad()`` in ``training_step`` would go unreported).
         """
         if self.active:
             self.stop()  # a previous run that crashed without telling us
@@ -62,6 +66,8 @@ class FrameworkWatch:
         self._watch.__enter__()
         # The session's tracker learns an optimizer's parameters as at its first zero_grad or step.
         engine = getattr(self._watch, "_engine", None)
+        if windowed and "GG102" in getattr(engine, "memory", {}):
+            engine.memory["GG102"].windowed = True
         learn = getattr(getattr(engine, "tracker", None), "opt_state", None)
         if learn is not None:
             for opt in optimizers:
@@ -78,6 +84,15 @@ class FrameworkWatch:
             self._watch.__exit__(None, None, None)
         else:
             self._watch.__exit__(type(exc), exc, exc.__traceback__)
+
+    def report(self, code: str, detail: str, step: Optional[int] = None) -> None:
+        """A finding the framework's callback made itself (the watch cannot see it), at the loss line."""
+        if not self.active:
+            return
+        engine = getattr(self._watch, "_engine", None)
+        if engine is not None:
+            engine.report(code, detail, self._to, step)
+            engine.reporter.flush()
 
     def _rewrite(self, f):
         path, line, detail = f.path, f.line, f.detail or ""

@@ -32,6 +32,11 @@ import torch.nn.functional as F  # noqa: E402
 from transformers import Trainer, TrainerCallback  # noqa: E402
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
 
+try:  # where Trainer.compute_loss takes it from (transformers >= 4.46); before, from transformers.trainer
+    from transformers.trainer_utils import _is_peft_model  # noqa: E402
+except ImportError:  # pragma: no cover - older transformers
+    from transformers.trainer import _is_peft_model  # noqa: E402
+
 from .._errors import GradguardError
 from ._watch import FrameworkWatch, loss_line
 
@@ -160,7 +165,12 @@ def check_trainer(trainer: Trainer, *, rtol: Optional[float] = None) -> TrainerC
             saved.backward = trainer.accelerator.__dict__.get("backward", _MISSING)
             trainer.accelerator.backward = lambda loss, **kwargs: loss.backward()
         for b in batches:
-            trainer.training_step(model, b, num_items)
+            try:
+                trainer.training_step(model, b, num_items)
+            except GradguardError:
+                raise
+            except Exception as e:  # the trainer's own step: train() fails the same way
+                raise GradguardError(_step_failed(trainer, model, b, e)) from e
         got = [p.grad.detach().double() if p.grad is not None else torch.zeros_like(p, dtype=torch.float64)
                for _, p in params]
         scale_free = _ignores_num_items(trainer, model, batches[0], num_items)
@@ -193,11 +203,22 @@ def _reference(trainer, model, names, batches, num_items):
     labels = full["labels"]
     if _loss_defined_by_trainer(trainer):
         own, shifted = _trainer_defined_loss(trainer, ref, full, num_items)
+    elif trainer.label_smoother is not None:
+        # The Trainer's label smoothing, with the shift its compute_loss takes for this model (through PEFT). The
+        # labels go to the model too: an encoder-decoder builds its decoder inputs from them.
+        logits = _logits(ref(**full))
+        shifted = _smoother_shifts(trainer, model)
+        targets = full["shift_labels"] if "shift_labels" in full else (labels[..., 1:] if shifted else labels)
+        if shifted and "shift_labels" not in full:
+            logits = logits[..., :-1, :]
+        own = _smoothed_mean(logits, targets, trainer.label_smoother)
     else:
         out = ref(**full)
         own, logits = _own_loss(out), (out["logits"] if hasattr(out, "keys") and "logits" in out.keys() else None)
         shifted = False
-        if own is not None and logits is not None and labels.dim() >= 2:
+        if "shift_labels" in full:
+            shifted = None  # the collator aligned the targets (counted as they are)
+        elif own is not None and logits is not None and labels.dim() >= 2:
             with torch.no_grad():
                 shifted = bool((own - _mean_ce(logits[..., :-1, :], labels[..., 1:])).abs()
                                < (own - _mean_ce(logits, labels)).abs())
@@ -217,8 +238,25 @@ def _reference(trainer, model, names, batches, num_items):
             "model argument, not self.model"
         )
     want = [grads[n].grad.detach() if grads[n].grad is not None else torch.zeros_like(grads[n]) for n in names]
-    counts = [int(((b["labels"][..., 1:] if shifted else b["labels"]) != IGNORE).sum()) for b in batches]
-    return want, counts, shifted
+    counts = [int((_counted(b, shifted) != IGNORE).sum()) for b in batches]
+    return want, counts, bool(shifted)
+
+
+def _counted(batch, shifted):
+    if "shift_labels" in batch:
+        return batch["shift_labels"]
+    return batch["labels"][..., 1:] if shifted else batch["labels"]
+
+
+def _smoothed_mean(logits, targets, smoother):
+    """The Trainer's ``LabelSmoother`` over the window as one batch: a mean over its target tokens."""
+    flat, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device)
+    kept = targets.ne(smoother.ignore_index)
+    logp = F.log_softmax(flat, dim=-1)
+    nll = -logp.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1).masked_fill(~kept, 0.0).sum()
+    smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
+    n = kept.sum().clamp(min=1)
+    return ((1 - smoother.epsilon) * nll + smoother.epsilon * smooth) / n
 
 
 def _loss_defined_by_trainer(trainer) -> bool:
@@ -304,6 +342,11 @@ def _joined(batches, pad_id):
     out = {}
     for key in batches[0]:
         values = [b[key] for b in batches]
+        if key.startswith(("cu_seq_lens", "max_length")):
+            # FlashAttention's boundaries of the sequences packed in one row (DataCollatorWithFlattening's
+            # return_flash_attn_kwargs): rows joined on dim 0 keep their own position_ids, from which the
+            # model finds the same boundaries, so these are left out.
+            continue
         if not all(torch.is_tensor(v) for v in values):
             raise GradguardError(f"the batches' {key!r} is not a tensor in every micro-batch: check_trainer joins "
                                  "the window's micro-batches into one batch")
@@ -325,6 +368,19 @@ def _joined(batches, pad_id):
         if out[key].is_floating_point():
             out[key] = out[key].double()
     return out
+
+
+def _step_failed(trainer, model, batch, e) -> str:
+    msg = (f"the trainer's own training_step failed on the first micro-batch of its first window "
+           f"({type(e).__name__}: {e}), so train() would fail the same way")
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    if (trainer.label_smoother is not None and getattr(getattr(unwrapped, "config", None), "is_encoder_decoder", False)
+            and "decoder_input_ids" not in batch):
+        msg += (": with label_smoothing_factor the Trainer takes the labels out of the batch before the forward, so "
+                f"{type(unwrapped).__name__} gets no decoder inputs. Fix: give the batches decoder_input_ids "
+                "(DataCollatorForSeq2Seq(tokenizer, model=model) makes them), or call " + _EXACT_FIX
+                + " (its loss passes the labels to the model)")
+    return msg
 
 
 def _ignores_num_items(trainer, model, batch, num_items) -> bool:
@@ -384,7 +440,15 @@ def _causes(trainer, items, num_items, shifted, scale_free, micro, k, deepspeed=
             + f". Fix: {_EXACT_FIX}"
         )
     elif num_items is not None and num_items != sum(items):
-        if shifted and overridden:
+        loss_type = getattr(_underneath(trainer, trainer.model), "loss_type", None)
+        if shifted and getattr(trainer, "_loss_shifts_labels", None) is False and loss_type is None:
+            # The Trainer counts labels[..., 1:] only for a model whose loss_type is the causal-LM one.
+            who = f"{type(trainer).__name__}.compute_loss" if overridden else "the model's loss"
+            why = (f" ({_underneath(trainer, trainer.model)._get_name()}'s loss_type is unset, so the Trainer counts "
+                   f"every non-ignored label, though {who} shifts labels and never targets position 0 of a row)")
+            fix = ("set model.loss_type = 'ForCausalLM' before building the trainer (it then counts labels[..., 1:])"
+                   + ("" if overridden else f"; or {_EXACT_FIX}"))
+        elif shifted and overridden:
             why = (f" ({type(trainer).__name__}.compute_loss shifts labels, so position 0 of each row is never a "
                    "target, but the Trainer counts every non-ignored label)")
             fix = ("divide the summed loss by the count of labels[..., 1:] != -100 over the window (override "
@@ -493,9 +557,21 @@ def exact(trainer: Trainer) -> Trainer:
     whose loss never sees ``num_items_in_batch`` (BERT-style heads, T5, Bart,
     a custom module), causal LMs (the shifted targets are counted, not every
     label), the epoch's final partial window, several processes (DDP or
-    DeepSpeed), and the Trainer's label smoothing. The model's own loss is
-    checked once, on the first window, to be that token mean (which also
-    tells whether it shifts labels); a model with another loss is refused.
+    DeepSpeed), and the Trainer's label smoothing (with the shift the
+    Trainer's own ``compute_loss`` takes, read through PEFT). The labels go
+    to the model too, and its own loss (computed there anyway) is checked
+    against that token mean on every micro-batch, judged once per window
+    before the window's last backward: a model with another loss (another
+    ignored label, another reduction) is refused before any update. The first
+    micro-batch with targets tells whether the loss shifts labels.
+
+    A ``compute_loss`` override that divides a token sum by its
+    ``num_items_in_batch`` (TRL's ``SFTTrainer``) is kept: exact() gives it
+    the count of the targets the model's loss has and checks what it returns
+    (every window, from the backward's d(loss)/d(count), before the optimizer
+    step: the loss is ``c / count``; on the first window: ``c`` is the cross
+    entropy summed over those targets). Any other override (a preference loss
+    as DPO's, a mean that ignores the count) is refused before any update.
 
     The Trainer's count and loss hooks are the ones set:
     ``trainer.get_batch_samples`` counts the window's targets (one all-gather
@@ -508,17 +584,17 @@ def exact(trainer: Trainer) -> Trainer:
     numbers are untouched; the logged ``loss`` is the exact window mean.
 
     Args:
-        trainer: a ``transformers.Trainer`` (or a subclass that keeps the Trainer's ``compute_loss``),
-            before ``train()``.
+        trainer: a ``transformers.Trainer`` (or a subclass, TRL's ``SFTTrainer`` included), before ``train()``.
 
     Returns:
         the same ``trainer``.
 
     Raises:
-        GradguardError: a ``compute_loss`` override or a ``compute_loss_func`` (their loss cannot be
-            seen into: the message says what to change), DataParallel over several GPUs in one process,
-            tensor/context/sequence parallelism; at the first window, a model whose loss is not the
-            token-mean cross entropy over its labels, or batches without ``labels``.
+        GradguardError: a ``compute_loss_func`` (its loss cannot be seen into: the message says what
+            to change), DataParallel over several GPUs in one process, tensor/context/sequence
+            parallelism; during ``train()``, before the update of the window concerned: a model whose
+            loss is not the token-mean cross entropy over its labels, an override whose loss is not a
+            token sum divided by ``num_items_in_batch``, or batches without ``labels``.
 
     >>> trainer = exact(Trainer(model=model, args=args, train_dataset=data))   # doctest: +SKIP
     >>> check_trainer(trainer).equivalent                                    # doctest: +SKIP
@@ -529,14 +605,6 @@ def exact(trainer: Trainer) -> Trainer:
     if isinstance(trainer.__dict__.get("compute_loss"), _ExactLoss.Bound):
         return trainer  # already exact
     cls = type(trainer)
-    if cls.compute_loss is not Trainer.compute_loss:
-        path, line = _source_of(cls.compute_loss)
-        raise GradguardError(
-            f"{cls.__name__}.compute_loss ({path}:{line}) overrides Trainer.compute_loss, and exact() cannot see how "
-            "it makes its loss: make it return the loss summed over target tokens divided by its num_items_in_batch "
-            f"argument and set loss_is_scaled_for_ga = True on {cls.__name__} (check it with check_trainer), or remove "
-            "the override and call exact(trainer)"
-        )
     if trainer.compute_loss_func is not None:
         fn = trainer.compute_loss_func
         raise GradguardError(
@@ -557,9 +625,11 @@ def exact(trainer: Trainer) -> Trainer:
             + ", ".join(f"{k} parallelism of size {v}" for k, v in split.items())
             + ": train without exact(), and check the window gradient with check_trainer on a single process"
         )
-    fix = _ExactLoss(trainer)
+    fix = _ExactLoss(trainer) if cls.compute_loss is Trainer.compute_loss else _ExactOverride(trainer)
     trainer.get_batch_samples = _ExactLoss.Bound(fix.get_batch_samples)
     trainer.compute_loss = _ExactLoss.Bound(fix.compute_loss)
+    if isinstance(fix, _ExactOverride):
+        trainer.add_callback(_WindowCheck(fix))
     trainer.model_accepts_loss_kwargs = False
     trainer.loss_is_scaled_for_ga = True
     return trainer
@@ -581,9 +651,16 @@ class _ExactLoss:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.original_batches = trainer.get_batch_samples  # the class's (or subclass's) own, bound
-        self.shifted: Optional[bool] = None  # does the loss target labels[..., 1:]? decided on the first window
-        self.decoder_from_labels = False  # encoder-decoder: build decoder_input_ids from labels as the model would
-        self.labels_to_model = False  # the forward requires labels: pass them (its own loss is discarded)
+        self.shifted: Optional[bool] = None  # does the loss target labels[..., 1:]?
+        self.learned = False  # was the shift read from the model's own loss (else: the Trainer's rule, for now)
+        self.smoother = trainer.label_smoother
+        if self.smoother is not None:
+            # The Trainer's own shift for its label smoother, read as its compute_loss reads it (through PEFT).
+            self.shifted, self.learned = _smoother_shifts(trainer, trainer.model), True
+        self.ignore = self.smoother.ignore_index if self.smoother is not None else IGNORE
+        self.window = 0  # windows begun
+        self.left = 0  # micro-batches of the window not yet through compute_loss
+        self.gaps: list = []  # per micro-batch of the window: (model's own loss, token mean, targets), detached
 
     # The Trainer calls this once per window with the window's micro-batches.
     def get_batch_samples(self, epoch_iterator, num_batches, device):
@@ -595,13 +672,15 @@ class _ExactLoss:
                 "exact() weights micro-batches by their target tokens, read from each batch's 'labels'; this batch "
                 f"has only {sorted(batches[0].keys())}: give the batches labels (-100 where nothing is predicted)"
             )
-        if self.shifted is None:
+        if not self.learned:
             self._learn_the_loss(batches)
-        local = sum(self._targets(b["labels"]).ne(IGNORE).sum() for b in batches).to(device)
+        local = sum(self._targets(b).ne(self.ignore).sum() for b in batches).to(device)
         if self.trainer.args.world_size > 1:
             # One collective per window for the global count, as the Trainer's own count under
             # average_tokens_across_devices (which exact() needs whatever that flag says).
             local = self.trainer.accelerator.gather(local.reshape(1)).sum()
+        self.window += 1
+        self.left, self.gaps = len(batches), []
         return batches, local
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -609,87 +688,246 @@ class _ExactLoss:
         if num_items_in_batch is None or not model.training:  # evaluation, or a call outside train()
             return Trainer.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
-        labels = inputs["labels"]
-        outputs = model(**self._model_inputs(model, inputs))
+        # The labels go to the model too: its own loss (a micro-batch mean, computed there anyway) is
+        # what every micro-batch's token mean below is checked against.
+        outputs = model(**inputs)
+        own = _own_loss(outputs)
+        if own is None:
+            raise GradguardError(
+                f"{type(trainer.accelerator.unwrap_model(model)).__name__} returned no loss for a batch with labels, "
+                "so exact() cannot check that its loss is the token-mean cross entropy it makes exact: return "
+                "{'loss': ..., 'logits': ...} from forward when labels are given"
+            )
+        logits, targets = _logits(outputs), self._targets(inputs)
+        if self.shifted and "shift_labels" not in inputs:
+            if logits.shape[:-1] == inputs["labels"].shape:
+                # The targets moved, not the logits (as the models' own losses do): slicing the logits would copy
+                # them, and their gradient, once per micro-batch (a third of this loss's time on a small LM).
+                targets = F.pad(targets, (0, 1), value=self.ignore)
+            else:
+                logits = logits[..., :-1, :]
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()  # as the models' own losses and the Trainer's label smoother do
+        flat, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device)
+        kept = targets.ne(self.ignore)
         # A window without any target (all labels ignored) has no direction: a zero loss, not 0/0.
         total = num_items_in_batch.clamp(min=1) if torch.is_tensor(num_items_in_batch) else max(num_items_in_batch, 1)
-        if trainer.label_smoother is not None:
-            # The Trainer's own smoothing, which divides its sums by the count it is given.
-            loss = trainer.label_smoother(outputs, labels, shift_labels=self.shifted, num_items_in_batch=total)
+        if self.smoother is not None:
+            # The Trainer's LabelSmoother, with the count of the targets it sums over.
+            logp = F.log_softmax(flat, dim=-1)
+            nll = -logp.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1).masked_fill(~kept, 0.0).sum()
+            smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
+            eps = self.smoother.epsilon
+            loss = ((1 - eps) * nll + eps * smooth) / total
         else:
-            logits, targets = _logits(outputs), self._targets(labels)
-            if self.shifted:
-                logits = logits[..., :-1, :]
-            if logits.dtype in (torch.float16, torch.bfloat16):
-                logits = logits.float()  # as the models' own losses do
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device),
-                                   ignore_index=IGNORE, reduction="sum") / total
+            nll = F.cross_entropy(flat, targets, ignore_index=self.ignore, reduction="sum")
+            loss = nll / total
+        self._check(own, nll, kept.sum(), logits.dtype)
         if trainer.args.world_size > 1:
             loss = loss * trainer.args.world_size  # DDP and DeepSpeed average the gradients over processes
+        if hasattr(outputs, "keys") and "loss" in outputs.keys():
+            outputs["loss"] = loss
         return (loss, outputs) if return_outputs else loss
 
     # ------------------------------------------------------------- helpers
-    def _targets(self, labels):
+    def _targets(self, batch):
+        if "shift_labels" in batch:  # padding-free collators give the targets already aligned with the logits
+            return batch["shift_labels"]
+        labels = batch["labels"]
         return labels[..., 1:] if self.shifted else labels
 
-    def _model_inputs(self, model, inputs):
-        out = dict(inputs)
-        labels = out["labels"] if self.labels_to_model else out.pop("labels")
-        if self.decoder_from_labels and "decoder_input_ids" not in out and "decoder_inputs_embeds" not in out:
-            unwrapped = self.trainer.accelerator.unwrap_model(model)
-            out["decoder_input_ids"] = unwrapped.prepare_decoder_input_ids_from_labels(labels=labels)
-        return out
+    def _check(self, own, nll, count, dtype) -> None:
+        """Keep the gap between the model's own loss and the token mean; judge the window at its last micro-batch.
+
+        Kept as tensors (no host read) until the window's last micro-batch, then one read (and, with several
+        processes, one all-reduce) per window, before that micro-batch's backward and the optimizer step.
+        """
+        self.gaps.append((own.detach().float(), nll.detach().float(), count.detach()))
+        self.left -= 1
+        if self.left > 0:
+            return
+        own_l, sums, counts = (torch.stack(x).reshape(len(self.gaps), -1)[:, 0] for x in zip(*self.gaps))
+        mean = sums / counts.clamp(min=1)
+        finite = torch.isfinite(own_l)
+        # With targets: the model's mean must be the token mean. Without: the model has no target either
+        # (its 0/0, or a 0 it returns for an empty batch).
+        gap = torch.where(counts > 0, (own_l - mean).abs() / own_l.abs().clamp(min=1),
+                          torch.where(finite, own_l.abs(), torch.zeros_like(own_l)))
+        gap = torch.where(torch.isnan(gap), torch.full_like(gap, float("inf")), gap)
+        worst = gap.max()
+        if self.trainer.args.world_size > 1 and torch.distributed.is_initialized():
+            # Every process refuses together (one alone would leave the others waiting in the next collective).
+            worst = worst.to(self.trainer.args.device)
+            torch.distributed.all_reduce(worst, op=torch.distributed.ReduceOp.MAX)
+        tol = 1e-3 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+        if float(worst) <= tol:
+            return
+        i = int(gap.argmax())
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        raise GradguardError(
+            f"{type(model).__name__}'s own loss on micro-batch {i + 1} of window {self.window} "
+            f"({float(own_l[i]):.6g}) is not the token-mean cross entropy of its logits over the labels != "
+            f"{self.ignore}{' after the first position' if self.shifted else ''} ({float(mean[i]):.6g} over "
+            f"{int(counts[i])} targets), the loss exact() makes exact (it ignores another label value, or "
+            "weighs or reduces its tokens otherwise); nothing was updated in this window: give the ignored positions "
+            f"the label {self.ignore}, or weight the micro-batches yourself in a compute_loss that returns the summed "
+            "loss divided by num_items_in_batch and check it with check_trainer"
+        )
 
     def _learn_the_loss(self, batches) -> None:
-        """Decide whether the model's loss shifts labels, and check that it is the token mean exact() makes."""
+        """Decide from the model's own loss whether it shifts labels (the first micro-batch with targets decides).
+
+        Until a micro-batch has a target, the Trainer's rule stands in (a window without targets counts 0 either
+        way, or is refused by the check of every micro-batch).
+        """
         trainer = self.trainer
         model = trainer.accelerator.unwrap_model(trainer.model)
-        self.decoder_from_labels = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False)) and hasattr(
-            model, "prepare_decoder_input_ids_from_labels")
-        labels_param = inspect.signature(model.forward).parameters.get("labels")
-        self.labels_to_model = labels_param is not None and labels_param.default is inspect.Parameter.empty
-        if trainer.label_smoother is not None:
-            # The Trainer's rule for its label smoother (its compute_loss shifts for causal-LM classes).
-            self.shifted = model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
-            return
+        self.shifted = _smoother_shifts(trainer, trainer.model) or bool(getattr(trainer, "_loss_shifts_labels", False))
+        if all("shift_labels" in b for b in batches):
+            return  # the collator aligned the targets: nothing to shift
         training = model.training
         model.eval()  # no dropout (the two forwards below must see the same logits), no random numbers drawn
         try:
             with torch.no_grad():
                 for batch in batches:
                     batch = trainer._prepare_inputs(batch)
-                    own = _own_loss(model(**batch))
+                    out = model(**batch)
+                    own = _own_loss(out)
                     if own is None:
                         raise GradguardError(
                             f"{type(model).__name__} returned no loss for a batch with labels, so exact() cannot "
                             "check that its loss is the token-mean cross entropy it makes exact: return "
                             "{'loss': ..., 'logits': ...} from forward when labels are given"
                         )
-                    if not torch.isfinite(own):
-                        continue  # no target in this micro-batch (0/0): try the next one
-                    logits = _logits(model(**self._model_inputs(model, batch)))
                     labels = batch["labels"]
+                    if not torch.isfinite(own) or labels.dim() < 2:
+                        continue  # no target in this micro-batch (0/0): try the next one
+                    logits = _logits(out)
                     plain = _mean_ce(logits, labels)
-                    shifted = _mean_ce(logits[..., :-1, :], labels[..., 1:]) if labels.dim() >= 2 else None
-                    candidates = [(abs(float(own - plain)), False)]
-                    if shifted is not None:
-                        candidates.append((abs(float(own - shifted)), True))
-                    gap, self.shifted = min(candidates)
-                    tol = 2e-2 if logits.dtype in (torch.float16, torch.bfloat16) else 1e-4
-                    if gap > tol * max(1.0, abs(float(own))):
-                        self.shifted = None
-                        raise GradguardError(
-                            f"{type(model).__name__}'s loss ({float(own):.6g} on the first micro-batch) is not the "
-                            f"token-mean cross entropy of its logits over its labels ({float(plain):.6g}"
-                            + (f", or {float(shifted):.6g} with shifted labels" if shifted is not None else "")
-                            + "), the loss exact() makes exact: weight its micro-batches yourself in a compute_loss "
-                            "that returns the summed loss divided by num_items_in_batch, and check it with "
-                            "check_trainer"
-                        )
-                    return
+                    shifted = _mean_ce(logits[..., :-1, :], labels[..., 1:])
+                    self.shifted = abs(float(own - shifted)) < abs(float(own - plain))
+                    self.learned = True
+                    return  # whether the loss is that token mean: checked on every micro-batch while training
         finally:
             model.train(training)
-        self.shifted = bool(labels.dim() >= 2 and model._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+
+
+def _underneath(trainer, model):
+    """The model under the accelerator's wrappers and a PEFT model, as ``Trainer.compute_loss`` reads it."""
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    return unwrapped.base_model.model if _is_peft_model(unwrapped) else unwrapped
+
+
+class _ExactOverride(_ExactLoss):
+    """:func:`exact` for a trainer whose ``compute_loss`` override divides a token sum by ``num_items_in_batch``.
+
+    The override stays (TRL's ``SFTTrainer``: its fused LM head, metrics, completion masks, packing); exact()
+    gives it the window's count of the targets the model's own loss has (shifted for a causal LM, or the
+    collator's ``shift_labels``) and checks what it does with it. Every window: the count is passed as a
+    float leaf tensor that requires grad, so the backward the Trainer runs anyway also gives d(loss)/d(count);
+    a loss ``c / count`` (whatever ``c``) has ``loss = -count * d(loss)/d(count)``, summed over the window,
+    checked before the optimizer step (one host read per window). The first window also checks ``c``: the
+    override's loss times the count is the cross entropy summed over those targets (times the processes,
+    whose gradients DDP averages), from a forward without grad of each of its micro-batches.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__(trainer)
+        cls = type(trainer)
+        self.name = f"{cls.__name__}.compute_loss"
+        self.path, self.line = _source_of(cls.compute_loss)
+        self.count = None  # this window's count, the leaf whose gradient the backward fills
+        self.returned = []  # the losses returned in this window, detached
+        self.sums = []  # first window: (returned, the cross-entropy sum over the targets), detached
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        try:
+            batches, local = super().get_batch_samples(epoch_iterator, num_batches, device)
+        except GradguardError as e:
+            raise GradguardError(
+                f"{self.name} ({self.path}:{self.line}) trains on batches without 'labels': its objective is not a "
+                "token mean over labels (a preference or reward loss, as DPO's), which is what exact() makes exact; "
+                "train it without exact()" if "'labels'" in str(e) else str(e)) from e
+        if local is not None:
+            self.count = local.detach().to(torch.float32).requires_grad_(True)
+            self.returned = []
+            return batches, self.count
+        return batches, local
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        trainer, cls = self.trainer, type(self.trainer)
+        if num_items_in_batch is None or not model.training or num_items_in_batch is not self.count:
+            return cls.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
+        first = self.window == 1
+        if first:
+            with torch.no_grad():
+                plain = {k: v for k, v in inputs.items() if k != "labels"}
+                logits = _logits(model(**plain))
+                targets = self._targets(inputs)
+                if self.shifted and "shift_labels" not in inputs:
+                    logits = logits[..., :-1, :]
+                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                     targets.reshape(-1).to(logits.device), ignore_index=IGNORE, reduction="sum")
+        out = cls.compute_loss(trainer, model, inputs, return_outputs=return_outputs,
+                               num_items_in_batch=num_items_in_batch)
+        loss = out[0] if isinstance(out, (tuple, list)) else out
+        self.returned.append(loss.detach().float().reshape(()))
+        if first:
+            self.sums.append((loss.detach().float().reshape(()), ce.detach().float()))
+        return out
+
+    def check(self) -> None:
+        """Before the window's optimizer step: was every loss of the window ``c / count``, and ``c`` the sum?"""
+        if self.count is None or not self.returned:
+            return
+        total = torch.stack(self.returned).sum()
+        grad = self.count.grad
+        from_grad = -self.count.detach() * grad if grad is not None else torch.zeros_like(total)
+        gap = (total - from_grad).abs() / total.abs().clamp(min=1e-12)
+        if not float(gap) <= 1e-4 and float(total.abs()) > 0:
+            raise GradguardError(
+                f"{self.name} ({self.path}:{self.line}) did not return a loss divided by its num_items_in_batch in "
+                f"window {self.window} (the window's losses sum to {float(total):.6g}; as c / num_items_in_batch they "
+                f"would be {float(from_grad):.6g}): its objective is not a token sum over the window's count, which is "
+                "what exact() makes exact; nothing was updated in this window. Return the loss summed over target "
+                "tokens divided by num_items_in_batch (check it with check_trainer), or train without exact()"
+            )
+        if self.sums:
+            count = float(self.count.detach())
+            world = self.trainer.args.world_size
+            for i, (got, ce) in enumerate(self.sums):
+                want = world * float(ce) / max(count, 1.0)
+                if abs(float(got) - want) > 1e-4 * max(abs(want), 1e-12):
+                    raise GradguardError(
+                        f"{self.name} ({self.path}:{self.line}) returned {float(got):.6g} on micro-batch {i + 1} "
+                        f"of the first window, not the cross entropy summed over the labels != -100"
+                        f"{' after the first position' if self.shifted else ''} divided by num_items_in_batch="
+                        f"{count:.0f}{f' times {world} processes' if world > 1 else ''} ({want:.6g}): its loss is "
+                        "not the token mean exact() makes exact (another reduction, weighting or target set); nothing "
+                        "was updated. Train without exact(), and check the trainer with check_trainer"
+                    )
+            self.sums = []
+        self.count = None
+
+
+class _WindowCheck(TrainerCallback):
+    """Runs :meth:`_ExactOverride.check` after the window's last backward, before its optimizer step."""
+
+    def __init__(self, fix: _ExactOverride) -> None:
+        self.fix = fix
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.fix.check()
+
+
+def _smoother_shifts(trainer, model) -> bool:
+    """Whether ``Trainer.compute_loss`` shifts the labels for its label smoother on ``model``.
+
+    Read as the Trainer reads it: through the accelerator's wrappers and a PEFT model to the model underneath,
+    whose class transformers registers as a causal LM or not.
+    """
+    return _underneath(trainer, model)._get_name() in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
 
 
 def _logits(outputs):
@@ -753,6 +991,7 @@ class Watch(TrainerCallback):
 
     def __init__(self, mode: str = "warn", ignore=()) -> None:
         self._fw = FrameworkWatch(mode, ignore, _HF_ADVICE)
+        self._count = None
 
     @property
     def findings(self):
@@ -763,14 +1002,105 @@ class Watch(TrainerCallback):
         site = (None, None)
         if trainer is not None and type(trainer).compute_loss is not Trainer.compute_loss:
             site = loss_line(type(trainer).compute_loss)
-        self._fw.start(site, [kwargs.get("optimizer")])
+        # The Trainer runs every micro-batch of a window into its step: a discard there is never deliberate.
+        self._fw.start(site, [kwargs.get("optimizer")], windowed=True)
+        if trainer is not None and _CountCheck.applies(trainer):
+            self._count = _CountCheck(trainer, self._fw)
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self._count is not None:
+            self._count.judge(state.global_step + 1)
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._leave()
         self._fw.stop()
 
     def close(self) -> None:
         """Leave the watch now (after ``train()`` raised: the Trainer has no callback for that)."""
+        self._leave()
         self._fw.stop(RuntimeError("train() did not finish"))
+
+    def _leave(self) -> None:
+        if self._count is not None:
+            self._count.remove()
+            self._count = None
+
+
+class _CountCheck:
+    """GG105 for the stock Trainer's count: does ``num_items_in_batch`` count the targets the model's loss sums?
+
+    The Trainer passes the model the window's count of labels != -100 (after the first position only when the
+    model's ``loss_type`` is the causal-LM one); the model divides its token sum by it. A causal LM whose
+    ``loss_type`` is unset (GPT2) sums the shifted targets, so every row whose first label is a target is
+    counted one too many: the window's tokens weigh 1/count instead of 1/(their number). Whether the loss
+    shifts is read once from the model's own loss on the first micro-batch (one cross entropy of its logits,
+    without grad); then per window the targets are counted from the labels the Trainer's ``get_batch_samples``
+    hands out (one host read per window, only while the watch runs).
+    """
+
+    @staticmethod
+    def applies(trainer) -> bool:
+        # Only where the model's own loss divides by the Trainer's count, in one process (the count of other
+        # processes' targets is not seen here).
+        return (type(trainer).compute_loss is Trainer.compute_loss and trainer.compute_loss_func is None
+                and trainer.label_smoother is None and bool(trainer.model_accepts_loss_kwargs)
+                and trainer.args.world_size == 1 and "get_batch_samples" not in trainer.__dict__)
+
+    def __init__(self, trainer, fw: FrameworkWatch) -> None:
+        self.trainer, self.fw = trainer, fw
+        self.shifted: Optional[bool] = None
+        self.window = None  # (labels of each micro-batch, num_items_in_batch) of the window in flight
+        self.reported = False
+        original = trainer.get_batch_samples
+
+        def get_batch_samples(epoch_iterator, num_batches, device):
+            batches, num_items = original(epoch_iterator, num_batches, device)
+            if batches and all("labels" in b for b in batches) and num_items is not None:
+                self.window = ([b["labels"] for b in batches], num_items)
+            return batches, num_items
+
+        trainer.get_batch_samples = get_batch_samples
+        self.hook = trainer.model.register_forward_hook(self._learn, with_kwargs=True)
+
+    def _learn(self, module, args, kwargs, outputs) -> None:
+        labels, n = kwargs.get("labels"), kwargs.get("num_items_in_batch")
+        if self.shifted is not None or labels is None or n is None or labels.dim() < 2 or not hasattr(outputs, "keys"):
+            return
+        loss, logits = outputs.get("loss"), outputs.get("logits")
+        if loss is None or logits is None or logits.shape[:-1] != labels.shape:
+            return
+        with torch.no_grad():
+            value = float(loss) * float(n)  # the token sum the model divided by the count
+            plain = _sum_ce(logits, labels)
+            shift = _sum_ce(logits[..., :-1, :], labels[..., 1:])
+        self.shifted = abs(value - shift) < abs(value - plain)
+        self.hook.remove()
+
+    def judge(self, step: int) -> None:
+        window, self.window = self.window, None
+        if window is None or self.shifted is None or self.reported:
+            return
+        labels, num_items = window
+        counted = int(sum(int(((lb[..., 1:] if self.shifted else lb) != IGNORE).sum()) for lb in labels))
+        given = int(num_items)
+        if counted == given:
+            return
+        self.reported = True
+        model = _underneath(self.trainer, self.trainer.model)._get_name()
+        shift = " after the first position of each row" if self.shifted else ""
+        self.fw.report("GG105", (
+            f"the Trainer passed num_items_in_batch={given} to {model}'s loss, which sums over the {counted} labels "
+            f"!= -100{shift} of the window: every token weighs 1/{given} instead of 1/{counted}, so the step's "
+            f"gradient is {counted}/{given} of the full-batch mean"
+            + (f" ({model}'s loss_type is unset, so the Trainer counts every label though the loss shifts them: set "
+               "model.loss_type = 'ForCausalLM' before building the Trainer, or call " + _EXACT_FIX + ")"
+               if self.shifted and getattr(_underneath(self.trainer, self.trainer.model), "loss_type", None) is None
+               else f". Fix: {_EXACT_FIX}")
+        ), step)
+
+    def remove(self) -> None:
+        self.hook.remove()
+        self.trainer.__dict__.pop("get_batch_samples", None)
 
 
 def _calling_trainer() -> Optional[Trainer]:

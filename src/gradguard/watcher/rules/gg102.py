@@ -33,6 +33,11 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     discard of finite gradient in its interval, is reported at that step (see
     :func:`at_empty_step`).
 
+(f) inside a framework whose loop runs every backward pass of a step interval
+    into its step (the HF Trainer's accumulation window: :attr:`Lines.windowed`),
+    the passes were meant to add up by construction: a discard of finite
+    gradient is reported at once, at the clearing line. (a) and (c) still hold.
+
 Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
 intervals right from its first one to be reported.
@@ -81,6 +86,8 @@ class Lines:
         self.lines: Dict[tuple, Line] = {}
         self.open: Dict[int, List[Line]] = {}  # id(optimizer state) -> lines that discarded in its current interval
         self.nonfinite = False  # verdict of the finiteness check before the clearing in progress
+        # Set by a framework's watch whose loop feeds every pass of an interval to its step (e): the HF Trainer.
+        self.windowed = False
 
     def before_clearing(self, view: ClearView) -> None:
         """Before a zero_grad: if it is about to be reported here for the first time, is the gradient finite?"""
@@ -116,6 +123,10 @@ class Lines:
         if line is None:
             line = self.lines[key] = Line(j, where)
         if line.banned:
+            return
+        if self.windowed:  # (e)
+            line.last = j
+            _report(view, 1)
             return
         if line.last != j:
             if line.last != j - 1 or line.confirmed != j - 1:
@@ -153,6 +164,8 @@ class Lines:
         """Would a discard by ``site`` of ``ost``'s gradient now be reported (or, before the optimizer's
         first step, be reported at that step if it finds no gradient: see :func:`at_empty_step`)?"""
         line = self.lines.get((site, id(ost)))
+        if self.windowed:
+            return line is None or not line.banned
         j = ost.steps
         if j == 0 and (line is None or not line.banned):
             return True

@@ -1,0 +1,122 @@
+"""Cost of ``exact(trainer)`` against the stock HF ``Trainer``, side by side in one run.
+
+    PYTHONPATH=src python benchmarks/bench_hf_exact.py [--rounds 60] [--vocab 8000]
+
+A Llama-style causal LM (2 layers, hidden 256, vocabulary ``--vocab``), micro-batches of 4 rows of 128
+tokens (rows of random length, right-padded), ``gradient_accumulation_steps=4``, on the CPU. A stock
+trainer and an ``exact()`` one (same model, same data) are built once; each round runs one window
+through each, in alternating order: the trainer's own ``get_batch_samples`` and ``training_step``
+for each of the K micro-batches, as ``train()`` calls them (forward, loss, backward; the optimizer
+step, the same in both, is left out, so the ratio is an upper bound on the step's). Printed: the
+median window time of each, the ratio of medians and the median of the per-round ratios (paired:
+the two windows of a round share the machine's load).
+
+exact() passes the labels to the model, so each micro-batch computes the model's own cross entropy
+(which the stock Trainer computes too) and gradguard's token sum over the same logits (the one
+backpropagated); the difference is that second cross entropy and the per-window check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import transformers
+
+from gradguard.integrations.transformers import exact
+
+transformers.logging.set_verbosity_error()
+K, MICRO, SEQ = 4, 4, 128
+
+
+class StepTimer(transformers.TrainerCallback):
+    def __init__(self):
+        self.times = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter() - self.t0)
+
+
+def rows(n, vocab, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = SEQ // 2 + int(torch.randint(0, SEQ // 2 + 1, (1,), generator=g))
+        ids = torch.randint(3, vocab, (length,), generator=g)
+        out.append({"input_ids": ids, "labels": ids.clone()})
+    return out
+
+
+def collate(rows_):
+    longest = max(len(r["input_ids"]) for r in rows_)
+
+    def pad(key, fill):
+        return torch.stack([torch.cat([r[key], r[key].new_full((longest - len(r[key]),), fill)]) for r in rows_])
+
+    mask = torch.stack([(torch.arange(longest) < len(r["input_ids"])).long() for r in rows_])
+    return {"input_ids": pad("input_ids", 0), "attention_mask": mask, "labels": pad("labels", -100)}
+
+
+def build(fix, data, vocab, d):
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=SEQ))
+    args = transformers.TrainingArguments(
+        output_dir=d, per_device_train_batch_size=MICRO, gradient_accumulation_steps=K, max_steps=1,
+        learning_rate=1e-3, optim="sgd", report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
+        disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=collate)
+    return exact(trainer) if fix else trainer
+
+
+def window(trainer):
+    """One window as train() runs it: the trainer's get_batch_samples, then training_step per micro-batch."""
+    model = trainer.model
+    model.train()
+    t0 = time.perf_counter()
+    batches, num_items = trainer.get_batch_samples(iter(trainer.get_train_dataloader()), K, trainer.args.device)
+    trainer.current_gradient_accumulation_steps = len(batches)
+    for b in batches:
+        trainer.training_step(model, b, num_items)
+    elapsed = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+    return elapsed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--vocab", type=int, default=8000)
+    a = p.parse_args(argv)
+    data = rows(MICRO * K, a.vocab)
+    stock, fixed, paired = [], [], []
+    with tempfile.TemporaryDirectory() as d:
+        trainers = {fix: build(fix, data, a.vocab, d) for fix in (False, True)}
+        for fix in (False, True):
+            window(trainers[fix])  # warm-up
+        for r in range(a.rounds):
+            order = (False, True) if r % 2 == 0 else (True, False)
+            got = {fix: window(trainers[fix]) for fix in order}
+            stock.append(got[False])
+            fixed.append(got[True])
+            paired.append(got[True] / got[False])
+    ms, mf = statistics.median(stock), statistics.median(fixed)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {torch.get_num_threads()}, "
+          f"vocab {a.vocab}, K={K}, micro-batch {MICRO}x{SEQ}")
+    print(f"window time (K training_steps), median of {a.rounds} rounds: stock {ms * 1e3:.1f} ms, "
+          f"exact {mf * 1e3:.1f} ms; "
+          f"ratio of medians {mf / ms:.3f}; median paired ratio {statistics.median(paired):.3f} "
+          f"(min {min(paired):.3f}, max {max(paired):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
