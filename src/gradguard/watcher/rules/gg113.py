@@ -16,14 +16,32 @@ final partial window of a loop of windows of 4: GG111's finding).
 
 from __future__ import annotations
 
+from typing import Dict
+
 from .._view import StepView, at, plural
 
 CODE = "GG113"
 _TOL = 1e-9
 
 
+class State:
+    """Per (backward line, optimizer): the most passes any of its windows held so far."""
+
+    def __init__(self, clock) -> None:
+        self.largest: Dict[tuple, int] = {}
+
+
 def at_window(view: StepView, site, group) -> None:
     k = len(group)
+    key = (site, id(view.ost))
+    state: State = view.memory[CODE]
+    before = state.largest.get(key, 0)
+    state.largest[key] = max(before, k)
+    if before > k:
+        # A shorter window after longer ones of the same line is a final partial window (Accelerate
+        # ends a dataloader's last window early, its passes still divided by the full K): 1/k² there
+        # is K'/K of the mean, an under-scale that GG111 owns, not every window divided twice.
+        return
     if k < 2 or any(ps.managed or ps.info.amp for ps in group):
         return
     full = view.memory["GG111"].full.get((site, id(view.ost)))
