@@ -46,6 +46,7 @@ import sys
 import warnings
 import weakref
 from contextlib import contextmanager
+from functools import partial
 from itertools import repeat
 from numbers import Integral, Real
 from operator import attrgetter, is_not
@@ -64,7 +65,10 @@ from ._window import Window
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 _grad = attrgetter("grad")
+_version = attrgetter("_version")
+_requires_grad = attrgetter("requires_grad")
 _is_cpu = attrgetter("is_cpu")
+_present = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -227,11 +231,23 @@ class Accumulator:
         # hooked again (see _after_pass).
         self._reached_by: list = []
         self._hook_handles: list = []
-        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
+        # requires_grad of each parameter when they were hooked: re-hooked when it changes (a parameter
+        # frozen or unfrozen between windows; a hook cannot be put on a tensor that needs no gradient).
+        self._hooked: Optional[tuple] = None
         self._hooks_fire = False
         self._sentinel: Optional[torch.Tensor] = None  # the one parameter hooked, or None: all are
         self._common: Optional[set] = None  # ids of the parameters every pass since hooking all reached
         weakref.finalize(self, _remove_handles, self._hook_handles)
+        # What the window's last pass left in .grad: each optimizer parameter's .grad (None or the
+        # tensor) and the versions of those that are tensors. Compared before the next pass and at
+        # the window's end: a .grad cleared, replaced or edited in place in between (a zero_grad()
+        # left in the loop) was not the Accumulator's doing, and stepping would apply a sum that is
+        # no longer the window's. Only where every pass writes into .grad and nothing else does
+        # between passes (one process, DDP, an accelerator, DeepSpeed stage 0); None: nothing kept.
+        self._checks = self._sync.grads_in_params and getattr(self._sync, "accumulates_into_params", False)
+        self._wparams: Optional[List[torch.Tensor]] = None  # the optimizer's parameters, listed once per window
+        self._seen: Optional[list] = None
+        self._seen_versions: Optional[list] = None
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -369,7 +385,11 @@ class Accumulator:
             # gradient sync, and FSDP2 also expects a backward after every forward.
             # (A failure halfway leaves only zeros behind: nothing to undo.)
             if self._sync.needs_empty_backward:
+                if self._seen is not None:
+                    self._check_untouched("backward()")
                 self._sync.empty_backward(loss, self._params())
+                if self._seen is not None:
+                    self._record()  # its all-reduce (DDP) wrote into .grad
             w.last_synced = not w.in_no_sync
             w.counted = counted
             w.has_backward = True
@@ -401,7 +421,9 @@ class Accumulator:
             weight = 1.0
         if not w.contributed:
             self._start_window(loss)
-        elif rebase:
+        elif self._seen is not None:
+            self._check_untouched("backward()")
+        if rebase and w.contributed:
             grads = [p.grad for p in self._params() if p.grad is not None]
             if grads:
                 self._scale_grads(grads, w.ref / ref)
@@ -428,8 +450,10 @@ class Accumulator:
             mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
-        if not self._after_pass(reached, scaled) and w.unreached is None:
+        if not self._after_pass(reached, scaled) and not self._changed_by_pass() and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
+        if self._checks:
+            self._record()
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
@@ -456,14 +480,16 @@ class Accumulator:
 
     def _start_window(self, loss: torch.Tensor) -> None:
         """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
-        params = self._params()
+        params = self._wparams = self._params()
         self._w.start_grads = _grad_marks(params)
-        if self._hooked != len(params):
+        if self._hooked is None or len(self._hooked) != len(params):
             self._hook(params)
             self._report_outside_leaves(loss, params)
+        elif self._hooked != tuple(map(_requires_grad, params)):
+            self._hook(params)  # a parameter was frozen or unfrozen: hook those that need a gradient now
         elif self._sentinel is None and self._common and self._hooks_fire:
             # A window went by in which every pass reached these parameters: keep one of them hooked.
-            sentinel = next((p for p in params if id(p) in self._common), None)
+            sentinel = next((p for p in params if id(p) in self._common and p.requires_grad), None)
             if sentinel is not None:
                 self._hook(params, sentinel=sentinel)
 
@@ -477,7 +503,7 @@ class Accumulator:
         """
         for h in self._hook_handles:
             h.remove()
-        self._hooked = len(params)
+        self._hooked = tuple(map(_requires_grad, params))
         self._hook_handles[:] = []
         self._sentinel, self._common = sentinel, None
         if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
@@ -501,6 +527,67 @@ class Accumulator:
             mine = set(map(id, params))
             return any(id(node.variable) in mine for node in grad_leaves(root))
         return not self._hooks_fire  # hooks that never fired (FSDP2) say nothing
+
+    def _record(self) -> None:
+        """Keep what this pass left in .grad (see ``_seen`` in ``__init__``): one C loop over the parameters."""
+        seen = self._seen = list(map(_grad, self._wparams))
+        self._seen_versions = list(map(_version, filter(_present, seen)))
+
+    def _changed_by_pass(self) -> bool:
+        """Whether the pass just made changed some .grad (read where the reach hooks heard nothing:
+        a parameter unfrozen in the middle of a window is not hooked yet)."""
+        if not self._checks or self._sync.world_size > 1:  # (a synced pass's all-reduce rewrites every .grad)
+            return False
+        if self._seen is None:
+            return _reached(self._wparams, self._w.start_grads)
+        return self._touched() is not None
+
+    def _touched(self) -> Optional[Tuple[int, str]]:
+        """(position, what happened) of the first .grad that is not what the last pass left; None when all are."""
+        seen = self._seen
+        now = list(map(_grad, self._wparams))
+        if not any(map(is_not, now, seen)) and list(map(_version, filter(_present, seen))) == self._seen_versions:
+            return None
+        versions = iter(self._seen_versions)
+        for i, (g, before) in enumerate(zip(now, seen)):
+            version = None if before is None else next(versions)
+            if g is before and (g is None or g._version == version):
+                continue
+            if g is None:
+                return i, "was set to None"
+            if before is None:
+                return i, "was created (by a backward pass or an assignment the Accumulator did not make)"
+            if g is not before:
+                return i, "was replaced by another tensor"
+            return i, "was changed in place"
+        return None
+
+    def _check_untouched(self, where: str) -> None:
+        """Raise (the window discarded, nothing applied) when a .grad of the window changed since its last pass."""
+        found = self._touched()
+        if found is None:
+            return
+        message = self._touched_message(*found, where)
+        self._drop_window()
+        raise GradguardError(message)
+
+    def _touched_message(self, i: int, what: str, where: str) -> str:
+        p = self._wparams[i]
+        name = next((n for n, q in self.model.named_parameters() if q is p), None) if self.model is not None else None
+        label = f"{name!r} " if name else ""
+        w = self._w
+        last = w.losses[-1][0] if w.losses else w.micro
+        site = _caller_site()
+        return (
+            f"the in-flight gradient of parameter {label}(shape {tuple(p.shape)}, position {i} in the optimizer's "
+            f"param_groups) {what} after the backward() of micro-batch {last} of window {self.optimizer_steps} and before "
+            f"acc.{where}{' at ' + site if site else ''}: something other than the Accumulator changed the window's "
+            "gradients (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an in-place edit "
+            "such as p.grad.mul_(), or a backward() not made through acc.backward()), so the window's sum is no longer "
+            "what its micro-batches added. Nothing was applied and the window was discarded (skipped_windows + 1). "
+            "The Accumulator clears the gradients itself after each step: remove the zero_grad() from the loop; clip with "
+            "max_grad_norm=, and change a gradient in a hook that runs inside backward() (p.register_hook)"
+        )
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
@@ -603,6 +690,8 @@ class Accumulator:
         until the update is through.
         """
         w, sync = self._w, self._sync
+        if self._seen is not None:
+            self._check_untouched("step() (or acc.flush()) that ends the window")
         micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)
@@ -702,6 +791,8 @@ class Accumulator:
         if after is None or now == after:  # nothing but (maybe) the normalising multiply touched .grad
             if now != before:
                 self._scale_grads(grads, factor, undo=True)
+            if self._seen is not None:
+                self._record()  # the undo and the window's reduction are the Accumulator's own
             w.end_failed = type(exc).__name__
             return
         # Unscaling or clipping rewrote .grad after the multiply: it cannot be put back.
@@ -856,6 +947,7 @@ class Accumulator:
         else:
             self.optimizer.zero_grad(set_to_none=self.set_to_none)
         self._w = Window()
+        self._seen = self._seen_versions = None
 
     def _drop_window(self) -> bool:
         """End a window without stepping: clear its gradients (a NaN window's are poison)."""
@@ -903,12 +995,34 @@ class Accumulator:
                          for p, g in zip(params, grads or [None] * len(params))]
         except (RuntimeError, TypeError) as exc:
             raise GradguardError(f"an in-flight gradient of the state cannot be moved to its parameter ({exc}): nothing was loaded") from exc
+        if window.normalised:
+            # Saved by an earlier gradguard after its window end had multiplied .grad by the end factor and the
+            # step failed. The resumed loop may end the window (flush) or add micro-batches to it, and the
+            # window's end would apply no factor to either: take the factor out again (on the copies), so
+            # the window holds its plain weighted sum like any other and its end is exact whichever way.
+            if self._sync.world_size != 1 or not self._sync.grads_in_params or not window.total or window.ref is None:
+                raise GradguardError(
+                    "the Accumulator state says its gradients are already normalised (normalised=True, saved by an "
+                    f"earlier gradguard after a failed step) with total={window.total!r}, ref={window.ref!r}"
+                    + (f" on {self._sync.world_size} processes" if self._sync.world_size != 1 else "")
+                    + ": the factor that was applied cannot be taken out here, so resuming would mis-weight the window. "
+                    "Nothing was loaded: resume from a state saved at a window boundary (acc.micro_step == 0)"
+                )
+            factor = window.ref * self.steps / window.total  # what that window's end multiplied .grad by (one process)
+            for g in new_grads:
+                if g is not None:
+                    g.div_(factor)
+            window.normalised = False
         window.contributed = any(g is not None for g in new_grads)
         window.start_grads = [] if window.contributed else None
         with accumulator_clearing():  # replacing .grad wholesale is this object's own doing
             for p, g in zip(params, new_grads):
                 p.grad = g
         self._w = window
+        self._wparams = params
+        self._seen = self._seen_versions = None
+        if window.contributed and self._checks:
+            self._record()
         for key, attr in _window.RUN_FIELDS.items():
             setattr(self, attr, run[key])
 
@@ -975,6 +1089,17 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
     if not ok:
         raise GradguardError(f"count must be a finite number >= 0 (items in this micro-batch), got {value!r}")
     return value, None
+
+
+def _caller_site() -> Optional[str]:
+    """``file:line`` of the first frame outside gradguard (the user's acc.backward() or acc.step()); on error paths only."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
 
 
 def _grad_marks(params: List[torch.Tensor]) -> list:
