@@ -607,8 +607,8 @@ def test_a_loss_reaching_no_parameter_is_refused_wherever_it_falls_in_a_window_w
 
 def test_a_grad_replaced_by_hand_mid_window_is_refused_and_hides_no_loss_that_reaches_nothing():
     # A .grad put there by hand mid-window (even with the same values) is not the Accumulator's doing:
-    # the next backward() refuses the window before its pass (whatever that pass reaches), nothing
-    # applied; the windows after it are exact.
+    # the window's end refuses the window (whatever the later pass reached), nothing applied; the
+    # windows after it are exact.
     torch.manual_seed(0)
     model, other = TwoBranches(), nn.Linear(3, 1).double()
     opt = CaptureOptimizer(model.parameters())
@@ -618,8 +618,9 @@ def test_a_grad_replaced_by_hand_mid_window_is_refused_and_hides_no_loss_that_re
     acc.backward(_mse(model, *data[4]), count=len(data[4][0]))
     acc.step()
     acc._sentinel.grad = acc._sentinel.grad.clone()  # by hand, the same values
+    acc.backward(_mse(other, *data[5]), count=len(data[5][0]))  # reaches none of the optimizer's parameters
     with pytest.raises(gg.GradguardError, match="was replaced by another tensor after the backward"):
-        acc.backward(_mse(other, *data[5]), count=len(data[5][0]))  # reaches none of the optimizer's parameters
+        acc.step()
     assert len(opt.captured) == 2 and acc.skipped_windows == 1 and all(p.grad is None for p in model.parameters())
     # Control: the same loop without the replacement is exact.
     acc.backward(_mse(model, *data[6]), count=len(data[6][0]))

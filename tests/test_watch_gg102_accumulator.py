@@ -3,8 +3,8 @@
 A pass made through ``acc.backward()`` belongs to a window that only the Accumulator's own step
 (or its own drop) ends; a clearing it did not make before then (a ``zero_grad()`` left at the top
 of a ported loop) is reported at that line the first time, not after the three step intervals a
-hand loop needs to tell a bug from a deliberate skip. The Accumulator refuses the window as well
-(tests/test_accumulate_self_checks.py); here the watch's side.
+hand loop needs to tell a bug from a deliberate skip. The Accumulator refuses the window as well,
+at its end (tests/test_accumulate_self_checks.py); here the watch's side.
 """
 
 import json
@@ -46,12 +46,11 @@ def _loop(clear, steps=3, windows=2, at=None):
             if at is None or i % steps == at:
                 clear(opt, model)
             x, y = torch.randn(2 + i % 3, 6), torch.randint(0, 3, (2 + i % 3,))
+            acc.backward(F.cross_entropy(model(x), y), count=len(x))
             try:
-                acc.backward(F.cross_entropy(model(x), y), count=len(x))
+                acc.step()
             except gg.GradguardError:
                 refused.append(i)
-                continue
-            acc.step()
     return w, refused
 
 
@@ -62,7 +61,7 @@ def test_a_clearing_of_a_pending_window_is_reported_the_first_time(clear):
     w, refused = _loop(clear, at=1)
     assert [(f.code, f.step) for f in w.findings] == [("GG102", 1)]
     assert "Accumulator's backward pass" in w.findings[0].detail
-    assert refused == [1, 4]  # the Accumulator refuses each such window too
+    assert refused == [2, 5]  # the Accumulator refuses each such window too, at its end
 
 
 def test_raise_mode_stops_at_the_clearing_before_the_accumulator_sees_it():

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from functools import partial
 from itertools import repeat
 from numbers import Integral, Real
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not, sub
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -66,7 +66,6 @@ _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 _grad = attrgetter("grad")
 _version = attrgetter("_version")
-_requires_grad = attrgetter("requires_grad")
 _is_cpu = attrgetter("is_cpu")
 _present = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
@@ -231,23 +230,27 @@ class Accumulator:
         # hooked again (see _after_pass).
         self._reached_by: list = []
         self._hook_handles: list = []
-        # requires_grad of each parameter when they were hooked: re-hooked when it changes (a parameter
-        # frozen or unfrozen between windows; a hook cannot be put on a tensor that needs no gradient).
-        self._hooked: Optional[tuple] = None
+        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
         self._hooks_fire = False
         self._sentinel: Optional[torch.Tensor] = None  # the one parameter hooked, or None: all are
         self._common: Optional[set] = None  # ids of the parameters every pass since hooking all reached
         weakref.finalize(self, _remove_handles, self._hook_handles)
-        # What the window's last pass left in .grad: each optimizer parameter's .grad (None or the
-        # tensor) and the versions of those that are tensors. Compared before the next pass and at
-        # the window's end: a .grad cleared, replaced or edited in place in between (a zero_grad()
-        # left in the loop) was not the Accumulator's doing, and stepping would apply a sum that is
-        # no longer the window's. Only where every pass writes into .grad and nothing else does
-        # between passes (one process, DDP, an accelerator, DeepSpeed stage 0); None: nothing kept.
-        self._checks = self._sync.grads_in_params and getattr(self._sync, "accumulates_into_params", False)
+        # The window's .grad as its first pass left them: each optimizer parameter's .grad (None or
+        # the tensor), the versions of those that are tensors, and the passes run since. Checked when
+        # the window ends, before anything is applied: a .grad set to None or replaced, or one whose
+        # version rose by more than one per pass since (autograd adds to an existing .grad in place,
+        # one version each), was changed by something other than the Accumulator (a zero_grad() left
+        # in the loop keeps only the window's last micro-batch), and stepping would apply a sum that
+        # is no longer the window's. One read of the parameters' .grad per window beside the
+        # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
+        # does: one process (DDP's reducer replaces .grad with bucket views, and one rank cannot
+        # refuse a window alone); None: nothing kept.
+        self._checks = (self._sync.world_size == 1 and self._sync.grads_in_params
+                        and getattr(self._sync, "accumulates_into_params", False))
         self._wparams: Optional[List[torch.Tensor]] = None  # the optimizer's parameters, listed once per window
         self._seen: Optional[list] = None
         self._seen_versions: Optional[list] = None
+        self._since = 0
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -385,11 +388,8 @@ class Accumulator:
             # gradient sync, and FSDP2 also expects a backward after every forward.
             # (A failure halfway leaves only zeros behind: nothing to undo.)
             if self._sync.needs_empty_backward:
-                if self._seen is not None:
-                    self._check_untouched("backward()")
                 self._sync.empty_backward(loss, self._params())
-                if self._seen is not None:
-                    self._record()  # its all-reduce (DDP) wrote into .grad
+                self._since += 1  # it added zeros in place
             w.last_synced = not w.in_no_sync
             w.counted = counted
             w.has_backward = True
@@ -421,12 +421,14 @@ class Accumulator:
             weight = 1.0
         if not w.contributed:
             self._start_window(loss)
-        elif self._seen is not None:
-            self._check_untouched("backward()")
-        if rebase and w.contributed:
+        elif rebase:
             grads = [p.grad for p in self._params() if p.grad is not None]
             if grads:
+                if self._seen is not None:
+                    self._check_untouched("backward()")  # what the rescale rewrites is checked first
                 self._scale_grads(grads, w.ref / ref)
+                if self._seen is not None:
+                    self._record()
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
@@ -450,10 +452,14 @@ class Accumulator:
             mark.__exit__(None, None, None)
 
         # The backward pass succeeded: only now does the window take this micro-batch.
-        if not self._after_pass(reached, scaled) and not self._changed_by_pass() and w.unreached is None:
+        if not self._after_pass(reached, scaled) and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
-        if self._checks:
-            self._record()
+        if self._seen is not None:
+            self._since += 1
+        elif self._checks:  # the window's first pass: what it left (see _seen in __init__), one C loop
+            seen = self._seen = list(map(_grad, self._wparams))
+            self._seen_versions = list(map(_version, filter(_present, seen)))
+            self._since = 0
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
@@ -482,13 +488,12 @@ class Accumulator:
         """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
         params = self._wparams = self._params()
         self._w.start_grads = _grad_marks(params)
-        if self._hooked is None or len(self._hooked) != len(params):
+        if self._hooked != len(params):
             self._hook(params)
             self._report_outside_leaves(loss, params)
-        elif self._hooked != tuple(map(_requires_grad, params)):
-            self._hook(params)  # a parameter was frozen or unfrozen: hook those that need a gradient now
         elif self._sentinel is None and self._common and self._hooks_fire:
-            # A window went by in which every pass reached these parameters: keep one of them hooked.
+            # A window went by in which every pass reached these parameters: keep one of them hooked
+            # (one that still needs a gradient: no hook can be put on a parameter frozen since).
             sentinel = next((p for p in params if id(p) in self._common and p.requires_grad), None)
             if sentinel is not None:
                 self._hook(params, sentinel=sentinel)
@@ -503,7 +508,7 @@ class Accumulator:
         """
         for h in self._hook_handles:
             h.remove()
-        self._hooked = tuple(map(_requires_grad, params))
+        self._hooked = len(params)
         self._hook_handles[:] = []
         self._sentinel, self._common = sentinel, None
         if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
@@ -526,40 +531,41 @@ class Accumulator:
             self._hook(params)
             mine = set(map(id, params))
             return any(id(node.variable) in mine for node in grad_leaves(root))
-        return not self._hooks_fire  # hooks that never fired (FSDP2) say nothing
+        if not self._hooks_fire:
+            return True  # hooks that never fired (FSDP2) say nothing
+        # Every parameter that needed a gradient when hooked is hooked, and none was heard: the
+        # loss's graph tells whether the pass reached one unfrozen since (hooked at the next window).
+        mine = set(map(id, self._params()))
+        return any(id(node.variable) in mine for node in grad_leaves(root))
 
     def _record(self) -> None:
-        """Keep what this pass left in .grad (see ``_seen`` in ``__init__``): one C loop over the parameters."""
+        """Keep what is in .grad now (see ``_seen`` in ``__init__``): one C loop over the parameters."""
         seen = self._seen = list(map(_grad, self._wparams))
         self._seen_versions = list(map(_version, filter(_present, seen)))
-
-    def _changed_by_pass(self) -> bool:
-        """Whether the pass just made changed some .grad (read where the reach hooks heard nothing:
-        a parameter unfrozen in the middle of a window is not hooked yet)."""
-        if not self._checks or self._sync.world_size > 1:  # (a synced pass's all-reduce rewrites every .grad)
-            return False
-        if self._seen is None:
-            return _reached(self._wparams, self._w.start_grads)
-        return self._touched() is not None
+        self._since = 0
 
     def _touched(self) -> Optional[Tuple[int, str]]:
-        """(position, what happened) of the first .grad that is not what the last pass left; None when all are."""
+        """(position, what happened) of the first .grad that no pass since the record can have left; None when all can.
+
+        A .grad that was None may have been made by a later pass; one that was a tensor stays that
+        tensor, its version risen by at most one per pass.
+        """
         seen = self._seen
         now = list(map(_grad, self._wparams))
-        if not any(map(is_not, now, seen)) and list(map(_version, filter(_present, seen))) == self._seen_versions:
+        if all(map(is_, now, seen)) and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since:
             return None
+        since = self._since
         versions = iter(self._seen_versions)
         for i, (g, before) in enumerate(zip(now, seen)):
-            version = None if before is None else next(versions)
-            if g is before and (g is None or g._version == version):
+            if before is None:
                 continue
+            version = next(versions)
             if g is None:
                 return i, "was set to None"
-            if before is None:
-                return i, "was created (by a backward pass or an assignment the Accumulator did not make)"
             if g is not before:
                 return i, "was replaced by another tensor"
-            return i, "was changed in place"
+            if g._version - version > since:
+                return i, "was changed in place"
         return None
 
     def _check_untouched(self, where: str) -> None:
@@ -576,11 +582,11 @@ class Accumulator:
         name = next((n for n, q in self.model.named_parameters() if q is p), None) if self.model is not None else None
         label = f"{name!r} " if name else ""
         w = self._w
-        last = w.losses[-1][0] if w.losses else w.micro
+        first = w.losses[0][0] if w.losses else 0
         site = _caller_site()
         return (
             f"the in-flight gradient of parameter {label}(shape {tuple(p.shape)}, position {i} in the optimizer's "
-            f"param_groups) {what} after the backward() of micro-batch {last} of window {self.optimizer_steps} and before "
+            f"param_groups) {what} after the backward() of micro-batch {first} of window {self.optimizer_steps} and before "
             f"acc.{where}{' at ' + site if site else ''}: something other than the Accumulator changed the window's "
             "gradients (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an in-place edit "
             "such as p.grad.mul_(), or a backward() not made through acc.backward()), so the window's sum is no longer "
@@ -662,7 +668,7 @@ class Accumulator:
                 "(for a micro-batch with no items, call acc.backward(loss, count=0))"
             )
         if self._ends_window(w.micro):
-            return self._end_window()
+            return self._end_window("step()")
         w.micro += 1
         w.has_backward = False
         return False
@@ -679,9 +685,9 @@ class Accumulator:
         """
         if not self._w.in_flight:
             return False
-        return self._end_window()
+        return self._end_window("flush()")
 
-    def _end_window(self) -> bool:
+    def _end_window(self, caller: str) -> bool:
         """End the window (its micro-batches: ``micro``, plus the current one if it had a backward).
 
         All or nothing: what raises before the optimizer step leaves ``.grad`` and
@@ -690,8 +696,11 @@ class Accumulator:
         until the update is through.
         """
         w, sync = self._w, self._sync
-        if self._seen is not None:
-            self._check_untouched("step() (or acc.flush()) that ends the window")
+        seen = self._seen
+        if seen is not None and not (  # the common case inline: every .grad the window's passes can have left
+                all(map(is_, map(_grad, self._wparams), seen))
+                and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since):
+            self._check_untouched(f"{caller} that ends the window")
         micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)

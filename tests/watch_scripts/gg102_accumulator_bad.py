@@ -14,8 +14,8 @@ for i in range(8):
     x, y = torch.randn(4 + i, 8), torch.randn(4 + i, 1)
     optimizer.zero_grad()  # BUG: left over from the hand loop; clears the window's earlier micro-batches
     loss = F.mse_loss(model(x), y)
+    acc.backward(loss, count=len(x))
     try:
-        acc.backward(loss, count=len(x))
+        acc.step()
     except gg.GradguardError:
-        continue  # the Accumulator dropped the window (nothing applied)
-    acc.step()
+        pass  # the Accumulator refused the window at its end (nothing applied)
