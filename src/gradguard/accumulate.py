@@ -950,13 +950,13 @@ class Accumulator:
         stepped.append(bool(ran))
 
     def _clear_window(self) -> None:
+        self._seen = self._seen_versions = None  # (first: the cleared gradients are freed inside zero_grad, as without it)
         if listening():
             with accumulator_clearing():  # a running watch knows this clearing is the Accumulator's own
                 self.optimizer.zero_grad(set_to_none=self.set_to_none)
         else:
             self.optimizer.zero_grad(set_to_none=self.set_to_none)
         self._w = Window()
-        self._seen = self._seen_versions = None
 
     def _drop_window(self) -> bool:
         """End a window without stepping: clear its gradients (a NaN window's are poison)."""
