@@ -231,6 +231,35 @@ def run_skip(stage: int, rank: int) -> dict:
     return {"params": params, "skipped": acc.skipped_windows, "steps": acc.optimizer_steps}
 
 
+# One process: a first window whose every micro-batch has 0 items (the engine runs no backward pass
+# in it), then two windows of SINGLE_SCHEDULE's counts.
+EMPTY_FIRST_SCHEDULE = [[[0] * STEPS]] + SINGLE_SCHEDULE[:2]
+
+
+def run_empty_window(stage: int, rank: int) -> dict:
+    """One process: the empty window ends dropped (no error, nothing stepped) and the engine trains on after it."""
+    import gradguard as gg
+
+    engine = _engine(stage)
+    acc = gg.Accumulator(engine, STEPS)
+    params, stepped, error = [], [], ""
+    try:
+        for w, per_rank in enumerate(EMPTY_FIRST_SCHEDULE):
+            counts = per_rank[rank]
+            for m, count in enumerate(counts):
+                x, y, mask = _data(w, rank, m, count)
+                acc.backward(h.masked_loss(engine, x, y, mask), count=count)
+                last = acc.step()
+            if len(counts) < STEPS:
+                last = acc.flush()
+            stepped.append(last)
+            params.append(full_params(engine))
+    except Exception as exc:  # recorded for the test's message
+        error = f"{type(exc).__name__}: {exc}"
+    return {"params": params, "stepped": stepped, "skipped": acc.skipped_windows, "error": error,
+            "engine_steps": engine.global_steps}
+
+
 def run_resume(rank: int, world_size: int) -> dict:
     """Stage 0: stop in the middle of window 1, save the Accumulator, load it into a new one, go on."""
     import copy
@@ -314,6 +343,8 @@ def main(out_dir: str, stages: List[int]) -> None:
             result["skip"] = run_skip(stage, rank)
             if stage == 0:
                 result["resume"] = run_resume(rank, world_size)
+        else:
+            result["empty_window"] = run_empty_window(stage, rank)
         torch.save(result, os.path.join(out_dir, f"stage{stage}-rank{rank}.pt"))
     torch.save(run_accelerate(rank, world_size), os.path.join(out_dir, f"accelerate-rank{rank}.pt"))
     dist.barrier()

@@ -310,6 +310,7 @@ def _accumulator_with_zero_grad(leftover, n=12, nan_at=()):
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     acc = gg.Accumulator(opt, steps=4, nonfinite="skip")
+    refused = []
     with gg.watch(mode="record") as w:
         for i in range(n):
             x, y = torch.randn(2 + i % 3, 4), torch.randn(2 + i % 3, 1)
@@ -319,16 +320,22 @@ def _accumulator_with_zero_grad(leftover, n=12, nan_at=()):
             if i in nan_at:
                 loss = loss * float("nan")
             acc.backward(loss, count=len(x))
-            acc.step()
-    return w, (line if leftover else None)
+            try:
+                acc.step()
+            except gg.GradguardError as exc:  # the Accumulator refuses the window too (and drops it)
+                refused.append((i, str(exc)))
+    return w, (line if leftover else None), refused
 
 
 def test_leftover_zero_grad_with_the_accumulator_is_discarded_gradient():
-    w, line = _accumulator_with_zero_grad(leftover=True)
-    assert codes(w) == ["GG102"] and w.findings[0].line == line
+    w, line, refused = _accumulator_with_zero_grad(leftover=True)
+    # Reported at the clearing, the first time it throws a pending window away (the second micro-batch).
+    assert codes(w) == ["GG102"] and w.findings[0].line == line and w.findings[0].step == 1
+    assert "Accumulator's backward pass" in w.findings[0].detail
+    assert refused and refused[0][0] == 3 and "was replaced by another tensor" in refused[0][1]
     assert _accumulator_with_zero_grad(leftover=False)[0].findings == []
     # Windows the Accumulator drops on purpose (a NaN loss with nonfinite="skip") are its own clearing.
-    w, _ = _accumulator_with_zero_grad(leftover=False, n=16, nan_at={1, 5, 9, 13})
+    w, *_ = _accumulator_with_zero_grad(leftover=False, n=16, nan_at={1, 5, 9, 13})
     assert w.findings == []
 
 

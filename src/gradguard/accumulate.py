@@ -46,9 +46,10 @@ import sys
 import warnings
 import weakref
 from contextlib import contextmanager
+from functools import partial
 from itertools import repeat
 from numbers import Integral, Real
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not, sub
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -64,7 +65,9 @@ from ._window import Window
 _NONFINITE_MODES = ("raise", "skip", "raise_early")
 _REDUCTIONS = ("mean", "sum")
 _grad = attrgetter("grad")
+_version = attrgetter("_version")
 _is_cpu = attrgetter("is_cpu")
+_present = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
 _LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
@@ -232,6 +235,22 @@ class Accumulator:
         self._sentinel: Optional[torch.Tensor] = None  # the one parameter hooked, or None: all are
         self._common: Optional[set] = None  # ids of the parameters every pass since hooking all reached
         weakref.finalize(self, _remove_handles, self._hook_handles)
+        # The window's .grad as its first pass left them: each optimizer parameter's .grad (None or
+        # the tensor), the versions of those that are tensors, and the passes run since. Checked when
+        # the window ends, before anything is applied: a .grad set to None or replaced, or one whose
+        # version rose by more than one per pass since (autograd adds to an existing .grad in place,
+        # one version each), was changed by something other than the Accumulator (a zero_grad() left
+        # in the loop keeps only the window's last micro-batch), and stepping would apply a sum that
+        # is no longer the window's. One read of the parameters' .grad per window beside the
+        # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
+        # does: one process (DDP's reducer replaces .grad with bucket views, and one rank cannot
+        # refuse a window alone); None: nothing kept.
+        self._checks = (self._sync.world_size == 1 and self._sync.grads_in_params
+                        and getattr(self._sync, "accumulates_into_params", False))
+        self._wparams: Optional[List[torch.Tensor]] = None  # the optimizer's parameters, listed once per window
+        self._seen: Optional[list] = None
+        self._seen_versions: Optional[list] = None
+        self._since = 0
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -370,6 +389,7 @@ class Accumulator:
             # (A failure halfway leaves only zeros behind: nothing to undo.)
             if self._sync.needs_empty_backward:
                 self._sync.empty_backward(loss, self._params())
+                self._since += 1  # it added zeros in place
             w.last_synced = not w.in_no_sync
             w.counted = counted
             w.has_backward = True
@@ -404,7 +424,11 @@ class Accumulator:
         elif rebase:
             grads = [p.grad for p in self._params() if p.grad is not None]
             if grads:
+                if self._seen is not None:
+                    self._check_untouched("backward()")  # what the rescale rewrites is checked first
                 self._scale_grads(grads, w.ref / ref)
+                if self._seen is not None:
+                    self._record()
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
@@ -430,6 +454,12 @@ class Accumulator:
         # The backward pass succeeded: only now does the window take this micro-batch.
         if not self._after_pass(reached, scaled) and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
+        if self._seen is not None:
+            self._since += 1
+        elif self._checks:  # the window's first pass: what it left (see _seen in __init__), one C loop
+            seen = self._seen = list(map(_grad, self._wparams))
+            self._seen_versions = list(map(_version, filter(_present, seen)))
+            self._since = 0
         w.ref = ref
         w.contributed = True
         w.last_synced = not w.in_no_sync
@@ -456,14 +486,15 @@ class Accumulator:
 
     def _start_window(self, loss: torch.Tensor) -> None:
         """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
-        params = self._params()
+        params = self._wparams = self._params()
         self._w.start_grads = _grad_marks(params)
         if self._hooked != len(params):
             self._hook(params)
             self._report_outside_leaves(loss, params)
         elif self._sentinel is None and self._common and self._hooks_fire:
-            # A window went by in which every pass reached these parameters: keep one of them hooked.
-            sentinel = next((p for p in params if id(p) in self._common), None)
+            # A window went by in which every pass reached these parameters: keep one of them hooked
+            # (one that still needs a gradient: no hook can be put on a parameter frozen since).
+            sentinel = next((p for p in params if id(p) in self._common and p.requires_grad), None)
             if sentinel is not None:
                 self._hook(params, sentinel=sentinel)
 
@@ -500,7 +531,69 @@ class Accumulator:
             self._hook(params)
             mine = set(map(id, params))
             return any(id(node.variable) in mine for node in grad_leaves(root))
-        return not self._hooks_fire  # hooks that never fired (FSDP2) say nothing
+        if not self._hooks_fire:
+            return True  # hooks that never fired (FSDP2) say nothing
+        # Every parameter that needed a gradient when hooked is hooked, and none was heard: the
+        # loss's graph tells whether the pass reached one unfrozen since (hooked at the next window).
+        mine = set(map(id, self._params()))
+        return any(id(node.variable) in mine for node in grad_leaves(root))
+
+    def _record(self) -> None:
+        """Keep what is in .grad now (see ``_seen`` in ``__init__``): one C loop over the parameters."""
+        seen = self._seen = list(map(_grad, self._wparams))
+        self._seen_versions = list(map(_version, filter(_present, seen)))
+        self._since = 0
+
+    def _touched(self) -> Optional[Tuple[int, str]]:
+        """(position, what happened) of the first .grad that no pass since the record can have left; None when all can.
+
+        A .grad that was None may have been made by a later pass; one that was a tensor stays that
+        tensor, its version risen by at most one per pass.
+        """
+        seen = self._seen
+        now = list(map(_grad, self._wparams))
+        if all(map(is_, now, seen)) and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since:
+            return None
+        since = self._since
+        versions = iter(self._seen_versions)
+        for i, (g, before) in enumerate(zip(now, seen)):
+            if before is None:
+                continue
+            version = next(versions)
+            if g is None:
+                return i, "was set to None"
+            if g is not before:
+                return i, "was replaced by another tensor"
+            if g._version - version > since:
+                return i, "was changed in place"
+        return None
+
+    def _check_untouched(self, where: str) -> None:
+        """Raise (the window discarded, nothing applied) when a .grad of the window changed since its last pass."""
+        found = self._touched()
+        if found is None:
+            return
+        message = self._touched_message(*found, where)
+        self._drop_window()
+        raise GradguardError(message)
+
+    def _touched_message(self, i: int, what: str, where: str) -> str:
+        p = self._wparams[i]
+        name = next((n for n, q in self.model.named_parameters() if q is p), None) if self.model is not None else None
+        label = f"{name!r} " if name else ""
+        w = self._w
+        first = w.losses[0][0] if w.losses else 0
+        site = _caller_site()
+        return (
+            f"the in-flight gradient of parameter {label}(shape {tuple(p.shape)}, position {i} in the optimizer's "
+            f"param_groups) {what} after the backward() of micro-batch {first} of window {self.optimizer_steps} and before "
+            f"acc.{where}{' at ' + site if site else ''}: something other than the Accumulator changed the window's "
+            "gradients (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an in-place edit "
+            "such as p.grad.mul_(), or a backward() not made through acc.backward()), so the window's sum is no longer "
+            "what its micro-batches added. Nothing was applied and the window was discarded (skipped_windows + 1). "
+            "The Accumulator clears the gradients itself after each step: remove the zero_grad() from the loop; clip with "
+            "max_grad_norm=, and change a gradient in a hook that runs inside backward() (p.register_hook)"
+        )
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
@@ -575,7 +668,7 @@ class Accumulator:
                 "(for a micro-batch with no items, call acc.backward(loss, count=0))"
             )
         if self._ends_window(w.micro):
-            return self._end_window()
+            return self._end_window("step()")
         w.micro += 1
         w.has_backward = False
         return False
@@ -592,9 +685,9 @@ class Accumulator:
         """
         if not self._w.in_flight:
             return False
-        return self._end_window()
+        return self._end_window("flush()")
 
-    def _end_window(self) -> bool:
+    def _end_window(self, caller: str) -> bool:
         """End the window (its micro-batches: ``micro``, plus the current one if it had a backward).
 
         All or nothing: what raises before the optimizer step leaves ``.grad`` and
@@ -603,6 +696,11 @@ class Accumulator:
         until the update is through.
         """
         w, sync = self._w, self._sync
+        seen = self._seen
+        if seen is not None and not (  # the common case inline: every .grad the window's passes can have left
+                all(map(is_, map(_grad, self._wparams), seen))
+                and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since):
+            self._check_untouched(f"{caller} that ends the window")
         micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)
@@ -702,6 +800,8 @@ class Accumulator:
         if after is None or now == after:  # nothing but (maybe) the normalising multiply touched .grad
             if now != before:
                 self._scale_grads(grads, factor, undo=True)
+            if self._seen is not None:
+                self._record()  # the undo and the window's reduction are the Accumulator's own
             w.end_failed = type(exc).__name__
             return
         # Unscaling or clipping rewrote .grad after the multiply: it cannot be put back.
@@ -850,6 +950,7 @@ class Accumulator:
         stepped.append(bool(ran))
 
     def _clear_window(self) -> None:
+        self._seen = self._seen_versions = None  # (first: the cleared gradients are freed inside zero_grad, as without it)
         if listening():
             with accumulator_clearing():  # a running watch knows this clearing is the Accumulator's own
                 self.optimizer.zero_grad(set_to_none=self.set_to_none)
@@ -903,12 +1004,34 @@ class Accumulator:
                          for p, g in zip(params, grads or [None] * len(params))]
         except (RuntimeError, TypeError) as exc:
             raise GradguardError(f"an in-flight gradient of the state cannot be moved to its parameter ({exc}): nothing was loaded") from exc
+        if window.normalised:
+            # Saved by an earlier gradguard after its window end had multiplied .grad by the end factor and the
+            # step failed. The resumed loop may end the window (flush) or add micro-batches to it, and the
+            # window's end would apply no factor to either: take the factor out again (on the copies), so
+            # the window holds its plain weighted sum like any other and its end is exact whichever way.
+            if self._sync.world_size != 1 or not self._sync.grads_in_params or not window.total or window.ref is None:
+                raise GradguardError(
+                    "the Accumulator state says its gradients are already normalised (normalised=True, saved by an "
+                    f"earlier gradguard after a failed step) with total={window.total!r}, ref={window.ref!r}"
+                    + (f" on {self._sync.world_size} processes" if self._sync.world_size != 1 else "")
+                    + ": the factor that was applied cannot be taken out here, so resuming would mis-weight the window. "
+                    "Nothing was loaded: resume from a state saved at a window boundary (acc.micro_step == 0)"
+                )
+            factor = window.ref * self.steps / window.total  # what that window's end multiplied .grad by (one process)
+            for g in new_grads:
+                if g is not None:
+                    g.div_(factor)
+            window.normalised = False
         window.contributed = any(g is not None for g in new_grads)
         window.start_grads = [] if window.contributed else None
         with accumulator_clearing():  # replacing .grad wholesale is this object's own doing
             for p, g in zip(params, new_grads):
                 p.grad = g
         self._w = window
+        self._wparams = params
+        self._seen = self._seen_versions = None
+        if window.contributed and self._checks:
+            self._record()
         for key, attr in _window.RUN_FIELDS.items():
             setattr(self, attr, run[key])
 
@@ -975,6 +1098,17 @@ def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Te
     if not ok:
         raise GradguardError(f"count must be a finite number >= 0 (items in this micro-batch), got {value!r}")
     return value, None
+
+
+def _caller_site() -> Optional[str]:
+    """``file:line`` of the first frame outside gradguard (the user's acc.backward() or acc.step()); on error paths only."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
 
 
 def _grad_marks(params: List[torch.Tensor]) -> list:

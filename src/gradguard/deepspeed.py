@@ -137,6 +137,10 @@ class DeepSpeedSync(LocalSync):
         self.accumulates_into_params = self.stage == 0
         self.optimizer = _EngineOptimizer(self)
         self._window_reduced = False
+        # Whether the engine ran a backward pass in this window: one process at stages 0-2 runs none
+        # for a micro-batch of 0 items, and the engine's boundary reduction of a window without any
+        # fails inside DeepSpeed (nothing was bucketed).
+        self._window_backward = False
 
     def check_options(self, steps: int, *, scheduler=None, scaler=None, max_grad_norm=None, accelerator=None) -> None:
         """Refuse what the engine owns itself, and an accumulation length that disagrees with the engine's."""
@@ -170,6 +174,7 @@ class DeepSpeedSync(LocalSync):
         # The boundary stays off: the window's end (full or partial, only the
         # Accumulator knows which) runs the boundary reduction in finish_window.
         self.engine.set_gradient_accumulation_boundary(False)
+        self._window_backward = True
         self.engine.backward(weighted(loss, weight), scale_wrt_gas=False)
         self._window_reduced = False
 
@@ -191,6 +196,10 @@ class DeepSpeedSync(LocalSync):
     # ------------------------------------------------------------ window end
     def finish_window(self, params: List[torch.Tensor], last_synced: bool) -> None:
         if self._window_reduced:  # a retried end (the step raised): reduced already
+            return
+        if not self._window_backward:
+            # Every micro-batch had 0 items on this (only) rank: nothing to reduce, and the window
+            # ends dropped (0 items in total), which clears the engine's state.
             return
         self.engine.set_gradient_accumulation_boundary(True)
         if self.engine.zero_optimization_partition_gradients():
@@ -239,6 +248,7 @@ class DeepSpeedSync(LocalSync):
                     averaged[key] = None
         engine.set_gradient_accumulation_boundary(False)
         self._window_reduced = False
+        self._window_backward = False
 
     def settle(self, params: List[torch.Tensor]) -> None:
         if not self.grads_in_params:

@@ -389,6 +389,9 @@ class _Builder:
                 isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" for n in ast.walk(value)
             ):
                 m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
+                call = next(n for n in ast.walk(value) if isinstance(n, ast.Call) and terminal(n.func) == "Accumulator")
+                for t in targets:
+                    m.accumulator_calls.setdefault(text(t), []).append((scope, call))
             elif isinstance(value, ast.Call) and terminal(value.func) == "optimizers":  # Lightning's self.optimizers()
                 for t in targets:
                     for name in [t] + list(getattr(t, "elts", [])):

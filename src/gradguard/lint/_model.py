@@ -463,6 +463,7 @@ class Module:
         self.instances: Dict[str, Dict[str, ast.AST]] = {}
         self.optimizer_names: set = set()
         self.accumulators: set = set()  # names bound to gradguard.Accumulator(...)
+        self.accumulator_calls: Dict[str, list] = {}  # each of those names -> [(scope, its Accumulator(...) call)]
         self.optimizer_models: Dict[str, str] = {}  # optimizer -> the (first) module whose parameters it holds
         self.optimizer_modules: Dict[tuple, List[str]] = {}  # (id of its scope, optimizer) -> every module it lists
         self.sum_losses: set = set()  # names of loss objects built with reduction="sum"

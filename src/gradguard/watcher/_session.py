@@ -194,6 +194,7 @@ class Session:
         ps.retained = bool(retain) or bool(create)
         ps.create_graph = bool(create)
         ps.framework = through_library
+        ps.windowed = counted is not None
         rules.before_pass(ps, self.memory)
         return ps
 

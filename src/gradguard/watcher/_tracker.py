@@ -92,7 +92,7 @@ class Pass:
     """
 
     __slots__ = ("index", "site", "info", "managed", "counted", "used", "judged", "reached", "retained", "pver",
-                 "create_graph", "framework")
+                 "create_graph", "framework", "windowed")
 
     def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
         self.index = index
@@ -106,6 +106,7 @@ class Pass:
         self.retained = False  # backward(retain_graph=True): its graph is shared with another pass
         self.create_graph = False
         self.framework = False  # called through a library's code (a framework's backward, which scales the loss)
+        self.windowed = False  # made through an Accumulator's backward(): its window is pending until that step
         # (parameter, its _version) for the first few parameters reached, right after the
         # pass: a parameter modified in place before the gradient is cleared means the
         # gradient was used by hand (SAM's perturbation, a hand-written update).

@@ -8,8 +8,8 @@ from typing import Optional
 
 from ...findings import Fix
 from .._edits import Tree
-from .._events import BACKWARD, CLEAR, PARTIAL, READ, STEP, Event
-from .._ast import target_names
+from .._events import BACKWARD, CLEAR, MANAGED, PARTIAL, READ, STEP, Event
+from .._ast import target_names, text
 from .._flow import condition_key
 from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 
@@ -19,12 +19,84 @@ FIXTURES = ("gg102_discarded_gradient_bad.py", "gg102_discarded_gradient_good.py
 
 
 def check_loop(loop: Loop, report: Report) -> None:
+    _with_an_accumulator(loop, report)
     if not loop.trains:
         return
     _between_backward_and_step(loop, report)
     _every_micro_batch(loop, report)
     _before_closing_backward(loop, report)
     _inside_micro_step_loop(loop, report)
+
+
+def _with_an_accumulator(loop: Loop, report: Report) -> None:
+    """``optimizer.zero_grad()`` on every iteration of a loop whose micro-batches go through a
+    gradguard ``Accumulator`` (``acc.backward(loss)``, then ``acc.step()``), as a hand loop ported to
+    it keeps it: whether at the top, between the two calls or after them, some clearing falls
+    between two micro-batches of a window and throws the earlier ones away (the Accumulator clears
+    after each step itself). The Accumulator is the object built by ``Accumulator(...)`` (over the
+    cleared optimizer, or the model it holds); ``steps=1`` windows lose nothing."""
+    passes = [e for e in loop.managed if _is_pass(e.node) and _not_nested(e)]
+    reported = set()
+    for clear in loop.full_clears:
+        if id(clear.node) in reported or not _not_nested(clear):
+            continue
+        for b in passes:
+            call = _constructor(loop, b.target)
+            if call is None or _one_step(call) or not _wipes(loop, clear, call):
+                continue
+            together = [p for p in loop.complete if clear in p.events and b in p.events]
+            with_pass = [p for p in loop.complete if b in p.events]
+            if not together or len(together) != len(with_pass):
+                continue  # only on some iterations (`if acc.step(): opt.zero_grad()`, `if acc.micro_step == 0:`)
+            reported.add(id(clear.node))
+            report(
+                CODE,
+                clear.node,
+                f"{describe(clear, 'zero_grad')} runs on every micro-batch of a loop that the gradguard Accumulator "
+                f"`{b.target}` steps: it clears what the window's earlier micro-batches accumulated before the "
+                "Accumulator's step uses it (the Accumulator clears the gradients after each step itself).",
+                loop=loop, clear=clear.node, accum=b.node,
+            )
+            break
+
+
+def _constructor(loop: Loop, name: str) -> Optional[ast.Call]:
+    """The ``Accumulator(...)`` call bound to ``name``: the one in the loop's own function, else the
+    only one (or several that agree) in the file; None when ``name`` is no Accumulator."""
+    bound = loop.module.accumulator_calls.get(name, [])
+    calls = [call for scope, call in bound if scope is loop.scope] or [call for _, call in bound]
+    if not calls or len({ast.dump(c) for c in calls}) > 1:
+        return None
+    return calls[0]
+
+
+def _is_pass(call: ast.AST) -> bool:
+    """``acc.backward(loss)`` or ``accumulate_batch(..., acc=acc)``, not ``acc.step()`` / ``acc.flush()``."""
+    func = getattr(call, "func", None)
+    return not (isinstance(func, ast.Attribute) and func.attr in ("step", "flush"))
+
+
+def _not_nested(e: Event) -> bool:
+    """Not inside a loop nested in the training loop (a clearing once per inner loop of a window's micro-batches)."""
+    return all(entry[0] != "loop" for entry in e.stack)
+
+
+def _one_step(call: ast.Call) -> bool:
+    steps = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "steps"), None)
+    return isinstance(steps, ast.Constant) and steps.value == 1
+
+
+def _wipes(loop: Loop, clear: Event, call: ast.Call) -> bool:
+    """The clearing empties the Accumulator's gradients: its optimizer's, or those of the model that
+    optimizer (or the Accumulator's ``model=``) holds."""
+    optimizer = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "optimizer"), None)
+    model = next((k.value for k in call.keywords if k.arg == "model"), None)
+    if optimizer is None or not clear.target:
+        return False
+    owners = {text(optimizer), loop.optimizer_model(text(optimizer))}
+    if model is not None:
+        owners.add(text(model))
+    return clear.target in owners
 
 
 def _between_backward_and_step(loop: Loop, report: Report) -> None:
@@ -232,6 +304,11 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clearing statement (with its comment) moves below that step; where the step is already
     followed by a clearing of the same object, the misplaced one is only deleted.
     """
+    if d.step is None and d.accum is not None:  # a clearing in an Accumulator's loop: it clears after each step itself
+        clear = t.statement_of(d.clear)
+        if not t.alone(clear):
+            return None
+        return Fix(f"Delete `{t.segment(clear)}` (the Accumulator clears the gradients after each step)", (t.delete(clear),))
     step_node = d.step
     if d.loop is not None and _flag_branches(d.loop, d.clear) != _flag_branches(d.loop, d.step):
         # the clearing and the step sit in different branches of a flag fixed for the run

@@ -38,6 +38,10 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     the passes were meant to add up by construction: a discard of finite
     gradient is reported at once, at the clearing line. (a) and (c) still hold.
 
+(g) a pass made through a gradguard Accumulator's ``backward()`` is reported at its
+    first discard: the Accumulator's window was pending, and a clearing it did not make
+    (a ``zero_grad()`` left in the loop) threw it away.
+
 Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
 intervals right from its first one to be reported.
@@ -114,6 +118,12 @@ class Lines:
         ps, ost, site = view.ps, view.ost, view.site
         if ps.moved():
             return  # (c)
+        if ps.windowed:
+            # (e) An Accumulator's pass: its window was pending, and a clearing the Accumulator did not
+            # make (its own are not discards) threw it away. No deliberate skip looks like that (the
+            # Accumulator drops windows itself), so the first one is reported.
+            _report_window(view)
+            return
         j = ost.steps
         if self.nonfinite:
             return  # (a)
@@ -244,6 +254,21 @@ def _all_finite(grads: List[torch.Tensor]) -> bool:
         return bool(torch.isfinite(torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])).all())
     except Exception:
         return True
+
+
+def _report_window(view: DiscardView) -> None:
+    ps, site = view.ps, view.site
+    where = site if site is not None and site[0] is not None else ps.site
+    cleared = f"The clearing at {at(site, where)}" if site is not None and site[0] is not None else "A clearing by hand"
+    view.report(
+        CODE,
+        f"{cleared} threw away the gradients that the Accumulator's backward pass at {at(ps.site, where)} put into "
+        f"{plural(len(view.params), 'parameter')} while its window was pending: the window's step would apply a sum "
+        "without them.",
+        where, view.ost.steps + 1, view.params,
+        advice="Remove the clearing from the loop: the Accumulator clears the gradients itself after each step "
+               "(a zero_grad() before the first acc.backward() of a window loses nothing).",
+    )
 
 
 def _report(view: DiscardView, intervals: int) -> None:
