@@ -45,6 +45,10 @@ _COMMON_METHODS = frozenset(
 )
 
 
+# A learning-rate scheduler's constructor (``torch.optim.lr_scheduler.StepLR``, ``LambdaLR``,
+# transformers' ``get_linear_schedule_with_warmup``): its first argument is an optimizer.
+_SCHEDULER_CTOR = re.compile(r"lr_scheduler\.|(?:LR|Scheduler)$|_schedule_with_warmup$")
+
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
 
@@ -109,6 +113,7 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
+        self._optimizers_by_role()
         if "Engine" in m.source:
             self._engine_updates()
         for node, scope, cls, after, closures in self.pending:
@@ -116,6 +121,34 @@ class _Builder:
         if self.hot_sums:
             training = {id(loop.node) for loop in m.loops if loop.trains or loop.managed}
             m.eval_loops += [(node, scope) for node, scope in self.hot_sums if id(node) not in training]
+
+    def _optimizers_by_role(self) -> None:
+        """Objects that act as optimizers, whatever they are called: an object both cleared
+        (``o.zero_grad()``) and stepped without arguments (``o.step()``), or handed to a learning-rate
+        scheduler's constructor (``StepLR(o, ...)``) or a scaler's ``step(o)``. A scheduler is never
+        cleared, a module is never stepped: the pair says what the object is."""
+        m = self.m
+        cleared = {text(call.func.value) for call, _, _ in m.zero_grads}
+        stepped, handed = set(), set()
+        for node in walk_lines(m.tree, m.word_lines((".step", "lr_scheduler", "Scheduler", "LR("))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "step":
+                if not node.args and not node.keywords:
+                    stepped.add(text(func.value))
+                elif node.args and "scaler" in terminal(func.value).lower():
+                    handed.add(text(node.args[0]))
+            elif node.args and _SCHEDULER_CTOR.search(text(func)):
+                handed.add(text(node.args[0]))  # lr_scheduler.StepLR(opt, ...): its first argument is an optimizer
+        found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
+        # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
+        # reported where the loop calls the wrapper: its inner object is left as the walker sees it
+        delegates = {
+            text(n.func.value) for methods in m.methods.values() for name in ("step", "zero_grad") if name in methods
+            for n in ast.walk(methods[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+        }
+        m.optimizer_names.update(found - delegates)
 
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""

@@ -150,9 +150,15 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 continue
             # a backward pass that runs whenever the clearing does, after it (`if torch.isfinite(loss):
             # optimizer.zero_grad(); loss.backward()`)
-            after = p.events[p.events.index(clear) + 1 :]
+            at = p.events.index(clear)
+            after = p.events[at + 1 :]
             if not any(e.kind == BACKWARD and e.stack[: len(clear.stack)] == clear.stack for e in after if e in in_inner):
-                continue
+                # or a backward pass of the same pass before it, its gradients unread in between: the
+                # clearing moved to just after `backward()` wipes every micro-batch (the step applies nothing)
+                before = [e for e in p.events[:at] if e in in_inner]
+                last = max((i for i, e in enumerate(before) if e.kind == BACKWARD), default=None)
+                if last is None or any(e.kind == READ for e in before[last + 1 :]):
+                    continue
             step = next(
                 (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
                 None,
