@@ -58,6 +58,14 @@ _CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
+def _step_receivers_in(scope: ast.AST) -> set:
+    """The texts of the objects a function calls ``zero_grad`` or ``step`` on (with arguments too)."""
+    return {
+        text(n.func.value) for n in ast.walk(scope)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("step", "zero_grad")
+    }
+
+
 def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None, through_imports_only: bool = False) -> Module:
     """The model of one parsed module (``source`` with ``\\n`` line ends, as the parser counts lines).
 
@@ -129,7 +137,7 @@ class _Builder:
         cleared, a module is never stepped: the pair says what the object is."""
         m = self.m
         cleared = {text(call.func.value) for call, _, _ in m.zero_grads}
-        stepped, handed = set(), set()
+        stepped, handed, stepped_calls = set(), set(), []
         for node in walk_lines(m.tree, m.word_lines((".step", "lr_scheduler", "Scheduler", "LR("))):
             if not isinstance(node, ast.Call):
                 continue
@@ -137,11 +145,13 @@ class _Builder:
             if isinstance(func, ast.Attribute) and func.attr == "step":
                 if not node.args and not node.keywords:
                     stepped.add(text(func.value))
+                    stepped_calls.append(node)
                 elif node.args and "scaler" in terminal(func.value).lower():
                     handed.add(text(node.args[0]))
             elif node.args and _SCHEDULER_CTOR.search(text(func)):
                 handed.add(text(node.args[0]))  # lr_scheduler.StepLR(opt, ...): its first argument is an optimizer
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
+        found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
         # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
         # reported where the loop calls the wrapper: its inner object is left as the walker sees it
         delegates = {
@@ -149,6 +159,32 @@ class _Builder:
             for n in ast.walk(methods[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
         }
         m.optimizer_names.update(found - delegates)
+
+    def _sole_stepped(self, calls: List[ast.Call], known) -> set:
+        """The object stepped without arguments in a function that back-propagates, when it is the
+        only one stepped there and no optimizer of the function is known otherwise: the gradients
+        of that backward pass reach no other update. Not an object built here by a constructor
+        that is no optimizer's (a scheduler, a profiler), nor a module-level loop's (a script's
+        names are too many to tell apart)."""
+        m = self.m
+        scopes = list(m.functions.values()) + [f for methods in m.methods.values() for f in methods.values()]
+        by_scope: Dict[int, tuple] = {}
+        for call in calls:
+            scope = next((f for f in scopes if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)), None)
+            if scope is not None and overlaps(m._backward_lines, scope):
+                by_scope.setdefault(id(scope), (scope, set()))[1].add(text(call.func.value))
+        out = set()
+        for scope, receivers in by_scope.values():
+            if len(receivers) != 1:
+                continue
+            (name,) = receivers
+            if name in known or "(" in name or any(t in known for t in _step_receivers_in(scope) if t != name):
+                continue
+            built = m.scope_facts(scope).bound.get(name, []) + m.scope_facts(None).bound.get(name, [])
+            if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
+                continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
+            out.add(name)
+        return out
 
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""

@@ -9,7 +9,8 @@ Three kinds of event matter to every rule (seed 000: ``backward()`` adds into
   ``self.manual_backward(loss)``): none of them clears or steps for the user;
 * ``STEP``: ``optimizer.step()``, ``scaler.step(optimizer)``, or a manual SGD
   update that reads ``.grad`` (``p.data.add_(p.grad, alpha=-lr)``);
-* ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
+* ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()`` (``.fill_(0)``, ``.mul_(0)``,
+  on ``p.grad.data`` too).
 
 ``MAYBE_CLEAR`` is a call we cannot see into whose name says it clears
 gradients (``reset_grads(model)``, ``zero_gradients(x)``): it silences "nothing
@@ -100,6 +101,10 @@ def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
     return bool(_OPT_NAME.search(name))
 
 
+def _is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 0
+
+
 def _mentions_grad(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
 
@@ -141,6 +146,8 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
             return CLEAR, text(recv)
         if attr == "zero_" and _is_grad_tensor(recv):
             return CLEAR, PARTIAL
+        if attr in ("fill_", "mul_") and _is_grad_tensor(recv) and len(call.args) == 1 and _is_zero(call.args[0]):
+            return CLEAR, PARTIAL  # p.grad.fill_(0), p.grad.mul_(0): the same values as zero_()
         if attr in ("add_", "sub_") and isinstance(recv, ast.Attribute) and recv.attr == "data":
             # word_language_model: p.data.add_(p.grad, alpha=-lr) is a hand-written step
             if any(_mentions_grad(a) for a in call.args) or any(_mentions_grad(k.value) for k in call.keywords):

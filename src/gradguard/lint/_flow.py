@@ -24,10 +24,12 @@ as ``self.name(...)``) are inlined at the call, up to a small depth.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
     CLEAR,
+    PARTIAL,
     MANAGED,
     MAYBE_CLEAR,
     READ,
@@ -336,6 +338,8 @@ class Walker:
         if not self.relevant(stmt):
             return states
         fixed = self._fixed_by_call(stmt.test)
+        if fixed is None:
+            fixed = _grad_exists(stmt.test)
         if fixed is not None:  # `if zero_grad:` in a helper called with `zero_grad=True`: one branch
             return self.block(stmt.body if fixed else stmt.orelse, states, stack)
         cached = self._keys.get(id(stmt.test))
@@ -359,12 +363,55 @@ class Walker:
             return states
         out: List[Path] = []
         inner = stack + (("loop", id(stmt)),)
+        module = self._parameters_of(stmt)
         for s in states:
             # The body runs once on this path; what it decided does not outlive it,
             # and its continue/break only end the nested loop.
             ran = self.block(stmt.body, [s], inner)
+            if module is not None:
+                ran = [self._whole_module_clear(r, len(s.events), stmt, module, stack) for r in ran]
             out += [r._replace(decisions=s.decisions) for r in self._resume(ran, ("continue", "break"))]
         return self.block(stmt.orelse, out, stack)
+
+    def _parameters_of(self, loop) -> Optional[str]:
+        """``M`` of ``for p in M.parameters():`` (a parameter of a helper followed to the argument
+        of its call: ``wipe(model)`` / ``drop(model.parameters())``), where ``M`` is one object (a
+        name or ``self.name``), not a part of one (``model.encoder``): the loop visits every
+        parameter of ``M``."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
+            return None
+        it = self._argument(loop.iter)
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and not it.args and not it.keywords):
+            return None
+        module = self._argument(it.func.value)
+        name = self._rebase(text(module))
+        return name if re.fullmatch(r"(?:self\.)?\w+", name) else None
+
+    def _argument(self, node: ast.AST) -> ast.AST:
+        """``node`` with a parameter of the helpers being inlined replaced by the argument bound to it."""
+        for fn, call in reversed(self._frames):
+            if not isinstance(node, ast.Name):
+                break
+            bound = bind_arguments(fn, call).get(node.id)
+            if not bound:
+                break
+            node = bound[0]
+        return node
+
+    def _whole_module_clear(self, path: Path, start: int, loop, module: str, stack: Tuple) -> Path:
+        """Clearings of the loop variable's ``.grad`` in ``for p in M.parameters():`` become one
+        clearing of ``M`` at the loop's own place (as ``M.zero_grad()`` would be): every
+        parameter's gradient is cleared, on every pass of the loop."""
+        var = loop.target.id
+        events = list(path.events)
+        changed = False
+        for i in range(start, len(events)):
+            e = events[i]
+            if e.kind == CLEAR and e.target == PARTIAL and _grad_base(e.node) == var:
+                events[i] = e._replace(target=module, stack=stack)
+                changed = True
+        return path._replace(events=tuple(events)) if changed else path
 
     def _fixed_by_call(self, test: ast.expr) -> Optional[bool]:
         """The truth of ``test`` when it is a parameter (or ``not`` one) of the helper being
@@ -635,3 +682,34 @@ def _has_jump(node: ast.AST) -> bool:
             if not isinstance(child, _DEFS) and _has_jump(child):
                 return True
     return False
+
+
+def _grad_base(node: ast.AST) -> Optional[str]:
+    """``p`` of the ``p.grad`` (or ``p.grad.data``) that a clearing event acts on."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    elif isinstance(node, ast.Assign):
+        node = node.targets[0]
+    elif isinstance(node, ast.Delete):
+        node = node.targets[0]
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
+        return node.value.id
+    return None
+
+
+def _grad_exists(test: ast.expr) -> Optional[bool]:
+    """``if p.grad is not None:`` (True) / ``if p.grad is None:`` (False): a guard that decides
+    nothing about the gradient buffer (a parameter without a gradient has nothing to clear or
+    scale), so it is taken as the branch where the gradient exists; None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(right, ast.Constant) and right.value is None):
+        return None
+    if isinstance(left, ast.Attribute) and left.attr == "data":
+        left = left.value
+    if not (isinstance(left, ast.Attribute) and left.attr == "grad"):
+        return None
+    return isinstance(test.ops[0], ast.IsNot)
