@@ -38,6 +38,9 @@ STEP = "step"
 CLEAR = "clear"
 MAYBE_CLEAR = "maybe-clear"
 READ = "read"
+#: ``p.grad /= K``, ``p.grad.div_(K)``, ``p.grad.data.mul_(1 / K)``, ``torch._foreach_div_(grads, K)``:
+#: the accumulated gradients rescaled in place before a step (a window averaged on its gradients).
+SCALE = "scale"
 #: ``acc.backward(loss)``, ``acc.step()``, ``acc.flush()`` of a ``gradguard.Accumulator`` (and
 #: ``gradguard.accumulate_batch(..., acc=acc)``): a backward pass whose scaling, stepping and
 #: clearing the Accumulator does itself. The loop trains, but no buffer rule applies to it.
@@ -155,6 +158,10 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
             return None
         if attr == "_foreach_zero_":
             return CLEAR, PARTIAL
+        if attr in ("div_", "mul_") and _is_grad_tensor(recv) and call.args:
+            return SCALE, PARTIAL
+        if attr in ("_foreach_div_", "_foreach_mul_") and call.args and _mentions_grad(call.args[0]):
+            return SCALE, PARTIAL
         if _MAYBE_CLEAR_NAME.search(attr):
             return MAYBE_CLEAR, text(recv)
         return None
@@ -229,11 +236,18 @@ def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
                 return CLEAR, PARTIAL
             if isinstance(value, ast.Call) and terminal(value.func) in ("zeros_like", "zeros"):
                 return CLEAR, PARTIAL
+            if (
+                len(stmt.targets) == 1 and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Div, ast.Mult))
+                and text(stmt.targets[0]) in (text(value.left), text(value.right))
+            ):
+                return SCALE, PARTIAL  # p.grad = p.grad / k
         return None
     if isinstance(stmt, ast.Delete):
         if any(_is_grad_tensor(t) for t in stmt.targets):
             return CLEAR, PARTIAL
         return None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Div, ast.Mult)) and _is_grad_tensor(stmt.target):
+        return SCALE, PARTIAL  # p.grad /= k
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
         target = stmt.target
         if not _is_grad_tensor(target) and _mentions_grad(stmt.value):

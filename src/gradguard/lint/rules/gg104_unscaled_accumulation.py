@@ -13,7 +13,7 @@ from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD
 from .._literals import literal_int, literal_number
-from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after, tests
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
 
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -21,23 +21,21 @@ FIXTURES = ("gg104_unscaled_accumulation_bad.py", "gg104_unscaled_accumulation_g
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    # inside `accelerator.accumulate(model)` Accelerate divides the loss itself
-    if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.module.sums_in(loop.scope):
+    # inside `accelerator.accumulate(model)` Accelerate divides the loss itself; a window whose
+    # gradients are rescaled before the step (`p.grad /= K`, in a helper too) is weighted there
+    if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.scaled_on_gradients():
         return
     windows = loop.window_paths()
     if windows:
         candidates = [e for m in windows for e in m.events if e.kind == BACKWARD]
-    elif (
-        not loop.steps
-        and isinstance(loop.node, (ast.For, ast.AsyncFor))
-        and ACCUM_NAME.search(text(loop.node.iter) + text(loop.node.target))
-        and steps_after(loop)
-    ):
-        # nanoGPT's shape: `for micro_step in range(gradient_accumulation_steps): ... backward()`,
-        # then one step for the window
-        candidates = list(loop.backwards)
     else:
-        return
+        # a micro-step loop (`for _ in range(K)`, `for part in x.chunk(K)`) back-propagating,
+        # then one step for the window: this loop, or a nested loop of it
+        micro = loop._micro_loop()
+        if micro is None:
+            return
+        mark = ("loop", id(micro))
+        candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
         assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
