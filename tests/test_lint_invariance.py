@@ -233,9 +233,48 @@ CASES: Dict[str, Case] = {
             {opt}.zero_grad()
             {sched}.step()
         """, ("GG103",), ()),
+    # a step made inside a call: timm's NativeScaler, `scaler(loss, optimizer, update_grad=...)`,
+    # from code we cannot see or defined in the file
+    "scaler_call_without_clearing": Case(
+        """
+        {SLOT}
+        for {i}, {x} in enumerate({loader}):
+            {loss} = {model}({x}).pow(2).mean() / {K}
+            {scaler}({loss}, {opt}, update_grad=({i} + 1) % {K} == 0)
+        """, ("GG101",), ("GG101",), "scaler"),
+    "scaler_call_cleared": Case(
+        """
+        {SLOT}
+        for {i}, {x} in enumerate({loader}):
+            {loss} = {model}({x}).pow(2).mean() / {K}
+            {scaler}({loss}, {opt}, update_grad=({i} + 1) % {K} == 0)
+            if ({i} + 1) % {K} == 0:
+                {opt}.zero_grad()
+        """, ("GG101", "GG102"), (), "scaler"),
+    "scaler_call_remainder_dropped": Case(
+        """
+        {SLOT}
+        for {i}, {x} in enumerate({loader}):
+            {loss} = {model}({x}).pow(2).mean() / {K}
+            {scaler}({loss}, {opt}, update_grad=({i} + 1) % {K} == 0)
+            if ({i} + 1) % {K} == 0:
+                {opt}.zero_grad()
+        """, ("GG103",), ("GG103",), "scaler"),
 }
 
-_PARAMS = "{model}, {opt}, {loader}, {K}, {sched}"
+#: The loss scaler of a call that steps: a parameter of unknown class, or an object of a class
+#: defined in the file (its ``__call__`` followed, its ``update_grad`` bound to the caller's condition).
+SCALERS = {
+    "unknown": ("{scaler} = {scaler}", ""),
+    "defined": (
+        "{scaler} = NativeScaler()",
+        "class NativeScaler:\n    def __init__(self):\n        self._scaler = torch.amp.GradScaler()\n\n"
+        "    def __call__(self, loss, optimizer, update_grad=True):\n        self._scaler.scale(loss).backward()\n"
+        "        if update_grad:\n            self._scaler.step(optimizer)\n            self._scaler.update()\n",
+    ),
+}
+
+_PARAMS = "{model}, {opt}, {loader}, {K}, {sched}, {scaler}"
 _FORMS = ("function", "method", "unrelated")
 
 
@@ -244,6 +283,8 @@ def _slot_forms(case: Case) -> List[Tuple[str, Tuple[str, str]]]:
         return list(CLEARS.items())
     if case.slot == "scale":
         return list(SCALES.items())
+    if case.slot == "scaler":
+        return list(SCALERS.items())
     return [("", ("", ""))]
 
 
@@ -263,7 +304,7 @@ def render(case: Case, names: dict, form: str, slot: Tuple[str, str]) -> str:
     if form == "method":
         # the loop moved into a method: the optimizer and the model are attributes of self
         names["opt"], names["model"] = "self." + names["opt"], "self." + names["model"]
-        head = "class Trainer:\n    def {fn}(self, {loader}, {K}, {sched}):\n"
+        head = "class Trainer:\n    def {fn}(self, {loader}, {K}, {sched}, {scaler}):\n"
         body = textwrap.indent(body, " " * 8)
     else:
         head = "def {fn}(" + _PARAMS + "):\n"

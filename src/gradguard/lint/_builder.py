@@ -15,7 +15,7 @@ from ._ast import (
     NO_GRAD_CONTEXTS, any_between, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
     subtree, terminal, text, walk_lines,
 )
-from ._events import OPTIMIZER_CLASSES, optimizer_constructor
+from ._events import OPTIMIZER_CLASSES, conditional_step, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
@@ -219,6 +219,15 @@ class _Builder:
         m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
         if self.foreign_backward:
             m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
+        # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)`: a call of code we cannot see
+        # that back-propagates and steps (see _events.conditional_step)
+        stepping = [
+            n.lineno for n in walk_lines(m.tree, m.word_lines(("%",)))
+            if isinstance(n, ast.Call) and conditional_step(n) is not None
+        ]
+        if stepping:
+            m._backward_lines = sorted(set(m._backward_lines).union(stepping))
+            m._add_positions([m.line_offset(line) for line in stepping])
         if not helpers and not m.classes:
             return
         callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]

@@ -267,3 +267,25 @@ def optimizer_constructor(value: ast.AST) -> Optional[ast.Call]:
     if func_text.startswith(("torch.optim.", "optim.")) and name[:1].isupper() and not re.search(r"lr_scheduler|swa_utils", func_text):
         return value  # torch.optim.lr_scheduler.StepLR builds a scheduler, not an optimizer
     return None
+
+
+def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
+    """``(optimizer, condition)`` of a call handed a loss first, then an optimizer, and a window
+    condition (a comparison on a modulo) as an argument: ``loss_scaler(loss, optimizer,
+    update_grad=(i + 1) % K == 0)`` (timm's NativeScaler) back-propagates the loss and steps the
+    optimizer when the condition holds. The optimizer is an argument the model knows as one, else
+    the second positional argument. None for any other call."""
+    if len(call.args) < 2 or isinstance(call.args[0], ast.Starred):
+        return None
+    values = list(call.args[1:]) + [k.value for k in call.keywords]
+    test = next(
+        (v for v in values if isinstance(v, (ast.Compare, ast.BoolOp, ast.UnaryOp))
+         and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(v))),
+        None,
+    )
+    if test is None:
+        return None
+    opt = next((v for v in values if isinstance(v, (ast.Name, ast.Attribute)) and is_optimizer_name(v, optimizers)), None)
+    if opt is None and isinstance(call.args[1], (ast.Name, ast.Attribute)):
+        opt = call.args[1]
+    return (opt, test) if opt is not None else None

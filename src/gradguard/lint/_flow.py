@@ -28,6 +28,7 @@ import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
+    BACKWARD,
     CLEAR,
     PARTIAL,
     MANAGED,
@@ -37,6 +38,8 @@ from ._events import (
     Event,
     classify_call,
     classify_statement,
+    conditional_step,
+    is_optimizer_name,
     managed_call,
     reads_grad,
 )
@@ -342,17 +345,25 @@ class Walker:
             fixed = _grad_exists(stmt.test)
         if fixed is not None:  # `if zero_grad:` in a helper called with `zero_grad=True`: one branch
             return self.block(stmt.body if fixed else stmt.orelse, states, stack)
-        cached = self._keys.get(id(stmt.test))
-        if cached is None:
-            cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
-        key, negated = cached
+        bound = self._bound_test(stmt.test)
+        if bound is not None:
+            # `if update_grad:` in a helper called with `update_grad=(i + 1) % K == 0`: the caller's
+            # condition, one decision with the caller's own `if (i + 1) % K == 0:`
+            key, negated = condition_key(bound)
+            test = bound
+        else:
+            cached = self._keys.get(id(stmt.test))
+            if cached is None:
+                cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
+            key, negated = cached
+            test = stmt.test
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
-                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, stmt.test),))
-                inner = stack + ((stmt.test, takes_body),)
+                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
 
@@ -412,6 +423,21 @@ class Walker:
                 events[i] = e._replace(target=module, stack=stack)
                 changed = True
         return path._replace(events=tuple(events)) if changed else path
+
+    def _bound_test(self, test: ast.expr) -> Optional[ast.expr]:
+        """The argument expression bound to ``test`` when it is a parameter of the helper being
+        inlined that the helper never reassigns, and the argument is a condition the caller
+        computes (a comparison or a modulo); None otherwise."""
+        if not self._frames or not isinstance(test, ast.Name):
+            return None
+        fn, call = self._frames[-1]
+        values = bind_arguments(fn, call).get(test.id)
+        if not values or not isinstance(values[0], (ast.Compare, ast.BoolOp, ast.BinOp)):
+            return None
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        return None if test.id in assigned else values[0]
 
     def _fixed_by_call(self, test: ast.expr) -> Optional[bool]:
         """The truth of ``test`` when it is a parameter (or ``not`` one) of the helper being
@@ -488,7 +514,20 @@ class Walker:
             helper = self._helper(call)
             if helper is not None:
                 states = self._inline(helper, states, stack, call=call)
+                continue
+            window = self._conditional_step(call)
+            if window is not None:
+                # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)` of code we cannot see
+                # (timm's NativeScaler): it back-propagates the loss and steps the optimizer when the
+                # condition holds, as the call's arguments say
+                opt, test = window
+                states = self._add(states, self._event(BACKWARD, call, text(call.args[0]), stack))
+                states = self._guarded(states, test, self._event(STEP, call, self._rebase(text(opt)), stack))
         return states
+
+    def _conditional_step(self, call: ast.Call):
+        """:func:`~._events.conditional_step` of a call on an interesting line."""
+        return conditional_step(call, self.optimizers) if self.interesting(call) else None
 
     def _calls(self, node: ast.AST) -> List[ast.Call]:
         """:func:`_calls` of the parts of ``node`` on interesting lines (a statement is

@@ -7,7 +7,7 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, self_ref, target_names, terminal
+from .._ast import body_nodes, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
@@ -44,6 +44,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
+    if _counter_carried(loop, windows):
+        return
     report(
         CODE,
         loop.node,
@@ -51,6 +53,38 @@ def check_loop(loop: Loop, report: Report) -> None:
         "the last partial window.",
         loop=loop, optimizer=loop.steps[0].target if loop.steps else None, step=loop.steps[0].node if loop.steps else None,
     )
+
+
+def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
+    """The window counts on a counter that outlives the function (a ``global`` or ``nonlocal``
+    name, an attribute of ``self``) and that the function never sets back: a partial window at
+    the loop's end is not dropped, it carries into the next call (the next epoch), whose passes
+    complete it. Only the very last window of a run could be left, which no one call can see."""
+    scope = loop.scope
+    if scope is None:
+        return False
+    declared = {n for s in ast.walk(scope) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+    counters = set()
+    for m in windows:
+        for _, _, test in m.decisions:
+            for expr in [test] + [v for v in loop.assignments().get(getattr(test, "id", ""), ()) if isinstance(v, ast.AST)]:
+                for n in ast.walk(expr):
+                    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                        counters |= {text(c) for c in ast.walk(n.left) if isinstance(c, (ast.Name, ast.Attribute)) and not isinstance(c, ast.Call)}
+    if not counters:
+        return False
+    carried = {c for c in counters if c in declared or c.startswith("self.")}
+    if not carried:
+        return False
+    for node in ast.walk(scope):  # set back anywhere in the function: the window restarts per call
+        if isinstance(node, ast.Assign) and any(text(t) in carried for t in node.targets):
+            return False
+    # every name the modulo reads is a carried counter or fixed for the loop (`% K`'s own side)
+    return all(c in carried or not loop.varies(parse_name(c)) for c in counters if c.split(".")[0] != "self" or c in carried)
+
+
+def parse_name(source: str) -> ast.expr:
+    return ast.parse(source, mode="eval").body
 
 
 def _threshold_counter(loop: Loop) -> Optional[str]:
