@@ -58,10 +58,10 @@ _CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
-def _step_receivers_in(scope: ast.AST) -> set:
+def _step_receivers_in(scope: ast.AST, m) -> set:
     """The texts of the objects a function calls ``zero_grad`` or ``step`` on (with arguments too)."""
     return {
-        text(n.func.value) for n in ast.walk(scope)
+        text(n.func.value) for n in walk_lines(scope, m.word_lines((".step", "zero_grad")))
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("step", "zero_grad")
     }
 
@@ -154,11 +154,14 @@ class _Builder:
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
         # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
         # reported where the loop calls the wrapper: its inner object is left as the walker sees it
-        delegates = {
-            text(n.func.value) for methods in m.methods.values() for name in ("step", "zero_grad") if name in methods
-            for n in ast.walk(methods[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
-        }
-        m.optimizer_names.update(found - delegates)
+        if any(f.startswith("self.") for f in found):
+            lines = m.word_lines((".step", "zero_grad"))
+            found -= {
+                text(n.func.value) for methods in m.methods.values() for name in ("step", "zero_grad") if name in methods
+                for n in walk_lines(methods[name], lines)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+            }
+        m.optimizer_names.update(found)
 
     def _sole_stepped(self, calls: List[ast.Call], known) -> set:
         """The object stepped without arguments in a function that back-propagates, when it is the
@@ -178,9 +181,13 @@ class _Builder:
             if len(receivers) != 1:
                 continue
             (name,) = receivers
-            if name in known or "(" in name or any(t in known for t in _step_receivers_in(scope) if t != name):
+            if name in known or "(" in name or any(t in known for t in _step_receivers_in(scope, m) if t != name):
                 continue
-            built = m.scope_facts(scope).bound.get(name, []) + m.scope_facts(None).bound.get(name, [])
+            built = m.scope_facts(scope).bound.get(name, [])
+            if "." not in name and not built:  # a module-level object (`sched = StepLR(opt)` at the top)
+                built = [
+                    n.value for n in m.tree.body if isinstance(n, ast.Assign) and any(text(t) == name for t in n.targets)
+                ]
             if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
             out.add(name)
