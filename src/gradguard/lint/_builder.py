@@ -49,6 +49,9 @@ _COMMON_METHODS = frozenset(
 # transformers' ``get_linear_schedule_with_warmup``): its first argument is an optimizer.
 _SCHEDULER_CTOR = re.compile(r"lr_scheduler\.|(?:LR|Scheduler)$|_schedule_with_warmup$")
 
+# A name that says scheduler or scaler (the last resort of _sole_stepped, listed in docs/rules.md).
+_SCHEDULER_NAME = re.compile(r"sched|scaler", re.I)
+
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
 
@@ -183,11 +186,12 @@ class _Builder:
             (name,) = receivers
             if name in known or "(" in name or any(t in known for t in _step_receivers_in(scope, m) if t != name):
                 continue
-            built = m.scope_facts(scope).bound.get(name, [])
-            if "." not in name and not built:  # a module-level object (`sched = StepLR(opt)` at the top)
-                built = [
-                    n.value for n in m.tree.body if isinstance(n, ast.Assign) and any(text(t) == name for t in n.targets)
-                ]
+            if _SCHEDULER_NAME.search(name):
+                continue  # the last resort, listed in docs/rules.md: a name that says scheduler or scaler
+            # names are the file's, not the function's: built anywhere in the file as something else
+            # (`scheduler = StepLR(optimizer)` in another function) is no optimizer here either
+            bound = m.scope_facts(None).bound
+            built = bound.get(name, []) + bound.get(name.rpartition(".")[2], [])
             if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
             out.add(name)
