@@ -173,6 +173,7 @@ class Session:
         tracker.own = own
         try:
             tracker.sync(tracker.everything(), refresh=True)
+            tracker.zeroed_unseen(tracker.everything())
         finally:
             tracker.own = False
         if tracker.manual and not own:
@@ -312,10 +313,13 @@ class Session:
         tracker = self.tracker
         sub = tracker.of(ost)
         grads = grads_of(ost.params)
+        # a clearing by hand between the last pass and this step (p.grad.zero_() in a helper or not)
+        tracker.zeroed_by_hand(sub, grads, site)
         tracker.sync(sub, grads=grads)  # first: a clearing found now decides GG110 vs GG102
         with_grad, stale, zero_only, by_hand, fed = tracker.step_view(ost, grads)
         view = StepView(ost, site, self.report, self.memory, self.clock, ost.params, grads,
                         with_grad, stale, zero_only, by_hand, fed, self.reporter.modules())
+        view.measure = lambda: tracker.rescaled(sub, grads)
         self._fed[id(ost)] = view
         rules.at_step(view)
 
