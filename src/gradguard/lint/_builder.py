@@ -12,7 +12,8 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from ._ast import (
-    NO_GRAD_CONTEXTS, any_between, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    NO_GRAD_CONTEXTS, any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    returns_of,
     subtree, terminal, text, walk_lines,
 )
 from ._events import OPTIMIZER_CLASSES, conditional_step, optimizer_constructor
@@ -154,6 +155,7 @@ class _Builder:
             elif node.args and _SCHEDULER_CTOR.search(text(func)):
                 handed.add(text(node.args[0]))  # lr_scheduler.StepLR(opt, ...): its first argument is an optimizer
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
+        found |= self._passed_optimizers(m.optimizer_names | found)
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
         # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
         # reported where the loop calls the wrapper: its inner object is left as the walker sees it
@@ -165,6 +167,28 @@ class _Builder:
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
             }
         m.optimizer_names.update(found)
+
+    def _passed_optimizers(self, known) -> set:
+        """Parameters of the module's functions that a call binds to an optimizer: one built in the
+        call (``train(net, torch.optim.SGD(net.parameters()), data)``) or one already known
+        (``apply_update(o, m)`` from a function whose ``o`` is one), followed through two levels
+        of calls. Whatever the parameter is called."""
+        m = self.m
+        functions = {name: fn for name, fn in m.functions.items() if overlaps(m._lines, fn)}
+        if not functions:
+            return set()
+        sites = self._call_sites()
+        lines = lines_of(m.source, [pos for name in functions for pos in sites[name]])
+        calls = [n for n in walk_lines(m.tree, lines) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+        out, known = set(), set(known)
+        for _ in range(2):
+            for call in calls:
+                for param, values in bind_arguments(functions[call.func.id], call).items():
+                    value = values[0]
+                    if param not in known and (optimizer_constructor(value) is not None or text(value) in known):
+                        out.add(param)
+                        known.add(param)
+        return out
 
     def _sole_stepped(self, calls: List[ast.Call], known) -> set:
         """The object stepped without arguments in a function that back-propagates, when it is the
@@ -310,6 +334,7 @@ class _Builder:
                     continue  # a hook the framework calls (a function of that name elsewhere is the user's)
                 # (a closure's `def` is on a line after the function's own)
                 local = local_defs(stmt) if any_between(m.word_lines(("def",)), stmt.lineno + 1, stmt.end_lineno) else {}
+                local = {**self._factory_closures(stmt), **local}
                 if local:
                     self._mark_closure_calls(stmt, local)
                 inner = {**closures, **local}
@@ -429,6 +454,26 @@ class _Builder:
                     written = aliases.get(text(event), text(event))
                     if _REPEATING_EVENT.search(written) and not any(p[0] is fn for p in self.pending):
                         self.pending.append((fn, fn, None, (), local_defs(fn)))
+
+    def _factory_closures(self, fn: ast.AST) -> Dict[str, ast.AST]:
+        """``reset, on_end = make_callbacks(model, opt)`` in ``fn``'s body, where ``make_callbacks`` is
+        a function of this module that returns a tuple of its own closures: the names bound to those
+        closures (followed when called, their free names being the factory's)."""
+        out: Dict[str, ast.AST] = {}
+        for stmt in fn.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
+                    and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)):
+                continue
+            factory = self.m.functions.get(stmt.value.func.id)
+            if factory is None:
+                continue
+            defs = local_defs(factory)
+            for value in returns_of(factory):
+                if isinstance(value, ast.Tuple) and len(value.elts) == len(stmt.targets[0].elts):
+                    for target, elt in zip(stmt.targets[0].elts, value.elts):
+                        if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id in defs:
+                            out[target.id] = defs[elt.id]
+        return out
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too

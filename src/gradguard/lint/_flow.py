@@ -449,6 +449,15 @@ class Walker:
             inner = self._fixed_by_call(test.operand)
             return None if inner is None else not inner
         fn, call = self._frames[-1]
+        if (
+            isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+        ):
+            # `if d is not None:` with `d` bound to a constant (its default None, or an argument)
+            value = self._bound_constant(test.left)
+            if value is _UNBOUND:
+                return None
+            return (value is None) == isinstance(test.ops[0], ast.Is)
         if not isinstance(test, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         bound = {**_defaults(fn), **bind_arguments(fn, call)}
@@ -461,6 +470,20 @@ class Walker:
         if test.id in assigned:
             return None
         return bool(values[0].value)
+
+    def _bound_constant(self, name: ast.AST):
+        """The constant a parameter of the helper being inlined is bound to by this call (or its
+        default), where the helper never reassigns it; :data:`_UNBOUND` otherwise."""
+        fn, call = self._frames[-1]
+        if not isinstance(name, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return _UNBOUND
+        values = {**_defaults(fn), **bind_arguments(fn, call)}.get(name.id)
+        if not values or not isinstance(values[0], ast.Constant):
+            return _UNBOUND
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        return _UNBOUND if name.id in assigned else values[0].value
 
     @staticmethod
     def _resume(states, ends) -> List[Path]:
@@ -721,6 +744,9 @@ def _has_jump(node: ast.AST) -> bool:
             if not isinstance(child, _DEFS) and _has_jump(child):
                 return True
     return False
+
+
+_UNBOUND = object()
 
 
 def _grad_base(node: ast.AST) -> Optional[str]:

@@ -368,7 +368,18 @@ class Loop:
             return True
         names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
         assigns = self.assignments()
-        return any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ()))
+        if any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ())):
+            return True
+        return any(self.window_counter(name) for name in names)
+
+    def window_counter(self, name: str) -> bool:
+        """A counter of micro-batches, by what the loop does with it: it grows (``c += 1``) and is
+        set back to a constant (``c = 0``) in the same iteration's branches. A test on it
+        (``if c == k:``, ``if c == 0:``) decides a window, whatever the name."""
+        values = self.assignments().get(name, ())
+        grows = any(isinstance(v, tuple) and isinstance(v[1], ast.Add) for v in values)
+        resets = any(isinstance(v, ast.Constant) for v in values)
+        return grows and resets
 
     def scope_of(self, event: Event) -> Dict[str, list]:
         """The assignments that give the names of ``event`` their values: the loop's, then those
