@@ -248,6 +248,14 @@ def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
     return None
 
 
+def _window_slice(node: ast.AST, loop_node: ast.AST) -> bool:
+    """``batches[s:s + k]``, or a name the enclosing loop binds to one: a window of the data."""
+    if isinstance(node, ast.Name):
+        values = assignments(loop_node).get(node.id, ())
+        return len(values) == 1 and isinstance(values[0], ast.Subscript) and isinstance(values[0].slice, ast.Slice)
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
+
+
 # ---------------------------------------------------------------------------
 # The model
 # ---------------------------------------------------------------------------
@@ -340,7 +348,8 @@ class Loop:
             return True
         model = self.optimizer_model(step.target)
         if model is not None and clear.target:
-            return clear.target == model
+            # `self.opt = SGD(model.parameters())` in __init__ holds `self.model` (`self.model = model`)
+            return clear.target == model or clear.target == "self." + model
         # one optimizer and one cleared object (not a submodule such as model.encoder)
         return self._single and re.fullmatch(r"(?:self\.)?\w+", clear.target) is not None
 
@@ -415,8 +424,12 @@ class Loop:
             return self.node
         stepping = {entry[1] for e in self.steps for entry in e.stack if entry[0] == "loop"}
         for n in body_nodes(self.node):
-            if not isinstance(n, (ast.For, ast.AsyncFor)) or id(n) in stepping or micro_batches_of(n) is None:
+            if not isinstance(n, (ast.For, ast.AsyncFor)) or id(n) in stepping:
                 continue
+            if micro_batches_of(n) is None:
+                it = n.iter.args[0] if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and n.iter.args else n.iter
+                if not _window_slice(it, self.node):
+                    continue  # `for task in tasks:` sums losses of different kinds: no window of micro-batches
             mark = ("loop", id(n))
             for p in self.complete:
                 inside = [i for i, e in enumerate(p.events) if e.kind == BACKWARD and mark in e.stack]
@@ -427,7 +440,8 @@ class Loop:
     def micro_window(self) -> Optional[ast.expr]:
         """K of the micro-step loop (``range(K)``, ``x.chunk(K)``), None where unknown."""
         micro = self._micro_loop()
-        return micro_batches_of(micro)[0] if micro is not None else None
+        size = micro_batches_of(micro) if micro is not None else None
+        return size[0] if size is not None else None
 
     def scaled_on_gradients(self) -> bool:
         """The window is rescaled on ``.grad`` (in the loop, its helpers, or after a micro-step

@@ -13,6 +13,7 @@ from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD
 from .._literals import literal_int, literal_number
+from .._flow import _defaults
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
 
 CODE = "GG104"
@@ -125,6 +126,8 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
                     return "raw"
             return "scaled"
         if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
+            if _is_one(expr.right, assigns):  # `loss / d` with `d` left at its default 1: no division
+                return loss_scale(expr.left, assigns, loop, depth + 1)
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
             # a term left as a plain mean is not divided by the window, whatever scales the other
@@ -142,7 +145,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         element = loop.returned_element(expr)
         if element is not None:
             helper, values = element
-            inner = {**assigns, **bind_arguments(helper, expr.value), **assignments(helper)}
+            inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr.value), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in values}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         return loss_scale(expr.value, assigns, loop, depth + 1)
@@ -159,7 +162,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return loss_scale(func.value, assigns, loop, depth + 1) if name != "mean" else "raw"
         helper = loop.callee(expr)
         if helper is not None:  # what the helper returns, its parameters bound to the arguments
-            inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+            inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         if isinstance(func, ast.Name) and func.id in module.functions:
@@ -178,6 +181,16 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _is_one(expr: ast.expr, assigns: dict) -> bool:
+    """``1`` or a name every value of which is the literal 1 (a helper's default divisor)."""
+    if isinstance(expr, ast.Constant):
+        return expr.value == 1 and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id)
+        return bool(values) and all(isinstance(v, ast.Constant) and v.value == 1 and not isinstance(v.value, bool) for v in values)
+    return False
 
 
 def _is_weight(expr: ast.expr, loop: Loop) -> bool:
