@@ -172,8 +172,12 @@ class Session:
         own = counted is None and self.source.called_by_gradguard()
         tracker.own = own
         try:
-            tracker.sync(tracker.everything(), refresh=True)
-            tracker.zeroed_unseen(tracker.everything())
+            everything = tracker.everything()
+            # a clearing by hand of waiting gradient since the last pass (p.grad.zero_() on every
+            # micro-batch), then one of applied gradient that no version shows (.data.zero_())
+            tracker.zeroed_by_hand(everything, grads_of(tracker.params), None)
+            tracker.sync(everything, refresh=True)
+            tracker.zeroed_unseen(everything)
         finally:
             tracker.own = False
         if tracker.manual and not own:

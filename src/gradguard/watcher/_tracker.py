@@ -713,13 +713,17 @@ class Tracker:
         after, idx, n = self.after_ver, sub.idx, len(self.after_ver)
         if not n:
             return []
-        bufs = sub.get(self.buf)
-        out = []
-        for j in where(pending):
-            g, i = grads[j], idx[j]
-            if g is not None and i < n and bufs[j] is g and after[i] != -1 and g._version != after[i]:
-                out.append(j)
-        return out
+        if not any(pending):
+            return []
+        try:
+            seen = sub.get(after)
+        except IndexError:  # a parameter added since the last pass: no version of it to compare
+            return []
+        # in C loops: same buffer as the pass left, another version (a -1 on either side: none)
+        same = map(is_, grads, sub.get(self.buf))
+        moved = map(ne, versions_of(grads), seen)
+        known = map(ne, seen, repeat(-1))
+        return where(list(map(and_, map(and_, pending, same), map(and_, moved, known))))
 
     def zeroed_by_hand(self, sub: Subset, grads: list, site: Optional[Site]) -> List[int]:
         """Before a step: every buffer of ``sub`` holding waiting gradient was changed in place since

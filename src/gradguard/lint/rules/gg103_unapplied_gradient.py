@@ -88,7 +88,8 @@ def parse_name(source: str) -> ast.expr:
 
 
 def _threshold_counter(loop: Loop) -> Optional[str]:
-    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form)::
+    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form), or on a
+    count of micro-batches reaching K (``c += 1`` ... ``if c == K:``)::
 
         for batch in loader:
             loss.backward()
@@ -102,11 +103,13 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
     counters = set()
     for s in loop.steps:
         guards = [entry for entry in s.stack if entry[0] != "loop"]
-        if len(guards) != 1 or guards[0][1] is not True or s.frame:
+        if len(guards) != 1 or guards[0][1] is not True:
             return None
         test = guards[0][0]
+        if not (loop.node.lineno <= getattr(test, "lineno", 0) <= loop.node.end_lineno):
+            return None  # the step (in a helper or not) must be guarded by the loop's own test
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-                and isinstance(test.ops[0], (ast.GtE, ast.Gt))):
+                and isinstance(test.ops[0], (ast.GtE, ast.Gt, ast.Eq))):
             return None
         counters.add(test.left.id)
     if len(counters) != 1 or not loop.micro_paths:
@@ -117,7 +120,8 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
     resets = [v for v in values if isinstance(v, ast.Constant)]
     if not grows or not resets or len(grows) + len(resets) != len(values):
         return None
-    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.node)}
+    # a step in a helper is where the loop calls the helper
+    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.frame[0][1] if s.frame and s.frame[0][1] is not None else s.node)}
     reset_in_window = all(any(id(i) in windows for i in _guarding_ifs(loop.node, r)) for r in resets)
     grows_outside = all(not any(id(i) in windows for i in _guarding_ifs(loop.node, g[2])) for g in grows)
     return counter if reset_in_window and grows_outside else None
@@ -144,11 +148,11 @@ def _threshold_divides(loop: Loop, counter: str) -> bool:
     resets = {v.value for v in loop.assignments().get(counter, []) if isinstance(v, ast.Constant)}
     if step is None or len(starts) != 1 or None in starts or len(resets) != 1 or total > 100_000:
         return False
-    value, reset, strict = starts.pop(), resets.pop(), isinstance(test.ops[0], ast.Gt)
+    value, reset, op = starts.pop(), resets.pop(), test.ops[0]
     closed = True
     for _ in range(total):
         value += step
-        closed = value > threshold if strict else value >= threshold
+        closed = value > threshold if isinstance(op, ast.Gt) else (value == threshold if isinstance(op, ast.Eq) else value >= threshold)
         if closed:
             value = reset
     return closed
