@@ -233,6 +233,34 @@ CASES: Dict[str, Case] = {
             {opt}.zero_grad()
             {sched}.step()
         """, ("GG103",), ()),
+    # a window counted by hand: `c += 1` ... `if c == K:` (the window's structure, whatever `c` is called)
+    "counter_window_unscaled_remainder_dropped": Case(
+        """
+        {n} = 0
+        for {x} in {loader}:
+            {loss} = {model}({x}).pow(2).mean()
+            {loss}.backward()
+            {n} += 1
+            if {n} == {K}:
+                {opt}.step()
+                {opt}.zero_grad()
+                {n} = 0
+        """, ("GG103", "GG104"), ("GG103", "GG104")),
+    "counter_window_correct": Case(
+        """
+        {n} = 0
+        for {x} in {loader}:
+            {loss} = {model}({x}).pow(2).mean() / {K}
+            {loss}.backward()
+            {n} += 1
+            if {n} == {K}:
+                {opt}.step()
+                {opt}.zero_grad()
+                {n} = 0
+        if {n}:
+            {opt}.step()
+            {opt}.zero_grad()
+        """, ("GG101", "GG102", "GG103", "GG104"), ()),
     # a step made inside a call: timm's NativeScaler, `scaler(loss, optimizer, update_grad=...)`,
     # from code we cannot see or defined in the file
     "scaler_call_without_clearing": Case(
@@ -275,7 +303,7 @@ SCALERS = {
 }
 
 _PARAMS = "{model}, {opt}, {loader}, {K}, {sched}, {scaler}"
-_FORMS = ("function", "method", "unrelated")
+_FORMS = ("function", "method", "unrelated", "script")
 
 
 def _slot_forms(case: Case) -> List[Tuple[str, Tuple[str, str]]]:
@@ -306,6 +334,11 @@ def render(case: Case, names: dict, form: str, slot: Tuple[str, str]) -> str:
         names["opt"], names["model"] = "self." + names["opt"], "self." + names["model"]
         head = "class Trainer:\n    def {fn}(self, {loader}, {K}, {sched}, {scaler}):\n"
         body = textwrap.indent(body, " " * 8)
+    elif form == "script":
+        # a module-level loop in a file that also builds a per-item loss (issue 33: a
+        # `reduction="none"` anywhere in the file silenced GG104 for every module-level loop)
+        head = "per_item = torch.nn.MSELoss(reduction=\"none\")\n"
+        head += "{model}, {opt}, {loader}, {K}, {sched}, {scaler} = setup()\n"
     else:
         head = "def {fn}(" + _PARAMS + "):\n"
         body = textwrap.indent(body, " " * 4)

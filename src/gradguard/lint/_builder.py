@@ -194,15 +194,21 @@ class _Builder:
         """The object stepped without arguments in a function that back-propagates, when it is the
         only one stepped there and no optimizer of the function is known otherwise: the gradients
         of that backward pass reach no other update. Not an object built here by a constructor
-        that is no optimizer's (a scheduler, a profiler), nor a module-level loop's (a script's
-        names are too many to tell apart)."""
+        that is no optimizer's (a scheduler, a profiler). A script's module-level code counts as one
+        function."""
         m = self.m
         scopes = list(m.functions.values()) + [f for methods in m.methods.values() for f in methods.values()]
         by_scope: Dict[int, tuple] = {}
+        def inside(line: int):
+            return next((f for f in scopes if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+
         for call in calls:
-            scope = next((f for f in scopes if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)), None)
+            scope = inside(call.lineno)
             if scope is not None and overlaps(m._backward_lines, scope):
                 by_scope.setdefault(id(scope), (scope, set()))[1].add(text(call.func.value))
+            elif scope is None and any(inside(line) is None for line in m._backward_lines):
+                # a script: the module-level code back-propagates and steps
+                by_scope.setdefault(id(m.tree), (m.tree, set()))[1].add(text(call.func.value))
         out = set()
         for scope, receivers in by_scope.values():
             if len(receivers) != 1:
