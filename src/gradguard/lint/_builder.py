@@ -174,18 +174,24 @@ class _Builder:
         (``apply_update(o, m)`` from a function whose ``o`` is one), followed through two levels
         of calls. Whatever the parameter is called."""
         m = self.m
+        if not known and not m.ctors:
+            return set()  # no optimizer built or known in the file: none to pass on
         functions = {name: fn for name, fn in m.functions.items() if overlaps(m._lines, fn)}
         if not functions:
             return set()
         sites = self._call_sites()
-        lines = lines_of(m.source, [pos for name in functions for pos in sites[name]])
+        # only the calls on lines that may hold an event or call a helper holding one (an optimizer's
+        # constructor names `optim`, a call passing one on reaches the helper's events)
+        lines = sorted(set(lines_of(m.source, [pos for name in functions for pos in sites[name]])) & set(m._lines))
         calls = [n for n in walk_lines(m.tree, lines) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
         out, known = set(), set(known)
         for _ in range(2):
             for call in calls:
                 for param, values in bind_arguments(functions[call.func.id], call).items():
                     value = values[0]
-                    if param not in known and (optimizer_constructor(value) is not None or text(value) in known):
+                    if param in known or not isinstance(value, (ast.Call, ast.Name, ast.Attribute)):
+                        continue
+                    if optimizer_constructor(value) is not None if isinstance(value, ast.Call) else text(value) in known:
                         out.add(param)
                         known.add(param)
         return out
@@ -220,8 +226,11 @@ class _Builder:
                 continue  # the last resort, listed in docs/rules.md: a name that says scheduler or scaler
             # names are the file's, not the function's: built anywhere in the file as something else
             # (`scheduler = StepLR(optimizer)` in another function) is no optimizer here either
-            bound = m.scope_facts(None).bound
-            built = bound.get(name, []) + bound.get(name.rpartition(".")[2], [])
+            attr = name.rpartition(".")[2]
+            built = [
+                n.value for n in walk_lines(m.tree, m.word_lines((attr + " =", attr + "=")))
+                if isinstance(n, ast.Assign) and any(text(t) in (name, attr) for t in n.targets)
+            ]
             if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
             out.add(name)
