@@ -214,3 +214,15 @@ class ClearingAfterBackwardInAMethod:
                 loss.backward()
                 self.solver.zero_grad()  # expect: GG102
             self.solver.step()
+
+
+def module_cleared_inside_accelerate_accumulate(model, optimizer, loader, accelerator):
+    """The prepared optimizer skips its step and its zero_grad until the window closes; the
+    module's own zero_grad() does not: every micro-batch's gradient is wiped."""
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(batch).mean()
+            accelerator.backward(loss)
+            optimizer.step()
+            model.zero_grad()  # expect: GG102

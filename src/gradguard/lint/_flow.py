@@ -527,9 +527,11 @@ class Walker:
                     for arg in list(call.args) + [k.value for k in call.keywords]:
                         states = self._call_closure(arg, states, stack)
                 event = self._event(kind, call, self._rebase(target), stack)
-                if self._sync and kind in (STEP, CLEAR):
+                if self._sync and (kind == STEP or kind == CLEAR and self._is_optimizer(call)):
                     # inside `accelerator.accumulate(...)` the prepared optimizer steps and
                     # clears only when the window closes: `if accelerator.sync_gradients:`
+                    # (a module's own `model.zero_grad()` is no prepared optimizer's: it clears
+                    # on every micro-batch)
                     states = self._guarded(states, self._sync[-1], event)
                 else:
                     states = self._add(states, event)
@@ -547,6 +549,11 @@ class Walker:
                 states = self._add(states, self._event(BACKWARD, call, text(call.args[0]), stack))
                 states = self._guarded(states, test, self._event(STEP, call, self._rebase(text(opt)), stack))
         return states
+
+    def _is_optimizer(self, call: ast.Call) -> bool:
+        """``X.zero_grad()`` of an object the model takes for an optimizer (not a module's)."""
+        func = call.func
+        return isinstance(func, ast.Attribute) and is_optimizer_name(func.value, self.optimizers)
 
     def _conditional_step(self, call: ast.Call):
         """:func:`~._events.conditional_step` of a call on an interesting line."""
