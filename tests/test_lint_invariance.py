@@ -22,7 +22,7 @@ from typing import Dict, List, NamedTuple, Tuple
 import pytest
 
 from gradguard.lint import lint_source
-from gradguard.lint.autofix import attach_fixes
+from gradguard.lint.autofix import attach_fixes, fix_source
 
 # --- the rewrites --------------------------------------------------------------------------
 #: Three spellings of every user identifier of a template.
@@ -396,3 +396,46 @@ def test_no_gg104_fix_on_gradients_scaled_after_the_window(slot_name):
             source = render(CASES[case], names, form, SCALES[slot_name])
             fixes = [f for f in attach_fixes(lint_source(source, "prog.py"), source) if f.code == "GG104" and f.fix]
             assert not fixes, source
+
+
+def _trained(source: str, names: dict) -> list:
+    """Runs the function form of a rendered program in float64 (a linear model, SGD, three
+    batches of K micro-batches) and returns the parameters it trained."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 3).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    loader = [torch.randn(3, 4, 6, generator=g, dtype=torch.float64) for _ in range(3)]
+    space: dict = {}
+    exec(compile(source, "prog.py", "exec"), space)
+    space[names["fn"]](model, opt, loader, 3, None, None)
+    return [p.detach().clone() for p in model.parameters()]
+
+
+#: each buggy program and the correct one its GG102 fix must turn it into (the clearing after the step)
+_FIXED_TO = {
+    "clear_between_backward_and_step": "clear_after_step",
+    "clear_after_backward_in_micro_loop": "clear_after_micro_loop_step",
+}
+
+
+@pytest.mark.parametrize("slot_name", sorted(CLEARS))
+def test_the_gg102_fix_trains_like_the_correct_program_in_every_form(slot_name):
+    """Fix safety by execution: the fixed program trains to the same parameters (float64) as the
+    program written correctly, whatever the clearing's form (a loop over the parameters is moved
+    whole, never one line of it); a clearing in a helper is not moved across functions (no fix)."""
+    import torch
+
+    for case, correct in _FIXED_TO.items():
+        for names in NAMES:
+            source = render(CASES[case], names, "function", CLEARS[slot_name])
+            fixed = fix_source(source, "prog.py").text
+            if slot_name.startswith("helper") and fixed == source:
+                continue
+            want = _trained(render(CASES[correct], names, "function", CLEARS[slot_name]), names)
+            got = _trained(fixed, names)
+            assert all(torch.equal(a, b) for a, b in zip(got, want)), fixed
+            broken = _trained(source, names)  # negative control: the bug changes what is trained
+            assert not all(torch.equal(a, b) for a, b in zip(broken, want))

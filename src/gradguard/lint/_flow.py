@@ -420,7 +420,8 @@ class Walker:
         for i in range(start, len(events)):
             e = events[i]
             if e.kind == CLEAR and e.target == PARTIAL and _grad_base(e.node) == var:
-                events[i] = e._replace(target=module, stack=stack)
+                # the clearing is the whole loop (a fix moves the loop, never one of its lines)
+                events[i] = e._replace(target=module, stack=stack, node=loop)
                 changed = True
         return path._replace(events=tuple(events)) if changed else path
 

@@ -251,12 +251,14 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clear, step = t.statement_of(d.clear), t.statement_of(step_node)
     if not t.alone(clear) or not t.alone(step) or t.contains(clear, step):
         return None
+    if t.function_of(clear) is not t.function_of(step):
+        return None  # the clearing sits in a helper (or the step does): moving a line across functions is no fix
     follower = t.next_statement(step)
     if follower is not None and _clears(follower, d.clear):
         return Fix("Delete the clearing that discards the gradients (the step already clears after itself)", (t.delete(clear),))
     text = t.statement_text(clear, t.indent(step))
     return Fix(
-        f"Move `{t.segment(clear)}` to just after `{t.segment(step)}`",
+        f"Move `{t.segment(clear).splitlines()[0].rstrip(':')}` to just after `{t.segment(step)}`",
         (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
     )
 
