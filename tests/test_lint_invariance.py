@@ -158,6 +158,16 @@ CASES: Dict[str, Case] = {
             {opt}.step()
             {SLOT}
         """, ("GG101", "GG102"), (), "clear"),
+    # every micro-batch cleared: the step applies one pass, a mean (GG102, not GG104)
+    "cleared_every_micro_batch_unscaled": Case(
+        """
+        for {x} in {loader}:
+            for {j} in range({K}):
+                {loss} = {model}({x}[{j}]).pow(2).mean()
+                {loss}.backward()
+                {SLOT}
+            {opt}.step()
+        """, ("GG102", "GG104"), ("GG102",), "clear"),
     # 3. every clearing form between backward and step
     "clear_between_backward_and_step": Case(
         """

@@ -11,7 +11,7 @@ from typing import Optional
 from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
 from .._edits import Tree, parenthesize
-from .._events import BACKWARD
+from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
 from .._flow import _defaults
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
@@ -28,6 +28,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     windows = loop.window_paths()
     if windows:
+        if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
+            return  # every micro-batch is cleared (GG102): the step applies one pass, a mean, no sum
         candidates = [e for m in windows for e in m.events if e.kind == BACKWARD]
     else:
         # a micro-step loop (`for _ in range(K)`, `for part in x.chunk(K)`) back-propagating,
@@ -36,6 +38,12 @@ def check_loop(loop: Loop, report: Report) -> None:
         if micro is None:
             return
         mark = ("loop", id(micro))
+        if micro is loop.node:
+            every = [c for c in loop.full_clears if not c.stack]  # unconditional, in this loop's own body
+        else:
+            every = [c for c in loop.full_clears if mark in c.stack and not tests(c)]
+        if every:
+            return  # cleared on every pass of the micro-step loop (GG102): the step applies one pass
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
         assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno)
