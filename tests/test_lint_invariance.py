@@ -276,6 +276,7 @@ CASES: Dict[str, Case] = {
     "scaler_call_without_clearing": Case(
         """
         {SLOT}
+        {opt}.zero_grad()  # once, before the first window: never again after a step
         for {i}, {x} in enumerate({loader}):
             {loss} = {model}({x}).pow(2).mean() / {K}
             {scaler}({loss}, {opt}, update_grad=({i} + 1) % {K} == 0)

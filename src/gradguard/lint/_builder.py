@@ -154,6 +154,13 @@ class _Builder:
                     handed.add(text(node.args[0]))
             elif node.args and _SCHEDULER_CTOR.search(text(func)):
                 handed.add(text(node.args[0]))  # lr_scheduler.StepLR(opt, ...): its first argument is an optimizer
+        # `loss_scaler(loss, o, update_grad=...)` with `o.zero_grad()` elsewhere: cleared, and stepped
+        # by the call (see _events.conditional_step)
+        for node in walk_lines(m.tree, m.word_lines(("%",))):
+            if isinstance(node, ast.Call):
+                found_step = conditional_step(node)
+                if found_step is not None and text(found_step[0]) in cleared:
+                    stepped.add(text(found_step[0]))
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
         found |= self._passed_optimizers(m.optimizer_names | found)
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)

@@ -273,8 +273,10 @@ def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
     """``(optimizer, condition)`` of a call handed a loss first, then an optimizer, and a window
     condition (a comparison on a modulo) as an argument: ``loss_scaler(loss, optimizer,
     update_grad=(i + 1) % K == 0)`` (timm's NativeScaler) back-propagates the loss and steps the
-    optimizer when the condition holds. The optimizer is an argument the model knows as one, else
-    the second positional argument. None for any other call."""
+    optimizer when the condition holds. The optimizer must be an argument the model knows as one
+    (by what the code does with it, or by name): `log(loss, step, flush=i % 100 == 0)` is no step.
+    Without ``optimizers`` (the builder's first look, which only marks lines) the second
+    positional argument stands for it. None for any other call."""
     if len(call.args) < 2 or isinstance(call.args[0], ast.Starred):
         return None
     values = list(call.args[1:]) + [k.value for k in call.keywords]
@@ -286,6 +288,6 @@ def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
     if test is None:
         return None
     opt = next((v for v in values if isinstance(v, (ast.Name, ast.Attribute)) and is_optimizer_name(v, optimizers)), None)
-    if opt is None and isinstance(call.args[1], (ast.Name, ast.Attribute)):
-        opt = call.args[1]
+    if opt is None and not optimizers and isinstance(call.args[1], (ast.Name, ast.Attribute)):
+        return call.args[1], test  # a candidate only (the builder's line marks), never an event
     return (opt, test) if opt is not None else None

@@ -558,7 +558,9 @@ class Walker:
 
     def _conditional_step(self, call: ast.Call):
         """:func:`~._events.conditional_step` of a call on an interesting line."""
-        return conditional_step(call, self.optimizers) if self.interesting(call) else None
+        if not self.interesting(call) or not self.optimizers:
+            return None
+        return conditional_step(call, self.optimizers)
 
     def _calls(self, node: ast.AST) -> List[ast.Call]:
         """:func:`_calls` of the parts of ``node`` on interesting lines (a statement is
