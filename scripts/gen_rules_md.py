@@ -31,6 +31,38 @@ these bugs and their fixed twins are in [GradBench](gradbench.md) (`benchmarks/g
 |---|---|---|---|---|---|
 """
 
+#: The places where the linter still reads a name, each a last resort behind the structure of
+#: the code (issue 33: no finding is decided by a name list alone; every one left is listed here).
+NAME_FALLBACKS = """
+## Names the linter still reads
+
+The linter decides from the structure of the code: an object that is both cleared and stepped,
+or handed to a learning-rate scheduler's constructor or to a scaler's `step()`, or bound to a
+helper's parameter by a call that passes an optimizer, or the only object a back-propagating
+function (or script) steps, is an optimizer whatever it is called; a micro-step loop is a nested
+loop over `range(K)`, `x.chunk(K)`, `x.split(n)` or a slice of the data, back-propagating with a
+step after it; a window closes on a modulo test or on a counter the loop grows and sets back;
+`p.grad.zero_()`, `fill_(0)`, `mul_(0)`, `.data.zero_()` and `p.grad = None` over
+`M.parameters()` clear `M`; `p.grad /= K` (and `div_`, `.data.mul_`, `torch._foreach_div_`, in a
+helper too) rescales the window; a call handed a loss, an optimizer and a modulo condition
+(`loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)`) back-propagates and steps on that
+condition. Where none of that decides, these names are read, as a last resort:
+
+| where | the names | what they decide |
+|---|---|---|
+| an object's name (`_events._OPT_NAME`) | `optim...`, `opt`, `opt_g`, `g_opt`, ... | `X.step()` / `X.zero_grad()` of an object with no structural evidence is an optimizer's |
+| `_events.classify_call` | a receiver with `scaler` in its name | `scaler.step(opt)` steps `opt` (GradScaler) |
+| `_builder._SCHEDULER_NAME` | `sched`, `scaler` | the only object a function steps is not taken for its optimizer (a scheduler stepped beside an optimizer we cannot see) |
+| `_events._FRAMEWORK_RECEIVER` | `accelerator`, `fabric`, `engine`, `deepspeed`, `booster`, `strategy`, `precision` | `X.backward(loss)` back-propagates `loss` |
+| `_events._MAYBE_CLEAR_NAME` | `zero_grad`, `clear_grad`, `reset_grad`, `free_grad`, `set_grads_to_none`, ... | a call we cannot see into may clear (it silences GG101, never makes a GG102) |
+| `_events._ACCUMULATOR_NAME` | `acc`, `accum`, `...accumulator...` | `X.backward(loss)` of a gradguard Accumulator not built in the file |
+| `_model.ACCUM_NAME` | `accum`, `micro`, `sync_grad` | a condition written on such a name decides a window (`if accum_done:`); GG104 leaves a loss whose expression names one as not known; GG105 recognises its micro-step loop by them |
+| `_model._STATE_ATTR` | `sync`, `last`, `boundary`, `is_end`, `should_`, `finished`, `done` | an attribute test may change between iterations without an assignment in view (framework state) |
+| GG104 `_LOSS_OBJECT`, `_MODEL_OBJECT` | `loss`, `criterion`; `model`, `net`, `module`, ... | `self.X(...)` returns a mean loss (any other `self.` method may scale it) |
+| GG104 `loss_scale` | a call named `sum`, `item`, or with `scale`, `norm`, `weight`, `accum` in its name | the loss's reduction is not known |
+| `_model.steps_after` | `self.<method>()` that no class of the file defines, with `step` or `flush` in its name | an inherited method steps the remainder (GG103) |
+"""
+
 
 def render() -> str:
     """The whole page, as written to docs/rules.md."""
@@ -49,6 +81,7 @@ def render() -> str:
         # excerpts: tests/test_docs_blocks.py runs every block not marked so
         body = body.replace("\n```python\n", "\n<!-- fragment: docs/gradbench.md -->\n```python\n")
         parts.append(f"\n## {r.code}\n\n**{title}**\n{body}")
+    parts.append(NAME_FALLBACKS)
     return "".join(parts)
 
 

@@ -185,3 +185,44 @@ def ignite_update_calling_a_backward_pass_picked_for_the_run(model, optimizer, c
     trainer = Engine(training_step)
     trainer.add_event_handler(Events.COMPLETED, log_confusion)
     return trainer
+
+
+def clearing_just_after_backward_in_micro_loop(model, get_batch, optimizer, accum, iters):
+    """Every micro-batch's gradient is wiped as soon as it is made: the step applies nothing."""
+    for it in range(iters):
+        for micro in range(accum):
+            loss = model(get_batch()) / accum
+            loss.backward()
+            optimizer.zero_grad(set_to_none=True)  # expect: GG102
+        optimizer.step()
+
+
+def clearing_just_after_backward_any_names(m, get_batch, o, n, iters):
+    for t in range(iters):
+        for j in range(n):
+            (m(get_batch()) / n).backward()
+            o.zero_grad()  # expect: GG102
+        o.step()
+
+
+class ClearingAfterBackwardInAMethod:
+    def fit(self, chunks_of, loader):
+        for batch in loader:
+            chunks = chunks_of(batch)
+            for chunk in chunks:
+                loss = self.net(chunk) / len(chunks)
+                loss.backward()
+                self.solver.zero_grad()  # expect: GG102
+            self.solver.step()
+
+
+def module_cleared_inside_accelerate_accumulate(model, optimizer, loader, accelerator):
+    """The prepared optimizer skips its step and its zero_grad until the window closes; the
+    module's own zero_grad() does not: every micro-batch's gradient is wiped."""
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(batch).mean()
+            accelerator.backward(loss)
+            optimizer.step()
+            model.zero_grad()  # expect: GG102

@@ -166,3 +166,12 @@ def detection_loss(pred, target):
     box = (pred[:, :4] - target[:, :4]).abs().mean()
     cls = torch.nn.functional.binary_cross_entropy_with_logits(pred[:, 4:], target[:, 4:])
     return box + cls, {"BoxLoss": box, "BCELoss": cls}
+
+
+def evaluate_loss_computed_under_no_grad(model, loader, criterion):
+    total = 0
+    for x, y in loader:
+        with torch.no_grad():
+            loss = criterion(model(x), y)
+        total += loss  # computed without a graph: nothing kept alive
+    return total

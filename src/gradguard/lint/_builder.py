@@ -13,10 +13,11 @@ import sys
 from typing import Callable, Dict, List, Optional
 
 from ._ast import (
-    NO_GRAD_CONTEXTS, any_between, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    NO_GRAD_CONTEXTS, any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    returns_of,
     subtree, terminal, text, walk_lines,
 )
-from ._events import OPTIMIZER_CLASSES, optimizer_constructor
+from ._events import OPTIMIZER_CLASSES, conditional_step, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
 from ._model import Loop, Module
@@ -46,6 +47,13 @@ _COMMON_METHODS = frozenset(
 )
 
 
+# A learning-rate scheduler's constructor (``torch.optim.lr_scheduler.StepLR``, ``LambdaLR``,
+# transformers' ``get_linear_schedule_with_warmup``): its first argument is an optimizer.
+_SCHEDULER_CTOR = re.compile(r"lr_scheduler\.|(?:LR|Scheduler)$|_schedule_with_warmup$")
+
+# A name that says scheduler or scaler (the last resort of _sole_stepped, listed in docs/rules.md).
+_SCHEDULER_NAME = re.compile(r"sched|scaler", re.I)
+
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
 
@@ -56,6 +64,14 @@ WORK_PER_LINE = 20
 _CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(" if sys.version_info >= (3, 11)
                         else r"\b[^\W_A-Za-z]*([A-Za-z_]\w*)\s*\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
+
+
+def _step_receivers_in(scope: ast.AST, m) -> set:
+    """The texts of the objects a function calls ``zero_grad`` or ``step`` on (with arguments too)."""
+    return {
+        text(n.func.value) for n in walk_lines(scope, m.word_lines((".step", "zero_grad")))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("step", "zero_grad")
+    }
 
 
 def build(tree: ast.Module, source: str, filename: str, project: Optional[Project] = None, through_imports_only: bool = False) -> Module:
@@ -113,6 +129,7 @@ class _Builder:
         if self.sum_candidates:
             self._find_no_grad_callees()
         self._visit(m.tree.body, None, None, (), {}, False)
+        self._optimizers_by_role()
         if "Engine" in m.source:
             self._engine_updates()
         for node, scope, cls, after, closures in self.pending:
@@ -120,6 +137,115 @@ class _Builder:
         if self.hot_sums:
             training = {id(loop.node) for loop in m.loops if loop.trains or loop.managed}
             m.eval_loops += [(node, scope) for node, scope in self.hot_sums if id(node) not in training]
+
+    def _optimizers_by_role(self) -> None:
+        """Objects that act as optimizers, whatever they are called: an object both cleared
+        (``o.zero_grad()``) and stepped without arguments (``o.step()``), or handed to a learning-rate
+        scheduler's constructor (``StepLR(o, ...)``) or a scaler's ``step(o)``. A scheduler is never
+        cleared, a module is never stepped: the pair says what the object is."""
+        m = self.m
+        cleared = {text(call.func.value) for call, _, _ in m.zero_grads}
+        stepped, handed, stepped_calls = set(), set(), []
+        for node in walk_lines(m.tree, m.word_lines((".step", "lr_scheduler", "Scheduler", "LR("))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "step":
+                if not node.args and not node.keywords:
+                    stepped.add(text(func.value))
+                    stepped_calls.append(node)
+                elif node.args and "scaler" in terminal(func.value).lower():
+                    handed.add(text(node.args[0]))
+            elif node.args and _SCHEDULER_CTOR.search(text(func)):
+                handed.add(text(node.args[0]))  # lr_scheduler.StepLR(opt, ...): its first argument is an optimizer
+        # `loss_scaler(loss, o, update_grad=...)` with `o.zero_grad()` elsewhere: cleared, and stepped
+        # by the call (see _events.conditional_step)
+        for node in walk_lines(m.tree, m.word_lines(("%",))):
+            if isinstance(node, ast.Call):
+                found_step = conditional_step(node)
+                if found_step is not None and text(found_step[0]) in cleared:
+                    stepped.add(text(found_step[0]))
+        found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
+        found |= self._passed_optimizers(m.optimizer_names | found)
+        found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
+        # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
+        # reported where the loop calls the wrapper: its inner object is left as the walker sees it
+        if any(f.startswith("self.") for f in found):
+            lines = m.word_lines((".step", "zero_grad"))
+            found -= {
+                text(n.func.value) for methods in m.methods.values() for name in ("step", "zero_grad") if name in methods
+                for n in walk_lines(methods[name], lines)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
+            }
+        m.optimizer_names.update(found)
+
+    def _passed_optimizers(self, known) -> set:
+        """Parameters of the module's functions that a call binds to an optimizer: one built in the
+        call (``train(net, torch.optim.SGD(net.parameters()), data)``) or one already known
+        (``apply_update(o, m)`` from a function whose ``o`` is one), followed through two levels
+        of calls. Whatever the parameter is called."""
+        m = self.m
+        if not known and not m.ctors:
+            return set()  # no optimizer built or known in the file: none to pass on
+        functions = {name: fn for name, fn in m.functions.items() if overlaps(m._lines, fn)}
+        if not functions:
+            return set()
+        sites = self._call_sites()
+        # only the calls on lines that may hold an event or call a helper holding one (an optimizer's
+        # constructor names `optim`, a call passing one on reaches the helper's events)
+        lines = sorted(set(lines_of(m.source, [pos for name in functions for pos in sites[name]])) & set(m._lines))
+        calls = [n for n in walk_lines(m.tree, lines) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions]
+        out, known = set(), set(known)
+        for _ in range(2):
+            for call in calls:
+                for param, values in bind_arguments(functions[call.func.id], call).items():
+                    value = values[0]
+                    if param in known or not isinstance(value, (ast.Call, ast.Name, ast.Attribute)):
+                        continue
+                    if optimizer_constructor(value) is not None if isinstance(value, ast.Call) else text(value) in known:
+                        out.add(param)
+                        known.add(param)
+        return out
+
+    def _sole_stepped(self, calls: List[ast.Call], known) -> set:
+        """The object stepped without arguments in a function that back-propagates, when it is the
+        only one stepped there and no optimizer of the function is known otherwise: the gradients
+        of that backward pass reach no other update. Not an object built here by a constructor
+        that is no optimizer's (a scheduler, a profiler). A script's module-level code counts as one
+        function."""
+        m = self.m
+        scopes = list(m.functions.values()) + [f for methods in m.methods.values() for f in methods.values()]
+        by_scope: Dict[int, tuple] = {}
+        def inside(line: int):
+            return next((f for f in scopes if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+
+        for call in calls:
+            scope = inside(call.lineno)
+            if scope is not None and overlaps(m._backward_lines, scope):
+                by_scope.setdefault(id(scope), (scope, set()))[1].add(text(call.func.value))
+            elif scope is None and any(inside(line) is None for line in m._backward_lines):
+                # a script: the module-level code back-propagates and steps
+                by_scope.setdefault(id(m.tree), (m.tree, set()))[1].add(text(call.func.value))
+        out = set()
+        for scope, receivers in by_scope.values():
+            if len(receivers) != 1:
+                continue
+            (name,) = receivers
+            if name in known or "(" in name or any(t in known for t in _step_receivers_in(scope, m) if t != name):
+                continue
+            if _SCHEDULER_NAME.search(name):
+                continue  # the last resort, listed in docs/rules.md: a name that says scheduler or scaler
+            # names are the file's, not the function's: built anywhere in the file as something else
+            # (`scheduler = StepLR(optimizer)` in another function) is no optimizer here either
+            attr = name.rpartition(".")[2]
+            built = [
+                n.value for n in walk_lines(m.tree, m.word_lines((attr + " =", attr + "=")))
+                if isinstance(n, ast.Assign) and any(text(t) in (name, attr) for t in n.targets)
+            ]
+            if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
+                continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
+            out.add(name)
+        return out
 
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""
@@ -154,6 +280,15 @@ class _Builder:
         m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
         if self.foreign_backward:
             m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
+        # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)`: a call of code we cannot see
+        # that back-propagates and steps (see _events.conditional_step)
+        stepping = [
+            n.lineno for n in walk_lines(m.tree, m.word_lines(("%",)))
+            if isinstance(n, ast.Call) and conditional_step(n) is not None
+        ]
+        if stepping:
+            m._backward_lines = sorted(set(m._backward_lines).union(stepping))
+            m._add_positions([m.line_offset(line) for line in stepping])
         if not helpers and not m.classes:
             return
         callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
@@ -225,6 +360,7 @@ class _Builder:
                     continue  # a hook the framework calls (a function of that name elsewhere is the user's)
                 # (a closure's `def` is on a line after the function's own)
                 local = local_defs(stmt) if any_between(m.word_lines(("def",)), stmt.lineno + 1, stmt.end_lineno) else {}
+                local = {**self._factory_closures(stmt), **local}
                 if local:
                     self._mark_closure_calls(stmt, local)
                 inner = {**closures, **local}
@@ -344,6 +480,26 @@ class _Builder:
                     written = aliases.get(text(event), text(event))
                     if _REPEATING_EVENT.search(written) and not any(p[0] is fn for p in self.pending):
                         self.pending.append((fn, fn, None, (), local_defs(fn)))
+
+    def _factory_closures(self, fn: ast.AST) -> Dict[str, ast.AST]:
+        """``reset, on_end = make_callbacks(model, opt)`` in ``fn``'s body, where ``make_callbacks`` is
+        a function of this module that returns a tuple of its own closures: the names bound to those
+        closures (followed when called, their free names being the factory's)."""
+        out: Dict[str, ast.AST] = {}
+        for stmt in fn.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
+                    and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)):
+                continue
+            factory = self.m.functions.get(stmt.value.func.id)
+            if factory is None:
+                continue
+            defs = local_defs(factory)
+            for value in returns_of(factory):
+                if isinstance(value, ast.Tuple) and len(value.elts) == len(stmt.targets[0].elts):
+                    for target, elt in zip(stmt.targets[0].elts, value.elts):
+                        if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id in defs:
+                            out[target.id] = defs[elt.id]
+        return out
 
     def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
         """Lines of ``fn`` calling one of its closures that holds events are interesting too

@@ -17,7 +17,9 @@ import ast
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..findings import Finding, Fix, make_finding
+from ._ast import find_all, lines_of, walk_lines
 from ._builder import build
+from ._events import conditional_step
 from ._edits import Tree
 from ._model import Diagnostic, Module, Report, Skipped
 from ._project import Project
@@ -25,6 +27,12 @@ from .rules import FIXES, LOOP_RULES, MODULE_RULES
 
 # Without one of these words a file holds nothing any rule looks at.
 _TRIGGERS = ("backward", "zero_grad", "num_items_in_batch")
+
+
+def _calls_conditional_step(tree: ast.Module, source: str) -> bool:
+    """Some line with ``%`` calls :func:`~._events.conditional_step`'s shape (only those lines are walked)."""
+    lines = lines_of(source, find_all(source, ("%",)))
+    return any(isinstance(n, ast.Call) and conditional_step(n) is not None for n in walk_lines(tree, lines))
 
 
 class Checker:
@@ -48,7 +56,12 @@ class Checker:
     def run(self) -> List[Finding]:
         """All findings of the module (unsuppressed, unsorted, without duplicates)."""
         source = self.source
-        own_words = any(word in source for word in _TRIGGERS) or ("+=" in source and "loss" in source)
+        own_words = (
+            any(word in source for word in _TRIGGERS) or ("+=" in source and "loss" in source)
+            # a call that back-propagates and steps on a window condition (`loss_scaler(loss, opt,
+            # update_grad=(i + 1) % K == 0)`, see _events.conditional_step): a cheap gate only
+            or ("%" in source and _calls_conditional_step(self.tree, source))
+        )
         if not own_words and not (self.project is not None and self.project.imports_event_class(source)):
             return []
         diagnostics: List[Diagnostic] = []

@@ -9,7 +9,8 @@ Three kinds of event matter to every rule (seed 000: ``backward()`` adds into
   ``self.manual_backward(loss)``): none of them clears or steps for the user;
 * ``STEP``: ``optimizer.step()``, ``scaler.step(optimizer)``, or a manual SGD
   update that reads ``.grad`` (``p.data.add_(p.grad, alpha=-lr)``);
-* ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
+* ``CLEAR``: ``zero_grad()``, ``p.grad = None``, ``p.grad.zero_()`` (``.fill_(0)``, ``.mul_(0)``,
+  on ``p.grad.data`` too).
 
 ``MAYBE_CLEAR`` is a call we cannot see into whose name says it clears
 gradients (``reset_grads(model)``, ``zero_gradients(x)``): it silences "nothing
@@ -37,6 +38,9 @@ STEP = "step"
 CLEAR = "clear"
 MAYBE_CLEAR = "maybe-clear"
 READ = "read"
+#: ``p.grad /= K``, ``p.grad.div_(K)``, ``p.grad.data.mul_(1 / K)``, ``torch._foreach_div_(grads, K)``:
+#: the accumulated gradients rescaled in place before a step (a window averaged on its gradients).
+SCALE = "scale"
 #: ``acc.backward(loss)``, ``acc.step()``, ``acc.flush()`` of a ``gradguard.Accumulator`` (and
 #: ``gradguard.accumulate_batch(..., acc=acc)``): a backward pass whose scaling, stepping and
 #: clearing the Accumulator does itself. The loop trains, but no buffer rule applies to it.
@@ -100,6 +104,10 @@ def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
     return bool(_OPT_NAME.search(name))
 
 
+def _is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 0
+
+
 def _mentions_grad(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
 
@@ -141,6 +149,8 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
             return CLEAR, text(recv)
         if attr == "zero_" and _is_grad_tensor(recv):
             return CLEAR, PARTIAL
+        if attr in ("fill_", "mul_") and _is_grad_tensor(recv) and len(call.args) == 1 and _is_zero(call.args[0]):
+            return CLEAR, PARTIAL  # p.grad.fill_(0), p.grad.mul_(0): the same values as zero_()
         if attr in ("add_", "sub_") and isinstance(recv, ast.Attribute) and recv.attr == "data":
             # word_language_model: p.data.add_(p.grad, alpha=-lr) is a hand-written step
             if any(_mentions_grad(a) for a in call.args) or any(_mentions_grad(k.value) for k in call.keywords):
@@ -148,6 +158,10 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
             return None
         if attr == "_foreach_zero_":
             return CLEAR, PARTIAL
+        if attr in ("div_", "mul_") and _is_grad_tensor(recv) and call.args:
+            return SCALE, PARTIAL
+        if attr in ("_foreach_div_", "_foreach_mul_") and call.args and _mentions_grad(call.args[0]):
+            return SCALE, PARTIAL
         if _MAYBE_CLEAR_NAME.search(attr):
             return MAYBE_CLEAR, text(recv)
         return None
@@ -222,11 +236,18 @@ def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
                 return CLEAR, PARTIAL
             if isinstance(value, ast.Call) and terminal(value.func) in ("zeros_like", "zeros"):
                 return CLEAR, PARTIAL
+            if (
+                len(stmt.targets) == 1 and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Div, ast.Mult))
+                and text(stmt.targets[0]) in (text(value.left), text(value.right))
+            ):
+                return SCALE, PARTIAL  # p.grad = p.grad / k
         return None
     if isinstance(stmt, ast.Delete):
         if any(_is_grad_tensor(t) for t in stmt.targets):
             return CLEAR, PARTIAL
         return None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Div, ast.Mult)) and _is_grad_tensor(stmt.target):
+        return SCALE, PARTIAL  # p.grad /= k
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
         target = stmt.target
         if not _is_grad_tensor(target) and _mentions_grad(stmt.value):
@@ -246,3 +267,27 @@ def optimizer_constructor(value: ast.AST) -> Optional[ast.Call]:
     if func_text.startswith(("torch.optim.", "optim.")) and name[:1].isupper() and not re.search(r"lr_scheduler|swa_utils", func_text):
         return value  # torch.optim.lr_scheduler.StepLR builds a scheduler, not an optimizer
     return None
+
+
+def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
+    """``(optimizer, condition)`` of a call handed a loss first, then an optimizer, and a window
+    condition (a comparison on a modulo) as an argument: ``loss_scaler(loss, optimizer,
+    update_grad=(i + 1) % K == 0)`` (timm's NativeScaler) back-propagates the loss and steps the
+    optimizer when the condition holds. The optimizer must be an argument the model knows as one
+    (by what the code does with it, or by name): `log(loss, step, flush=i % 100 == 0)` is no step.
+    Without ``optimizers`` (the builder's first look, which only marks lines) the second
+    positional argument stands for it. None for any other call."""
+    if len(call.args) < 2 or isinstance(call.args[0], ast.Starred):
+        return None
+    values = list(call.args[1:]) + [k.value for k in call.keywords]
+    test = next(
+        (v for v in values if isinstance(v, (ast.Compare, ast.BoolOp, ast.UnaryOp))
+         and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(v))),
+        None,
+    )
+    if test is None:
+        return None
+    opt = next((v for v in values if isinstance(v, (ast.Name, ast.Attribute)) and is_optimizer_name(v, optimizers)), None)
+    if opt is None and not optimizers and isinstance(call.args[1], (ast.Name, ast.Attribute)):
+        return call.args[1], test  # a candidate only (the builder's line marks), never an event
+    return (opt, test) if opt is not None else None

@@ -24,10 +24,13 @@ as ``self.name(...)``) are inlined at the call, up to a small depth.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._events import (
+    BACKWARD,
     CLEAR,
+    PARTIAL,
     MANAGED,
     MAYBE_CLEAR,
     READ,
@@ -35,6 +38,8 @@ from ._events import (
     Event,
     classify_call,
     classify_statement,
+    conditional_step,
+    is_optimizer_name,
     managed_call,
     reads_grad,
 )
@@ -336,19 +341,29 @@ class Walker:
         if not self.relevant(stmt):
             return states
         fixed = self._fixed_by_call(stmt.test)
+        if fixed is None:
+            fixed = _grad_exists(stmt.test)
         if fixed is not None:  # `if zero_grad:` in a helper called with `zero_grad=True`: one branch
             return self.block(stmt.body if fixed else stmt.orelse, states, stack)
-        cached = self._keys.get(id(stmt.test))
-        if cached is None:
-            cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
-        key, negated = cached
+        bound = self._bound_test(stmt.test)
+        if bound is not None:
+            # `if update_grad:` in a helper called with `update_grad=(i + 1) % K == 0`: the caller's
+            # condition, one decision with the caller's own `if (i + 1) % K == 0:`
+            key, negated = condition_key(bound)
+            test = bound
+        else:
+            cached = self._keys.get(id(stmt.test))
+            if cached is None:
+                cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
+            key, negated = cached
+            test = stmt.test
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
-                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, stmt.test),))
-                inner = stack + ((stmt.test, takes_body),)
+                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
 
@@ -359,12 +374,71 @@ class Walker:
             return states
         out: List[Path] = []
         inner = stack + (("loop", id(stmt)),)
+        module = self._parameters_of(stmt)
         for s in states:
             # The body runs once on this path; what it decided does not outlive it,
             # and its continue/break only end the nested loop.
             ran = self.block(stmt.body, [s], inner)
+            if module is not None:
+                ran = [self._whole_module_clear(r, len(s.events), stmt, module, stack) for r in ran]
             out += [r._replace(decisions=s.decisions) for r in self._resume(ran, ("continue", "break"))]
         return self.block(stmt.orelse, out, stack)
+
+    def _parameters_of(self, loop) -> Optional[str]:
+        """``M`` of ``for p in M.parameters():`` (a parameter of a helper followed to the argument
+        of its call: ``wipe(model)`` / ``drop(model.parameters())``), where ``M`` is one object (a
+        name or ``self.name``), not a part of one (``model.encoder``): the loop visits every
+        parameter of ``M``."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
+            return None
+        it = self._argument(loop.iter)
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and not it.args and not it.keywords):
+            return None
+        module = self._argument(it.func.value)
+        name = self._rebase(text(module))
+        return name if re.fullmatch(r"(?:self\.)?\w+", name) else None
+
+    def _argument(self, node: ast.AST) -> ast.AST:
+        """``node`` with a parameter of the helpers being inlined replaced by the argument bound to it."""
+        for fn, call in reversed(self._frames):
+            if not isinstance(node, ast.Name):
+                break
+            bound = bind_arguments(fn, call).get(node.id)
+            if not bound:
+                break
+            node = bound[0]
+        return node
+
+    def _whole_module_clear(self, path: Path, start: int, loop, module: str, stack: Tuple) -> Path:
+        """Clearings of the loop variable's ``.grad`` in ``for p in M.parameters():`` become one
+        clearing of ``M`` at the loop's own place (as ``M.zero_grad()`` would be): every
+        parameter's gradient is cleared, on every pass of the loop."""
+        var = loop.target.id
+        events = list(path.events)
+        changed = False
+        for i in range(start, len(events)):
+            e = events[i]
+            if e.kind == CLEAR and e.target == PARTIAL and _grad_base(e.node) == var:
+                # the clearing is the whole loop (a fix moves the loop, never one of its lines)
+                events[i] = e._replace(target=module, stack=stack, node=loop)
+                changed = True
+        return path._replace(events=tuple(events)) if changed else path
+
+    def _bound_test(self, test: ast.expr) -> Optional[ast.expr]:
+        """The argument expression bound to ``test`` when it is a parameter of the helper being
+        inlined that the helper never reassigns, and the argument is a condition the caller
+        computes (a comparison or a modulo); None otherwise."""
+        if not self._frames or not isinstance(test, ast.Name):
+            return None
+        fn, call = self._frames[-1]
+        values = bind_arguments(fn, call).get(test.id)
+        if not values or not isinstance(values[0], (ast.Compare, ast.BoolOp, ast.BinOp)):
+            return None
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        return None if test.id in assigned else values[0]
 
     def _fixed_by_call(self, test: ast.expr) -> Optional[bool]:
         """The truth of ``test`` when it is a parameter (or ``not`` one) of the helper being
@@ -376,6 +450,15 @@ class Walker:
             inner = self._fixed_by_call(test.operand)
             return None if inner is None else not inner
         fn, call = self._frames[-1]
+        if (
+            isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+        ):
+            # `if d is not None:` with `d` bound to a constant (its default None, or an argument)
+            value = self._bound_constant(test.left)
+            if value is _UNBOUND:
+                return None
+            return (value is None) == isinstance(test.ops[0], ast.Is)
         if not isinstance(test, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         bound = {**_defaults(fn), **bind_arguments(fn, call)}
@@ -388,6 +471,20 @@ class Walker:
         if test.id in assigned:
             return None
         return bool(values[0].value)
+
+    def _bound_constant(self, name: ast.AST):
+        """The constant a parameter of the helper being inlined is bound to by this call (or its
+        default), where the helper never reassigns it; :data:`_UNBOUND` otherwise."""
+        fn, call = self._frames[-1]
+        if not isinstance(name, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return _UNBOUND
+        values = {**_defaults(fn), **bind_arguments(fn, call)}.get(name.id)
+        if not values or not isinstance(values[0], ast.Constant):
+            return _UNBOUND
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        return _UNBOUND if name.id in assigned else values[0].value
 
     @staticmethod
     def _resume(states, ends) -> List[Path]:
@@ -431,9 +528,11 @@ class Walker:
                     for arg in list(call.args) + [k.value for k in call.keywords]:
                         states = self._call_closure(arg, states, stack)
                 event = self._event(kind, call, self._rebase(target), stack)
-                if self._sync and kind in (STEP, CLEAR):
+                if self._sync and (kind == STEP or kind == CLEAR and self._is_optimizer(call)):
                     # inside `accelerator.accumulate(...)` the prepared optimizer steps and
                     # clears only when the window closes: `if accelerator.sync_gradients:`
+                    # (a module's own `model.zero_grad()` is no prepared optimizer's: it clears
+                    # on every micro-batch)
                     states = self._guarded(states, self._sync[-1], event)
                 else:
                     states = self._add(states, event)
@@ -441,7 +540,27 @@ class Walker:
             helper = self._helper(call)
             if helper is not None:
                 states = self._inline(helper, states, stack, call=call)
+                continue
+            window = self._conditional_step(call)
+            if window is not None:
+                # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)` of code we cannot see
+                # (timm's NativeScaler): it back-propagates the loss and steps the optimizer when the
+                # condition holds, as the call's arguments say
+                opt, test = window
+                states = self._add(states, self._event(BACKWARD, call, text(call.args[0]), stack))
+                states = self._guarded(states, test, self._event(STEP, call, self._rebase(text(opt)), stack))
         return states
+
+    def _is_optimizer(self, call: ast.Call) -> bool:
+        """``X.zero_grad()`` of an object the model takes for an optimizer (not a module's)."""
+        func = call.func
+        return isinstance(func, ast.Attribute) and is_optimizer_name(func.value, self.optimizers)
+
+    def _conditional_step(self, call: ast.Call):
+        """:func:`~._events.conditional_step` of a call on an interesting line."""
+        if not self.interesting(call) or not self.optimizers:
+            return None
+        return conditional_step(call, self.optimizers)
 
     def _calls(self, node: ast.AST) -> List[ast.Call]:
         """:func:`_calls` of the parts of ``node`` on interesting lines (a statement is
@@ -635,3 +754,37 @@ def _has_jump(node: ast.AST) -> bool:
             if not isinstance(child, _DEFS) and _has_jump(child):
                 return True
     return False
+
+
+_UNBOUND = object()
+
+
+def _grad_base(node: ast.AST) -> Optional[str]:
+    """``p`` of the ``p.grad`` (or ``p.grad.data``) that a clearing event acts on."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    elif isinstance(node, ast.Assign):
+        node = node.targets[0]
+    elif isinstance(node, ast.Delete):
+        node = node.targets[0]
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
+        return node.value.id
+    return None
+
+
+def _grad_exists(test: ast.expr) -> Optional[bool]:
+    """``if p.grad is not None:`` (True) / ``if p.grad is None:`` (False): a guard that decides
+    nothing about the gradient buffer (a parameter without a gradient has nothing to clear or
+    scale), so it is taken as the branch where the gradient exists; None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(right, ast.Constant) and right.value is None):
+        return None
+    if isinstance(left, ast.Attribute) and left.attr == "data":
+        left = left.value
+    if not (isinstance(left, ast.Attribute) and left.attr == "grad"):
+        return None
+    return isinstance(test.ops[0], ast.IsNot)

@@ -29,7 +29,7 @@ import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._ast import assignments, bind_arguments, bound_values, body_nodes, find_all, lines_of, overlaps, parse_expr, returns_of, target_names, terminal, text
-from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event, is_optimizer_name
+from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, SCALE, STEP, Event, classify_call, classify_statement, is_optimizer_name, managed_call
 from ._flow import Path
 from ._project import Project
 
@@ -146,29 +146,114 @@ def _is_tensor_receiver(recv: ast.AST) -> bool:
 
 
 def steps_after(loop: "Loop") -> bool:
-    """Anything after the loop that could step or flush (generous on purpose)."""
+    """A step of an optimizer after the loop: ``opt.step()`` / ``scaler.step(opt)`` of an object
+    the model knows as an optimizer, a gradguard Accumulator's ``step()``/``flush()``, a call of
+    a function or method of this module (or of an object built from one of its classes) whose
+    body steps, or a call of unknown code handed a known optimizer. A per-epoch
+    ``scheduler.step()`` steps no optimizer, and a name with "step" or "flush" in it proves
+    nothing by itself; only ``self.<method>()`` that no class of this module defines (inherited
+    from code we cannot see) still counts when its name says ``step``/``flush`` (the last
+    resort listed in docs/rules.md)."""
+    module = loop.module
+    optimizers = frozenset(module.optimizer_names)
+    seen = set()
+
+    def steps(call: ast.Call, depth: int) -> bool:
+        found = classify_call(call, optimizers)
+        if found is not None and found[0] == STEP or managed_call(call, frozenset(module.accumulators)) is not None:
+            return True
+        func = call.func
+        helper = None
+        if isinstance(func, ast.Name):
+            helper = loop.functions.get(func.id) or module.functions.get(func.id)
+            methods = module.instances.get(func.id)
+            helper = helper or (methods or {}).get("__call__")
+        elif isinstance(func, ast.Attribute):
+            recv = text(func.value)
+            if recv == "self":
+                helper = loop.methods.get(func.attr) or next((ms[func.attr] for ms in module.methods.values() if func.attr in ms), None)
+                if helper is None:
+                    return bool(re.search(r"step|flush", func.attr, re.I))
+            elif recv in module.instances:
+                helper = module.instances[recv].get(func.attr)
+        if helper is not None:
+            if depth < 3 and id(helper) not in seen:
+                seen.add(id(helper))
+                return scan(helper.body, depth + 1)
+            return False
+        # unknown code handed an optimizer (`finish_window(optimizer)`) may step it
+        return any(text(a) in optimizers or is_optimizer_name(a, optimizers) for a in list(call.args) + [k.value for k in call.keywords])
+
+    def scan(stmts, depth) -> bool:
+        for stmt in stmts:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and steps(node, depth):
+                    return True
+                if isinstance(node, ast.AugAssign):
+                    found = classify_statement(node)
+                    if found is not None and found[0] == STEP:
+                        return True
+        return False
+
+    return any(scan(stmts, 0) for stmts in loop.after)
+
+
+def scales_after(loop: "Loop") -> bool:
+    """A rescaling of ``.grad`` (:data:`~._events.SCALE`) in the statements after the loop, in
+    them or in a helper of this module they call (a micro-step loop whose window is averaged on
+    its gradients before the step)."""
+    module = loop.module
     seen = set()
 
     def scan(stmts, depth) -> bool:
         for stmt in stmts:
             for node in ast.walk(stmt):
-                if not isinstance(node, ast.Call):
-                    continue
-                name = terminal(node.func).lower()
-                if "step" in name or "flush" in name:
-                    return True
-                helper = None
-                if isinstance(node.func, ast.Name):
-                    helper = loop.module.functions.get(node.func.id)
-                elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
-                    helper = next((m[node.func.attr] for m in loop.module.methods.values() if node.func.attr in m), None)
-                if helper is not None and depth < 2 and id(helper) not in seen:
-                    seen.add(id(helper))
-                    if scan(helper.body, depth + 1):
+                if isinstance(node, ast.stmt):
+                    found = classify_statement(node)
+                    if found is not None and found[0] == SCALE:
                         return True
+                if isinstance(node, ast.Call):
+                    found = classify_call(node)
+                    if found is not None and found[0] == SCALE:
+                        return True
+                    helper = loop.callee(node) or (module.functions.get(node.func.id) if isinstance(node.func, ast.Name) else None)
+                    if helper is not None and depth < 3 and id(helper) not in seen:
+                        seen.add(id(helper))
+                        if scan(helper.body, depth + 1):
+                            return True
         return False
 
     return any(scan(stmts, 0) for stmts in loop.after)
+
+
+def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
+    """``(K,)`` for a loop over ``range(K)``, ``(None,)`` for one over a batch split into
+    pieces (``x.chunk(K)``, ``torch.split(x, n)``, ``x.split(n)``: K known only at run time,
+    unless ``chunk(K)`` says it), None for any other loop: the structure of the loop, not its
+    names, says that it runs the micro-batches of one window."""
+    if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
+        return None
+    it = loop_node.iter
+    if isinstance(it, ast.Call) and terminal(it.func) in ("enumerate", "zip") and it.args:
+        it = it.args[0]
+    if not isinstance(it, ast.Call):
+        return None
+    name = terminal(it.func)
+    if isinstance(it.func, ast.Name) and name == "range" and len(it.args) == 1:
+        return (it.args[0],)
+    if name == "chunk" and it.args:
+        return (it.args[-1],) if isinstance(it.func, ast.Attribute) and len(it.args) == 1 else (None,)
+    if name in ("split", "tensor_split") and it.args and (isinstance(it.func, ast.Attribute) or text(it.func).startswith("torch.")):
+        return (None,)
+    return None
+
+
+def _window_slice(node: ast.AST, loop_node: ast.AST) -> bool:
+    """``batches[s:s + k]``, or a name the enclosing loop binds to one: a window of the data."""
+    if isinstance(node, ast.Name):
+        values = assignments(loop_node).get(node.id, ())
+        return len(values) == 1 and isinstance(values[0], ast.Subscript) and isinstance(values[0].slice, ast.Slice)
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
 
 
 # ---------------------------------------------------------------------------
@@ -263,7 +348,8 @@ class Loop:
             return True
         model = self.optimizer_model(step.target)
         if model is not None and clear.target:
-            return clear.target == model
+            # `self.opt = SGD(model.parameters())` in __init__ holds `self.model` (`self.model = model`)
+            return clear.target == model or clear.target == "self." + model
         # one optimizer and one cleared object (not a submodule such as model.encoder)
         return self._single and re.fullmatch(r"(?:self\.)?\w+", clear.target) is not None
 
@@ -291,7 +377,18 @@ class Loop:
             return True
         names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
         assigns = self.assignments()
-        return any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ()))
+        if any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ())):
+            return True
+        return any(self.window_counter(name) for name in names)
+
+    def window_counter(self, name: str) -> bool:
+        """A counter of micro-batches, by what the loop does with it: it grows (``c += 1``) and is
+        set back to a constant (``c = 0``) in the same iteration's branches. A test on it
+        (``if c == k:``, ``if c == 0:``) decides a window, whatever the name."""
+        values = self.assignments().get(name, ())
+        grows = any(isinstance(v, tuple) and isinstance(v[1], ast.Add) for v in values)
+        resets = any(isinstance(v, ast.Constant) for v in values)
+        return grows and resets
 
     def scope_of(self, event: Event) -> Dict[str, list]:
         """The assignments that give the names of ``event`` their values: the loop's, then those
@@ -317,27 +414,39 @@ class Loop:
                     for n in ast.walk(expr):
                         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                             return n.right
-        micro = self._micro_loop()
-        return micro.iter.args[0] if micro is not None else None
+        return self.micro_window()
 
     def _micro_loop(self) -> Optional[ast.AST]:
-        """nanoGPT's ``for micro_step in range(K):`` back-propagating, with the step after it
-        (this loop itself, or a nested loop of this one that does not step)."""
+        """A micro-step loop (:func:`micro_batches_of`) back-propagating with the step after it:
+        this loop itself (its step after it), or a nested loop of this one that does not step,
+        followed on a path of this loop by a step."""
+        if self.kind == "for" and not self.steps and micro_batches_of(self.node) is not None and steps_after(self):
+            return self.node
         stepping = {entry[1] for e in self.steps for entry in e.stack if entry[0] == "loop"}
-        candidates = [self.node] if not self.steps and self.kind == "for" and steps_after(self) else []
-        candidates += [
-            n for n in body_nodes(self.node)
-            if isinstance(n, (ast.For, ast.AsyncFor)) and id(n) not in stepping
-            and any(("loop", id(n)) in b.stack for b in self.backwards)
-        ]
-        for n in candidates:
-            it = n.iter
-            if (
-                isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1
-                and ACCUM_NAME.search(text(it) + text(n.target))
-            ):
-                return n
+        for n in body_nodes(self.node):
+            if not isinstance(n, (ast.For, ast.AsyncFor)) or id(n) in stepping:
+                continue
+            if micro_batches_of(n) is None:
+                it = n.iter.args[0] if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and n.iter.args else n.iter
+                if not _window_slice(it, self.node):
+                    continue  # `for task in tasks:` sums losses of different kinds: no window of micro-batches
+            mark = ("loop", id(n))
+            for p in self.complete:
+                inside = [i for i, e in enumerate(p.events) if e.kind == BACKWARD and mark in e.stack]
+                if inside and any(e.kind == STEP and mark not in e.stack for e in p.events[inside[-1] + 1 :]):
+                    return n
         return None
+
+    def micro_window(self) -> Optional[ast.expr]:
+        """K of the micro-step loop (``range(K)``, ``x.chunk(K)``), None where unknown."""
+        micro = self._micro_loop()
+        size = micro_batches_of(micro) if micro is not None else None
+        return size[0] if size is not None else None
+
+    def scaled_on_gradients(self) -> bool:
+        """The window is rescaled on ``.grad`` (in the loop, its helpers, or after a micro-step
+        loop that is this loop): the pass weights are set there, not only by the loss's divisor."""
+        return any(e.kind == SCALE for e in self.events) or (self.kind == "for" and not self.steps and scales_after(self))
 
     def callee(self, call: ast.AST) -> Optional[ast.AST]:
         """The function of this module a call runs: a function or closure by name, a method through ``self.``."""

@@ -175,7 +175,12 @@ class Session:
         own = counted is None and self.source.called_by_gradguard()
         tracker.own = own
         try:
-            tracker.sync(tracker.everything(), refresh=True)
+            everything = tracker.everything()
+            # a clearing by hand of waiting gradient since the last pass (p.grad.zero_() on every
+            # micro-batch), then one of applied gradient that no version shows (.data.zero_())
+            tracker.zeroed_by_hand(everything, grads_of(tracker.params), None)
+            tracker.sync(everything, refresh=True)
+            tracker.zeroed_unseen(everything)
         finally:
             tracker.own = False
         if tracker.manual and not own:
@@ -346,10 +351,13 @@ class Session:
         tracker = self.tracker
         sub = tracker.of(ost)
         grads = grads_of(ost.params)
+        # a clearing by hand between the last pass and this step (p.grad.zero_() in a helper or not)
+        tracker.zeroed_by_hand(sub, grads, site)
         tracker.sync(sub, grads=grads)  # first: a clearing found now decides GG110 vs GG102
         with_grad, stale, zero_only, by_hand, fed = tracker.step_view(ost, grads)
         view = StepView(ost, site, self.report, self.memory, self.clock, ost.params, grads,
                         with_grad, stale, zero_only, by_hand, fed, self.reporter.modules())
+        view.measure = lambda: tracker.rescaled(sub, grads)
         self._fed[id(ost)] = view
         rules.at_step(view)
 

@@ -255,6 +255,11 @@ class Tracker:
         self._subsets: Dict[int, tuple] = {}
         self._had: Optional[list] = None  # let_go's mask of the buffers it let go of, until the zero_grad ends
         self._all_owned: Optional[bool] = True  # every parameter is held by a watched optimizer (None: not known)
+        #: the _version of each position's ``.grad`` right after the last pass (-1: none)
+        self.after_ver: List[int] = []
+        self._ref: Optional[int] = None  # the position whose buffer's norm is kept after each pass
+        #: (position, its buffer's _version, its norm as a 0-d tensor) right after the last pass
+        self.ref_norm: Optional[tuple] = None
 
     # ------------------------------------------------------------ who
     def add(self, p: torch.Tensor) -> int:
@@ -621,6 +626,20 @@ class Tracker:
         ps.reached = reached
         if not any(reached):
             return
+        # what the pass left in each buffer, to tell at the step whether the user's code changed it
+        # in place since (p.grad.zero_(), fill_(0), mul_(0): a clearing; p.grad /= K: a weight)
+        # (one C loop; the buffers themselves are the ``buf`` column, which zero_grad lets go of)
+        self.after_ver = versions_of(grads)
+        # the norm of the smallest buffer the pass reached, as the pass left it (one small kernel, no
+        # sync): a rescaling of .grad before the step (p.grad /= K) is then measured against it
+        ref = self._ref if self._ref is not None and self._ref < len(reached) and reached[self._ref] else None
+        if ref is None:
+            ref = self._ref = min(where(reached), key=lambda i: grads[i].numel())
+        g = grads[ref]
+        try:
+            self.ref_norm = (ref, g._version, torch.linalg.vector_norm(g.detach().float()))
+        except Exception:
+            self.ref_norm = None
         self.passes.append(ps)
         if len(self.passes) > 2 * MAX_PENDING:
             # A loop that never steps (updates by hand) or a buffer no step ever applies:
@@ -687,6 +706,97 @@ class Tracker:
                 if waits:
                     fed[ps.index] = ps
         return with_grad, stale, zero_only, by_hand, fed
+
+    def changed_since_pass(self, sub: Subset, grads: list) -> List[int]:
+        """Positions in ``sub`` (as indices into ``grads``) whose buffer still holds waiting gradient
+        and was changed in place since the last pass reached it (the same tensor, another version)."""
+        pending, _ = self._pending(sub, len(grads))
+        after, idx, n = self.after_ver, sub.idx, len(self.after_ver)
+        if not n:
+            return []
+        if not any(pending):
+            return []
+        try:
+            seen = sub.get(after)
+        except IndexError:  # a parameter added since the last pass: no version of it to compare
+            return []
+        # in C loops: same buffer as the pass left, another version (a -1 on either side: none)
+        same = map(is_, grads, sub.get(self.buf))
+        moved = map(ne, versions_of(grads), seen)
+        known = map(ne, seen, repeat(-1))
+        return where(list(map(and_, map(and_, pending, same), map(and_, moved, known))))
+
+    def zeroed_by_hand(self, sub: Subset, grads: list, site: Optional[Site]) -> List[int]:
+        """Before a step: every buffer of ``sub`` holding waiting gradient was changed in place since
+        the last pass and now holds only zeros (``p.grad.zero_()``, ``fill_(0)``, ``mul_(0)``, in a
+        helper or not): a clearing, which discards the passes whose gradient waited there. One
+        foreach max-norm (a sync) only where buffers were changed in place. Returns the indices
+        into ``grads`` that were changed in place and are not zero (rescaled, clipped, unscaled)."""
+        changed = self.changed_since_pass(sub, grads)
+        if not changed:
+            return []
+        try:
+            norms = torch._foreach_norm([grads[j] for j in changed], float("inf"))
+            device = norms[0].device
+            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
+        except Exception:
+            return []
+        pending, _ = self._pending(sub, len(grads))
+        waiting = [j for j in where(pending) if grads[j] is not None]
+        if all(zero) and len(changed) == len(waiting):
+            positions = [sub.idx[j] for j in changed]
+            self.clear(positions, None)  # found at the step: the clearing's own line is not known
+            self._set_at("zero", positions, True)  # zero-filled: no gradient of unknown origin
+            for j, i in zip(changed, positions):
+                self._set_at("ver", [i], grads[j]._version)  # seen as it is now: not changed again
+                self._set_at("buf", [i], grads[j])
+                self.after_ver[i] = -1
+            return []
+        return [j for j, z in zip(changed, zero) if not z]
+
+    def rescaled(self, sub: Subset, grads: list) -> Optional[float]:
+        """The factor by which the user's code rescaled the waiting gradient in place since the last
+        pass (``p.grad /= K``, ``div_``, ``.data.mul_``, ``_foreach_div_``, a wrapper's), measured on
+        the reference buffer (:attr:`ref_norm`, the same tensor still in ``.grad``); None when it
+        cannot be measured. One norm and a sync: asked only where a finding depends on it.
+        (Clipping and GradScaler.unscale_ rescale in place too.)"""
+        ref = self.ref_norm
+        if ref is None:
+            return None
+        pos, ver, norm = ref
+        j = next((j for j, i in enumerate(sub.idx) if i == pos), None)
+        buf = self.buf[pos] if pos < len(self.params) else None
+        if j is None or buf is None or grads[j] is not buf:
+            return None
+        try:
+            before = float(norm)
+            now = float(torch.linalg.vector_norm(buf.detach().float()))
+        except Exception:
+            return None
+        return now / before if before > 0 else None
+
+    def zeroed_unseen(self, sub: Subset) -> None:
+        """Before a pass: buffers holding only applied gradient that no version change says were
+        cleared, yet hold only zeros (``p.grad.data.zero_()``: ``.data`` has its own version counter)
+        were cleared. One foreach max-norm (a sync), only where applied gradient is still in place
+        at a pass (else GG101's stale gradient, or this clearing)."""
+        if self.flat_consumed is False:
+            return
+        consumed, pending = sub.get(self.consumed), self._pending(sub, len(sub.idx))[0]
+        grads = grads_of(sub.get(self.params))
+        held = [j for j in where(list(map(and_, consumed, map(not_, pending)))) if grads[j] is not None]
+        if not held:
+            return
+        try:
+            norms = torch._foreach_norm([grads[j] for j in held], float("inf"))
+            device = norms[0].device
+            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
+        except Exception:
+            return
+        positions = [sub.idx[j] for j, z in zip(held, zero) if z]
+        if positions:
+            self.clear(positions, None)
+            self._set_at("zero", positions, True)
 
     def _pending(self, sub: Subset, n: int):
         """Mask over ``sub``: buffers holding gradient that waits for a step; and True if that is all of them."""

@@ -45,7 +45,8 @@ class StepView:
     """
 
     __slots__ = ("ost", "opt", "name", "n", "site", "params", "grads", "moves_zero", "with_grad_mask", "stale_mask",
-                 "zero_mask", "by_hand", "passes", "discarded", "report", "memory", "clock", "modules", "_lists")
+                 "zero_mask", "by_hand", "passes", "discarded", "report", "memory", "clock", "modules", "_lists",
+                 "measure", "_factor")
 
     def __init__(self, ost: OptState, site: Site, report: Report, memory: dict, clock: int, params: list,
                  grads: list, with_grad: list, stale: list, zero_only: list, by_hand: bool, passes: Dict[int, Pass],
@@ -61,12 +62,24 @@ class StepView:
         self.discarded = ost.discarded_in == ost.steps
         self.with_grad_mask, self.stale_mask, self.zero_mask = with_grad, stale, zero_only
         self.by_hand = by_hand
+        #: () -> the factor the user's code rescaled the waiting .grad by since the last pass (None: not known)
+        self.measure = None
+        self._factor = False
         self.passes = passes
         self.report = report
         self.memory = memory
         self.clock = clock
         self.modules = modules
         self._lists: dict = {}
+
+    @property
+    def grad_factor(self) -> Optional[float]:
+        """The factor by which the user's code rescaled the waiting ``.grad`` since the last pass
+        (``p.grad /= K`` before the step), measured when first asked (a norm and a sync); None
+        when not known. 1.0: not rescaled."""
+        if self._factor is False:
+            self._factor = self.measure() if self.measure is not None else None
+        return self._factor
 
     def _list(self, mask: list) -> List[torch.Tensor]:
         key = id(mask)

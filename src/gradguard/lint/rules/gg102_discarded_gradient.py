@@ -222,9 +222,15 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 continue
             # a backward pass that runs whenever the clearing does, after it (`if torch.isfinite(loss):
             # optimizer.zero_grad(); loss.backward()`)
-            after = p.events[p.events.index(clear) + 1 :]
+            at = p.events.index(clear)
+            after = p.events[at + 1 :]
             if not any(e.kind == BACKWARD and e.stack[: len(clear.stack)] == clear.stack for e in after if e in in_inner):
-                continue
+                # or a backward pass of the same pass before it, its gradients unread in between: the
+                # clearing moved to just after `backward()` wipes every micro-batch (the step applies nothing)
+                before = [e for e in p.events[:at] if e in in_inner]
+                last = max((i for i, e in enumerate(before) if e.kind == BACKWARD), default=None)
+                if last is None or any(e.kind == READ for e in before[last + 1 :]):
+                    continue
             step = next(
                 (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
                 None,
@@ -322,12 +328,14 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clear, step = t.statement_of(d.clear), t.statement_of(step_node)
     if not t.alone(clear) or not t.alone(step) or t.contains(clear, step):
         return None
+    if t.function_of(clear) is not t.function_of(step):
+        return None  # the clearing sits in a helper (or the step does): moving a line across functions is no fix
     follower = t.next_statement(step)
     if follower is not None and _clears(follower, d.clear):
         return Fix("Delete the clearing that discards the gradients (the step already clears after itself)", (t.delete(clear),))
     text = t.statement_text(clear, t.indent(step))
     return Fix(
-        f"Move `{t.segment(clear)}` to just after `{t.segment(step)}`",
+        f"Move `{t.segment(clear).splitlines()[0].rstrip(':')}` to just after `{t.segment(step)}`",
         (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
     )
 

@@ -7,7 +7,7 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, self_ref, target_names, terminal
+from .._ast import body_nodes, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
@@ -44,6 +44,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
+    if _counter_carried(loop, windows):
+        return
     report(
         CODE,
         loop.node,
@@ -53,8 +55,41 @@ def check_loop(loop: Loop, report: Report) -> None:
     )
 
 
+def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
+    """The window counts on a counter that outlives the function (a ``global`` or ``nonlocal``
+    name, an attribute of ``self``) and that the function never sets back: a partial window at
+    the loop's end is not dropped, it carries into the next call (the next epoch), whose passes
+    complete it. Only the very last window of a run could be left, which no one call can see."""
+    scope = loop.scope
+    if scope is None:
+        return False
+    declared = {n for s in ast.walk(scope) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+    counters = set()
+    for m in windows:
+        for _, _, test in m.decisions:
+            for expr in [test] + [v for v in loop.assignments().get(getattr(test, "id", ""), ()) if isinstance(v, ast.AST)]:
+                for n in ast.walk(expr):
+                    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                        counters |= {text(c) for c in ast.walk(n.left) if isinstance(c, (ast.Name, ast.Attribute)) and not isinstance(c, ast.Call)}
+    if not counters:
+        return False
+    carried = {c for c in counters if c in declared or c.startswith("self.")}
+    if not carried:
+        return False
+    for node in ast.walk(scope):  # set back anywhere in the function: the window restarts per call
+        if isinstance(node, ast.Assign) and any(text(t) in carried for t in node.targets):
+            return False
+    # every name the modulo reads is a carried counter or fixed for the loop (`% K`'s own side)
+    return all(c in carried or not loop.varies(parse_name(c)) for c in counters if c.split(".")[0] != "self" or c in carried)
+
+
+def parse_name(source: str) -> ast.expr:
+    return ast.parse(source, mode="eval").body
+
+
 def _threshold_counter(loop: Loop) -> Optional[str]:
-    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form)::
+    """``C`` of a window that closes on a threshold of accumulated examples (torchseq's form), or on a
+    count of micro-batches reaching K (``c += 1`` ... ``if c == K:``)::
 
         for batch in loader:
             loss.backward()
@@ -68,11 +103,13 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
     counters = set()
     for s in loop.steps:
         guards = [entry for entry in s.stack if entry[0] != "loop"]
-        if len(guards) != 1 or guards[0][1] is not True or s.frame:
+        if len(guards) != 1 or guards[0][1] is not True:
             return None
         test = guards[0][0]
+        if not (loop.node.lineno <= getattr(test, "lineno", 0) <= loop.node.end_lineno):
+            return None  # the step (in a helper or not) must be guarded by the loop's own test
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-                and isinstance(test.ops[0], (ast.GtE, ast.Gt))):
+                and isinstance(test.ops[0], (ast.GtE, ast.Gt, ast.Eq))):
             return None
         counters.add(test.left.id)
     if len(counters) != 1 or not loop.micro_paths:
@@ -83,7 +120,8 @@ def _threshold_counter(loop: Loop) -> Optional[str]:
     resets = [v for v in values if isinstance(v, ast.Constant)]
     if not grows or not resets or len(grows) + len(resets) != len(values):
         return None
-    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.node)}
+    # a step in a helper is where the loop calls the helper
+    windows = {id(n) for s in loop.steps for n in _guarding_ifs(loop.node, s.frame[0][1] if s.frame and s.frame[0][1] is not None else s.node)}
     reset_in_window = all(any(id(i) in windows for i in _guarding_ifs(loop.node, r)) for r in resets)
     grows_outside = all(not any(id(i) in windows for i in _guarding_ifs(loop.node, g[2])) for g in grows)
     return counter if reset_in_window and grows_outside else None
@@ -110,11 +148,11 @@ def _threshold_divides(loop: Loop, counter: str) -> bool:
     resets = {v.value for v in loop.assignments().get(counter, []) if isinstance(v, ast.Constant)}
     if step is None or len(starts) != 1 or None in starts or len(resets) != 1 or total > 100_000:
         return False
-    value, reset, strict = starts.pop(), resets.pop(), isinstance(test.ops[0], ast.Gt)
+    value, reset, op = starts.pop(), resets.pop(), test.ops[0]
     closed = True
     for _ in range(total):
         value += step
-        closed = value > threshold if strict else value >= threshold
+        closed = value > threshold if isinstance(op, ast.Gt) else (value == threshold if isinstance(op, ast.Eq) else value >= threshold)
         if closed:
             value = reset
     return closed

@@ -11,9 +11,10 @@ from typing import Optional
 from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
 from .._edits import Tree, parenthesize
-from .._events import BACKWARD
+from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
-from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after, tests
+from .._flow import _defaults
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
 
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -21,23 +22,29 @@ FIXTURES = ("gg104_unscaled_accumulation_bad.py", "gg104_unscaled_accumulation_g
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    # inside `accelerator.accumulate(model)` Accelerate divides the loss itself
-    if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.module.sums_in(loop.scope):
+    # inside `accelerator.accumulate(model)` Accelerate divides the loss itself; a window whose
+    # gradients are rescaled before the step (`p.grad /= K`, in a helper too) is weighted there
+    if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.scaled_on_gradients():
         return
     windows = loop.window_paths()
     if windows:
+        if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
+            return  # every micro-batch is cleared (GG102): the step applies one pass, a mean, no sum
         candidates = [e for m in windows for e in m.events if e.kind == BACKWARD]
-    elif (
-        not loop.steps
-        and isinstance(loop.node, (ast.For, ast.AsyncFor))
-        and ACCUM_NAME.search(text(loop.node.iter) + text(loop.node.target))
-        and steps_after(loop)
-    ):
-        # nanoGPT's shape: `for micro_step in range(gradient_accumulation_steps): ... backward()`,
-        # then one step for the window
-        candidates = list(loop.backwards)
     else:
-        return
+        # a micro-step loop (`for _ in range(K)`, `for part in x.chunk(K)`) back-propagating,
+        # then one step for the window: this loop, or a nested loop of it
+        micro = loop._micro_loop()
+        if micro is None:
+            return
+        mark = ("loop", id(micro))
+        if micro is loop.node:
+            every = [c for c in loop.full_clears if not c.stack]  # unconditional, in this loop's own body
+        else:
+            every = [c for c in loop.full_clears if mark in c.stack and not tests(c)]
+        if every:
+            return  # cleared on every pass of the micro-step loop (GG102): the step applies one pass
+        candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
         assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
@@ -127,6 +134,8 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
                     return "raw"
             return "scaled"
         if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
+            if _is_one(expr.right, assigns):  # `loss / d` with `d` left at its default 1: no division
+                return loss_scale(expr.left, assigns, loop, depth + 1)
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
             # a term left as a plain mean is not divided by the window, whatever scales the other
@@ -144,7 +153,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         element = loop.returned_element(expr)
         if element is not None:
             helper, values = element
-            inner = {**assigns, **bind_arguments(helper, expr.value), **assignments(helper)}
+            inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr.value), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in values}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         return loss_scale(expr.value, assigns, loop, depth + 1)
@@ -161,7 +170,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return loss_scale(func.value, assigns, loop, depth + 1) if name != "mean" else "raw"
         helper = loop.callee(expr)
         if helper is not None:  # what the helper returns, its parameters bound to the arguments
-            inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+            inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         if isinstance(func, ast.Name) and func.id in module.functions:
@@ -180,6 +189,16 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _is_one(expr: ast.expr, assigns: dict) -> bool:
+    """``1`` or a name every value of which is the literal 1 (a helper's default divisor)."""
+    if isinstance(expr, ast.Constant):
+        return expr.value == 1 and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id)
+        return bool(values) and all(isinstance(v, ast.Constant) and v.value == 1 and not isinstance(v.value, bool) for v in values)
+    return False
 
 
 def _is_weight(expr: ast.expr, loop: Loop) -> bool:

@@ -68,10 +68,17 @@ def check_module(module: Module, report: Report) -> None:
     for loop_node, scope in module.eval_loops:
         assigns = assignments(loop_node)
         items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
+        # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
+        # the name is computed there)
+        quiet = {
+            id(n) for w in ast.walk(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+            for stmt in w.body for n in ast.walk(stmt)
+        }
         losses = {
             name
             for name, values in assigns.items()
             if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
+            and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
         }
         if not losses:
             continue

@@ -30,6 +30,18 @@ def at_window(view: StepView, site, group) -> None:
         return  # gradguard weights these losses itself
     if not all(ps.info.kind == "mean" for ps in group):
         return
+    if not all(_not_scaled_down(ps) for ps in group):
+        return
+    factor = view.grad_factor if not any(ps.info.amp for ps in group) else None
+    if factor is not None:
+        # the window divided on its gradients before the step (`p.grad /= K`, a wrapper that
+        # divides .grad): each pass's weight is its loss's factor times this one, and together
+        # they make the window's mean. Only an exact 1/K counts: clip_grad_norm_ rescales in place
+        # too, by a factor that has nothing to do with K, and must not hide a missing division
+        # (AMP's unscale_ as well: its passes are left out above).
+        loss = max(abs(ps.info.factor) if ps.info.scaled and ps.info.factor is not None else 1.0 for ps in group)
+        if abs(factor * loss * len(group) - 1.0) <= 1e-3:
+            return
     if all(_not_scaled_down(ps) for ps in group):
         terms = max(ps.info.terms for ps in group)
         what = "mean-reduced loss" if terms == 1 else f"loss adding up {terms} mean-reduced terms"
