@@ -11,10 +11,12 @@ without touching the user's ``training_step``::
 
 How: for the fit, the callback routes the precision plugin's ``backward``
 (the call that runs ``loss.backward()``, after Lightning divided the loss by K
-and, under 16-mixed, scaled it) through itself, and back-propagates the loss
-times the micro-batch's item count (over a reference count, so that
-magnitudes stay near a plain mean's, which matters for fp16 gradients):
-one multiplication in the graph, no Python in the backward pass.
+and, under 16-mixed, scaled it) through itself, and starts that backward pass
+from the micro-batch's item count (over a reference count, so that
+magnitudes stay near a plain mean's, which matters for fp16 gradients)
+instead of 1: ``loss.backward(gradient=weight)``, nothing added to the graph
+and no Python in the backward pass (a module that overrides ``backward``
+gets the loss times the weight).
 ``on_before_backward`` hooks and the module's own ``backward`` run as usual.
 ``on_before_optimizer_step`` runs on the stepping micro-batch after AMP
 unscaling and before Lightning's gradient clipping: there the summed gradient
@@ -183,6 +185,9 @@ class ExactAccumulation(Callback):
         self._ref_hint = None
         self._reset_window()
         self._world = trainer.world_size
+        # Looked up once per fit: whether the backward that runs is Lightning's own (it takes loss.backward's
+        # arguments) or the module overrides it (then the loss it gets is multiplied instead).
+        self._seed = type(pl_module).backward is pl.LightningModule.backward
         self._install(trainer)
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
@@ -206,12 +211,13 @@ class ExactAccumulation(Callback):
             del plugin.backward
 
     def _backward(self, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
-        """Back-propagate ``tensor * n / ref`` instead of ``tensor`` (the loss Lightning divided by K, after the
-        GradScaler under 16-mixed): every gradient of the micro-batch weighted by its count.
+        """Back-propagate ``tensor`` (the loss Lightning divided by K, after the GradScaler under 16-mixed)
+        weighted by ``n / ref``: every gradient of the micro-batch weighted by its count.
 
         Lightning's ``on_before_backward`` hooks (the user's included) have already seen the loss as Lightning
-        made it; only the backward pass gets the weighted one. One multiplication in the graph rather than a
-        Python tensor hook: the weighting costs no Python in the autograd engine."""
+        made it; only the backward pass is weighted. No Python tensor hook: the weighting costs no Python in the
+        autograd engine. Automatic optimization calls this with ``(tensor, module, optimizer)`` only, so the
+        ``gradient`` keyword is free."""
         n = self._n
         if n is None:  # a backward outside a training batch (not ours to weigh)
             return self._plugin_backward(tensor, *args, **kwargs)
@@ -222,11 +228,25 @@ class ExactAccumulation(Callback):
         self._total = self._total + n
         self._micro += 1
         if type(n) is int:
-            if n != ref:
-                tensor = tensor * (n / ref)
+            if n == ref:
+                weight = None
+            elif self._seed:
+                weight = torch.full((), n / ref, dtype=tensor.dtype, device=tensor.device)
+            else:
+                weight = n / ref
         else:
             # A device count divides in float64 (float32 would round the weight; MPS has no float64).
-            tensor = tensor * (n.to(torch.float32 if n.device.type == "mps" else torch.float64) / ref)
+            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / ref
+            if self._seed:
+                weight = weight.to(tensor.dtype)
+        if weight is None:
+            pass
+        elif self._seed:
+            # Lightning's own LightningModule.backward passes keyword arguments on to loss.backward: the weight
+            # is the gradient the pass starts from (instead of the 1 it would make itself), nothing added to the graph.
+            kwargs["gradient"] = weight
+        else:
+            tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
         if not listening():
             return self._plugin_backward(tensor, *args, **kwargs)
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
@@ -348,6 +368,7 @@ class ExactAccumulation(Callback):
     _last_n: Any = None
     _plugin: Any = None  # the precision plugin whose backward this callback routes, during a fit
     _world: int = 1
+    _seed = False  # the weight goes in as loss.backward's gradient (Lightning's own LightningModule.backward)
     _loss_dtype: torch.dtype = torch.float32
     _resumed_grads: Optional[list] = None
 
