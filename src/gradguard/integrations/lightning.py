@@ -257,7 +257,7 @@ class ExactAccumulation(Callback):
         if self._micro == 0:
             return
         k = trainer.accumulate_grad_batches
-        world = trainer.world_size
+        world = self._world  # looked up once per fit, in setup
         total = self._total
         negative = self._negative
         if world > 1 or isinstance(total, torch.Tensor):
