@@ -326,3 +326,56 @@ def test_window_loss_logged_only_on_the_steps_lightning_writes_logs(tmp_path, ev
     assert [step for step, _ in every_step.logged] == [1, 2, 3]
     assert all(value == dict(every_step.logged)[step] for step, value in module.logged)  # the same exact values
     assert cb.loss == every_step.logged[-1][1]
+
+
+# ---------------------------------------------- the weighting's place in Lightning's backward
+class OwnBackward(Module):
+    """A module that overrides LightningModule.backward (it is still what runs the pass)."""
+
+    passes = 0
+
+    def backward(self, loss, *args, **kwargs):
+        self.passes += 1
+        loss.backward(*args, **kwargs)
+
+
+class SeesLosses(L.Callback):
+    def __init__(self):
+        self.before, self.outputs, self.trainer = [], [], None
+
+    def setup(self, trainer, pl_module, stage):
+        self.trainer = trainer
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        self.before.append(loss.detach().clone())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.outputs.append(outputs["loss"].detach().clone())
+
+
+def test_weighting_leaves_lightnings_hooks_and_the_users_backward_alone(tmp_path):
+    """The count weight multiplies the loss only on its way into the backward pass: the user's own
+    ``backward`` still runs each pass and the result is exact; ``on_before_backward`` hooks see Lightning's
+    loss (the mean / K); after the fit, and after a fit that fails, the precision plugin is Lightning's again."""
+    data = S.batches(0)
+    module, seen = OwnBackward(), SeesLosses()
+    got, trainer = fit(data, callbacks=[ExactAccumulation(), seen], root=tmp_path, module=module)
+    assert S.rel_change_error(got, S.reference_params([data], None)) < 1e-10
+    assert module.passes == len(data)
+    assert len(seen.before) == len(data)
+    assert all(torch.equal(a, b) for a, b in zip(seen.before, seen.outputs))
+    assert "backward" not in vars(trainer.strategy.precision_plugin)
+
+    def fails_at_batch_5(batch, calls=[]):  # noqa: B006 - counts the calls
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("count failed")
+        return default_count(batch)
+
+    seen = SeesLosses()
+    with pytest.raises(RuntimeError, match="count failed"):
+        fit(data, callbacks=[ExactAccumulation(count_fn=fails_at_batch_5), seen], root=tmp_path)
+    assert "backward" not in vars(seen.trainer.strategy.precision_plugin)
+    # Negative control: a Lightning run without the callback is not the reference.
+    alone, _ = fit(data, root=tmp_path, module=OwnBackward())
+    assert S.rel_change_error(alone, S.reference_params([data], None)) > 1e-4

@@ -9,10 +9,15 @@ without touching the user's ``training_step``::
     trainer = L.Trainer(accumulate_grad_batches=8,
                         callbacks=[ExactAccumulation(count_fn=lambda b: int((b["labels"] != -100).sum()))])
 
-How: Lightning calls ``on_before_backward(loss)`` with the loss already
-divided by K, and a hook on that tensor scales the gradient flowing into
-``.grad`` by the micro-batch's item count (over a reference count, so that
-magnitudes stay near a plain mean's, which matters for fp16 gradients).
+How: for the fit, the callback routes the precision plugin's ``backward``
+(the call that runs ``loss.backward()``, after Lightning divided the loss by K
+and, under 16-mixed, scaled it) through itself, and starts that backward pass
+from the micro-batch's item count (over a reference count, so that
+magnitudes stay near a plain mean's, which matters for fp16 gradients)
+instead of 1: ``loss.backward(gradient=weight)``, nothing added to the graph
+and no Python in the backward pass (a module that overrides ``backward``
+gets the loss times the weight).
+``on_before_backward`` hooks and the module's own ``backward`` run as usual.
 ``on_before_optimizer_step`` runs on the stepping micro-batch after AMP
 unscaling and before Lightning's gradient clipping: there the summed gradient
 is multiplied once by ``ref * K * world_size / N`` (N: the window's item
@@ -28,7 +33,6 @@ watch the divisor K of each of Lightning's backward passes.
 
 from __future__ import annotations
 
-from functools import partial
 from numbers import Integral
 from typing import Any, Callable, Optional
 
@@ -118,7 +122,6 @@ class ExactAccumulation(Callback):
         self.log_name = log_name
         self._ref_hint: Optional[float] = None
         self._loss: Any = None
-        self._mark = None
         self._reset_window()
         self._closing = None  # (N, world_size) from the step, until the stepping batch's loss is in
         # The window's micro-batch losses (detached) and their weights K * n, summed only when the
@@ -181,44 +184,80 @@ class ExactAccumulation(Callback):
             )
         self._ref_hint = None
         self._reset_window()
+        self._world = trainer.world_size
+        # Looked up once per fit: whether the backward that runs is Lightning's own (it takes loss.backward's
+        # arguments) or the module overrides it (then the loss it gets is multiplied instead).
+        self._seed = type(pl_module).backward is pl.LightningModule.backward
+        self._install(trainer)
+
+    def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        self._uninstall()
 
     # ----------------------------------------------------------- per batch
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._n = self._count(batch, batch_idx)
 
-    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+    def _install(self, trainer) -> None:
+        """Route the precision plugin's ``backward`` (the call that runs ``loss.backward()``) through
+        :meth:`_backward` for this fit; :meth:`_uninstall` puts Lightning's own back."""
+        self._uninstall()
+        plugin = trainer.strategy.precision_plugin
+        self._plugin, self._plugin_backward = plugin, plugin.backward
+        plugin.backward = self._backward  # an instance attribute over the class's method
+
+    def _uninstall(self) -> None:
+        plugin, self._plugin = self._plugin, None
+        if plugin is not None and plugin.__dict__.get("backward") == self._backward:
+            del plugin.backward
+
+    def _backward(self, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Back-propagate ``tensor`` (the loss Lightning divided by K, after the GradScaler under 16-mixed)
+        weighted by ``n / ref``: every gradient of the micro-batch weighted by its count.
+
+        Lightning's ``on_before_backward`` hooks (the user's included) have already seen the loss as Lightning
+        made it; only the backward pass is weighted. No Python tensor hook: the weighting costs no Python in the
+        autograd engine. Automatic optimization calls this with ``(tensor, module, optimizer)`` only, so the
+        ``gradient`` keyword is free."""
         n = self._n
         if n is None:  # a backward outside a training batch (not ours to weigh)
-            return
+            return self._plugin_backward(tensor, *args, **kwargs)
         self._n = None
-        if self._ref is None:
-            self._ref = self._reference(n, trainer.world_size)
-        # A device count divides in float64 (float32 would round the weight; MPS has no float64).
-        weight = (n.to(torch.float32 if n.device.type == "mps" else torch.float64) if isinstance(n, torch.Tensor) else n) / self._ref
-        if not (isinstance(weight, float) and weight == 1.0):
-            # Lightning passes the loss divided by K (and under 16-mixed, scaled by the
-            # GradScaler); whatever flows back from it is multiplied by the weight.
-            # torch.mul itself as the hook, not a lambda around it: the autograd engine calls it once per
-            # micro-batch, and a Python frame fewer is a measurable part of a small model's step.
-            loss.register_hook(partial(torch.mul, other=weight))
+        ref = self._ref
+        if ref is None:
+            ref = self._ref = self._reference(n, self._world)
         self._total = self._total + n
         self._micro += 1
+        if type(n) is int:
+            if n == ref:
+                weight = None
+            elif self._seed:
+                weight = torch.full((), n / ref, dtype=tensor.dtype, device=tensor.device)
+            else:
+                weight = n / ref
+        else:
+            # A device count divides in float64 (float32 would round the weight; MPS has no float64).
+            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / ref
+            if self._seed:
+                weight = weight.to(tensor.dtype)
+        if weight is None:
+            pass
+        elif self._seed:
+            # Lightning's own LightningModule.backward passes keyword arguments on to loss.backward: the weight
+            # is the gradient the pass starts from (instead of the 1 it would make itself), nothing added to the graph.
+            kwargs["gradient"] = weight
+        else:
+            tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
+        if not listening():
+            return self._plugin_backward(tensor, *args, **kwargs)
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
-        # Nobody reads the mark when no watch runs: then it is not made (per micro-batch).
-        if listening():
-            self._mark = accumulator_backward(counted=True)
-            self._mark.__enter__()
-
-    def on_after_backward(self, trainer, pl_module) -> None:
-        if self._mark is not None:
-            self._close_mark()
+        with accumulator_backward(counted=True):
+            return self._plugin_backward(tensor, *args, **kwargs)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
-        self._close_mark()
         if self._micro == 0:
             return
         k = trainer.accumulate_grad_batches
-        world = trainer.world_size
+        world = self._world  # looked up once per fit, in setup
         total = self._total
         negative = self._negative
         if world > 1 or isinstance(total, torch.Tensor):
@@ -245,8 +284,6 @@ class ExactAccumulation(Callback):
         self._reset_window()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._mark is not None:
-            self._close_mark()
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs if isinstance(outputs, torch.Tensor) else None
         if loss is not None and self._last_n is not None:
             self._loss_dtype = loss.dtype
@@ -281,7 +318,7 @@ class ExactAccumulation(Callback):
                           batch_size=1)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._close_mark()
+        self._uninstall()
 
     # --------------------------------------------------------- checkpoints
     # A checkpoint saved in the middle of a window (a time-based ModelCheckpoint, OnExceptionCheckpoint)
@@ -329,6 +366,9 @@ class ExactAccumulation(Callback):
 
     # ------------------------------------------------------------- helpers
     _last_n: Any = None
+    _plugin: Any = None  # the precision plugin whose backward this callback routes, during a fit
+    _world: int = 1
+    _seed = False  # the weight goes in as loss.backward's gradient (Lightning's own LightningModule.backward)
     _loss_dtype: torch.dtype = torch.float32
     _resumed_grads: Optional[list] = None
 
@@ -366,10 +406,6 @@ class ExactAccumulation(Callback):
             return 1.0  # ranks must scale alike; a device count is not read just for a scale
         return float(first)
 
-    def _close_mark(self) -> None:
-        mark, self._mark = self._mark, None
-        if mark is not None:
-            mark.__exit__(None, None, None)
 
 
 def _weighted_sum(parts: list) -> torch.Tensor:
