@@ -85,3 +85,30 @@ def test_same_end_as_python(tmp_path, case):
     assert ours.returncode == python.returncode, (python.stderr, ours.stderr)
     assert ours.stdout == python.stdout
     assert "gradguard run: No findings." in ours.stderr  # the summary comes, even when the script closed stderr
+
+
+BUGGY_ON_A_CLOSED_STDERR = """import sys
+import torch
+sys.stderr.close()
+w = torch.nn.Parameter(torch.ones(2))
+opt = torch.optim.SGD([w], lr=0.1)
+for _ in range(3):
+    (w * 2).sum().backward()
+    opt.step()  # no zero_grad: GG101 from the second step on, in warn mode a warning
+print('trained', w.tolist())
+"""
+
+
+def test_a_finding_warned_on_a_closed_stderr_does_not_stop_the_script(tmp_path):
+    """python's warnings ignore an OSError on stderr but not a closed one's ValueError: the watch's
+    warning must not crash a program that python runs to the end; the run still reports the finding."""
+    (tmp_path / "s.py").write_text(BUGGY_ON_A_CLOSED_STDERR)
+    tmp = Path(tempfile.mkdtemp(prefix="ggp-"))
+    try:
+        plain = _run([sys.executable, "s.py"], tmp_path, tmp)
+        watched = _run([sys.executable, "-m", "gradguard", "run", "s.py"], tmp_path, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert plain.returncode == 0 and plain.stdout.startswith("trained"), plain
+    assert watched.stdout == plain.stdout, watched  # the script ran to its end, as under python
+    assert watched.returncode == 1 and "GG101" in watched.stderr, watched  # and the finding is reported

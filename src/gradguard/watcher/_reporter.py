@@ -6,6 +6,7 @@ names a finding's parameters by them, or by the optimizer slot that holds them.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -93,7 +94,14 @@ class Reporter:
         self.findings.extend(queue)
         if self.mode == "warn":
             for f in queue:
-                warnings.warn_explicit(f.warning_text(), GradientBugWarning, f.path or "<unknown>", f.line or 0)
+                try:
+                    warnings.warn_explicit(f.warning_text(), GradientBugWarning, f.path or "<unknown>", f.line or 0)
+                except ValueError:
+                    # Python's warnings ignore an OSError from a stderr they cannot write to, not the
+                    # ValueError of one the program closed: the finding is recorded (``gradguard run``
+                    # summarises it on the stderr it started with) and the program goes on as without us.
+                    if not getattr(sys.stderr, "closed", False):
+                        raise
         elif self.mode == "raise":
             raise GradientBugError(queue[0])
 
