@@ -75,3 +75,11 @@ def test_a_module_missing_a_declared_event_is_caught(monkeypatch):
     monkeypatch.setattr(gg107, "EVENTS", {})
     with pytest.raises(AssertionError):
         test_declared_events_are_the_defined_ones(gg107)
+
+
+def test_every_lint_rule_of_the_catalogue_has_a_lint_module():
+    # The other half of the README's watch/lint columns (generated from the catalogue's flags).
+    from gradguard.lint.rules import RULE_MODULES
+
+    static = {code for code, rule in gradguard.RULES.items() if rule.static}
+    assert static == {m.CODE for m in RULE_MODULES}
