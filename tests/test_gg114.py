@@ -110,17 +110,12 @@ def test_lint_fix_is_unsafe_and_clears_before_the_loop():
 
 
 def test_watch_fixture_pair_through_the_cli(tmp_path):
-    import json
-    from pathlib import Path
+    from _scripts import SCRIPTS as scripts, run_script
 
-    from gradguard.cli import main
-
-    scripts = Path(__file__).parent / "watch_scripts"
     out = {}
     for kind in ("bad", "good"):
-        report = tmp_path / f"{kind}.json"
-        assert main(["run", "--mode", "record", "--report", str(report), str(scripts / f"gg114_{kind}.py")]) == 0
-        out[kind] = json.loads(report.read_text())
+        code, out[kind] = run_script(tmp_path, f"gg114_{kind}")
+        assert code == 0
     assert [(f["code"], f["step"]) for f in out["bad"]] == [("GG114", 1)] and out["good"] == []
     line = (scripts / "gg114_bad.py").read_text().splitlines()[out["bad"][0]["line"] - 1]
     assert "# BUG" in line and gg.RULES["GG114"].fix in out["bad"][0]["message"]

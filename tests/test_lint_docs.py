@@ -21,6 +21,35 @@ def test_rules_md_is_up_to_date():
     assert current == script.render(), "docs/rules.md is stale: run python scripts/gen_rules_md.py"
 
 
+def test_readme_rule_table_is_up_to_date():
+    script = _load_script()
+    current = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert current == script.render_readme(current), "the README's rule table is stale: run python scripts/gen_rules_md.py"
+    from gradguard import RULES
+
+    table = current[current.index(script.TABLE_START):current.index(script.TABLE_END)]
+    assert [line.split("|")[1].strip()[1:6] for line in table.splitlines()[3:]] == list(RULES)
+
+
+def test_readme_rule_table_check_catches_a_stale_table(tmp_path, monkeypatch, capsys):
+    # Negative control: a README whose table lost a row (or its markers) fails --check, and a
+    # rewrite restores exactly the generated table and leaves the rest of the file as it was.
+    script = _load_script()
+    current = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in current.splitlines(keepends=True) if line.startswith("| [GG105]"))
+    readme = tmp_path / "README.md"
+    readme.write_text(current.replace(row, ""), encoding="utf-8")
+    monkeypatch.setattr(script, "README", readme)
+    monkeypatch.setattr(script, "DOC", ROOT / "docs" / "rules.md")
+    assert script.main(["--check"]) == 1
+    assert "README.md is out of date" in capsys.readouterr().err
+    monkeypatch.setattr(script, "DOC", tmp_path / "rules.md")  # the rewrite must not touch the real page
+    assert script.main([]) == 0 and readme.read_text(encoding="utf-8") == current
+    readme.write_text(current.replace(script.TABLE_END, ""), encoding="utf-8")
+    assert script.main(["--check"]) == 2
+    assert "marker" in capsys.readouterr().err
+
+
 def test_rules_md_has_every_rule_and_heading():
     text = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     from gradguard import RULES

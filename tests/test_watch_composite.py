@@ -6,23 +6,13 @@ fixture pairs in tests/watch_scripts/ run as a user would; the float64
 references below show that what the watch reports is true of the gradient.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gradguard.cli import main
 from gradguard.watcher._graph import analyze_loss
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
-
-
-def run_script(tmp_path, name):
-    report = tmp_path / f"{name}.json"
-    main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / f"{name}.py")])
-    return json.loads(report.read_text())
+from _scripts import SCRIPTS, run_script
 
 
 def _line_of(name, marker):
@@ -32,14 +22,14 @@ def _line_of(name, marker):
 
 @pytest.mark.parametrize("name", ["gg104_composite_bad", "gg104_sum_term_bad"])
 def test_unscaled_composite_loss_is_reported_at_the_first_step(tmp_path, name):
-    findings = run_script(tmp_path, name)
+    findings = run_script(tmp_path, name)[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG104", 1)], findings
     assert findings[0]["line"] == _line_of(name, "loss.backward()  # BUG")
 
 
 @pytest.mark.parametrize("name", ["gg104_composite_good", "gg104_sum_term_good"])
 def test_scaled_composite_loss_is_silent(tmp_path, name):
-    assert run_script(tmp_path, name) == []
+    assert run_script(tmp_path, name)[1] == []
 
 
 # ------------------------------------------------------------------ reading the graph

@@ -5,32 +5,22 @@ empty micro-batch takes its 1/accum of the weight and the step is (accum - 1) /
 accum of the window's mean; the fixed loop (token sum / window token count) is exact.
 """
 
-import json
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 
-from gradguard.cli import main
 from gradguard.watcher.rules import gg105
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
-
-
-def run_script(tmp_path, name):
-    report = tmp_path / f"{name}.json"
-    main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / f"{name}.py")])
-    return json.loads(report.read_text())
+from _scripts import SCRIPTS, run_script
 
 
 def test_the_window_with_the_empty_micro_batch_is_reported_at_its_step(tmp_path):
-    findings = run_script(tmp_path, "gg105_empty_micro_batch_bad")
+    findings = run_script(tmp_path, "gg105_empty_micro_batch_bad")[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG105", 1)], findings
     assert "(4, 0)" in findings[0]["message"]
 
 
 def test_exact_weights_and_a_window_non_finite_for_another_reason_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg105_empty_micro_batch_good") == []
+    assert run_script(tmp_path, "gg105_empty_micro_batch_good")[1] == []
 
 
 def _judged(counts, factors):

@@ -7,7 +7,6 @@ hand loop needs to tell a bug from a deliberate skip. The Accumulator refuses th
 at its end (tests/test_accumulate_self_checks.py); here the watch's side.
 """
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,8 @@ import torch
 import torch.nn.functional as F
 
 import gradguard as gg
-from gradguard.cli import main
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
+from _scripts import SCRIPTS, run_script
 
 
 def _line_of(path: Path, marker: str) -> int:
@@ -27,9 +25,7 @@ def _line_of(path: Path, marker: str) -> int:
 @pytest.mark.parametrize("twin", ["bad", "good"])
 def test_the_script_pair(tmp_path, twin):
     script = SCRIPTS / f"gg102_accumulator_{twin}.py"
-    report = tmp_path / "r.json"
-    main(["run", "--mode", "record", "--report", str(report), str(script)])
-    found = [(f["code"], f["line"], f["step"]) for f in json.loads(report.read_text())]
+    found = [(f["code"], f["line"], f["step"]) for f in run_script(tmp_path, script, report="r.json")[1]]
     assert found == ([("GG102", _line_of(script, "# BUG"), 1)] if twin == "bad" else [])
 
 

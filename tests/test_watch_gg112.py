@@ -7,17 +7,13 @@ with ``unscale_`` first, a disabled scaler, or no clip are clean, in the same
 test, so each test can fail both ways.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import gradguard as gg
-from gradguard.cli import main
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
+from _scripts import SCRIPTS, run_script
 
 
 def _model():
@@ -145,14 +141,9 @@ def test_a_clip_without_a_watch_is_untouched():
 
 
 def test_fixture_pair_through_the_cli(tmp_path):
-    def run(name):
-        report = tmp_path / f"{name}.json"
-        code = main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / name)])
-        return code, json.loads(report.read_text())
-
-    code, findings = run("gg112_bad.py")
+    code, findings = run_script(tmp_path, "gg112_bad")
     lines = (SCRIPTS / "gg112_bad.py").read_text().splitlines()
     assert [f["code"] for f in findings] == ["GG112"] and code == 0
     assert "clip_grad_norm_" in lines[findings[0]["line"] - 1] and findings[0]["step"] == 1
     assert gg.RULES["GG112"].fix in findings[0]["message"]
-    assert run("gg112_good.py") == (0, [])
+    assert run_script(tmp_path, "gg112_good") == (0, [])

@@ -7,17 +7,13 @@ it and is clean; a final partial window divided by the full size (K' = 2 of
 K = 4, each 1/4 = 1/2²) stays GG111's.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import gradguard as gg
-from gradguard.cli import main
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
+from _scripts import SCRIPTS, run_script
 
 
 def _data(n, seed=0):
@@ -103,9 +99,8 @@ def test_accelerate_divides_too():
 def test_fixture_pair_through_the_cli(tmp_path):
     out = {}
     for kind in ("bad", "good"):
-        report = tmp_path / f"{kind}.json"
-        assert main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / f"gg113_{kind}.py")]) == 0
-        out[kind] = json.loads(report.read_text())
+        code, out[kind] = run_script(tmp_path, f"gg113_{kind}")
+        assert code == 0
     assert [(f["code"], f["step"]) for f in out["bad"]] == [("GG113", 1)] and out["good"] == []
     line = (SCRIPTS / "gg113_bad.py").read_text().splitlines()[out["bad"][0]["line"] - 1]
     assert "loss.backward()" in line and gg.RULES["GG113"].fix in out["bad"][0]["message"]

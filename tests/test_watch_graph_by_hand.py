@@ -5,35 +5,25 @@ true (the buffer the update read requires grad) and that the negative controls
 (the graph cleared before a clean backward, autograd.grad) are silent.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 
 import gradguard as gg
-from gradguard.cli import main
+
+from _scripts import SCRIPTS, run_script
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
-
-
-def run_script(tmp_path, name):
-    report = tmp_path / f"{name}.json"
-    main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / f"{name}.py")])
-    return json.loads(report.read_text())
-
 
 def test_update_by_hand_from_a_graph_in_grad_is_reported_at_the_first_update(tmp_path):
-    findings = run_script(tmp_path, "gg108_by_hand_bad")
+    findings = run_script(tmp_path, "gg108_by_hand_bad")[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG108", 1)], findings
     lines = (SCRIPTS / "gg108_by_hand_bad.py").read_text().splitlines()
     assert findings[0]["line"] == next(i for i, t in enumerate(lines, 1) if "create_graph=True)  # BUG" in t)
 
 
 def test_autograd_grad_and_a_cleared_graph_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg108_by_hand_good") == []
+    assert run_script(tmp_path, "gg108_by_hand_good")[1] == []
 
 
 def _model():

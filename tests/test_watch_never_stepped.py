@@ -5,26 +5,16 @@ an epoch is shorter than the window): the watch reports the accumulated
 gradient at the end. A program that only computes gradients is not reported.
 """
 
-import json
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 
 import gradguard as gg
-from gradguard.cli import main
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
-
-
-def run_script(tmp_path, name):
-    report = tmp_path / f"{name}.json"
-    main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / f"{name}.py")])
-    return json.loads(report.read_text())
+from _scripts import SCRIPTS, run_script
 
 
 def test_a_step_condition_never_met_is_reported_at_the_backward_line(tmp_path):
-    findings = run_script(tmp_path, "gg103_never_stepped_bad")
+    findings = run_script(tmp_path, "gg103_never_stepped_bad")[1]
     assert [f["code"] for f in findings] == ["GG103"], findings
     lines = (SCRIPTS / "gg103_never_stepped_bad.py").read_text().splitlines()
     assert findings[0]["line"] == next(i for i, t in enumerate(lines, 1) if "loss.backward()" in t)
@@ -33,7 +23,7 @@ def test_a_step_condition_never_met_is_reported_at_the_backward_line(tmp_path):
 
 
 def test_gradient_only_programs_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg103_never_stepped_good") == []
+    assert run_script(tmp_path, "gg103_never_stepped_good")[1] == []
 
 
 def _loop(model, optimizer, epochs, batches, accum):

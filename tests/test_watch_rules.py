@@ -5,25 +5,16 @@ same loop, fixed) must produce nothing, both run through ``gradguard run
 --report`` as a user would. The pair makes each test able to fail both ways.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 
-from gradguard.cli import main
 from gradguard.rules import RULES
+
+from _scripts import SCRIPTS, run_script
 
 # gg108_bad.py's backward(create_graph=True) makes torch itself warn; that is the bug shown.
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
 CODES = [f"GG1{n:02d}" for n in range(1, 11)]
-
-
-def run_script(tmp_path, script, *flags):
-    report = tmp_path / f"{script.stem}.json"
-    code = main(["run", "--mode", "record", "--report", str(report), *flags, str(script)])
-    return code, json.loads(report.read_text())
 
 
 @pytest.mark.parametrize("code", CODES)

@@ -11,13 +11,13 @@ shortcuts off (every zero_grad read back, a zero-fill in place seen buffer by
 buffer). The findings must be the same.
 """
 
-import json
 from pathlib import Path
 
 import pytest
 
-from gradguard.cli import main
 from gradguard.watcher import _hooks, _tracker
+
+from _scripts import run_script as run_recorded
 
 pytestmark = pytest.mark.filterwarnings("error:gradguard.watch stopped watching")
 
@@ -81,9 +81,9 @@ def run_script(script: Path, tmp_path: Path, monkeypatch, before=None, after=Non
         monkeypatch.setattr(_tracker.Tracker, name, wrapped)
     report = tmp_path / f"{script.stem}-{'checked' if after else 'unknown'}.json"
     monkeypatch.chdir(tmp_path)
-    main(["run", "--mode", "record", "--report", str(report), str(script)])
+    _, found = run_recorded(tmp_path, script, report=report.name)
     monkeypatch.undo()
-    return [(d["code"], d["line"]) for d in json.loads(report.read_text())]
+    return [(d["code"], d["line"]) for d in found]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])

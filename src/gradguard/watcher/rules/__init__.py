@@ -5,7 +5,9 @@ its own memory for one watch (a ``State`` class; the session keeps one instance
 per watch in ``view.memory[CODE]`` and knows nothing of its contents). A rule
 reads only views (``.._view``) through the functions it defines:
 
-* ``at_step(view)``: a :class:`StepView`, before the optimizer reads ``.grad``;
+* ``at_every_step(view)``: a :class:`StepView`, every step, before anything else (even with no gradient);
+* ``at_empty_step(view)``: a :class:`StepView`, a step while none of its parameters has a gradient;
+* ``at_step(view)``: a :class:`StepView`, before the optimizer reads ``.grad`` (steps with a gradient);
 * ``at_window(view, site, passes)``: one accumulation window of that step;
 * ``at_pass(view)``: a :class:`PassView`, before a backward pass;
 * ``at_discard(view)``: a :class:`DiscardView`, a pass's gradient cleared unused;
@@ -13,28 +15,48 @@ reads only views (``.._view``) through the functions it defines:
 * ``at_end(view)``: an :class:`EndView`, when the watch ends;
 * ``at_clip(name, tensors, grads, site, step_of, report, memory)``: a clipping function is about to read gradients;
 
-and ``State`` may follow the watch's other events (``on_module``, ``before_pass``,
-``before_clearing``, ``after_clearing``, ``after_step``, ``close``). The words of
+A module declares the ones it defines in ``EVENTS``, each with an order key
+(``EVENTS = {"at_step": 40, "at_end": 10}``): an event runs its rules by that key, lowest
+first, and the package builds the dispatch from it, so a rule defined is a rule run
+(``tests/test_watch_rule_modules.py`` checks the two agree). ``State`` may follow the
+watch's other events (``on_module``, ``before_pass``, ``before_clearing``, ``after_clearing``,
+``after_step``, ``close``, ``after_scaled_pass``, ``unscaled``), in code order. The words of
 every finding come from :mod:`gradguard.rules`; a rule adds only the specifics
-(which step, which line, how many passes). Adding a rule: its module here, its
-entry in ``MODULES``, a ``ggXXX_bad.py``/``ggXXX_good.py`` pair in
+(which step, which line, how many passes). Adding a rule: its module here (found by
+name, ``ggNNN.py``: nothing lists the modules by hand), a ``ggXXX_bad.py``/``ggXXX_good.py`` pair in
 ``tests/watch_scripts/``, and its catalogue entry.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+import importlib
+import pkgutil
+from types import ModuleType
+from typing import Callable, Dict, Tuple
 
-from . import gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111, gg112, gg113, gg114
+#: The events a rule module may declare in ``EVENTS`` (and must then define a function of that name for).
+EVENTS = ("at_every_step", "at_empty_step", "at_step", "at_window", "at_pass", "at_discard", "after_graph_pass",
+          "at_clip", "at_end")
+
+
+def _discover() -> Tuple[ModuleType, ...]:
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name[:2] == "gg" and m.name[2:5].isdigit())
+    return tuple(importlib.import_module(f"{__name__}.{name}") for name in names)
+
 
 #: code -> module, for every rule the watch can report.
-MODULES = {m.CODE: m for m in (gg101, gg102, gg103, gg104, gg105, gg106, gg107, gg108, gg109, gg110, gg111,
-                                gg112, gg113, gg114)}
+MODULES = {m.CODE: m for m in _discover()}
 
-# The order findings of one event come in (and the first one "raise" mode raises).
-_STEP = (gg101, gg108, gg107, gg111, gg102, gg114)
-_WINDOW = (gg109, gg104, gg105, gg113)
-_END = (gg103, gg106, gg105, gg108)
+
+def _handlers(event: str) -> Tuple[Callable, ...]:
+    # Sorted by each module's order key: the order findings of one event come in (and the first
+    # one "raise" mode raises), so it must not depend on file names.
+    listening = [m for m in MODULES.values() if event in m.EVENTS]
+    return tuple(getattr(m, event) for m in sorted(listening, key=lambda m: m.EVENTS[event]))
+
+
+#: event -> the rule functions it runs, in order.
+DISPATCH: Dict[str, Tuple[Callable, ...]] = {event: _handlers(event) for event in EVENTS}
 
 
 def memory(clock: Callable[[], int]) -> Dict[str, object]:
@@ -49,50 +71,50 @@ def _each(memory: dict, event: str, *args) -> None:
             fn(*args)
 
 
+def _run(event: str, *args) -> None:
+    for rule in DISPATCH[event]:
+        rule(*args)
+
+
 def at_step(view) -> None:
-    """Every step rule; a step with no gradient at all is GG110's alone (or GG102's)."""
-    gg103.at_step(view)  # only notes that this optimizer's step was called
+    """Every step rule; a step with no gradient at all runs the ``at_empty_step`` rules instead."""
+    _run("at_every_step", view)  # rules that only note that this optimizer's step was called
     if not view.has_grad:
-        if view.discarded:
-            gg102.at_empty_step(view)
-        gg110.at_step(view)
+        _run("at_empty_step", view)
         return
-    for rule in _STEP:
-        rule.at_step(view)
+    _run("at_step", view)
     for site, group in view.windows():
-        for rule in _WINDOW:
-            rule.at_window(view, site, group)
+        _run("at_window", view, site, group)
 
 
 def at_pass(view) -> None:
-    gg101.at_pass(view)
+    _run("at_pass", view)
 
 
 def after_graph_pass(ps, report, memory: dict) -> None:
     """A ``backward(create_graph=True)`` pass ``ps`` has just put its gradient into ``.grad``."""
-    gg108.after_graph_pass(ps, report, memory)
+    _run("after_graph_pass", ps, report, memory)
 
 
 def at_clip(name: str, tensors, grads: bool, site, step_of, report, memory: dict) -> None:
-    gg112.at_clip(name, tensors, grads, site, step_of, report, memory)
+    _run("at_clip", name, tensors, grads, site, step_of, report, memory)
 
 
 def after_scaled_pass(params, scaler, memory: dict) -> None:
     """A pass of a loss ``GradScaler.scale`` returned reached ``params``."""
-    memory[gg112.CODE].after_scaled_pass(params, scaler)
+    _each(memory, "after_scaled_pass", params, scaler)
 
 
 def unscaled(params, memory: dict) -> None:
-    memory[gg112.CODE].unscaled(params)
+    _each(memory, "unscaled", params)
 
 
 def at_discard(view) -> None:
-    gg102.at_discard(view)
+    _run("at_discard", view)
 
 
 def at_end(view) -> None:
-    for rule in _END:
-        rule.at_end(view)
+    _run("at_end", view)
 
 
 def on_module(view) -> None:

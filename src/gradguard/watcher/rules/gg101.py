@@ -9,6 +9,8 @@ import torch
 from .._view import PassView, StepView, at, plural
 
 CODE = "GG101"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_step": 10, "at_pass": 10}
 
 
 class State:

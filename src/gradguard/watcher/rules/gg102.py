@@ -56,6 +56,8 @@ import torch
 from .._view import ClearView, DiscardView, StepView, at, plural
 
 CODE = "GG102"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_empty_step": 10, "at_step": 50, "at_discard": 10}
 RUN = 3
 
 
@@ -227,7 +229,7 @@ def at_empty_step(view: StepView) -> None:
     step (a skip on purpose never calls ``step()`` on a gradient it has just thrown away; a non-finite
     one, (a), was not counted). Later steps keep rule (b): a skip written with an unconditional step
     happens now and then, mid-run, not at the first step."""
-    if view.ost.steps != 0:
+    if not view.discarded or view.ost.steps != 0:
         return
     for line in view.memory[CODE].open.get(id(view.ost), []):
         if line.banned or line.last != 0 or not line.sources:

@@ -15,6 +15,8 @@ from typing import Dict, List, Tuple
 from .._view import EndView, at, plural
 
 CODE = "GG103"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_every_step": 10, "at_end": 10}
 
 
 class State:
@@ -24,7 +26,7 @@ class State:
         self.called: set = set()
 
 
-def at_step(view) -> None:
+def at_every_step(view) -> None:
     view.memory[CODE].called.add(view.ost)
 
 

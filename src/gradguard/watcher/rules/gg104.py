@@ -14,6 +14,8 @@ from __future__ import annotations
 from .._view import StepView, at
 
 CODE = "GG104"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_window": 20}
 
 
 def _not_scaled_down(ps) -> bool:

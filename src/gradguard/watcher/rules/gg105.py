@@ -17,6 +17,8 @@ import torch
 from .._view import EndView, StepView, at
 
 CODE = "GG105"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_window": 30, "at_end": 30}
 
 
 def at_window(view: StepView, site, group) -> None:

@@ -7,6 +7,8 @@ from typing import Dict, List
 from .._view import EndView, at, plural
 
 CODE = "GG106"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_end": 20}
 
 
 def at_end(view: EndView) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from .._view import StepView, plural
 
 CODE = "GG107"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_step": 30}
 
 
 def at_step(view: StepView) -> None:

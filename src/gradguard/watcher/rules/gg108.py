@@ -14,6 +14,8 @@ from __future__ import annotations
 from .._view import EndView, StepView, at, plural
 
 CODE = "GG108"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_step": 20, "after_graph_pass": 10, "at_end": 40}
 
 
 class State:

@@ -15,6 +15,8 @@ import torch
 from .._view import StepView, at, plural
 
 CODE = "GG109"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_window": 10}
 
 _BATCH_STATS = (torch.nn.modules.batchnorm._BatchNorm,)
 

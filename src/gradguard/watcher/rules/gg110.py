@@ -5,9 +5,11 @@ from __future__ import annotations
 from .._view import StepView, plural
 
 CODE = "GG110"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_empty_step": 20}
 
 
-def at_step(view: StepView) -> None:
+def at_empty_step(view: StepView) -> None:
     if view.discarded:
         # The gradient was there and was cleared unused in this interval: that clearing
         # is the cause, and GG102 judges it (a systematic discard is reported once, as

@@ -37,6 +37,8 @@ from ... import _channel
 from .._view import StepView, at, plural
 
 CODE = "GG111"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_step": 40}
 
 _TOL = 1e-6
 # Short windows kept per (line, optimizer) while no full window has shown their divisor.

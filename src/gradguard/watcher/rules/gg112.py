@@ -20,6 +20,8 @@ import torch
 from .._view import plural
 
 CODE = "GG112"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_clip": 10}
 
 
 class State:

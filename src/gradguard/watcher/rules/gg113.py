@@ -21,6 +21,8 @@ from typing import Dict
 from .._view import StepView, at, plural
 
 CODE = "GG113"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_window": 40}
 _TOL = 1e-9
 
 

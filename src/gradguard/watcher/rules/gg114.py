@@ -14,6 +14,8 @@ from __future__ import annotations
 from .._view import StepView, at, plural
 
 CODE = "GG114"
+#: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
+EVENTS = {"at_step": 60}
 
 
 class State:

@@ -1,0 +1,20 @@
+"""The one helper the tests use to run a script under the watch, as ``gradguard run`` does."""
+
+import json
+from pathlib import Path
+from typing import Tuple, Union
+
+#: The watch's script fixtures: a ``ggNNN_bad.py``/``ggNNN_good.py`` pair per rule, and more.
+SCRIPTS = Path(__file__).parent / "watch_scripts"
+
+
+def run_script(tmp_path: Path, script: Union[Path, str], *flags: str, report: str = "") -> Tuple[int, list]:
+    """Run ``script`` with ``gradguard run --mode record [flags]`` in this process and return its exit
+    code and the findings of its JSON report (dicts). ``script``: a path, or the name of a script in
+    :data:`SCRIPTS` without ``.py``; the report goes to ``tmp_path / report`` (default ``<stem>.json``)."""
+    from gradguard.cli import main
+
+    script = SCRIPTS / f"{script}.py" if isinstance(script, str) else script
+    path = tmp_path / (report or f"{script.stem}.json")
+    code = main(["run", "--mode", "record", "--report", str(path), *flags, str(script)])
+    return code, json.loads(path.read_text())
