@@ -212,7 +212,9 @@ def test_every_runtime_rule_has_a_module_and_a_script_pair():
     assert sorted(MODULES) == sorted(runtime)
     for code in runtime:
         assert MODULES[code].CODE == code
-        assert any(hasattr(MODULES[code], f) for f in ("at_step", "at_window", "at_pass", "at_end", "at_clip", "Lines"))
+        events = getattr(MODULES[code], "EVENTS", {})  # what the rule listens to (the dispatch is derived from it)
+        assert events and all(callable(getattr(MODULES[code], name, None)) or hasattr(MODULES[code], "State")
+                              for name in events), (code, events)
         assert (scripts / f"{code.lower()}_bad.py").is_file() and (scripts / f"{code.lower()}_good.py").is_file()
 
 

@@ -35,6 +35,9 @@ import sys
 import threading
 from typing import Optional
 
+from ._import_hook import forget_import_hooks
+from ._import_hook import when_imported as _when_imported
+
 #: The environment variable naming the run: its :class:`~._whole_program.Config`, as JSON.
 ENV = "GRADGUARD_RUN"
 
@@ -93,7 +96,7 @@ _state = {"disabled": False}
 def disable() -> None:
     """``gradguard run`` started as a child of another run: it is a run of its own, not a watched child."""
     _state["disabled"] = True
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
+    forget_import_hooks()
 
 
 def _started_by_multiprocessing() -> bool:
@@ -126,44 +129,18 @@ def start() -> None:
         _install(config)
     # multiprocessing: its children must carry the run (a program may train only in them)
     when_imported("multiprocessing", lambda: _install(config))
-    when_imported("torch", lambda: (_install(config), watch_this_thread()))
+    when_imported("torch", lambda: (_install(config), _watch_this_thread()))
 
 
 def when_imported(name: str, callback) -> None:
-    """Call ``callback()`` once the top-level module ``name`` has been imported (now, if it is)."""
-    if name in sys.modules:
-        callback()
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+    """Call ``callback()`` once ``name`` is imported, unless this Python became a run of its own by then."""
+    _when_imported(name, lambda: None if _state["disabled"] else callback())
 
 
-class _AfterImport:
-    """A meta-path finder that finds nothing itself: it calls back when one module has been imported."""
+def _watch_this_thread() -> None:
+    from ._whole_program import watch_this_thread
 
-    def __init__(self, name: str, callback):
-        self.name = name
-        self.callback = callback
-
-    def find_spec(self, name, path=None, target=None):
-        if name != self.name:
-            return None
-        import importlib.util
-
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
-        spec = importlib.util.find_spec(name)  # by the other finders
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        real_exec = loader.exec_module
-        callback = self.callback
-
-        def exec_module(module):
-            real_exec(module)
-            if not _state["disabled"]:
-                callback()
-
-        loader.exec_module = exec_module  # this spec's own loader object: nothing else sees the change
-        return spec
+    watch_this_thread()
 
 
 def _command() -> str:
@@ -182,21 +159,6 @@ def _install(config) -> None:
         return
     parent = os.getpid() == config.owner
     _whole_program.install(config, parent=parent, command=None if parent else _command())
-
-
-def watch_this_thread() -> None:
-    """A watch for the calling thread, unless it has one (the thread that imported torch)."""
-    from . import _whole_program
-
-    run = _whole_program._run
-    if run is None:
-        return
-    ident = threading.get_ident()
-    w = run.watches.get(ident)
-    if w is None or not w.active:
-        w = run.new_watch()
-        w.__enter__()
-        run.watches[ident] = w
 
 
 def _ends() -> None:

@@ -273,7 +273,7 @@ def _child_begins(_anchor) -> None:
     if run is None or run.is_parent:
         return
     run.process_findings()
-    from ._child_python import watch_this_thread, when_imported
+    from ._import_hook import when_imported
 
     # spawned, or forked from a thread the run did not watch: a watch of its own; a child of a
     # Python the program started that has not imported torch yet: once it does
@@ -281,6 +281,19 @@ def _child_begins(_anchor) -> None:
     # multiprocessing runs these finalizers when the child's run() ends (normally or not), before os._exit.
     if run.finalizer is None or not run.finalizer.still_active():
         run.finalizer = multiprocessing.util.Finalize(None, _child_ends, exitpriority=100)
+
+
+def watch_this_thread() -> None:
+    """A watch for the calling thread, unless it has one (the thread that imported torch)."""
+    run = _run
+    if run is None:
+        return
+    ident = threading.get_ident()
+    w = run.watches.get(ident)
+    if w is None or not w.active:
+        w = run.new_watch()
+        w.__enter__()
+        run.watches[ident] = w
 
 
 def _child_ends() -> None:
