@@ -45,7 +45,9 @@ NAME_FALLBACKS = """
 The linter decides from the structure of the code: an object that is both cleared and stepped,
 or handed to a learning-rate scheduler's constructor or to a scaler's `step()`, or bound to a
 helper's parameter by a call that passes an optimizer, or the only object a back-propagating
-function (or script) steps, is an optimizer whatever it is called; a micro-step loop is a nested
+function (or script) steps, is an optimizer whatever it is called, unless it is handed the loss
+to back-propagate (`engine.backward(loss)`: DeepSpeed's engine runs the pass and clears its own
+gradients at its step); a micro-step loop is a nested
 loop over `range(K)`, `x.chunk(K)`, `x.split(n)` or a slice of the data, back-propagating with a
 step after it; a window closes on a modulo test or on a counter the loop grows and sets back;
 `p.grad.zero_()`, `fill_(0)`, `mul_(0)`, `.data.zero_()` and `p.grad = None` over

@@ -350,6 +350,22 @@ def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     assert checked >= 30 and trained >= 8, (checked, trained)
 
 
+def test_gg101_fix_of_a_step_reached_through_a_call_keeps_the_helpers_micro_batch_loop():
+    """A loop calls a helper that accumulates over its own micro-batch loop and steps the last,
+    partial window after it (the corpus's run_accum_last_window.py, its clearings removed). The
+    outer loop's GG101 at the after-loop step must not be fixed by a clearing before the
+    helper's backward pass (that wipes every micro-batch but the last): the fixed program
+    trains like the original (float64). Negative control: the mutant itself does not."""
+    name = "run_accum_last_window.py"
+    source = (ROOT / "tests" / "lint_corpus" / name).read_text(encoding="utf-8")
+    [mutant] = [m.source for m in lint_recall.mutants(name, source) if m.operator == "remove-clear"]
+    result = fix_source(mutant, name, unsafe=True)
+    assert result.fixed and gg.lint_source(result.text, name) == []
+    reference = lint_recall.train(source, name)
+    assert not lint_recall._same_params(reference, lint_recall.train(mutant, name))
+    assert lint_recall._same_params(reference, lint_recall.train(result.text, name)), result.text
+
+
 def test_finding_and_edit_columns_agree_after_non_ascii_text():
     # the parser counts UTF-8 bytes; findings and edits both count characters, from 1
     src = """\

@@ -359,3 +359,36 @@ def ignite_handler_of_an_event_fired_once(policy, optimizer, env, episodes):
         optimizer.step()
 
     trainer.run(range(1000), max_epochs=episodes)
+
+
+# An object handed the loss to back-propagate (`X.backward(loss)`: DeepSpeed's engine) runs the
+# backward pass itself and clears its own gradients at its step: its documented loop needs no
+# zero_grad, whatever the object is called and however it was obtained (issue 33 regression).
+def deepspeed_loop_of_initialize(model, config, loader, loss_fn):
+    import deepspeed
+
+    runner, *_ = deepspeed.initialize(model=model, config=config)
+    for x, y in loader:
+        runner.backward(loss_fn(runner(x), y))
+        runner.step()
+
+
+def _build_runner(model, optimizer, config):
+    import deepspeed
+
+    built, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    return built
+
+
+def deepspeed_loop_of_a_helper(model, optimizer, config, loader, loss_fn):
+    w = _build_runner(model, optimizer, config)
+    for x, y in loader:
+        loss = loss_fn(w(x), y)
+        w.backward(loss)
+        w.step()
+
+
+def deepspeed_loop_of_an_argument(net, loader, loss_fn):
+    for x, y in loader:
+        net.backward(loss_fn(net(x), y))
+        net.step()

@@ -168,6 +168,10 @@ class _Builder:
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
         found |= self._passed_optimizers(m.optimizer_names | found)
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
+        # an object handed the loss to back-propagate (`X.backward(loss)`: DeepSpeed's engine) runs
+        # the backward pass itself and owns the gradient buffers it fills, clearing them at its own
+        # step: no role makes it a plain optimizer whose `.grad` the user must clear
+        found -= self._backward_owners()
         # a wrapper's own `step()` delegating to `self.inner.step()` is followed by the walker and
         # reported where the loop calls the wrapper: its inner object is left as the walker sees it
         if any(f.startswith("self.") for f in found):
@@ -178,6 +182,16 @@ class _Builder:
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
             }
         m.optimizer_names.update(found)
+
+    def _backward_owners(self) -> set:
+        """The objects handed a loss to back-propagate (``engine.backward(loss)``), whatever they
+        are called; not ``torch.autograd.backward(loss)``, which is a function of a module."""
+        m = self.m
+        return {
+            text(n.func.value) for n in walk_lines(m.tree, m.word_lines(("backward",)))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+            and n.args and text(n.func.value) not in ("torch.autograd", "autograd")
+        }
 
     def _passed_optimizers(self, known) -> set:
         """Parameters of the module's functions that a call binds to an optimizer: one built in the

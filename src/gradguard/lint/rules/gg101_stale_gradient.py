@@ -444,13 +444,22 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         if _read_then_backward(d.loop, call):
             return None
         return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
-    between = [a for a in t.ancestors(backward) if t.contains(d.loop.node, a) and a is not d.loop.node]
+    def in_iteration(node, a) -> bool:
+        """Whether ``a`` (an ancestor of ``node``) runs inside one iteration of the loop: in its
+        body, or, where the loop reaches ``node`` through a call, in the function holding it (a
+        helper's own micro-batch loop or window test is as much inside as one written inline)."""
+        if t.contains(d.loop.node, node):
+            return t.contains(d.loop.node, a) and a is not d.loop.node
+        fn = t.function_of(node)
+        return fn is not None and t.contains(fn, a) and a is not fn
+
+    between = [a for a in t.ancestors(backward) if in_iteration(backward, a)]
     in_inner_loop = any(isinstance(a, LOOPS) and not t.contains(a, stmt) for a in between)
     # a step under a test that the backward pass is not under closes a window of several passes
     # (whatever the loop's other branches do): a clearing before the backward would discard the
     # window's earlier micro-batches, so it goes after the step
     step_guarded = any(
-        isinstance(a, ast.If) and t.contains(d.loop.node, a) and not t.contains(a, backward)
+        isinstance(a, ast.If) and in_iteration(stmt, a) and not t.contains(a, backward)
         for a in t.ancestors(stmt)
     )
     if (
