@@ -837,7 +837,10 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
                  f"{r.get('violated') if r.get('violated') is not None else '-'} / {r.get('invariants') or '-'} | "
                  f"{r.get('first_step') if r.get('first_step') is not None else '-'} | {ex} | {watch} | {lint_} |")
     L += ["", f"TrainCheck ran on {ran} of {len(runs)} cases and caught {tc_caught}; of those {ran}: both tools "
-          f"{both}, gradguard only {gg_only}, TrainCheck only {tc_only}.", ""]
+          f"{both}, gradguard only {gg_only}, TrainCheck only {tc_only}. A violated invariant counts as a catch "
+          "whatever it is about: the example column shows whether it names the bug's mechanism.", ""]
+    if stored.get("note"):
+        L += [stored["note"], ""]
     return L
 
 

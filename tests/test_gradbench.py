@@ -108,6 +108,6 @@ def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
               cases[1].name: {"watch_caught": True, "lint_caught": False},
               cases[2].name: {"watch_caught": True, "lint_caught": True}}
     text = "\n".join(gb._traincheck_run_section(stored, cases, judged))
-    assert "TrainCheck ran on 2 of 3 cases and caught 1; of those 2: both tools 0, gradguard only 1, TrainCheck only 1." in text
+    assert "TrainCheck ran on 2 of 3 cases and caught 1; of those 2: both tools 0, gradguard only 1, TrainCheck only 1. " in text
     assert "did not run: collect bug: timeout after 150 s" in text and "a \\| b" in text
     assert gb._traincheck_run_section({}, cases) == []
