@@ -26,6 +26,10 @@ Usage (from the repository root)::
     python benchmarks/gradbench.py --traincheck-dir /path/to/TrainCheck-Evaluation-Workloads
                                                    # only re-lint TrainCheck's bug scripts into
                                                    # benchmarks/gradbench/traincheck_lint.json (the doc uses it)
+    python benchmarks/gradbench.py --traincheck-run [-k c45 ...]
+                                                   # run the installed TrainCheck (pip traincheck) on the cases:
+                                                   # invariants inferred from the fixed twin's trace, checked on
+                                                   # the bug's; into benchmarks/gradbench/traincheck_run.json
 
 The gradguard measured is the one importable with this repository's ``src`` first on
 ``PYTHONPATH`` (override with ``GRADBENCH_GRADGUARD_SRC``).
@@ -54,6 +58,8 @@ CASES = ROOT / "benchmarks" / "gradbench"
 DOC = ROOT / "docs" / "gradbench.md"
 FIGURE = ROOT / "docs" / "gradbench.png"
 TRAINCHECK_STORED = CASES / "traincheck_lint.json"
+TRAINCHECK_RUN = CASES / "traincheck_run.json"
+TRAINCHECK_STEP_S = 150  # per collect, infer or check of one case
 SRC = Path(os.environ.get("GRADBENCH_GRADGUARD_SRC", ROOT / "src"))
 TIMEOUT_S = 300
 FIRST_ROUND_2 = 45  # the number of the first case written for issue 35
@@ -676,6 +682,8 @@ def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, version
                 L.append(f"- `{name}` {where}: `{last[0][:300]}`")
     L += [""] + _audit_section(cases)
     L += [""] + _traincheck_section(traincheck)
+    run = json.loads(TRAINCHECK_RUN.read_text()) if TRAINCHECK_RUN.exists() else {}
+    L += _traincheck_run_section(run, cases, judged)
     return "\n".join(L) + "\n"
 
 
@@ -700,6 +708,143 @@ def lint_traincheck(repo_dir: Path) -> Dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# TrainCheck itself (pip install traincheck), side by side on the cases
+
+
+def _traincheck_tool(name: str) -> str:
+    """The console script of the installed TrainCheck next to this interpreter (or on PATH)."""
+    import shutil
+
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"--traincheck-run: `{name}` not found; install TrainCheck first (pip install traincheck==0.2.0)")
+    return found
+
+
+def traincheck_case(case: "Case", work: Path) -> Dict:
+    """TrainCheck on one case, in its most favourable setting: invariants inferred from the trace of the fixed
+    twin (the exact correct program), then checked on the buggy program's trace. Caught = at least one
+    invariant violated. (Checking the twin against its own invariants is trivially clean, so this protocol
+    measures no false alarms.)"""
+    t0 = time.perf_counter()
+    out: Dict = {"caught": None, "violated": None, "invariants": None, "first_step": None, "examples": [], "error": ""}
+    source = case.path.read_text()
+    runs = {}
+    for variant, text_ in (("fix", twin_source(source)), ("bug", source)):
+        d = work / case.name / variant
+        d.mkdir(parents=True)
+        for helper in CASES.glob("_*.py"):
+            (d / helper.name).write_text(helper.read_text())
+        (d / "main.py").write_text(text_)
+        runs[variant] = d
+    env = _env({"OMP_NUM_THREADS": "1"})
+
+    def step(what: str, cmd: List[str], cwd: Path) -> Optional[str]:
+        try:
+            p = subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=TRAINCHECK_STEP_S)
+        except subprocess.TimeoutExpired:
+            out["error"] = f"{what}: timeout after {TRAINCHECK_STEP_S} s"
+            return None
+        if p.returncode != 0:
+            last = [ln for ln in (p.stderr or p.stdout).strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+            out["error"] = f"{what}: exit {p.returncode}: {last[0][:300]}"
+            return None
+        return p.stdout
+
+    collect, infer, check = (_traincheck_tool(n) for n in ("traincheck-collect", "traincheck-infer", "traincheck-check"))
+    for variant, d in runs.items():
+        if step(f"collect {variant}", [collect, "-p", "main.py", "-a", "--output-dir", str(d.parent / f"trace_{variant}")], d) is None:
+            out["wall_s"] = time.perf_counter() - t0
+            return out
+        program = (d.parent / f"trace_{variant}" / "program_output.txt")
+        if program.exists() and "Traceback" in program.read_text(errors="replace"):
+            out["error"] = f"collect {variant}: the program raised under TrainCheck's instrumentation"
+            out["wall_s"] = time.perf_counter() - t0
+            return out
+    inv = work / case.name / "invariants.json"
+    if step("infer", [infer, "-f", str(work / case.name / "trace_fix"), "-o", str(inv)], work / case.name) is None:
+        out["wall_s"] = time.perf_counter() - t0
+        return out
+    out["invariants"] = sum(1 for line in inv.read_text().splitlines() if line.strip())
+    checked = work / case.name / "check"
+    if step("check", [check, "-f", str(work / case.name / "trace_bug"), "-i", str(inv), "-o", str(checked), "--no-html-report"],
+            work / case.name) is None:
+        out["wall_s"] = time.perf_counter() - t0
+        return out
+    summaries = list(checked.glob("*/violations_summary.json"))
+    if summaries:
+        v = json.loads(summaries[0].read_text())
+        out["violated"] = v.get("distinct_invariants_violated", 0)
+        out["first_step"] = v.get("first_violation_step")
+        out["examples"] = [x.get("display_name", "") for x in v.get("violations", [])[:3]]
+    else:
+        out["violated"] = 0
+    out["caught"] = bool(out["violated"])
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def run_traincheck(cases: List["Case"]) -> Dict:
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("traincheck")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit("--traincheck-run: the traincheck package is not installed (pip install traincheck==0.2.0)")
+    with tempfile.TemporaryDirectory(prefix="gradbench-traincheck-") as work:
+        with ThreadPool(WORKERS) as pool:
+            done = pool.map(lambda c: (c.name, traincheck_case(c, Path(work))), cases)
+    return {"traincheck": version, "protocol": "invariants from the fixed twin's trace, checked on the bug's trace",
+            "cases": dict(done)}
+
+
+def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[Dict[str, Dict]] = None) -> List[str]:
+    """Per case: what TrainCheck and gradguard's watch and linter caught (gradguard's columns from ``judged``
+    where this run has them, else from the case header's expected codes)."""
+    runs = stored.get("cases", {})
+    if not runs:
+        return []
+    L = ["## TrainCheck side by side (issue 35)", "",
+         f"TrainCheck {stored.get('traincheck', '?')} (`pip install traincheck`, its own `traincheck-collect`, "
+         "`traincheck-infer` and `traincheck-check`) run by `python benchmarks/gradbench.py --traincheck-run -k ...` "
+         f"on the cases below, on the CPU, each step limited to {TRAINCHECK_STEP_S} s. Protocol: {stored.get('protocol')}: "
+         "the most favourable reference TrainCheck can have (invariants of the exact correct program), so a miss is "
+         "a bug that changes no traced API relation, and a catch may be any difference in the call sequence; "
+         "false alarms on correct programs are not measured by this protocol. gradguard's columns are from the "
+         "same cases' GradBench run above.", "",
+         "| case | held-out | TrainCheck | violated invariants (of inferred) | first violation step | example | gradguard watch | gradguard lint |",
+         "|---|---|---|---|---|---|---|---|"]
+    by_name = {c.name: c for c in cases}
+    tc_caught = ran = both = gg_only = tc_only = 0
+    for name, r in sorted(runs.items()):
+        c = by_name.get(name)
+        j = (judged or {}).get(name, {})
+        watch = "caught" if j.get("watch_caught") else ("-" if j else "?")
+        lint_ = "caught" if j.get("lint_caught") else ("-" if j else "?")
+        if r.get("caught") is None:
+            tc = f"did not run: {r.get('error', '')}"
+        else:
+            ran += 1
+            tc = "caught" if r["caught"] else "missed"
+            tc_caught += bool(r["caught"])
+            gg = bool(j.get("watch_caught") or j.get("lint_caught"))
+            both += bool(r["caught"]) and gg
+            gg_only += gg and not r["caught"]
+            tc_only += bool(r["caught"]) and not gg
+        ex = (r.get("examples") or [""])[0].replace("|", "\\|")
+        L.append(f"| `{name}` | {'yes' if c is not None and c.held_out else 'no'} | {tc} | "
+                 f"{r.get('violated') if r.get('violated') is not None else '-'} / {r.get('invariants') or '-'} | "
+                 f"{r.get('first_step') if r.get('first_step') is not None else '-'} | {ex} | {watch} | {lint_} |")
+    L += ["", f"TrainCheck ran on {ran} of {len(runs)} cases and caught {tc_caught}; of those {ran}: both tools "
+          f"{both}, gradguard only {gg_only}, TrainCheck only {tc_only}. A violated invariant counts as a catch "
+          "whatever it is about: the example column shows whether it names the bug's mechanism.", ""]
+    if stored.get("note"):
+        L += [stored["note"], ""]
+    return L
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def versions() -> str:
@@ -715,9 +860,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("-k", action="append", dest="select", help="run only cases whose name contains this")
     ap.add_argument("--json", help="also write the raw results to this file")
     ap.add_argument("--traincheck-dir", help="a checkout of OrderLab/TrainCheck-Evaluation-Workloads to lint")
+    ap.add_argument("--traincheck-run", action="store_true",
+                    help="run the installed TrainCheck on the selected cases into benchmarks/gradbench/traincheck_run.json")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/gradbench.md")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(CASES))
+    if args.traincheck_run:
+        selected = load_cases(args.select)
+        if not selected:
+            raise SystemExit("no case selected")
+        stored = json.loads(TRAINCHECK_RUN.read_text()) if TRAINCHECK_RUN.exists() else {"cases": {}}
+        fresh_run = run_traincheck(selected)
+        stored.update({k: v for k, v in fresh_run.items() if k != "cases"})
+        stored.setdefault("cases", {}).update(fresh_run["cases"])
+        TRAINCHECK_RUN.write_text(json.dumps(stored, indent=1) + "\n")
+        for name, r in fresh_run["cases"].items():
+            print(f"{name}: TrainCheck {'caught' if r['caught'] else ('missed' if r['caught'] is False else 'did not run: ' + r['error'])}"
+                  f" ({r.get('violated')} of {r.get('invariants')} invariants violated, {r.get('wall_s', 0):.0f} s)")
+        print(f"wrote {TRAINCHECK_RUN.relative_to(ROOT)}")
+        return 0
     if args.traincheck_dir:  # re-lint TrainCheck's scripts, keep only the findings
         traincheck = lint_traincheck(Path(args.traincheck_dir))
         stored = json.loads(TRAINCHECK_STORED.read_text()) if TRAINCHECK_STORED.exists() else {}

@@ -95,3 +95,19 @@ def test_the_held_out_half_is_fixed_by_the_names_hash():
     assert held == [c.name for c in cases if c.round == 2 and hashlib.sha256(c.name.encode()).digest()[0] % 2 == 0]
     assert "c45_pytorch_examples_1196_mingpt_clip_before_unscale" in held  # the split written down with the cases
     assert "c46_pytorch_unet_468_clip_before_unscale" not in held
+
+
+def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
+    cases = gb.load_cases(["c01", "c45", "c48"])
+    stored = {"traincheck": "0.2.0", "protocol": "p", "cases": {
+        cases[0].name: {"caught": True, "violated": 3, "invariants": 10, "first_step": 2, "examples": ["a | b"]},
+        cases[1].name: {"caught": False, "violated": 0, "invariants": 9, "first_step": None, "examples": []},
+        cases[2].name: {"caught": None, "error": "collect bug: timeout after 150 s"},
+    }}
+    judged = {cases[0].name: {"watch_caught": False, "lint_caught": False},
+              cases[1].name: {"watch_caught": True, "lint_caught": False},
+              cases[2].name: {"watch_caught": True, "lint_caught": True}}
+    text = "\n".join(gb._traincheck_run_section(stored, cases, judged))
+    assert "TrainCheck ran on 2 of 3 cases and caught 1; of those 2: both tools 0, gradguard only 1, TrainCheck only 1. " in text
+    assert "did not run: collect bug: timeout after 150 s" in text and "a \\| b" in text
+    assert gb._traincheck_run_section({}, cases) == []

@@ -249,6 +249,9 @@ AGREE = [
     ("watch", "GG101", spec(clear_place="missing"), "method"),
     ("watch", "GG104", spec(division="none"), "closure"),
     ("lint", "GG102", spec(clear_place="before_step"), "module"),
+    ("lint", "GG113", spec(division="K_and_grad_K"), "module"),
+    ("lint", "GG113", spec(division="K_and_grad_K"), "method"),  # the division in a helper that steps
+    ("lint", "GG113", spec(division="K"), "function"),  # negative control: divided once
 ]
 
 

@@ -540,14 +540,20 @@ for x, y in loader:
         consequence="Every update is K times too small (with K = 4, a quarter): the run behaves as if the learning rate were divided by K, silently; with Adam the size is normalised away but the epsilon and the weight decay weigh K times more, so curves still differ from the single-batch run.",
         fix="Divide each micro-batch loss by K once: drop the user's division where the framework divides (Accelerate's accelerator.backward inside accumulate, Lightning's accumulate_grad_batches, DeepSpeed's engine.backward), or drop the second division in the user's code.",
         what=(
-            "Run time only: flags a step fed by K >= 2 passes of one backward line, each a mean-reduced\n"
+            "Run time: flags a step fed by K >= 2 passes of one backward line, each a mean-reduced\n"
             "loss multiplied by exactly 1/K² (read from the loss's autograd graph): the loss divided by K\n"
             "twice. A framework that divides the loss tensor before back-propagating it (Accelerate's\n"
             "`accelerator.backward` inside `accumulate`, Lightning's automatic optimization) shows its\n"
             "division in the same graph, so a user's own `loss / K` on top of it is reported the same\n"
             "way. Not judged: factors unreadable on the host (a tensor), composite losses, GradScaler\n"
             "losses, gradguard's own passes, and one pass per step (a constant weight, no window).\n"
-            "DeepSpeed's division happens inside its engine, after the loss's graph: not seen."
+            "DeepSpeed's division happens inside its engine, after the loss's graph: not seen.\n"
+            "Lint: from the program's structure: `X.backward(loss / K)` where X was built in the file\n"
+            "with `gradient_accumulation_steps=K` (Accelerate's backward divides by it again; the same\n"
+            "expression, literal value or `X.gradient_accumulation_steps`); or a window of K micro-batches\n"
+            "(a `% K` test, a `range(K)` micro-step loop) whose every loss is divided by K twice on every\n"
+            "assignment reaching its backward (helpers of the file followed), or once with `.grad`\n"
+            "divided by K again before the step. No fix: which division was meant is not in the program."
         ),
         why=(
             "A window's gradient is the mean over its K micro-batches when each micro-batch loss is\n"
@@ -574,7 +580,6 @@ for batch in loader:
         optimizer.step()
         optimizer.zero_grad()
 """,
-        static=False,
     ),
     Rule(
         code="GG114",

@@ -308,3 +308,31 @@ def plain_solver_beside_an_engine_loop(model, loader, loss_fn, solver):
     for x, y in loader:
         loss_fn(model(x), y).backward()
         solver.step()  # expect: GG101
+
+def one_module_in_two_optimizers(encoder, head, loader, loss_fn):
+    opt_enc = torch.optim.SGD(encoder.parameters(), lr=0.1)
+    opt_all = torch.optim.Adam(list(encoder.parameters()) + list(head.parameters()), lr=1e-3)
+    for x, y in loader:
+        loss = loss_fn(head(encoder(x)), y)
+        loss.backward()
+        opt_enc.step()
+        opt_all.step()  # expect: GG101
+        opt_enc.zero_grad()
+        opt_all.zero_grad()
+
+
+class SharedEncoder:
+    def __init__(self, encoder, head):
+        self.encoder, self.head = encoder, head
+        self.fast = torch.optim.SGD([{"params": self.encoder.parameters()}], lr=0.1)
+        self.slow = torch.optim.SGD(self.head.parameters(), lr=0.01)
+        self.slow.add_param_group({"params": []})
+        self.both = torch.optim.SGD([*self.head.parameters(), *self.encoder.parameters()], lr=0.01)
+
+    def fit(self, loader):
+        for x in loader:
+            self.head(self.encoder(x)).sum().backward()
+            self.both.step()
+            self.fast.step()  # expect: GG101
+            self.both.zero_grad()
+            self.fast.zero_grad()

@@ -392,3 +392,36 @@ def deepspeed_loop_of_an_argument(net, loader, loss_fn):
     for x, y in loader:
         net.backward(loss_fn(net(x), y))
         net.step()
+
+def one_module_in_two_optimizers(backbone, head, loader, loss_fn):
+    # each parameter in one optimizer
+    opt = torch.optim.SGD(list(backbone.parameters()) + list(head.parameters()), lr=1e-3)
+    for x, y in loader:
+        loss = loss_fn(head(backbone(x)), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def alternating_losses(backbone, head, loader, loss_fn):
+    # two optimizers over one backbone, each step reading only its own loss's gradient
+    opt_enc = torch.optim.SGD(backbone.parameters(), lr=0.1)
+    opt_all = torch.optim.Adam(list(backbone.parameters()) + list(head.parameters()), lr=1e-3)
+    for x, y in loader:
+        loss_fn(head(backbone(x)), y).backward()
+        opt_enc.step()
+        opt_enc.zero_grad()
+        loss_fn(head(backbone(x)), y).backward()
+        opt_all.step()
+        opt_all.zero_grad()
+
+
+def disjoint_optimizers(backbone, head, loader, loss_fn):
+    opt_enc = torch.optim.SGD(backbone.parameters(), lr=0.1)
+    opt_head = torch.optim.SGD(head.parameters(), lr=0.01)
+    for x, y in loader:
+        loss_fn(head(backbone(x)), y).backward()
+        opt_enc.step()
+        opt_head.step()
+        opt_enc.zero_grad()
+        opt_head.zero_grad()

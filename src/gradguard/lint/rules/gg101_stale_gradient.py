@@ -13,7 +13,9 @@ from .._ast import body_nodes, subtree
 from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
-from .._ast import terminal
+from .._ast import terminal, text
+from .._builder import _models_of as models_of
+from .._events import optimizer_constructor
 from .._literals import top_level
 from .._model import Diagnostic, Loop, Report, describe, tests
 
@@ -25,6 +27,7 @@ FIXTURES = ("gg101_stale_gradient_bad.py", "gg101_stale_gradient_good.py")
 def check_loop(loop: Loop, report: Report) -> None:
     if not loop.trains:
         return
+    _shared_steps(loop, report)
     clears = [e for p in loop.paths for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)]
     # `for p in params: if p.grad is not None: p.grad = None` forks inside the nested loop;
     # such a clearing counts on every path that reaches its loop
@@ -78,6 +81,61 @@ def check_loop(loop: Loop, report: Report) -> None:
                 step=step.node,
                 backward=backward.node,
             )
+
+
+def _shared_steps(loop: Loop, report: Report) -> None:
+    """Two optimizers built over one module (``SGD(enc.parameters())`` and ``SGD(list(enc.parameters()) +
+    list(head.parameters()))``), both stepped on one path with no clearing between the two steps: the
+    second applies the gradient the first already applied. Proven from the constructors alone: each
+    optimizer bound once in the loop's function (or class, or module) to a constructor whose first
+    argument lists the module's ``.parameters()``, the same name in both."""
+    for p in loop.step_paths:
+        events = p.events
+        for i, a in enumerate(events):
+            if a.kind != STEP or not a.target:
+                continue
+            for b in events[i + 1 :]:
+                if b.kind in (CLEAR, MAYBE_CLEAR):
+                    break  # a clearing between: the second step reads only what came after it
+                if b.kind != STEP or not b.target or b.target == a.target:
+                    continue
+                shared = _modules_of(loop, a.target, b.target)
+                if not shared or any(d.code == CODE and d.node is b.node for d in report.diagnostics):
+                    continue
+                b.node.gg_two_optimizers = True  # no fix: a zero_grad between the steps would drop a gradient
+                report(
+                    CODE,
+                    b.node,
+                    f"{describe(b, 'step')} applies the .grad of `{'`, `'.join(shared)}`, whose parameters "
+                    f"`{a.target}` holds too and already stepped with the same gradient: they sit in two optimizers, "
+                    "so each iteration moves them twice. Give each parameter one optimizer (leave the shared module "
+                    "out of one of them, or one optimizer with a parameter group per learning rate); a zero_grad "
+                    "between the two steps would drop one loss's gradient instead.",
+                    loop=loop, optimizer=b.target, step=b.node,
+                )
+
+
+def _modules_of(loop: Loop, first: str, second: str) -> list:
+    """The modules both optimizers list (empty unless each is built exactly once where the loop sees it)."""
+    a, b = _ctor_modules(loop, first), _ctor_modules(loop, second)
+    return [m for m in a if m in b] if a and b else []
+
+
+def _ctor_modules(loop: Loop, target: str) -> list:
+    roots = [loop.scope] if loop.scope is not None else []
+    if target.startswith("self.") and loop.cls is not None:
+        roots.append(loop.cls)
+    roots.append(loop.module.tree)
+    for root in roots:
+        found = []
+        for n in ast.walk(root) if root is not loop.module.tree else root.body:
+            if isinstance(n, ast.Assign) and any(text(t) == target for t in n.targets):
+                found.append(optimizer_constructor(n.value))
+        if found:
+            if len(found) != 1 or found[0] is None or not found[0].args:
+                return []
+            return [m for m in models_of(found[0]) if m.replace(".", "").replace("_", "").isalnum()]
+    return []
 
 
 def _modules_left(loop: Loop, step: Event, on_path) -> list:
@@ -422,6 +480,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     its first statement, since the optimizer calls it several times per step.
     """
     call = d.step
+    if getattr(call, "gg_two_optimizers", False):
+        return None  # the parameters sit in two optimizers: which one should keep them is the user's choice
     stmt = t.statement_of(call)
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or not t.alone(stmt):
         return None
