@@ -7,6 +7,16 @@ from typing import Tuple, Union
 #: The watch's script fixtures: a ``ggNNN_bad.py``/``ggNNN_good.py`` pair per rule, and more.
 SCRIPTS = Path(__file__).parent / "watch_scripts"
 
+#: The smallest stale-gradient program (GG101 at its second step): what the install and hook tests lint.
+STALE_GRADIENT_PROGRAM = (
+    "import torch\n"
+    "model = torch.nn.Linear(2, 1)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for x in [torch.ones(1, 2)] * 3:\n"
+    "    model(x).sum().backward()\n"
+    "    optimizer.step()\n"
+)
+
 
 def run_script(tmp_path: Path, script: Union[Path, str], *flags: str, report: str = "") -> Tuple[int, list]:
     """Run ``script`` with ``gradguard run --mode record [flags]`` in this process and return its exit

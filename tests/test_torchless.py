@@ -15,16 +15,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _scripts import STALE_GRADIENT_PROGRAM as BUGGY
 
 ROOT = Path(__file__).resolve().parent.parent
-BUGGY = (
-    "import torch\n"
-    "model = torch.nn.Linear(2, 1)\n"
-    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-    "for x in [torch.ones(1, 2)] * 3:\n"
-    "    model(x).sum().backward()\n"
-    "    optimizer.step()\n"
-)
 
 # Installed first in the child: `import torch` (and any torch.*) fails as if torch were not installed,
 # and every attempt is written to the file named by GG_TORCH_ATTEMPTS.
