@@ -62,7 +62,7 @@ TRAINCHECK_RUN = CASES / "traincheck_run.json"
 TRAINCHECK_STEP_S = 150  # per collect, infer or check of one case
 SRC = Path(os.environ.get("GRADBENCH_GRADGUARD_SRC", ROOT / "src"))
 TIMEOUT_S = 300
-FIRST_ROUND_2 = 45  # the number of the first case written for issue 35
+FIRST_ROUND_2 = 45  # the number of the first case of the second round
 WORKERS = 2
 
 sys.path.insert(0, str(SRC))
@@ -108,7 +108,7 @@ class Case:
     @property
     def round(self) -> int:
         """1: the first 44 cases (the rules were extended until they caught them); 2: the cases written for
-        issue 35 (c45 on), after GG112 and GG114 and before any rule work on them."""
+        the second round (c45 on), after GG112 and GG114 and before any rule work on them."""
         return 2 if int(self.name[1:3]) >= FIRST_ROUND_2 else 1
 
     @property
@@ -501,7 +501,7 @@ def _traincheck_section(stored: Dict) -> List[str]:
     return lines
 
 
-#: The fidelity audit of issue 35: how each case's header was checked against its source (the issue or pull
+#: The fidelity audit: how each case's header was checked against its source (the issue or pull
 #: request text read with a search over GitHub issues), and the cases removed. A case not listed here cites its
 #: source in its header but was not re-checked in that round.
 AUDIT = {
@@ -532,7 +532,7 @@ REMOVED = {
 
 
 def _audit_section(cases: List[Case]) -> List[str]:
-    L = ["## Fidelity audit (issue 35)", "",
+    L = ["## Fidelity audit", "",
          "Each round-2 case (c45 on) was written from the text of the issue or pull request its header cites "
          "(read with a search over GitHub issues), with the mechanism in one sentence; programs whose bug had no "
          "measurable effect were removed, not tuned. Round-1 cases checked against their sources in this round:", ""]
@@ -553,7 +553,7 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
               ("in-sample half of round 2", [c for c in cases if c.round == 2 and not c.held_out]),
               ("round 1 (in-sample: the rules were extended on them)", [c for c in cases if c.round == 1])]
     L = ["## Held-out half (headline)", "",
-         f"Round 2 is the {sum(c.round == 2 for c in cases)} cases from c{FIRST_ROUND_2} on, written for issue 35 from "
+         f"Round 2 is the {sum(c.round == 2 for c in cases)} cases from c{FIRST_ROUND_2} on, written in a second round from "
          "published issues and pull requests after GG112 and GG114 were built and before any rule work on them; "
          "the held-out half is the cases whose name's sha256 starts with an even byte (fixed when they were "
          "written, `Case.held_out`). Nothing was tuned on the held-out half: its misses are listed below as "
@@ -805,7 +805,7 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
     runs = stored.get("cases", {})
     if not runs:
         return []
-    L = ["## TrainCheck side by side (issue 35)", "",
+    L = ["## TrainCheck side by side", "",
          f"TrainCheck {stored.get('traincheck', '?')} (`pip install traincheck`, its own `traincheck-collect`, "
          "`traincheck-infer` and `traincheck-check`) run by `python benchmarks/gradbench.py --traincheck-run -k ...` "
          f"on the cases below, on the CPU, each step limited to {TRAINCHECK_STEP_S} s. Protocol: {stored.get('protocol')}: "

@@ -14,7 +14,7 @@ EVENTS = {"at_step": 10, "at_pass": 10}
 
 
 class State:
-    """The optimizers that stepped in this watch, to tell a parameter held by two of them (issue 35)."""
+    """The optimizers that stepped in this watch, to tell a parameter held by two of them."""
 
     def __init__(self, clock=None):
         self.opts: dict = {}
