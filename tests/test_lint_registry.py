@@ -64,3 +64,46 @@ def test_every_fixture_belongs_to_a_rule():
     named = {n for m in rules.RULE_MODULES for n in m.FIXTURES}
     for path in FIXTURES.glob("gg*.py"):
         assert path.name in named, f"{path.name} is named by no rule module's FIXTURES"
+
+
+# --- fix safety: declared in each rule module, read by the catalogue -------------------------
+
+
+@pytest.mark.parametrize("module", rules.RULE_MODULES, ids=lambda m: m.CODE)
+def test_fix_safety_is_declared_by_the_module_and_matches_its_fixes(module):
+    from gradguard.rules import FIX_APPLICABILITY, fix_availability
+
+    declared = module.FIX_SAFETY
+    assert declared in ("safe", "unsafe", None), declared
+    assert (declared is not None) == hasattr(module, "fix"), f"{module.CODE}: FIX_SAFETY and fix() disagree"
+    assert FIX_APPLICABILITY.get(module.CODE) == declared, "the catalogue read another value than the module holds"
+    assert fix_availability(module.CODE).startswith(f"Fix: {declared or 'none'} ")
+    # what the module declares is what its fixes are: every fix it builds on its bad fixture
+    applied = {f.fix.applicability for f in gg.lint_paths([str(FIXTURES / module.FIXTURES[0])], select=module.CODE)
+               if f.fix is not None}
+    assert applied <= {declared}, (module.CODE, applied)
+    if declared is not None:
+        assert applied, f"{module.CODE} declares a fix but builds none on its bad fixture"
+
+
+def test_fix_safety_table_is_the_modules_and_no_other(tmp_path, monkeypatch):
+    from gradguard import rules as catalogue
+
+    assert dict(catalogue.FIX_APPLICABILITY) == {m.CODE: m.FIX_SAFETY for m in rules.RULE_MODULES if m.FIX_SAFETY}
+    # the values the central table held before the modules declared them
+    assert dict(catalogue.FIX_APPLICABILITY) == {
+        "GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe",
+        "GG112": "safe", "GG114": "unsafe", "GG201": "safe"}
+    # Negative control: a declaration changed in a module file changes what the catalogue says.
+    (tmp_path / "gg101_stale_gradient.py").write_text('CODE = "GG101"\nFIX_SAFETY = "unsafe"  # why\n', encoding="utf-8")
+    (tmp_path / "gg108_graph_in_grad.py").write_text("FIX_SAFETY = 'safe'\n", encoding="utf-8")
+    (tmp_path / "gg105_unequal_weighting.py").write_text("FIX_SAFETY = None\n", encoding="utf-8")
+    monkeypatch.setattr(catalogue, "_LINT_RULES", tmp_path)
+    catalogue._fix_safety.cache_clear()
+    try:
+        assert dict(catalogue.FIX_APPLICABILITY) == {"GG101": "unsafe", "GG108": "safe"}
+        assert catalogue.fix_availability("GG105").startswith("Fix: none")
+    finally:
+        monkeypatch.undo()
+        catalogue._fix_safety.cache_clear()
+    assert catalogue.FIX_APPLICABILITY["GG105"] == "unsafe"

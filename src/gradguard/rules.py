@@ -12,6 +12,9 @@ update, scale it for accumulation, and apply what it holds.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, NamedTuple, Sequence
 
@@ -730,12 +733,30 @@ for x in loader:
 #: code -> :class:`Rule`, in code order.
 RULES: Mapping[str, Rule] = MappingProxyType({r.code: r for r in RULE_LIST})
 
-#: code -> the applicability of the repair ``gradguard lint --fix`` makes: ``"safe"`` (applied by
-#: ``--fix``), ``"unsafe"`` (changes the numbers a user sees; only with ``--unsafe-fixes``). Codes
-#: not listed have no automatic fix.
-FIX_APPLICABILITY: Mapping[str, str] = MappingProxyType(
-    {"GG101": "safe", "GG102": "safe", "GG103": "safe", "GG104": "safe", "GG105": "unsafe", "GG107": "safe", "GG112": "safe", "GG114": "unsafe", "GG201": "safe"}
-)
+#: Where the lint rule modules live: each declares ``FIX_SAFETY`` beside its ``fix``.
+_LINT_RULES = Path(__file__).resolve().parent / "lint" / "rules"
+_FIX_SAFETY = re.compile(r"""^FIX_SAFETY\s*=\s*(?:None|(["'])(safe|unsafe)\1)\s*(?:#.*)?$""", re.M)
+
+
+@lru_cache(maxsize=None)
+def _fix_safety() -> Mapping[str, str]:
+    # Read as text, not imported: the linter imports this module, so importing it back would
+    # make a cycle; the declaration is one literal line, and tests/test_lint_registry.py checks
+    # that what is read here equals each module's imported FIX_SAFETY and the fixes it builds.
+    found = {}
+    for path in sorted(_LINT_RULES.glob("gg[0-9][0-9][0-9]_*.py")):
+        match = _FIX_SAFETY.search(path.read_text(encoding="utf-8"))
+        if match and match.group(2):
+            found[path.name[:5].upper()] = match.group(2)
+    return MappingProxyType(found)
+
+
+def __getattr__(name: str):
+    # FIX_APPLICABILITY (code -> "safe"/"unsafe"; codes not listed have no automatic fix) is
+    # assembled from the lint rule modules on first use, so `import gradguard` reads no file.
+    if name == "FIX_APPLICABILITY":
+        return _fix_safety()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fix_availability(code: str) -> str:
@@ -744,7 +765,7 @@ def fix_availability(code: str) -> str:
     >>> fix_availability("GG105")
     'Fix: unsafe (applied by `gradguard lint --fix --unsafe-fixes`).'
     """
-    kind = FIX_APPLICABILITY.get(code)
+    kind = _fix_safety().get(code)
     if kind == "safe":
         return "Fix: safe (applied by `gradguard lint --fix`)."
     if kind == "unsafe":

@@ -9,6 +9,9 @@ A rule module defines:
   ``check_module(module, report)`` (run once per file), or both;
 * optionally ``fix(tree, diagnostic)``: the repair of what it reported, or None where the
   model cannot prove the repair changes nothing but the bug (see :mod:`.._edits`);
+* ``FIX_SAFETY``: ``"safe"`` or ``"unsafe"`` when it has a ``fix`` (the applicability of the
+  repairs it builds, shown by ``gradguard rule``), ``None`` when it has none; one literal line,
+  which :mod:`gradguard.rules` reads as text;
 * ``FIXTURES``: its fixture pair in ``tests/lint_fixtures/``: code that must fire the rule
   (lines marked ``# expect: CODE``) and correct code of the same shapes that must not.
 

@@ -16,6 +16,8 @@ from typing import NamedTuple, Optional, Tuple, Union
 CODE = "GG000"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg000_syntax_error_bad.py", "gg000_syntax_error_good.py")
+#: No automatic fix (``gradguard lint --fix`` leaves its findings as they are).
+FIX_SAFETY = None
 
 #: (version, what, pattern on the line the parser rejected): syntax newer than some Pythons.
 _NEWER_SYNTAX = (

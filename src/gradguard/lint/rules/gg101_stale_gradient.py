@@ -22,6 +22,8 @@ from .._model import Diagnostic, Loop, Report, describe, tests
 CODE = "GG101"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg101_stale_gradient_bad.py", "gg101_stale_gradient_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:

@@ -17,6 +17,8 @@ from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tes
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg103_unapplied_gradient_bad.py", "gg103_unapplied_gradient_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:

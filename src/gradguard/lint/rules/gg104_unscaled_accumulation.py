@@ -19,6 +19,8 @@ from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, test
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg104_unscaled_accumulation_bad.py", "gg104_unscaled_accumulation_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:

@@ -17,6 +17,8 @@ from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, step
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg105_unequal_weighting_bad.py", "gg105_unequal_weighting_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "unsafe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:

@@ -16,6 +16,8 @@ from .._model import Diagnostic, Module, Report
 CODE = "GG107"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg107_zero_not_none_bad.py", "gg107_zero_not_none_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 # `p.grad += g`, `p.grad.add_(g)`: in-place writes that would fail on a None gradient.
 # Optimizers that move a parameter with a zero gradient whatever their arguments:

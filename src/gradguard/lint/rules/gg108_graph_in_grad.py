@@ -13,6 +13,8 @@ from .._model import Module, Report
 CODE = "GG108"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg108_graph_in_grad_bad.py", "gg108_graph_in_grad_good.py")
+#: No automatic fix (``gradguard lint --fix`` leaves its findings as they are).
+FIX_SAFETY = None
 
 # Where a scope computes higher-order gradients on purpose (GG108 stays silent): calls of these.
 _HIGHER_ORDER = re.compile(r"autograd\.grad$|autograd\.functional|torch\.func\b|functorch|(?:^|\.)(?:grad|hvp|vhp|jvp|vjp|jacrev|jacfwd)$|hessian")

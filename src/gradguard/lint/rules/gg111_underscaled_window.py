@@ -27,6 +27,8 @@ from .._model import Loop, Report, backward_tensor, tests
 CODE = "GG111"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg111_underscaled_window_bad.py", "gg111_underscaled_window_good.py")
+#: No automatic fix (``gradguard lint --fix`` leaves its findings as they are).
+FIX_SAFETY = None
 
 
 def check_loop(loop: Loop, report: Report) -> None:

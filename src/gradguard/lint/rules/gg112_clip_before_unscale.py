@@ -31,6 +31,8 @@ from .._model import Diagnostic, Module, Report
 CODE = "GG112"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg112_clip_before_unscale_bad.py", "gg112_clip_before_unscale_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 # Functions that read the gradients' norm to clip (or log) them.
 _CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_gradients"})

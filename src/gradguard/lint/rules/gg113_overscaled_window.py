@@ -30,6 +30,8 @@ from .._model import Loop, Report, backward_tensor
 CODE = "GG113"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg113_overscaled_window_bad.py", "gg113_overscaled_window_good.py")
+#: No automatic fix (``gradguard lint --fix`` leaves its findings as they are).
+FIX_SAFETY = None
 
 _KEYWORD = "gradient_accumulation_steps"
 

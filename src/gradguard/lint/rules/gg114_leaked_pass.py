@@ -24,6 +24,8 @@ from .._model import Diagnostic, Loop, Report
 CODE = "GG114"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg114_leaked_pass_bad.py", "gg114_leaked_pass_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "unsafe"
 
 _BUFFER = (BACKWARD, CLEAR, MAYBE_CLEAR, MANAGED)
 _STOP = (CLEAR, MAYBE_CLEAR, STEP, MANAGED, READ)

@@ -23,6 +23,8 @@ from .._model import Diagnostic, Loop, Module, Report, backward_tensor, tests
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg201_graph_kept_by_logging_bad.py", "gg201_graph_kept_by_logging_good.py")
+#: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
+FIX_SAFETY = "safe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:

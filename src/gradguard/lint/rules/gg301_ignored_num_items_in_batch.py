@@ -10,6 +10,8 @@ from .._model import Module, Report
 CODE = "GG301"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
 FIXTURES = ("gg301_ignored_num_items_in_batch_bad.py", "gg301_ignored_num_items_in_batch_good.py")
+#: No automatic fix (``gradguard lint --fix`` leaves its findings as they are).
+FIX_SAFETY = None
 
 
 def check_module(module: Module, report: Report) -> None:
