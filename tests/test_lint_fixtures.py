@@ -1,8 +1,13 @@
 """One fixture file per rule (and correct loops), expected findings written inline.
 
 A line ending in ``# expect: GG101`` (or ``# expect: GG101, GG201``) must produce
-exactly those findings on that line; every other line must produce none. The
-``ok_*`` fixtures are correct training loops from well-known code: zero findings.
+exactly those findings on that line. A rule's fixture pair (``ggNNN_*_bad.py`` /
+``_good.py``, named by its module's ``FIXTURES``) is checked with each rule it marks
+alone, and its good twin with its own rule alone: a new rule never has to edit
+another rule's fixtures, and a new fixture never waits on another rule's false
+positive. Every other fixture (the ``ok_*`` correct training loops from well-known
+code, the ``real_*`` programs) is checked with all rules: exactly its marks, the
+``ok_*`` ones none at all.
 """
 
 import re
@@ -11,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import gradguard as gg
+from gradguard.lint.rules import RULE_MODULES
 
 FIXTURES = Path(__file__).parent / "lint_fixtures"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
@@ -25,16 +31,50 @@ def _expected(path: Path) -> set:
     return expected
 
 
-@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
-def test_fixture(fixture):
-    found = gg.lint_paths([str(fixture)])
+#: fixture file name -> the code of the rule whose pair it is.
+OWNER = {name: m.CODE for m in RULE_MODULES for name in m.FIXTURES}
+
+
+def _check(fixture: Path, found, expected) -> None:
     got = {(f.line, f.code) for f in found}
-    assert got == _expected(fixture), "\n".join(f.format() for f in found)
+    assert got == expected, "\n".join(f.format() for f in found) or "no finding"
     for f in found:
         assert f.path == str(fixture)
         assert f.step is None and f.params is None
         assert isinstance(f.col, int) and f.col >= 1  # 1-based, like ruff and SARIF
         assert f.name == gg.RULES[f.code].name and f.severity == gg.RULES[f.code].severity
+
+
+@pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name in OWNER), ids=lambda p: p.stem)
+def test_rule_fixture_with_each_rule_it_marks_alone(fixture):
+    expected = _expected(fixture)
+    # its own rule always (a good twin must be silent under it), and every rule it marks: no mark goes unchecked
+    for code in sorted({OWNER[fixture.name]} | {c for _, c in expected}):
+        _check(fixture, gg.lint_paths([str(fixture)], select=code), {(n, c) for n, c in expected if c == code})
+
+
+@pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name not in OWNER), ids=lambda p: p.stem)
+def test_program_fixture_with_all_rules(fixture):
+    _check(fixture, gg.lint_paths([str(fixture)]), _expected(fixture))
+
+
+def test_a_rule_alone_is_what_is_checked(tmp_path):
+    # Negative controls: a good twin that fires its own rule fails; a finding of another rule on it
+    # is not its pair's business; a bad fixture whose mark names the wrong line fails.
+    bad = (FIXTURES / "gg101_stale_gradient_bad.py").read_text(encoding="utf-8")
+    fixture = tmp_path / "gg101_stale_gradient_good.py"
+    fixture.write_text(bad.replace("# expect: GG101", ""), encoding="utf-8")
+    with pytest.raises(AssertionError):
+        test_rule_fixture_with_each_rule_it_marks_alone(fixture)
+    fixture.write_text("total = 0\nfor x, y in loader:\n    loss = loss_fn(model(x), y)\n"
+                       "    loss.backward()\n    total += loss\n    optimizer.step()\n    optimizer.zero_grad()\n",
+                       encoding="utf-8")
+    assert {f.code for f in gg.lint_paths([str(fixture)])} == {"GG201"}
+    test_rule_fixture_with_each_rule_it_marks_alone(fixture)
+    fixture = tmp_path / "gg101_stale_gradient_bad.py"
+    fixture.write_text(bad.replace("  # expect: GG101", "", 1).replace("\n", "  # expect: GG101\n", 1), encoding="utf-8")
+    with pytest.raises(AssertionError):
+        test_rule_fixture_with_each_rule_it_marks_alone(fixture)
 
 
 def test_every_static_rule_has_a_fixture_with_a_finding():

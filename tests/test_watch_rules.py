@@ -2,7 +2,9 @@
 
 ``ggXXX_bad.py`` must produce exactly that rule's code, ``ggXXX_good.py`` (the
 same loop, fixed) must produce nothing, both run through ``gradguard run
---report`` as a user would. The pair makes each test able to fail both ways.
+--report`` as a user would, with that rule alone (the others ignored: a new rule
+never has to edit another rule's scripts). The pair makes each test able to fail
+both ways. The codes come from the catalogue: a run-time rule without its pair fails.
 """
 
 import pytest
@@ -14,12 +16,24 @@ from _scripts import SCRIPTS, run_script
 # gg108_bad.py's backward(create_graph=True) makes torch itself warn; that is the bug shown.
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
 
-CODES = [f"GG1{n:02d}" for n in range(1, 11)]
+#: Every rule the watch can report, from the catalogue.
+CODES = [code for code, rule in RULES.items() if rule.runtime]
+
+
+def _alone(code: str) -> tuple:
+    """The flags that leave ``code`` the only rule reported."""
+    return ("--ignore", ",".join(c for c in RULES if c != code))
+
+
+def _script(code: str, kind: str):
+    script = SCRIPTS / f"{code.lower()}_{kind}.py"
+    assert script.is_file(), f"{code} has no {script.name} in tests/watch_scripts/ (a run-time rule needs its pair)"
+    return script
 
 
 @pytest.mark.parametrize("code", CODES)
 def test_bad_script_triggers_exactly_its_rule(tmp_path, code):
-    exit_code, findings = run_script(tmp_path, SCRIPTS / f"{code.lower()}_bad.py")
+    exit_code, findings = run_script(tmp_path, _script(code, "bad"), *_alone(code))
     assert [f["code"] for f in findings] == [code], findings
     f = findings[0]
     assert f["path"].endswith(f"{code.lower()}_bad.py") and isinstance(f["line"], int)
@@ -31,7 +45,7 @@ def test_bad_script_triggers_exactly_its_rule(tmp_path, code):
 
 @pytest.mark.parametrize("code", CODES)
 def test_good_twin_is_clean(tmp_path, code):
-    exit_code, findings = run_script(tmp_path, SCRIPTS / f"{code.lower()}_good.py")
+    exit_code, findings = run_script(tmp_path, _script(code, "good"), *_alone(code))
     assert findings == []
     assert exit_code == 0
 
@@ -77,3 +91,13 @@ def test_step_numbers_and_parameter_names(tmp_path):
 def test_ignore_flag(tmp_path):
     exit_code, findings = run_script(tmp_path, SCRIPTS / "gg101_bad.py", "--ignore", "GG1")
     assert findings == [] and exit_code == 0
+
+
+def test_every_runtime_rule_is_covered_and_alone_means_alone(tmp_path):
+    # Negative controls: the list is the catalogue's (GG111 and later included); a code with no pair
+    # fails; another rule's bug is invisible with a rule alone, and visible with its own.
+    assert set(CODES) == {c for c, r in RULES.items() if r.runtime} and "GG114" in CODES and "GG201" not in CODES
+    with pytest.raises(AssertionError, match="has no gg999_bad.py"):
+        _script("GG999", "bad")
+    assert run_script(tmp_path, SCRIPTS / "gg101_bad.py", *_alone("GG102"))[1] == []
+    assert [f["code"] for f in run_script(tmp_path, SCRIPTS / "gg101_bad.py", *_alone("GG101"))[1]] == ["GG101"]
