@@ -50,6 +50,16 @@ def test_readme_rule_table_check_catches_a_stale_table(tmp_path, monkeypatch, ca
     assert "marker" in capsys.readouterr().err
 
 
+def test_no_rule_text_is_a_stub():
+    # scripts/add_rule.py writes the catalogue entry with this marker in every field to fill
+    from gradguard import RULES
+
+    marker = "TODO" + "(add_rule)"
+    stubs = [f"{code}.{field}" for code, rule in RULES.items() for field, value in rule._asdict().items()
+             if isinstance(value, str) and marker in value]
+    assert not stubs, f"catalogue text still to write (src/gradguard/rules.py): {', '.join(stubs)}"
+
+
 def test_rules_md_has_every_rule_and_heading():
     text = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     from gradguard import RULES

@@ -31,6 +31,8 @@ def _expected(path: Path) -> set:
     return expected
 
 
+#: The marker scripts/add_rule.py leaves in every stub (written in two parts: no grep finds it here).
+SCAFFOLD_TODO = "TODO" + "(add_rule)"
 #: fixture file name -> the code of the rule whose pair it is.
 OWNER = {name: m.CODE for m in RULE_MODULES for name in m.FIXTURES}
 
@@ -47,10 +49,21 @@ def _check(fixture: Path, found, expected) -> None:
 
 @pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name in OWNER), ids=lambda p: p.stem)
 def test_rule_fixture_with_each_rule_it_marks_alone(fixture):
+    text = fixture.read_text(encoding="utf-8")
+    assert SCAFFOLD_TODO not in text, f"{fixture.name} is still the stub scripts/add_rule.py wrote: fill it"
     expected = _expected(fixture)
+    owner = OWNER.get(fixture.name)
+    if owner and fixture.name.endswith("_bad.py"):
+        assert any(c == owner for _, c in expected), f"{fixture.name} marks no line '# expect: {owner}'"
     # its own rule always (a good twin must be silent under it), and every rule it marks: no mark goes unchecked
-    for code in sorted({OWNER[fixture.name]} | {c for _, c in expected}):
+    for code in sorted({owner} | {c for _, c in expected}):
         _check(fixture, gg.lint_paths([str(fixture)], select=code), {(n, c) for n, c in expected if c == code})
+
+
+@pytest.mark.parametrize("module", RULE_MODULES, ids=lambda m: m.CODE)
+def test_rule_module_is_no_stub(module):
+    assert SCAFFOLD_TODO not in Path(module.__file__).read_text(encoding="utf-8"), \
+        f"{Path(module.__file__).name} is still the stub scripts/add_rule.py wrote: fill it"
 
 
 @pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name not in OWNER), ids=lambda p: p.stem)

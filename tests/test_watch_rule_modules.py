@@ -49,13 +49,18 @@ def test_every_defined_event_function_is_dispatched():
 
 def test_dispatch_order_is_the_written_order():
     # The order findings of one event come in (and the first one "raise" mode raises); these are the
-    # tuples the package wrote by hand before they were derived from EVENTS.
+    # tuples the package wrote by hand before they were derived from EVENTS. A rule added later may
+    # take any place: only the order of these among themselves is pinned (adding a rule edits no test).
     names = {event: [f.__module__.rsplit(".", 1)[1] for f in fns] for event, fns in watch_rules.DISPATCH.items()}
-    assert names["at_step"] == ["gg101", "gg108", "gg107", "gg111", "gg102", "gg114"]
-    assert names["at_window"] == ["gg109", "gg104", "gg105", "gg113"]
-    assert names["at_end"] == ["gg103", "gg106", "gg105", "gg108"]
-    assert names["at_empty_step"] == ["gg102", "gg110"]
-    assert names["at_every_step"] == ["gg103"]
+    written = {
+        "at_step": ["gg101", "gg108", "gg107", "gg111", "gg102", "gg114"],
+        "at_window": ["gg109", "gg104", "gg105", "gg113"],
+        "at_end": ["gg103", "gg106", "gg105", "gg108"],
+        "at_empty_step": ["gg102", "gg110"],
+        "at_every_step": ["gg103"],
+    }
+    for event, order in written.items():
+        assert [name for name in names[event] if name in order] == order, (event, names[event])
 
 
 def test_every_runtime_rule_has_a_watch_module():

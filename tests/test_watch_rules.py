@@ -7,9 +7,12 @@ never has to edit another rule's scripts). The pair makes each test able to fail
 both ways. The codes come from the catalogue: a run-time rule without its pair fails.
 """
 
+from pathlib import Path
+
 import pytest
 
 from gradguard.rules import RULES
+from gradguard.watcher.rules import MODULES
 
 from _scripts import SCRIPTS, run_script
 
@@ -25,9 +28,15 @@ def _alone(code: str) -> tuple:
     return ("--ignore", ",".join(c for c in RULES if c != code))
 
 
+#: The marker scripts/add_rule.py leaves in every stub (written in two parts: no grep finds it here).
+SCAFFOLD_TODO = "TODO" + "(add_rule)"
+
+
 def _script(code: str, kind: str):
     script = SCRIPTS / f"{code.lower()}_{kind}.py"
     assert script.is_file(), f"{code} has no {script.name} in tests/watch_scripts/ (a run-time rule needs its pair)"
+    for path in (script, Path(MODULES[code].__file__)):
+        assert SCAFFOLD_TODO not in path.read_text(encoding="utf-8"), f"{path.name} is still the stub scripts/add_rule.py wrote"
     return script
 
 
