@@ -208,6 +208,7 @@ def test_adding_a_rule_on_both_sides(tmp_path):
                  "test_watch_rules.py::test_good_twin_is_clean[GG950]",
                  "test_lint_docs.py::test_no_rule_text_is_a_stub"):
         assert f"tests/{test}" in failed, (test, sorted(failed))
+    assert len(failed) == 7, sorted(failed)  # and nothing else: no other rule's test minds the new one
     assert "stub scripts/add_rule.py wrote" in stub.stdout
 
     # the hand edits: each prepared edit applies exactly once to what the scaffolder left

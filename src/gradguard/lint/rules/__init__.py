@@ -16,7 +16,8 @@ A rule module defines:
   (lines marked ``# expect: CODE``) and correct code of the same shapes that must not.
 
 Adding a rule is adding its module here, its fixture pair and its catalogue entry:
-nothing lists the modules by hand.
+nothing lists the modules by hand. ``python scripts/add_rule.py GGnnn name --severity ...``
+writes all of them as stubs (docs/contributing.md, "Adding a rule").
 """
 
 from __future__ import annotations

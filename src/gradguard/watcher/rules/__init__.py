@@ -24,7 +24,8 @@ watch's other events (``on_module``, ``before_pass``, ``before_clearing``, ``aft
 every finding come from :mod:`gradguard.rules`; a rule adds only the specifics
 (which step, which line, how many passes). Adding a rule: its module here (found by
 name, ``ggNNN.py``: nothing lists the modules by hand), a ``ggXXX_bad.py``/``ggXXX_good.py`` pair in
-``tests/watch_scripts/``, and its catalogue entry.
+``tests/watch_scripts/``, and its catalogue entry; ``python scripts/add_rule.py`` writes them as stubs
+(docs/contributing.md, "Adding a rule").
 """
 
 from __future__ import annotations
