@@ -118,6 +118,28 @@ def test_uncommitted_changes_to_the_catalogue_are_refused(tmp_path):
     assert _snapshot(root) == before
 
 
+@pytest.mark.parametrize("flag, side, other", [("--lint", "lint", "watch"), ("--watch", "watch", "lint")])
+def test_one_side_only(tmp_path, flag, side, other):
+    root = _copy(tmp_path)
+    before = _snapshot(root)
+    done = _scaffold(root, "gg116", "one-side-rule", "--severity", "error", flag)
+    assert done.returncode == 0, done.stderr
+    after = _snapshot(root)
+    created = sorted(set(after) - set(before))
+    assert len(created) == 3 and all("gg116" in p for p in created), created
+    assert all(("lint" in p) == (side == "lint") for p in created), created
+    entry = (root / "src" / "gradguard" / "rules.py").read_text(encoding="utf-8")
+    entry = entry[entry.index('code="GG116"'):]
+    entry = entry[:entry.index("\n    ),\n")]
+    assert entry.count("runtime=False") == (side == "lint") and entry.count("static=False") == (side == "watch")
+    # placed in code order, between GG114 and GG201
+    codes = re.findall(r'code="(GG\d{3})"', (root / "src" / "gradguard" / "rules.py").read_text(encoding="utf-8"))
+    assert codes[codes.index("GG116") - 1:codes.index("GG116") + 2] == ["GG114", "GG116", "GG201"]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"| [GG116](docs/rules.md#gg116) | one-side-rule | error | {'yes' if side == 'watch' else ''} | " \
+           f"{'yes' if side == 'lint' else ''} |" in readme
+
+
 # --- the goal: a rule on both sides, the hand edits counted --------------------------------------
 
 #: What a developer writes after the scaffolder: path -> [(regular expression, replacement)], each

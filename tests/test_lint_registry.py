@@ -74,6 +74,7 @@ def test_every_fixture_belongs_to_a_rule():
 def test_fix_safety_is_declared_by_the_module_and_matches_its_fixes(module):
     from gradguard.rules import FIX_APPLICABILITY, fix_availability
 
+    assert hasattr(module, "FIX_SAFETY"), f"{module.CODE}: declare FIX_SAFETY = \"safe\", \"unsafe\" or None at its top"
     declared = module.FIX_SAFETY
     assert declared in ("safe", "unsafe", None), declared
     assert (declared is not None) == hasattr(module, "fix"), f"{module.CODE}: FIX_SAFETY and fix() disagree"
