@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     parser = _Parser(prog="python scripts/add_rule.py", description=__doc__.splitlines()[0])
     parser.add_argument("code", help="the new rule's code, GGnnn")
     parser.add_argument("name", help="its name, kebab-case")
-    parser.add_argument("--severity", required=True, choices=("error", "warning"))
+    parser.add_argument("--severity", required=True, choices=("error", "warning", "info"))
     parser.add_argument("--watch", action="store_true", help="the run-time watch reports it")
     parser.add_argument("--lint", action="store_true", help="the linter reports it")
     try:

@@ -66,7 +66,7 @@ def _scaffold(root: Path, *args: str) -> subprocess.CompletedProcess:
     (["GG950", "zero-", "--severity", "error"], "'zero-' is not kebab-case"),
     (["GG95", "zero-lr", "--severity", "error"], "'GG95' is not of the form GGnnn"),
     (["XX950", "zero-lr", "--severity", "error"], "'XX950' is not of the form GGnnn"),
-    (["GG950", "zero-lr", "--severity", "info"], "invalid choice: 'info'"),
+    (["GG950", "zero-lr", "--severity", "fatal"], "invalid choice: 'fatal'"),
     (["GG950", "zero-lr"], "--severity"),
 ])
 def test_bad_input_is_refused_in_one_line(tmp_path, args, words):
@@ -122,7 +122,7 @@ def test_uncommitted_changes_to_the_catalogue_are_refused(tmp_path):
 def test_one_side_only(tmp_path, flag, side, other):
     root = _copy(tmp_path)
     before = _snapshot(root)
-    done = _scaffold(root, "gg116", "one-side-rule", "--severity", "error", flag)
+    done = _scaffold(root, "gg116", "one-side-rule", "--severity", "info", flag)
     assert done.returncode == 0, done.stderr
     after = _snapshot(root)
     created = sorted(set(after) - set(before))
@@ -136,7 +136,7 @@ def test_one_side_only(tmp_path, flag, side, other):
     codes = re.findall(r'code="(GG\d{3})"', (root / "src" / "gradguard" / "rules.py").read_text(encoding="utf-8"))
     assert codes[codes.index("GG116") - 1:codes.index("GG116") + 2] == ["GG114", "GG116", "GG201"]
     readme = (root / "README.md").read_text(encoding="utf-8")
-    assert f"| [GG116](docs/rules.md#gg116) | one-side-rule | error | {'yes' if side == 'watch' else ''} | " \
+    assert f"| [GG116](docs/rules.md#gg116) | one-side-rule | info | {'yes' if side == 'watch' else ''} | " \
            f"{'yes' if side == 'lint' else ''} |" in readme
 
 
