@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gradguard.lint._ast import child_nodes, subtree
-from gradguard.lint._builder import _CALL_SITE, _CallSites
+from gradguard.lint._line_filter import _CALL_SITE, _CallSites
 from gradguard.lint._project import _CLASS, _FROM_IMPORT, _IMPORT, line_matches, matches_at
 
 # The search the call sites were read with before: every name followed by "(".

@@ -157,11 +157,11 @@ def test_the_call_site_pattern_is_the_same_on_python_3_10():
     """The 3.10 form of the call-site search finds exactly what the possessive 3.11 form finds."""
     from hypothesis import given, settings, strategies as st
 
-    from gradguard.lint import _builder
+    from gradguard.lint import _line_filter
 
     possessive = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(")
     plain = re.compile(r"\b[^\W_A-Za-z]*([A-Za-z_]\w*)\s*\(")
-    assert _builder._CALL_SITE.pattern == possessive.pattern
+    assert _line_filter._CALL_SITE.pattern == possessive.pattern
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet="ab_9é \t\n(.)=", max_size=40))

@@ -21,6 +21,7 @@ on it). While the script runs:
   its exit code raised to 1 for an error-severity finding, at the last moment
   the process allows.
 
+How each process keeps its findings on disk is :mod:`._report_files`.
 A child process writes its findings into a folder the run shares with its
 children (and, with ``--report FILE``, to ``FILE`` with ``.pidN`` before its
 suffix); the parent reads that folder at the end, prints each child's findings
@@ -51,6 +52,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .._files import replace_file
 from ..findings import Finding, short_path, summary_line, to_json
+from ._report_files import ProcessFindings, _read_shared, child_report_path, children_findings
 
 _real_exit = os._exit
 _real_execv = os.execv
@@ -72,83 +74,6 @@ class Config(NamedTuple):
     cwd: str = ""  # the folder gradguard run started in: summaries show paths below it relative to it, as lint does
     owner: int = 0  # the pid of the process that made ``shared``: it alone summarises and removes it
     report_named: bool = True  # ``report`` is the path the user typed (a link there is followed)
-
-
-def child_report_path(report: str, pid: int) -> str:
-    """A child process's report: ``FILE`` with ``.pidN`` before its suffix.
-
-    >>> child_report_path("out/findings.json", 4242), child_report_path("out/findings.rank1.json", 7)
-    ('out/findings.pid4242.json', 'out/findings.rank1.pid7.json')
-    """
-    stem, suffix = os.path.splitext(report)
-    return f"{stem}.pid{pid}{suffix}"
-
-
-class ProcessFindings:
-    """One process's findings, from all its threads, each written out as soon as it is made.
-
-    Deduplicated by code and source line, as one watch does, across the
-    process's threads. ``paths``: the reports (JSON arrays); ``followed``: those
-    the user named, where a symbolic link is followed; ``shared``: the file in
-    the run's folder the parent reads (with ``command``, how the summary names
-    the process), whose earlier content, left by the program this process was
-    before an ``os.exec*``, is taken over.
-    """
-
-    def __init__(self, paths: List[str], *, write_empty: bool, followed=(), shared: Optional[str] = None,
-                 command: Optional[str] = None):
-        self.pid = os.getpid()
-        self.paths = paths
-        self.followed = set(followed)
-        self.shared = shared
-        self.command = command
-        self.items: List[Finding] = []
-        self.failed: Dict[str, OSError] = {}  # path -> why the last write to it failed
-        self._keys: set = set()
-        self._lock = threading.Lock()
-        if shared is not None:
-            for f in _read_shared(shared)[1]:
-                self._keys.add((f.code, f.path, f.line))
-                self.items.append(f)
-        if write_empty or self.items:
-            self.write()
-
-    def add(self, finding: Finding) -> Finding:
-        """Record ``finding`` and write the files now; returns it unchanged (a watch's ``rewrite``)."""
-        with self._lock:
-            key = (finding.code, finding.path, finding.line)
-            if key not in self._keys:
-                self._keys.add(key)
-                self.items.append(finding)
-                self.write()
-        return finding
-
-    def write(self) -> None:
-        data = (to_json(self.items) + "\n").encode("utf-8")
-        for path in self.paths:
-            try:
-                # a new file renamed over the report: a reader never sees half of it, and nothing
-                # planted at a temporary name is followed (gradguard._files)
-                replace_file(path, data, follow_links=path in self.followed)
-                self.failed.pop(path, None)
-            except OSError as exc:
-                self.failed[path] = exc
-        if self.shared is not None:
-            record = {"pid": self.pid, "command": self.command, "findings": json.loads(to_json(self.items))}
-            try:
-                replace_file(self.shared, (json.dumps(record) + "\n").encode("utf-8"), follow_links=False)
-            except OSError:
-                pass  # the run has ended (its folder is gone), or the disk is full: the report has them
-
-
-def _read_shared(path: str) -> Tuple[Optional[str], List[Finding]]:
-    """``(command, findings)`` of one file of the run's folder; ``(None, [])`` when there is none."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data.get("command"), [Finding.from_dict(d) for d in data["findings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None, []
 
 
 class _Run:
@@ -480,23 +405,6 @@ def wait_for_the_program(before: set) -> None:
     for p in multiprocessing.active_children():
         if not p.daemon:
             p.join()
-
-
-def children_findings(shared: str, owner: int = 0) -> List[Tuple[int, Optional[str], List[Finding]]]:
-    """``(pid, command, findings)`` for each child process that left findings in the shared folder, by pid."""
-    out = []
-    try:
-        names = os.listdir(shared)
-    except OSError:
-        return out
-    for name in names:
-        stem, ext = os.path.splitext(name)
-        if ext != ".json" or not stem.isdigit() or int(stem) == owner:
-            continue
-        command, found = _read_shared(os.path.join(shared, name))
-        if found:
-            out.append((int(stem), command, found))
-    return sorted(out, key=lambda t: t[0])
 
 
 def finish_parent(code: int) -> int:

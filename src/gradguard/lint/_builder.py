@@ -1,38 +1,31 @@
 """Building the program model of one file (:class:`._model.Module`), in one walk.
 
 Cheap text searches first mark the lines that can hold a gradient-buffer event (and
-the lines calling helpers that hold one), so that the walk skips everything else;
-then every loop that can reach a backward pass is unrolled by :class:`._flow.Walker`.
+the lines calling helpers that hold one: :mod:`._line_filter`), so that the walk skips
+everything else; then every loop that can reach a backward pass is unrolled by
+:class:`._flow.Walker`. ignite's loop bodies are found by :mod:`._ignite`, objects of
+classes that another linted file defines are bound by :mod:`._cross_file`.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ._ast import (
-    NO_GRAD_CONTEXTS, any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    any_between, bind_arguments, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
     returns_of,
-    subtree, terminal, text, walk_lines,
+    terminal, text, walk_lines,
 )
-from ._events import OPTIMIZER_CLASSES, conditional_step, optimizer_constructor
+from ._cross_file import _ForeignObjects
+from ._events import conditional_step, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
+from ._ignite import _IgniteLoops
+from ._line_filter import _CTOR_WORDS, _KEYWORDS, _LineMarks, _running_sum_lines
 from ._model import Loop, Module
-from ._project import Project, imported_names, matches_at
-
-
-# Words without which a line holds no gradient-buffer event (searched with str.find,
-# which is much faster than one regular expression with many alternatives).
-# (A manual update `p.data.add_(p.grad)` or `p.grad.zero_()` is found by ".grad".)
-_KEYWORDS = (
-    "backward", ".step", "zero_grad", ".grad", "create_graph", "optim", "accumulate",
-    "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon", "_foreach_zero_",
-    "clear_grad", "reset_grad", "free_grad", "grad_none", "grads_none", "grads_to_none", "grad_to_none",
-    "num_items_in_batch", "Accumulator", "accumulate_batch", "acc.",
-)
+from ._project import Project
 
 
 # Method names that torch objects have too (`model.train()`, `opt.step()`): a call of one on
@@ -56,14 +49,6 @@ _SCHEDULER_NAME = re.compile(r"sched|scaler", re.I)
 
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
-
-# A name called: the run of word characters before "(" from its first letter or "_" (as a
-# search for `[A-Za-z_]\w*\s*\(` finds it), matched once per run rather than from each of its characters.
-# The possessive quantifiers (Python 3.11+) only spare the backtracking: the classes they repeat are
-# disjoint from what follows each, so Python 3.10's plain ones match exactly the same.
-_CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(" if sys.version_info >= (3, 11)
-                        else r"\b[^\W_A-Za-z]*([A-Za-z_]\w*)\s*\(")
-_PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
 
 
 def _step_receivers_in(scope: ast.AST, m) -> set:
@@ -94,7 +79,7 @@ def build(tree: ast.Module, source: str, filename: str, project: Optional[Projec
 # ---------------------------------------------------------------------------
 # Building the model
 # ---------------------------------------------------------------------------
-class _Builder:
+class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
     def __init__(self, module: Module):
         self.m = module
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
@@ -272,71 +257,6 @@ class _Builder:
         out.update(methods_of(cls))
         return out
 
-    def _mark_sum_lines(self) -> None:
-        """Calls that sum rather than average (``reduction="sum"``), and the names bound to them."""
-        m = self.m
-        words = lines_of(m.source, find_all(m.source, ("reduction", "size_average")))
-        if not words:
-            return
-        lines = set()
-        for node in walk_lines(m.tree, words):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _sums(node.value):
-                m.sum_losses.update(terminal(t) for t in node.targets)
-            if isinstance(node, ast.Call) and _sums(node):
-                lines.add(node.lineno)
-        m._sum_lines = sorted(lines)
-
-    def _mark_helper_calls(self) -> None:
-        """Lines that call a helper holding events are interesting too (to a fixed point);
-        likewise for the lines that (through helpers) can reach a backward pass."""
-        m = self.m
-        helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
-        m._backward_lines = lines_of(m.source, find_all(m.source, ("backward",)))
-        if self.foreign_backward:
-            m._backward_lines = sorted(set(m._backward_lines).union(self.foreign_backward))
-        # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)`: a call of code we cannot see
-        # that back-propagates and steps (see _events.conditional_step)
-        stepping = [
-            n.lineno for n in walk_lines(m.tree, m.word_lines(("%",)))
-            if isinstance(n, ast.Call) and conditional_step(n) is not None
-        ]
-        if stepping:
-            m._backward_lines = sorted(set(m._backward_lines).union(stepping))
-            m._add_positions([m.line_offset(line) for line in stepping])
-        if not helpers and not m.classes:
-            return
-        callables = [c for c in m.classes.values() if "__call__" in m.methods.get(id(c), ())]
-        if callables and self.class_calls:
-            # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: the call runs __call__
-            self._bound = True
-            self._bind_instances()
-            objects = {n: ms["__call__"] for n, ms in m.instances.items() if n.isidentifier() and "__call__" in ms}
-            if objects:
-                helpers += list(objects.items())
-                sites = self._call_sites()
-                for match in re.finditer(r"\b(%s)\s*\(" % "|".join(map(re.escape, objects)), m.source):
-                    sites.add(match.group(1), match.start())
-        m._lines = _propagate(m, m._lines, helpers, self._call_sites)
-        m._backward_lines = _propagate(m, m._backward_lines, helpers, self._call_sites)
-
-    def _call_sites(self) -> "_CallSites":
-        """Where each function, method and class of the module is called (searched on the first question)."""
-        sites = self.__dict__.get("_sites")
-        if sites is None:
-            m = self.m
-            names = set(m.functions) | set(m.classes) | {n for ms in m.methods.values() for n in ms}
-            sites = self._sites = _CallSites(m.source, names)
-        return sites
-
-    @property
-    def class_calls(self) -> List[int]:
-        """The lines calling a class of this module (read on the first question)."""
-        calls = self.__dict__.get("_class_calls")
-        if calls is None:
-            sites = self._call_sites() if self.m.classes else None
-            calls = self._class_calls = lines_of(self.m.source, [pos for name in self.m.classes for pos in sites[name]] if sites else [])
-        return calls
-
     def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
         m, candidates = self.m, self.sum_candidates
         for i, stmt in enumerate(stmts):
@@ -397,104 +317,6 @@ class _Builder:
                 elif hot:
                     self._simple(stmt, scope, cls)
 
-    def _engine_updates(self) -> None:
-        """ignite's ``Engine(update)``: the engine calls ``update(engine, batch)`` once per batch,
-        so its body is one iteration of a training loop (as Lightning's manual ``training_step``)."""
-        m = self.m
-        # an event handler (`@trainer.on(Events.ITERATION_STARTED)`) may clear for the update function:
-        # then the update's body alone is not the whole iteration
-        handlers_clear = (".on(" in m.source or "add_event_handler" in m.source) and any(
-            "zero_grad" in m.lines_with(fn, "zero_grad") for fn in ast.walk(m.tree)
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                isinstance(d, ast.Call) and terminal(d.func) == "on" for d in fn.decorator_list
-            )
-        ) or "add_event_handler" in m.source and "zero_grad" in m.source and self._added_handler_clears()
-        scopes = [(m.tree, m.functions)] + [
-            (fn, local_defs(fn)) for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
-        for scope, defs in scopes:
-            if not defs:
-                continue
-            calls = body_nodes(scope) if scope is not m.tree else (
-                n for stmt in m.tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                for n in ast.walk(stmt)
-            )
-            for node in calls:
-                if not (isinstance(node, ast.Call) and terminal(node.func) == "Engine"):
-                    continue
-                qualified = m.project.qualified(text(node.func), m.filename) or ""
-                if not qualified.startswith("ignite."):
-                    continue  # an Engine of another library (or of this project)
-                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "process_function"), None)
-                fn = defs.get(arg.id) if isinstance(arg, ast.Name) else None
-                if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending) or handlers_clear:
-                    continue
-                # the update calls its own closures and its siblings (`forward_pass(batch)`, and
-                # `backward_pass`, one of two siblings picked for the run)
-                siblings = {**defs, **_closure_aliases(scope, defs)} if scope is not m.tree else {}
-                self.pending.append((fn, fn, None, (), {**siblings, **local_defs(fn)}))
-        self._engine_handlers(scopes)
-        # ignite's own factories (`supervised_training_step`): a function returns its closure
-        # `update(engine: Engine, batch)`, which the caller hands to an Engine
-        if handlers_clear:
-            return
-        for scope, defs in scopes[1:]:
-            for stmt in scope.body:
-                fn = defs.get(stmt.value.id) if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) else None
-                if fn is None or not m.interesting(fn) or any(p[0] is fn for p in self.pending):
-                    continue
-                params = fn.args.posonlyargs + fn.args.args
-                engine = params[0].annotation if len(params) == 2 else None
-                if engine is not None and (m.project.qualified(text(engine), m.filename) or "").startswith("ignite."):
-                    self.pending.append((fn, fn, None, (), local_defs(fn)))
-
-    def _added_handler_clears(self) -> bool:
-        """Some ``engine.add_event_handler(event, handler, ...)`` may clear: a lambda or a function of
-        this file whose body calls ``zero_grad``, or a handler defined elsewhere (unknown)."""
-        m = self.m
-        functions = {fn.name: fn for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        for call in ast.walk(m.tree):
-            if not (isinstance(call, ast.Call) and terminal(call.func) == "add_event_handler"):
-                continue
-            handler = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "handler"), None)
-            fn = functions.get(handler.id) if isinstance(handler, ast.Name) else None
-            if fn is None and not isinstance(handler, ast.Lambda):
-                return True  # defined elsewhere: it may clear
-            if "zero_grad" in m.scope_text(fn) if fn is not None else "zero_grad" in text(handler):
-                return True
-        return False
-
-    def _engine_handlers(self, scopes) -> None:
-        """``@trainer.on(Events.EPOCH_COMPLETED)`` on an ignite Engine: the handler runs once per
-        epoch (or iteration), so its body is one iteration of a loop (ignite's reinforcement
-        learning examples back-propagate and step in one). Handlers of events that fire once
-        (``STARTED``, ``COMPLETED``) are no loop."""
-        m = self.m
-        aliases = {  # `EPISODE_COMPLETED = Events.EPOCH_COMPLETED`
-            t.id: text(stmt.value) for stmt in m.tree.body if isinstance(stmt, ast.Assign)
-            for t in stmt.targets if isinstance(t, ast.Name)
-        }
-        for scope, _ in scopes:
-            engines = {  # names bound to ignite's Engine(...) in this scope
-                t.id for stmt in body_nodes(scope) if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
-                and terminal(stmt.value.func) == "Engine"
-                and (m.project.qualified(text(stmt.value.func), m.filename) or "").startswith("ignite.")
-                for t in stmt.targets if isinstance(t, ast.Name)
-            } if scope is not m.tree else set()
-            if not engines:
-                continue
-            for fn in body_nodes(scope):
-                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.interesting(fn):
-                    continue
-                for d in fn.decorator_list:
-                    if not (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "on"
-                            and isinstance(d.func.value, ast.Name) and d.func.value.id in engines and d.args):
-                        continue
-                    event = d.args[0].func if isinstance(d.args[0], ast.Call) else d.args[0]  # EPOCH_COMPLETED(every=k)
-                    written = aliases.get(text(event), text(event))
-                    if _REPEATING_EVENT.search(written) and not any(p[0] is fn for p in self.pending):
-                        self.pending.append((fn, fn, None, (), local_defs(fn)))
-
     def _factory_closures(self, fn: ast.AST) -> Dict[str, ast.AST]:
         """``reset, on_end = make_callbacks(model, opt)`` in ``fn``'s body, where ``make_callbacks`` is
         a function of this module that returns a tuple of its own closures: the names bound to those
@@ -514,31 +336,6 @@ class _Builder:
                         if isinstance(target, ast.Name) and isinstance(elt, ast.Name) and elt.id in defs:
                             out[target.id] = defs[elt.id]
         return out
-
-    def _mark_closure_calls(self, fn: ast.AST, local: Dict[str, ast.AST]) -> None:
-        """Lines of ``fn`` calling one of its closures that holds events are interesting too
-        (``def opt_step(): optimizer.step()`` ... ``opt_step()``)."""
-        m = self.m
-        hot = [name for name, f in local.items() if m.interesting(f)]
-        if not hot:
-            return
-        lines = m.scope_text(fn)
-        start = m.line_offset(fn.lineno)
-        pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, hot)))
-        positions = [start + match.start() for match in pattern.finditer(lines)]
-        m._add_positions(positions)
-        if any(overlaps(m._backward_lines, local[name]) for name in hot):
-            m._backward_lines = sorted(set(m._backward_lines).union(lines_of(m.source, positions)))
-
-    def _find_no_grad_callees(self) -> None:
-        """Names of functions called inside ``with torch.no_grad():`` (their loops need no no_grad of their own)."""
-        m = self.m
-        # such a `with` names its context on its lines: only the nodes there are searched
-        for node in walk_lines(m.tree, m.word_lines(NO_GRAD_WORDS)):
-            if isinstance(node, (ast.With, ast.AsyncWith)) and no_grad_with(node):
-                for inner in subtree(node):
-                    if isinstance(inner, ast.Call):
-                        self.no_grad_callees.add(terminal(inner.func))
 
     def _simple(self, stmt: ast.stmt, scope, cls) -> None:
         """Optimizer constructors, ``zero_grad(set_to_none=False)`` and ``create_graph=True``."""
@@ -592,70 +389,6 @@ class _Builder:
                     continue  # a torch optimizer or module subclass: its step/zero_grad are the real ones
                 for t in node.targets:
                     m.instances[text(t)] = m.methods.get(id(cls)) or methods_of(cls)
-
-    def _bind_foreign(self) -> None:
-        """Objects of classes that another file of the linted tree defines, resolved through this
-        file's ``from ... import``: ``self.optim = Optimizer(...)``, ``wrapper = OptimWrapper(...)``,
-        a parameter annotated ``optim_wrapper: OptimWrapper`` (and ``self.optim = optim`` of such a
-        parameter). Their methods are followed at the loop's calls like this module's own
-        wrappers; the lines calling one that holds a gradient-buffer event become interesting."""
-        m = self.m
-        imports = {
-            local: spec for local, spec in imported_names(m.tree).items()
-            if spec[0] in m.project.defined and local not in m.classes and m.project.may_hold_events(spec[0])
-        }
-        if not imports:
-            return
-
-        def class_name(node) -> Optional[str]:  # the imported class a constructor or annotation names
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "OptimWrapper"
-                node = ast.Name(id=node.value.split("[")[0].strip())
-            if isinstance(node, ast.Subscript):  # Optional[OptimWrapper]
-                node = node.slice
-            return node.id if isinstance(node, ast.Name) and node.id in imports else None
-
-        lines = lines_of(m.source, find_all(m.source, tuple(imports)))
-        named: Dict[str, str] = {}  # receiver text -> the imported class name
-        for node in walk_lines(m.tree, lines):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                name = class_name(node.value.func)
-                if name:
-                    named.update((text(t), name) for t in node.targets)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                params = {}
-                for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-                    name = class_name(a.annotation) if a.annotation is not None else None
-                    if name:
-                        params[a.arg] = named[a.arg] = name
-                for stmt in subtree(node) if params else ():  # self.optim = optim
-                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params:
-                        named.update((text(t), params[stmt.value.id]) for t in stmt.targets)
-        if not named:
-            return
-        # only the classes whose objects this file calls a method of are parsed (once per tree)
-        pattern = re.compile(r"(?<![\w.])(%s)\s*\.\s*(\w+)\s*\(" % "|".join(map(re.escape, sorted(named, key=len, reverse=True))))
-        starts = sorted({pos for receiver in named for pos in find_all(m.source, (receiver,))})  # where a match can start
-        sites = [(match.start(), match.group(1), match.group(2)) for match in matches_at(pattern, m.source, starts)]
-        classes = {name: m.project.foreign_class(*imports[name], m.filename) for name in {named[r] for _, r, _ in sites}}
-        bound = {r: classes[name] for r, name in named.items() if classes.get(name)}
-        if not bound:
-            return
-        m.instances.update(bound)
-        self.foreign_bound = True
-        # the lines calling a method that touches the gradient buffer (itself or through the
-        # methods it calls on self) are interesting; those reaching a backward pass, loop-worthy
-        holds = m.project.__dict__.setdefault("_event_methods", _EventMethods())  # kept with the classes it describes
-        for methods in bound.values():
-            holds.add(methods)
-        hits, backward = [], []
-        for pos, receiver, method in sites:
-            kinds = holds.kinds(bound[receiver].get(method)) if receiver in bound else ()
-            if kinds:
-                hits.append(pos)
-                if "backward" in kinds:
-                    backward.append(pos)
-        m._add_positions(hits)
-        self.foreign_backward = lines_of(m.source, backward)
 
     def _loop(self, node, scope, cls, after, closures) -> None:
         m = self.m
@@ -721,213 +454,6 @@ class _Builder:
         return cached
 
 
-class _EventMethods:
-    """``kinds(method)``: ``{"backward", "event"}`` for a method of another file's class that
-    back-propagates or touches the gradient buffer, itself or through ``self.other()`` (four
-    rounds through the class's methods in their order), read among the methods of the first
-    class seen holding it (a class whose first method is known already adds nothing).
-
-    A method is read when a call asks for it, with the methods it reaches through ``self``:
-    a loop calling one method of ``nn.Module`` does not read the hundred others."""
-
-    def __init__(self):
-        #: id(method) -> (the methods of the class it is read among, its name there)
-        self.context: Dict[int, tuple] = {}
-        self._own: Dict[int, tuple] = {}  # id(method) -> (its own kinds, the names it calls on self)
-        self._found: Dict[tuple, frozenset] = {}
-
-    def add(self, methods: Dict[str, ast.AST]) -> None:
-        if id(next(iter(methods.values()), None)) not in self.context:
-            for name, fn in methods.items():
-                self.context[id(fn)] = (methods, name)
-
-    def kinds(self, fn: Optional[ast.AST]) -> frozenset:
-        entry = self.context.get(id(fn))
-        if entry is None:
-            return frozenset()
-        methods, name = entry
-        key = (id(fn), id(methods))
-        if key not in self._found:
-            self._found[key] = self._read(methods, name)
-        return self._found[key]
-
-    def _read(self, methods: Dict[str, ast.AST], start: str) -> frozenset:
-        reached, pending = {start}, [start]
-        while pending:
-            for other in self._own_kinds(methods[pending.pop()])[1]:
-                if other in methods and other not in reached:
-                    reached.add(other)
-                    pending.append(other)
-        # the methods reached, in the class's order: the rounds give what they gave over all methods
-        names = [name for name in methods if name in reached]
-        own = {name: set(self._own_kinds(methods[name])[0]) for name in names}
-        for _ in range(4):  # through self.other(), to a fixed point
-            for name in names:
-                for other in self._own_kinds(methods[name])[1]:
-                    if other in own:
-                        own[name] |= own[other]
-        return frozenset(own[start])
-
-    def _own_kinds(self, fn: ast.AST) -> tuple:
-        found = self._own.get(id(fn))
-        if found is None:
-            kinds, called = set(), set()
-            for n in subtree(fn):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                    attr = n.func.attr
-                    if attr == "backward":
-                        kinds |= {"backward", "event"}
-                    elif attr in ("step", "zero_grad") or "grad" in attr:
-                        kinds.add("event")
-                    if isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
-                        called.add(attr)
-                elif isinstance(n, ast.Attribute) and n.attr == "grad":
-                    kinds.add("event")
-            found = self._own[id(fn)] = (frozenset(kinds), called)
-        return found
-
-
-def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.AST]:
-    """Names a function binds to one of two of its closures by a test made before its loop
-    (``if hvd and amp: backward_pass = hvd_pass`` ``else: backward_pass = amp_pass``): a
-    function standing for the pair, ``if <choice>: return hvd_pass(...)`` ``else: return
-    amp_pass(...)``, where ``<choice>`` is a name nothing assigns, so that the walk takes it as a
-    flag fixed for the run (each run calls one of the two, on every iteration)."""
-    out: Dict[str, ast.AST] = {}
-    for stmt in scope.body:
-        if not (isinstance(stmt, ast.If) and len(stmt.body) == 1 and len(stmt.orelse) == 1):
-            continue
-        picks = []
-        for branch in (stmt.body[0], stmt.orelse[0]):
-            ok = isinstance(branch, ast.Assign) and len(branch.targets) == 1 and isinstance(branch.targets[0], ast.Name)
-            ok = ok and isinstance(branch.value, ast.Name) and branch.value.id in defs
-            picks.append((branch.targets[0].id, defs[branch.value.id]) if ok else None)
-        if None in picks or picks[0][0] != picks[1][0] or picks[0][0] in defs:
-            continue
-        name, (first, second) = picks[0][0], (picks[0][1], picks[1][1])
-        params = [a.arg for a in first.args.posonlyargs + first.args.args]
-        if params != [a.arg for a in second.args.posonlyargs + second.args.args]:
-            continue
-
-        def call(fn):
-            return ast.Return(ast.Call(ast.Name(fn.name, ast.Load()), [ast.Name(p, ast.Load()) for p in params], []))
-
-        start = min(first.lineno, second.lineno)
-        end = max(first.end_lineno, second.end_lineno)
-        choice = ast.If(ast.Name(f"{name}_is_{first.name}", ast.Load()), [call(first)], [call(second)])
-        fn = ast.FunctionDef(name=name, args=first.args, body=[choice], decorator_list=[], returns=None)
-        for node in ast.walk(fn):  # on the lines of the two closures: interesting where they are
-            if "lineno" in node._attributes:
-                node.lineno, node.end_lineno, node.col_offset, node.end_col_offset = start, end, 0, 0
-        out[name] = fn
-    return out
-
-
-#: Words one of which an optimizer's constructor (:func:`~._events.optimizer_constructor`) has on its
-#: lines: ``optim`` (``torch.optim.X``) or a class name (the shortest: ``Adam`` is in ``AdamW``).
-_CTOR_WORDS = ("optim",) + tuple(sorted(
-    name for name in OPTIMIZER_CLASSES if not any(other != name and other in name for other in OPTIMIZER_CLASSES)
-))
-#: The names of the contexts that turn autograd off (:func:`~._ast.no_grad_with`).
-NO_GRAD_WORDS = tuple(sorted(NO_GRAD_CONTEXTS)) + ("set_grad_enabled",)
-
-
-#: ignite events that fire again and again during a run (not STARTED / COMPLETED, fired once).
-_REPEATING_EVENT = re.compile(r"\bEvents\.(EPOCH|ITERATION|GET_BATCH)_(STARTED|COMPLETED)$")
-
-
-class _CallSites:
-    """``sites[name]``: the positions where a function, method or class of the module (one of
-    ``names``) is called, as a search for ``_CALL_SITE`` finds them, and ``partial(name``
-    (``optimizer.step(partial(self.training_step, ...))`` runs it too).
-
-    A file's first few names are searched one at a time (``str.find``, far faster than a pass
-    of the regular expression over every word of the text); asked for more, it reads every call
-    of the text in one pass, so that the cost stays linear in the size of the file whatever
-    the number of helpers."""
-
-    #: names searched one at a time before the one pass over the whole text (which costs about
-    #: as much as 40 to 60 searches for one name, measured on torch's own modules)
-    ONE_AT_A_TIME = 48
-
-    def __init__(self, source: str, names):
-        self.source, self.names = source, names
-        self.searched: Dict[str, List[int]] = {}
-        self.all_read = False
-        #: sites found otherwise: ``partial(name``, and calls of objects (:meth:`add`)
-        self.extra: Dict[str, List[int]] = {}
-        if "partial" in source:
-            for match in matches_at(_PARTIAL_SITE, source, find_all(source, ("partial",))):
-                if match.group(1) in names:
-                    self.add(match.group(1), match.start())
-
-    def add(self, name: str, position: int) -> None:
-        self.extra.setdefault(name, []).append(position)
-
-    def __getitem__(self, name: str) -> List[int]:
-        found = self.searched.get(name)
-        if found is None:
-            if name not in self.names or self.all_read or not _NAME_START.match(name):
-                found = []  # (a name written from a non-ASCII letter is no call site: see _CALL_SITE)
-            elif len(self.searched) < self.ONE_AT_A_TIME:
-                found = self.searched[name] = _calls_of(self.source, name)
-            else:
-                self._read_all()
-                found = self.searched.get(name, [])
-        return found + self.extra.get(name, [])
-
-    def _read_all(self) -> None:
-        read: Dict[str, List[int]] = {}
-        for match in _CALL_SITE.finditer(self.source):
-            if match.group(1) in self.names:
-                read.setdefault(match.group(1), []).append(match.start(1))
-        self.searched, self.all_read = read, True
-
-
-def _calls_of(source: str, name: str) -> List[int]:
-    """Where ``name`` is called, as ``_CALL_SITE`` finds it: followed by ``(``, and not part of
-    a longer name (before it, only digits or other non-ASCII word characters of its word)."""
-    out, pos = [], source.find(name)
-    while pos != -1:
-        if _CALL_TAIL.match(source, pos + len(name)):
-            start = pos
-            while start and _WORD.match(source, start - 1) and not _NAME_START.match(source, start - 1):
-                start -= 1
-            if not (start and _WORD.match(source, start - 1)):
-                out.append(pos)
-        pos = source.find(name, pos + 1)
-    return out
-
-
-_CALL_TAIL = re.compile(r"\s*\(")
-_WORD = re.compile(r"\w")
-_NAME_START = re.compile(r"[A-Za-z_]")
-
-
-def _propagate(m: "Module", lines: List[int], helpers, sites: Callable[[], "_CallSites"]) -> List[int]:
-    """``lines`` plus the call sites (``sites()``, asked only when a helper overlaps them) of every
-    helper that overlaps them, to a fixed point (4 rounds)."""
-    marked: set = set()
-    for _ in range(4):
-        fresh = {name for name, fn in helpers if name not in marked and overlaps(lines, fn) and sites()[name]}
-        if not fresh:
-            break
-        marked |= fresh
-        lines = sorted(set(lines).union(lines_of(m.source, [pos for name in fresh for pos in sites()[name]])))
-    return lines
-
-
-def _running_sum_lines(source: str) -> List[int]:
-    """Lines that add a loss into a running total (``total += loss``): candidate evaluation loops."""
-    hits = []
-    for pos in find_all(source, ("+=",)):
-        start = source.rfind("\n", 0, pos) + 1
-        end = source.find("\n", pos)
-        if "loss" in source[start : end if end != -1 else len(source)]:
-            hits.append(pos)
-    return lines_of(source, hits)
-
-
 def _model_of(ctor: ast.Call) -> Optional[str]:
     """``SGD(netD.parameters(), ...)`` -> ``"netD"``."""
     if ctor.args:
@@ -946,12 +472,3 @@ def _models_of(ctor: ast.Call) -> List[str]:
     ))
 
 
-def _sums(call: ast.Call) -> bool:
-    """A loss constructor or call that does not average: ``reduction="sum"``/``"none"``, ``size_average=False``
-    (``"batchmean"``, KL divergence's mean over the batch, averages)."""
-    for k in call.keywords:
-        if k.arg == "reduction" and not (isinstance(k.value, ast.Constant) and k.value.value in ("mean", "batchmean")):
-            return True
-        if k.arg == "size_average" and isinstance(k.value, ast.Constant) and k.value.value is False:
-            return True
-    return False

@@ -12,9 +12,11 @@ Modules, each using only those after it: ``_session`` (one active watch:
 events in order, dispatched to the rules) -> ``_hooks`` (what is installed into
 torch, and per-thread dispatch), ``rules/`` (one module per code: its criteria,
 its memory, its words' specifics; reading ``_view``'s views), ``_reporter``
-(dedupe, parameter names, warn/raise/record) -> ``_view`` -> ``_tracker`` (the
-``.grad`` buffers as columns, one record per backward pass) -> ``_graph``
-(reading a loss's autograd graph), ``_source`` (the user's line). The Accumulator's marks come through
+(dedupe, parameter names, warn/raise/record) -> ``_view`` -> ``_tracker`` (which
+backward pass's gradient is in which ``.grad`` buffer) -> ``_by_hand`` (the few checks
+that read values) -> ``_columns`` (the buffers as columns), ``_records`` (one record per
+backward pass, one per optimizer) -> ``_graph`` (reading a loss's autograd graph),
+``_source`` (the user's line). The Accumulator's marks come through
 :mod:`gradguard._channel`.
 """
 

@@ -20,10 +20,12 @@ from .. import _channel
 from .._errors import GradguardError
 from ..findings import Finding
 from . import _hooks, rules
+from ._columns import grads_of
 from ._graph import UNKNOWN, analyze_loss, parameters_reached
+from ._records import OptState, Pass
 from ._reporter import Reporter
 from ._source import Site, Source
-from ._tracker import OptState, Pass, Tracker, grads_of
+from ._tracker import Tracker
 from ._view import ClearView, DiscardView, EndView, ModuleView, PassView, StepView
 
 

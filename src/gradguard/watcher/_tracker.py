@@ -31,6 +31,10 @@ every in-place operation bumps:
   the gradient is still there, still waiting for a step. Changing a gradient
   in place does not use it; only an optimizer step does.
 
+The columns' storage is :mod:`._columns`, the records of a pass and of an optimizer
+:mod:`._records`, and the few checks that do read values (a norm, with a sync, asked
+only where a finding depends on it) :mod:`._by_hand`.
+
 The buffers last seen are held by strong reference, which costs nothing while
 they are still the parameters' ``.grad``: a weak reference per buffer would cost
 a Python object per parameter per step (and set off CPython's cyclic collector).
@@ -44,82 +48,15 @@ step or ``zero_grad``).
 from __future__ import annotations
 
 from itertools import compress, islice, repeat
-from operator import add, and_, attrgetter, gt, is_, is_not, lt, mul, ne, not_, or_
+from operator import and_, gt, is_, is_not, lt, ne, not_, or_
 from typing import Callable, Dict, List, Optional
 
 import torch
 
-from ._graph import LossInfo
+from ._by_hand import ByHand, _fingerprint
+from ._columns import MIXED, Column, ColumnStore, Subset, _same, grads_of, pick, versions_of, where
+from ._records import OptState, Pass, optimizer_moves_zero_grads
 from ._source import Site
-
-_grad = attrgetter("grad")
-_version = attrgetter("_version")
-
-
-def grads_of(params: List[torch.Tensor]) -> list:
-    """``[p.grad for p in params]``, in one C loop."""
-    return list(map(_grad, params))
-
-
-def versions_of(grads: list) -> List[int]:
-    """The ``._version`` of each buffer, -1 for ``None``."""
-    if any(map(is_, grads, repeat(None))):
-        if not any(map(is_not, grads, repeat(None))):
-            return [-1] * len(grads)
-        return [-1 if g is None else g._version for g in grads]
-    return list(map(_version, grads))
-
-
-def where(mask) -> List[int]:
-    """The positions where ``mask`` is true."""
-    return list(compress(range(len(mask)), mask))
-
-
-def pick(mask, bools_or_ints, value):
-    """``value`` where ``mask`` is true, else the element of ``bools_or_ints`` (ints and bools only)."""
-    if all(mask):  # the steady state of a correct loop: every position (one C scan, no arithmetic)
-        return [value] * len(mask)
-    return list(map(add, map(mul, mask, repeat(value)), map(mul, map(not_, mask), bools_or_ints)))
-
-
-class Pass:
-    """One backward pass: where it was called, what its loss was, which buffers it reached.
-
-    ``reached``: a mask over the tracker's parameters (as ordered when the pass
-    ran; positions past its end were not reached). ``used`` turns True when any
-    optimizer step applied any of its gradient; ``judged`` when its discarding
-    was signalled (once).
-    """
-
-    __slots__ = ("index", "site", "info", "managed", "counted", "used", "judged", "reached", "retained", "pver",
-                 "create_graph", "framework", "windowed")
-
-    def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
-        self.index = index
-        self.site = site
-        self.info = info
-        self.managed = managed  # weighted by gradguard itself (the Accumulator, accumulate_batch)
-        self.counted = counted  # ... with item counts (exact weights); False: count=None, equal weights
-        self.used = used
-        self.judged = False
-        self.reached: list = []
-        self.retained = False  # backward(retain_graph=True): its graph is shared with another pass
-        self.create_graph = False
-        self.framework = False  # called through a library's code (a framework's backward, which scales the loss)
-        self.windowed = False  # made through an Accumulator's backward(): its window is pending until that step
-        # (parameter, its _version) for the first few parameters reached, right after the
-        # pass: a parameter modified in place before the gradient is cleared means the
-        # gradient was used by hand (SAM's perturbation, a hand-written update).
-        self.pver: tuple = ()
-
-    def moved(self) -> bool:
-        """Some parameter it reached was modified in place since the pass (not by a watched step)."""
-        return any(p._version != v for p, v in self.pver)
-
-    def mask(self, n: int) -> list:
-        """``reached`` padded with False to ``n`` positions."""
-        r = self.reached
-        return r if len(r) == n else (r + [False] * (n - len(r)))[:n]
 
 
 # Passes kept beyond those that still matter for a finding (not yet used by a step).
@@ -129,98 +66,7 @@ MAX_PENDING = 32
 COLUMNS = (("buf", None), ("ver", -1), ("since", 0), ("last", 0), ("consumed", False), ("zero", False))
 
 
-class OptState:
-    """A watched optimizer: where its parameters sit in the tracker's columns, and its step count."""
-
-    __slots__ = ("opt", "params", "ids", "sig", "steps", "clock", "moves_zero", "closure", "name", "sl", "idx",
-                 "discarded_in")
-
-    def __init__(self, opt: torch.optim.Optimizer):
-        self.opt = opt
-        self.params: List[torch.Tensor] = []
-        self.ids: frozenset = frozenset()
-        self.sig = None
-        self.steps = 0  # steps completed inside the watch
-        self.clock = 0  # the watch's clock at its last step
-        self.moves_zero = False
-        self.closure = False
-        self.name = type(opt).__name__
-        self.sl: Optional[slice] = None  # its parameters' positions, when they are one run of the columns
-        self.idx: List[int] = []  # else: their positions
-        self.discarded_in = -1  # the step interval in which gradient of its parameters was last cleared unused
-
-
-def optimizer_moves_zero_grads(opt: torch.optim.Optimizer) -> bool:
-    """True if a zero (not None) gradient still moves parameters: momentum, Adam-style betas, weight decay."""
-    for group in opt.param_groups:
-        if group.get("momentum", 0) or group.get("weight_decay", 0) or "betas" in group:
-            return True
-    return False
-
-
-class Subset:
-    """Some of the tracker's positions: one slice of the columns when they are contiguous (read and written in C)."""
-
-    __slots__ = ("sl", "idx")
-
-    def __init__(self, idx: List[int]):
-        if idx and idx == list(range(idx[0], idx[0] + len(idx))):
-            self.sl, self.idx = slice(idx[0], idx[0] + len(idx)), idx
-        else:
-            self.sl, self.idx = None, idx
-
-    def get(self, col: list) -> list:
-        if self.sl is not None:
-            return col[self.sl]
-        return [col[i] for i in self.idx]
-
-    def put(self, col: list, values: list) -> None:
-        if self.sl is not None:
-            col[self.sl] = values
-        else:
-            for i, v in zip(self.idx, values):
-                col[i] = v
-
-
-MIXED = object()  # a column's one value when its positions do not (or may not) all hold the same
-
-
-def _same(a, b) -> bool:
-    """``a`` and ``b`` are the same column value (ints by value, everything else by identity)."""
-    return a is b or (type(a) is int and type(b) is int and a == b)
-
-
-class Column:
-    """A column of the tracker: a list over its parameters, or one value while every position holds it.
-
-    A correct loop's events set whole columns to one value (every buffer cleared
-    at the same pass, every parameter reached by the last one, every gradient
-    applied by the step). Held as that value (``flat_<name>``), such a write costs
-    nothing per parameter, and the questions the next event asks ("is any
-    gradient consumed? pending?") take one comparison. The list is made when
-    something reads the column as one (then ``flat_<name>`` still tells the value
-    if they are all alike, else it is ``MIXED``).
-    """
-
-    def __set_name__(self, owner, name):
-        self.store, self.flat = "_" + name, "flat_" + name
-
-    def __get__(self, tracker, owner=None):
-        if tracker is None:
-            return self
-        d = tracker.__dict__
-        col = d[self.store]
-        if col is None:
-            col = d[self.store] = [d[self.flat]] * len(tracker.params)
-        return col
-
-    def __set__(self, tracker, values: list) -> None:
-        d = tracker.__dict__
-        d[self.store] = values
-        d[self.flat] = MIXED
-
-
-class Tracker:
+class Tracker(ColumnStore, ByHand):
     """Every parameter the watch has seen, and what its ``.grad`` holds (see the module's docstring).
 
     ``on_discard(ps, ost, site)`` is called when a clearing at ``site`` took the
@@ -364,45 +210,6 @@ class Tracker:
         sub = Subset.__new__(Subset)
         sub.sl, sub.idx = ost.sl, ost.idx
         return sub
-
-    # ------------------------------------------------------------ columns
-    def uniform(self, name: str, value) -> None:
-        """Every position of column ``name`` holds ``value`` now."""
-        d = self.__dict__
-        d["_" + name] = None
-        d["flat_" + name] = value
-
-    def _put(self, name: str, sub: Subset, values: Optional[list], value=MIXED) -> None:
-        """``values`` (over ``sub``; None: ``value`` at each) into column ``name``. ``value``: what they all
-        are, when known (then a write over every position keeps one value, not a list)."""
-        d = self.__dict__
-        flat = d["flat_" + name]
-        if value is not MIXED:
-            if self._whole(sub):
-                self.uniform(name, value)
-                return
-            if d["_" + name] is None and _same(flat, value):
-                return  # it is that value everywhere already
-        sub.put(getattr(self, name), values if values is not None else [value] * len(sub.idx))
-        if not _same(flat, value):
-            d["flat_" + name] = MIXED
-
-    def _whole(self, sub: Subset) -> bool:
-        """``sub`` is every position (its length alone does not say: an optimizer may list a parameter twice)."""
-        sl = sub.sl
-        return sl is not None and sl.start == 0 and sl.stop == len(self.params)
-
-    def _set_at(self, name: str, positions: List[int], value) -> None:
-        """Column ``name`` holds ``value`` at ``positions``."""
-        d = self.__dict__
-        alike = _same(d["flat_" + name], value)
-        if alike and d["_" + name] is None:
-            return
-        col = getattr(self, name)
-        for i in positions:
-            col[i] = value
-        if not alike:
-            d["flat_" + name] = MIXED
 
     # ------------------------------------------------------------ what a change means
     def sync(self, sub: Subset, site: Optional[Site] = None, zero_fill: bool = False,
@@ -707,97 +514,6 @@ class Tracker:
                     fed[ps.index] = ps
         return with_grad, stale, zero_only, by_hand, fed
 
-    def changed_since_pass(self, sub: Subset, grads: list) -> List[int]:
-        """Positions in ``sub`` (as indices into ``grads``) whose buffer still holds waiting gradient
-        and was changed in place since the last pass reached it (the same tensor, another version)."""
-        pending, _ = self._pending(sub, len(grads))
-        after, idx, n = self.after_ver, sub.idx, len(self.after_ver)
-        if not n:
-            return []
-        if not any(pending):
-            return []
-        try:
-            seen = sub.get(after)
-        except IndexError:  # a parameter added since the last pass: no version of it to compare
-            return []
-        # in C loops: same buffer as the pass left, another version (a -1 on either side: none)
-        same = map(is_, grads, sub.get(self.buf))
-        moved = map(ne, versions_of(grads), seen)
-        known = map(ne, seen, repeat(-1))
-        return where(list(map(and_, map(and_, pending, same), map(and_, moved, known))))
-
-    def zeroed_by_hand(self, sub: Subset, grads: list, site: Optional[Site]) -> List[int]:
-        """Before a step: every buffer of ``sub`` holding waiting gradient was changed in place since
-        the last pass and now holds only zeros (``p.grad.zero_()``, ``fill_(0)``, ``mul_(0)``, in a
-        helper or not): a clearing, which discards the passes whose gradient waited there. One
-        foreach max-norm (a sync) only where buffers were changed in place. Returns the indices
-        into ``grads`` that were changed in place and are not zero (rescaled, clipped, unscaled)."""
-        changed = self.changed_since_pass(sub, grads)
-        if not changed:
-            return []
-        try:
-            norms = torch._foreach_norm([grads[j] for j in changed], float("inf"))
-            device = norms[0].device
-            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
-        except Exception:
-            return []
-        pending, _ = self._pending(sub, len(grads))
-        waiting = [j for j in where(pending) if grads[j] is not None]
-        if all(zero) and len(changed) == len(waiting):
-            positions = [sub.idx[j] for j in changed]
-            self.clear(positions, None)  # found at the step: the clearing's own line is not known
-            self._set_at("zero", positions, True)  # zero-filled: no gradient of unknown origin
-            for j, i in zip(changed, positions):
-                self._set_at("ver", [i], grads[j]._version)  # seen as it is now: not changed again
-                self._set_at("buf", [i], grads[j])
-                self.after_ver[i] = -1
-            return []
-        return [j for j, z in zip(changed, zero) if not z]
-
-    def rescaled(self, sub: Subset, grads: list) -> Optional[float]:
-        """The factor by which the user's code rescaled the waiting gradient in place since the last
-        pass (``p.grad /= K``, ``div_``, ``.data.mul_``, ``_foreach_div_``, a wrapper's), measured on
-        the reference buffer (:attr:`ref_norm`, the same tensor still in ``.grad``); None when it
-        cannot be measured. One norm and a sync: asked only where a finding depends on it.
-        (Clipping and GradScaler.unscale_ rescale in place too.)"""
-        ref = self.ref_norm
-        if ref is None:
-            return None
-        pos, ver, norm = ref
-        j = next((j for j, i in enumerate(sub.idx) if i == pos), None)
-        buf = self.buf[pos] if pos < len(self.params) else None
-        if j is None or buf is None or grads[j] is not buf:
-            return None
-        try:
-            before = float(norm)
-            now = float(torch.linalg.vector_norm(buf.detach().float()))
-        except Exception:
-            return None
-        return now / before if before > 0 else None
-
-    def zeroed_unseen(self, sub: Subset) -> None:
-        """Before a pass: buffers holding only applied gradient that no version change says were
-        cleared, yet hold only zeros (``p.grad.data.zero_()``: ``.data`` has its own version counter)
-        were cleared. One foreach max-norm (a sync), only where applied gradient is still in place
-        at a pass (else GG101's stale gradient, or this clearing)."""
-        if self.flat_consumed is False:
-            return
-        consumed, pending = sub.get(self.consumed), self._pending(sub, len(sub.idx))[0]
-        grads = grads_of(sub.get(self.params))
-        held = [j for j in where(list(map(and_, consumed, map(not_, pending)))) if grads[j] is not None]
-        if not held:
-            return
-        try:
-            norms = torch._foreach_norm([grads[j] for j in held], float("inf"))
-            device = norms[0].device
-            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
-        except Exception:
-            return
-        positions = [sub.idx[j] for j, z in zip(held, zero) if z]
-        if positions:
-            self.clear(positions, None)
-            self._set_at("zero", positions, True)
-
     def _pending(self, sub: Subset, n: int):
         """Mask over ``sub``: buffers holding gradient that waits for a step; and True if that is all of them."""
         if self.flat_since is not MIXED and self.flat_last is not MIXED:  # one value in each column: one comparison
@@ -859,26 +575,6 @@ class Tracker:
         """Passes that no step used and whose gradient still waits somewhere."""
         return [ps for ps in self.passes if not ps.used and not ps.judged and self.live(ps)]
 
-    def moved_by_hand(self) -> List[int]:
-        """Positions held by no optimizer, changed in place since the last pass reached them,
-        whose ``.grad`` still holds that pass's gradient (an update by hand with no clearing)."""
-        states, before = self._print
-        if not states:
-            return []
-        pending = [i for i in states if self.last[i] > self.since[i]]
-        if not pending:
-            return []
-        now = _fingerprint([self.params[i] for i in states])
-        values = (now != before).tolist() if now is not None and before is not None else [False] * len(states)
-        moved = dict(zip(states, values))
-        out = []
-        for i in pending:
-            p = self.params[i]
-            pv = self.pv.get(i, -1)
-            if pv >= 0 and (moved[i] or p._version != pv) and p.grad is not None:
-                out.append(i)
-        return out
-
     def forget(self, positions: List[int]) -> None:
         """Judged once (a hand-written update): what follows is the next pass's."""
         self._set_at("consumed", positions, False)
@@ -890,9 +586,3 @@ def _keep(take: bool, g, old):
     return g if take else old
 
 
-def _fingerprint(params: List[torch.Tensor]) -> Optional[torch.Tensor]:
-    try:
-        norms = torch._foreach_norm([p.detach() for p in params])
-        return torch.stack([n.to(device=norms[0].device, dtype=torch.float32) for n in norms])
-    except Exception:
-        return None

@@ -14,8 +14,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from ..findings import short_path
+from ._columns import Subset
+from ._records import OptState, Pass
 from ._source import Site
-from ._tracker import OptState, Pass, Subset, Tracker
+from ._tracker import Tracker
 
 Report = Callable[..., None]  # (code, detail, site, step, params=(), advice=None)
 

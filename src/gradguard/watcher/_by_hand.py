@@ -1,0 +1,144 @@
+"""What user code did by hand between two events of the watch, told from values.
+
+A buffer's identity and ``._version`` tell most changes (see ``_tracker``'s docstring). Some they
+do not tell apart: a buffer zero-filled by hand (``p.grad.zero_()``) from one rescaled
+(``p.grad /= K``, clipping), a ``p.grad.data.zero_()`` (``.data`` has its own version counter),
+a parameter updated by hand through ``p.data``. These checks tell them from values (a norm, a
+fingerprint: a device sync), and the watch asks them only where a finding depends on the answer.
+
+:class:`ByHand` is a base class of ``_tracker.Tracker`` and works on its columns and passes.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from operator import and_, is_, ne, not_
+from typing import List, Optional
+
+import torch
+
+from ._columns import Subset, grads_of, versions_of, where
+from ._source import Site
+
+
+class ByHand:
+    """The checks of :class:`_tracker.Tracker` that read values (see the module's docstring)."""
+
+    def changed_since_pass(self, sub: Subset, grads: list) -> List[int]:
+        """Positions in ``sub`` (as indices into ``grads``) whose buffer still holds waiting gradient
+        and was changed in place since the last pass reached it (the same tensor, another version)."""
+        pending, _ = self._pending(sub, len(grads))
+        after, idx, n = self.after_ver, sub.idx, len(self.after_ver)
+        if not n:
+            return []
+        if not any(pending):
+            return []
+        try:
+            seen = sub.get(after)
+        except IndexError:  # a parameter added since the last pass: no version of it to compare
+            return []
+        # in C loops: same buffer as the pass left, another version (a -1 on either side: none)
+        same = map(is_, grads, sub.get(self.buf))
+        moved = map(ne, versions_of(grads), seen)
+        known = map(ne, seen, repeat(-1))
+        return where(list(map(and_, map(and_, pending, same), map(and_, moved, known))))
+
+    def zeroed_by_hand(self, sub: Subset, grads: list, site: Optional[Site]) -> List[int]:
+        """Before a step: every buffer of ``sub`` holding waiting gradient was changed in place since
+        the last pass and now holds only zeros (``p.grad.zero_()``, ``fill_(0)``, ``mul_(0)``, in a
+        helper or not): a clearing, which discards the passes whose gradient waited there. One
+        foreach max-norm (a sync) only where buffers were changed in place. Returns the indices
+        into ``grads`` that were changed in place and are not zero (rescaled, clipped, unscaled)."""
+        changed = self.changed_since_pass(sub, grads)
+        if not changed:
+            return []
+        try:
+            norms = torch._foreach_norm([grads[j] for j in changed], float("inf"))
+            device = norms[0].device
+            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
+        except Exception:
+            return []
+        pending, _ = self._pending(sub, len(grads))
+        waiting = [j for j in where(pending) if grads[j] is not None]
+        if all(zero) and len(changed) == len(waiting):
+            positions = [sub.idx[j] for j in changed]
+            self.clear(positions, None)  # found at the step: the clearing's own line is not known
+            self._set_at("zero", positions, True)  # zero-filled: no gradient of unknown origin
+            for j, i in zip(changed, positions):
+                self._set_at("ver", [i], grads[j]._version)  # seen as it is now: not changed again
+                self._set_at("buf", [i], grads[j])
+                self.after_ver[i] = -1
+            return []
+        return [j for j, z in zip(changed, zero) if not z]
+
+    def rescaled(self, sub: Subset, grads: list) -> Optional[float]:
+        """The factor by which the user's code rescaled the waiting gradient in place since the last
+        pass (``p.grad /= K``, ``div_``, ``.data.mul_``, ``_foreach_div_``, a wrapper's), measured on
+        the reference buffer (:attr:`ref_norm`, the same tensor still in ``.grad``); None when it
+        cannot be measured. One norm and a sync: asked only where a finding depends on it.
+        (Clipping and GradScaler.unscale_ rescale in place too.)"""
+        ref = self.ref_norm
+        if ref is None:
+            return None
+        pos, ver, norm = ref
+        j = next((j for j, i in enumerate(sub.idx) if i == pos), None)
+        buf = self.buf[pos] if pos < len(self.params) else None
+        if j is None or buf is None or grads[j] is not buf:
+            return None
+        try:
+            before = float(norm)
+            now = float(torch.linalg.vector_norm(buf.detach().float()))
+        except Exception:
+            return None
+        return now / before if before > 0 else None
+
+    def zeroed_unseen(self, sub: Subset) -> None:
+        """Before a pass: buffers holding only applied gradient that no version change says were
+        cleared, yet hold only zeros (``p.grad.data.zero_()``: ``.data`` has its own version counter)
+        were cleared. One foreach max-norm (a sync), only where applied gradient is still in place
+        at a pass (else GG101's stale gradient, or this clearing)."""
+        if self.flat_consumed is False:
+            return
+        consumed, pending = sub.get(self.consumed), self._pending(sub, len(sub.idx))[0]
+        grads = grads_of(sub.get(self.params))
+        held = [j for j in where(list(map(and_, consumed, map(not_, pending)))) if grads[j] is not None]
+        if not held:
+            return
+        try:
+            norms = torch._foreach_norm([grads[j] for j in held], float("inf"))
+            device = norms[0].device
+            zero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
+        except Exception:
+            return
+        positions = [sub.idx[j] for j, z in zip(held, zero) if z]
+        if positions:
+            self.clear(positions, None)
+            self._set_at("zero", positions, True)
+
+    def moved_by_hand(self) -> List[int]:
+        """Positions held by no optimizer, changed in place since the last pass reached them,
+        whose ``.grad`` still holds that pass's gradient (an update by hand with no clearing)."""
+        states, before = self._print
+        if not states:
+            return []
+        pending = [i for i in states if self.last[i] > self.since[i]]
+        if not pending:
+            return []
+        now = _fingerprint([self.params[i] for i in states])
+        values = (now != before).tolist() if now is not None and before is not None else [False] * len(states)
+        moved = dict(zip(states, values))
+        out = []
+        for i in pending:
+            p = self.params[i]
+            pv = self.pv.get(i, -1)
+            if pv >= 0 and (moved[i] or p._version != pv) and p.grad is not None:
+                out.append(i)
+        return out
+
+
+def _fingerprint(params: List[torch.Tensor]) -> Optional[torch.Tensor]:
+    try:
+        norms = torch._foreach_norm([p.detach() for p in params])
+        return torch.stack([n.to(device=norms[0].device, dtype=torch.float32) for n in norms])
+    except Exception:
+        return None
