@@ -352,6 +352,8 @@ def keeps_graph(expr: ast.AST, name: str) -> bool:
         return expr.id == name
     if isinstance(expr, ast.Attribute):
         return expr.attr not in CUTTING_ATTRS and expr.attr not in _NO_GRAPH_ATTRS and keeps_graph(expr.value, name)
+    if isinstance(expr, ast.Subscript):  # losses["total"], loss[0]: an element of the tensor or of a dict of them
+        return keeps_graph(expr.value, name)
     if isinstance(expr, ast.Call):
         func = expr.func
         if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "str", "round", "bool", "isinstance", "print"):
@@ -383,7 +385,13 @@ def backwarded_later(module, scope, name: str) -> bool:
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
     names = derived_names(module, scope or module.tree, name)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
-    return re.search(pattern, module.lines_with(scope, "backward")) is not None
+    if re.search(pattern, module.lines_with(scope, "backward")) is None:
+        return False  # the cheap text search first; the lines it matched may be a docstring or a comment
+    return any(
+        isinstance(c, ast.Call) and terminal(c.func) == "backward"
+        and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c))
+        for c in ast.walk(scope or module.tree)
+    )
 
 
 def returned_as_loss(module, scope, name: str) -> bool:
