@@ -146,3 +146,70 @@ def test_a_total_that_is_back_propagated_is_a_loss_not_a_log():
     """The code (not a comment) back-propagating the total keeps the rule silent: it is a loss."""
     source = MODULE_LEVEL.replace("result = running\n", "running.backward()\nresult = running\n")
     assert _gg201(source) == []
+
+
+# A list that outlives the loop, appended a loss tensor each step (the history holds every step's nodes).
+APPEND_MODULE = '''\
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+history = []
+for step in range(5):
+    x = torch.randn(8, 4)
+    optimizer.zero_grad()
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    history.append(loss)  # BUG
+    # FIX: history.append(loss.item())
+result = {i: v for i, v in enumerate(history)}
+'''
+
+APPEND_METHOD = '''\
+import torch
+
+
+class Fitter:
+    def __init__(self):
+        self.net = torch.nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.curve = []
+
+    def objective(self, x):
+        return ((self.net(x) - x.sum(1, keepdim=True)) ** 2).mean()
+
+    def fit(self, steps):
+        for _ in range(steps):
+            x = torch.randn(8, 4)
+            self.opt.zero_grad()
+            value = self.objective(x)
+            value.backward()
+            self.opt.step()
+            self.curve.append(value * 1.0)  # BUG
+            # FIX: self.curve.append(value.detach() * 1.0)
+        return {i: v for i, v in enumerate(self.curve)}
+
+
+result = Fitter().fit(5)
+'''
+
+APPENDS = {"append_module": APPEND_MODULE, "append_method": APPEND_METHOD}
+
+
+@pytest.mark.parametrize("name", sorted(APPENDS))
+def test_a_history_of_loss_tensors_keeps_graphs_and_is_flagged(name):
+    source = APPENDS[name]
+    assert _kept_graphs(source) and not _kept_graphs(twin(source))
+    assert _gg201(source) == ["GG201"]
+    assert _gg201(twin(source)) == []
+    for rewrite in (_renamed, _unrelated_code):
+        assert _gg201(rewrite(source)) == ["GG201"]
+        assert _gg201(twin(rewrite(source))) == []
+
+
+def test_a_list_built_each_iteration_or_back_propagated_later_is_no_log():
+    per_iteration = APPEND_MODULE.replace("    x = torch.randn(8, 4)\n", "    x = torch.randn(8, 4)\n    history = []\n", 1)
+    assert _gg201(per_iteration) == []
+    summed_later = APPEND_MODULE.replace("result = {", "torch.stack(history).sum().backward()\nresult = {")
+    assert _gg201(summed_later) == []

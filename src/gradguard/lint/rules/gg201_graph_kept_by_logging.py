@@ -440,8 +440,15 @@ def _evaluates(fn: ast.AST) -> bool:
 
 def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
     """``(statement, total, added)`` for every ``total += x`` / ``total = total + x`` of a loop
-    body that runs with gradients enabled."""
+    body that runs with gradients enabled, and every ``history.append(x)`` onto a list the loop
+    does not build itself (it outlives the iteration, holding each ``x`` as the sum would)."""
+    built = {text(t) for n in body_nodes(loop_node) if isinstance(n, ast.Assign) for t in n.targets}
     for node in grad_enabled_statements(loop_node.body):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "append" and len(node.value.args) == 1 and not node.value.keywords
+                and isinstance(node.value.func.value, (ast.Name, ast.Attribute))
+                and text(node.value.func.value) not in built):
+            yield node, node.value.func.value, node.value.args[0]
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
