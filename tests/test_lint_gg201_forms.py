@@ -213,3 +213,89 @@ def test_a_list_built_each_iteration_or_back_propagated_later_is_no_log():
     assert _gg201(per_iteration) == []
     summed_later = APPEND_MODULE.replace("result = {", "torch.stack(history).sum().backward()\nresult = {")
     assert _gg201(summed_later) == []
+
+
+# A meter object of the file that sums what it is handed: given the loss tensor, it keeps every step's graph.
+METER_FUNCTION = '''\
+import torch
+
+
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+
+def fit(model, optimizer, steps):
+    meter = AverageMeter()
+    for _ in range(steps):
+        x = torch.randn(8, 4)
+        optimizer.zero_grad()
+        loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        meter.update(loss, x.size(0))  # BUG
+        # FIX: meter.update(loss.item(), x.size(0))
+    return {"sum": meter.sum}
+
+
+model = torch.nn.Linear(4, 1)
+result = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), 5)
+'''
+
+METER_METHOD = '''\
+import torch
+
+
+class Sums:
+    def __init__(self, n):
+        self.totals = [0.0] * n
+
+    def add(self, values):
+        for i, v in enumerate(values):
+            self.totals[i] += v
+
+
+class Trainer:
+    def __init__(self):
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+        self.opt = torch.optim.Adam(list(self.a.parameters()) + list(self.b.parameters()), lr=1e-3)
+        self.logged = Sums(2)
+
+    def run(self, steps):
+        for _ in range(steps):
+            x = torch.randn(8, 4)
+            h = self.a(x)
+            first, second = h.pow(2).mean(), (self.b(h) - 1).pow(2).mean()
+            self.opt.zero_grad()
+            (first + second).backward()
+            self.opt.step()
+            self.logged.add([first, second])  # BUG
+            # FIX: self.logged.add([first.item(), second.item()])
+        return dict(enumerate(self.logged.totals))
+
+
+result = Trainer().run(5)
+'''
+
+METERS = {"meter_function": METER_FUNCTION, "meter_method": METER_METHOD}
+
+
+@pytest.mark.parametrize("name", sorted(METERS))
+def test_a_meter_handed_the_loss_tensor_keeps_graphs_and_is_flagged(name):
+    source = METERS[name]
+    assert _kept_graphs(source) and not _kept_graphs(twin(source))
+    assert _gg201(source) == ["GG201"]
+    assert _gg201(twin(source)) == []
+    for rewrite in (_renamed, _unrelated_code):
+        assert _gg201(rewrite(source)) == ["GG201"]
+        assert _gg201(twin(rewrite(source))) == []
+
+
+def test_a_meter_that_reads_a_number_itself_is_silent():
+    source = METER_FUNCTION.replace("        self.sum += val * n\n", "        self.sum += val.item() * n\n")
+    assert not _kept_graphs(source)
+    assert _gg201(source) == []
