@@ -68,6 +68,7 @@ class Flow:
             id(fn): cls for cls in module.classes.values() for fn in cls.body
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.clip_aliases = _clip_aliases(module.tree)
+        self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -221,7 +222,15 @@ class Flow:
 
     def _class_of(self, recv: ast.AST, fn: Optional[ast.AST]) -> Optional[ast.ClassDef]:
         """The class of the file that ``recv`` (``self.attr`` or a local name) is an object of, when every
-        binding of it says the same; None when unknown."""
+        binding of it says the same; None when unknown (kept per receiver and function: asked at every call)."""
+        if not self.module.classes:
+            return None
+        key = (text(recv), id(fn))
+        if key not in self._classes:
+            self._classes[key] = self._find_class(recv, fn)
+        return self._classes[key]
+
+    def _find_class(self, recv: ast.AST, fn: Optional[ast.AST]) -> Optional[ast.ClassDef]:
         if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
             own = self.owner.get(id(fn))
             if own is None:
