@@ -154,3 +154,26 @@ def test_windows_that_restart_every_epoch_are_not_this_finding():
 def test_a_window_flushed_after_the_inner_loop_is_not_discarded():
     source = FUNCTION.replace("                opt.zero_grad()\n", "                opt.zero_grad()\n        opt.step()\n", 1)
     assert _gg102(source) == []
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_fix_clears_once_before_the_epochs_and_matches_the_reference(name):
+    from gradguard.lint.autofix import fix_source
+
+    source = PROGRAMS[name]
+    result = fix_source(source)
+    assert [f.code for f in result.fixed] == ["GG102"]
+    assert _gg102(result.text) == []
+    torch.testing.assert_close(_run(result.text, 4), _reference(4), rtol=0, atol=1e-12)
+
+
+def test_without_a_clearing_after_the_step_the_fixes_still_end_at_the_reference():
+    """Nothing clears between windows either (GG101 too): the clearing moves out only once GG101's fix has put
+    one after the step, and the program then computes the reference."""
+    from gradguard.lint.autofix import fix_source
+
+    source = FUNCTION.replace("                opt.step()\n                opt.zero_grad()\n", "                opt.step()\n")
+    assert {"GG101", "GG102"} <= set(codes(source))
+    result = fix_source(source)
+    assert not {"GG101", "GG102"} & set(codes(result.text))
+    torch.testing.assert_close(_run(result.text, 4), _reference(4), rtol=0, atol=1e-12)

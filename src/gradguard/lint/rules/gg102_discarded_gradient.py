@@ -225,6 +225,7 @@ def _before_a_carried_window(loop: Loop, report: Report) -> None:
             counter = _carried_counter(loop, inner, steps)
             if counter is None or any(_steps_in(s, loop) for s in body[body.index(later) + 1:]):
                 break
+            call.gg_carried_window = loop.node  # its fix: clear once, before this loop
             report(
                 CODE,
                 call,
@@ -396,6 +397,9 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         if not t.alone(clear):
             return None
         return Fix(f"Delete `{t.segment(clear)}` (the Accumulator clears the gradients after each step)", (t.delete(clear),))
+    outer = getattr(d.clear, "gg_carried_window", None)
+    if outer is not None:
+        return _clear_before(t, d, outer)
     step_node = d.step
     if d.loop is not None and _flag_branches(d.loop, d.clear) != _flag_branches(d.loop, d.step):
         # the clearing and the step sit in different branches of a flag fixed for the run
@@ -418,6 +422,23 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     return Fix(
         f"Move `{t.segment(clear).splitlines()[0].rstrip(':')}` to just after `{t.segment(step)}`",
         (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
+    )
+
+
+def _clear_before(t: Tree, d: Diagnostic, outer: ast.stmt) -> Optional[Fix]:
+    """A clearing at the start of each epoch whose windows run on across epochs: it moves to just before the
+    epoch loop (the gradients start empty, as before, and no open window is cleared). Only where another
+    clearing of the same gradients follows the window's step (otherwise nothing would clear between windows)."""
+    clear = t.statement_of(d.clear)
+    loop = d.loop
+    if loop is None or not t.alone(clear) or t.function_of(clear) is not t.function_of(outer):
+        return None
+    if not any(c.node is not d.clear and loop.related(c, s) for c in loop.full_clears for s in loop.steps):
+        return None
+    text = t.statement_text(clear, t.indent(outer))
+    return Fix(
+        f"Move `{t.segment(clear).splitlines()[0]}` to just before the loop",
+        (t.delete(clear), t.insert_before(outer, text.lstrip(" \t"))),
     )
 
 
