@@ -3,8 +3,8 @@
 Proven from the constructors: both optimizers list the module's ``.parameters()`` and both step on one
 path with no clearing between. The effect is checked by running the flagged program against plain
 PyTorch: the shared module moves by both learning rates times one gradient (it moved twice), while the
-program with one optimizer per parameter moves it once. The finding has no fix: a zero_grad between the
-two steps, GG101's usual repair, would drop one loss's gradient.
+program with one optimizer per parameter moves it once. The finding has no automatic fix: which optimizer
+keeps the module is the user's choice.
 """
 
 from __future__ import annotations

@@ -641,7 +641,9 @@ for step in range(num_steps):
         what=(
             "Lint only: flags `total += loss` (or `total = total + loss`) inside a loop where `loss` is a\n"
             "tensor that reaches `backward()`, and inside a loop that computes a loss without `backward()`\n"
-            "and without `torch.no_grad()` (an evaluation loop)."
+            "and without `torch.no_grad()` (an evaluation loop). In a training loop it also flags\n"
+            "`history.append(loss)` onto a list built outside the loop, and `meter.update(loss)` on an object\n"
+            "of a class of the same file whose method adds the argument into the object's own total."
         ),
         why=(
             "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"

@@ -195,7 +195,42 @@ def steps_after(loop: "Loop") -> bool:
                         return True
         return False
 
-    return any(scan(stmts, 0) for stmts in loop.after)
+    return any(scan(stmts, 0) for stmts in after_with_callers(loop))
+
+
+def after_with_callers(loop: "Loop") -> list:
+    """The statements after the loop (``loop.after``), and, when the loop ends a function of this
+    module, those after each call of that function in its block (``self.forward_backward(batch)``
+    then ``self.opt.step()`` in the caller): what runs next, one call level up."""
+    fn = loop.scope
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return list(loop.after)
+    cache = loop.module.__dict__.setdefault("_caller_continuations", {})
+    if id(fn) not in cache:
+        cache[id(fn)] = _continuations(loop.module.tree, fn, loop.cls is not None)
+    return list(loop.after) + cache[id(fn)]
+
+
+def _continuations(tree: ast.AST, fn: ast.AST, method: bool) -> list:
+    out = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or stmt is fn:
+                    continue
+                if any(isinstance(c, ast.Call) and _calls(c, fn.name, method) for c in body_nodes(ast.Module(body=[stmt]))):
+                    out.append(block[i + 1:])
+    return out
+
+
+def _calls(call: ast.Call, name: str, method: bool) -> bool:
+    func = call.func
+    if method:
+        return isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) and func.value.id == "self"
+    return isinstance(func, ast.Name) and func.id == name
 
 
 def scales_after(loop: "Loop") -> bool:
@@ -223,7 +258,7 @@ def scales_after(loop: "Loop") -> bool:
                             return True
         return False
 
-    return any(scan(stmts, 0) for stmts in loop.after)
+    return any(scan(stmts, 0) for stmts in after_with_callers(loop))
 
 
 def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
@@ -241,11 +276,20 @@ def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
     name = terminal(it.func)
     if isinstance(it.func, ast.Name) and name == "range" and len(it.args) == 1:
         return (it.args[0],)
+    if isinstance(it.func, ast.Name) and name == "range" and len(it.args) == 3 and _slices_from(loop_node):
+        return (None,)  # `for i in range(0, n, m): x[i : i + m]`: the batch in slices, K = n / m at run time
     if name == "chunk" and it.args:
         return (it.args[-1],) if isinstance(it.func, ast.Attribute) and len(it.args) == 1 else (None,)
     if name in ("split", "tensor_split") and it.args and (isinstance(it.func, ast.Attribute) or text(it.func).startswith("torch.")):
         return (None,)
     return None
+
+
+def _slices_from(loop_node: ast.AST) -> bool:
+    """The loop's variable is where a slice of the body starts (``batch[i : i + m]``)."""
+    var = loop_node.target.id if isinstance(loop_node.target, ast.Name) else None
+    return var is not None and any(
+        isinstance(n, ast.Slice) and isinstance(n.lower, ast.Name) and n.lower.id == var for n in body_nodes(loop_node))
 
 
 def _window_slice(node: ast.AST, loop_node: ast.AST) -> bool:

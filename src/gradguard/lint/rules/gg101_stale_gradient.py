@@ -96,25 +96,34 @@ def _shared_steps(loop: Loop, report: Report) -> None:
         for i, a in enumerate(events):
             if a.kind != STEP or not a.target:
                 continue
+            passes = False  # a backward pass between the two steps: a second loss (alternating training)
             for b in events[i + 1 :]:
                 if b.kind in (CLEAR, MAYBE_CLEAR):
                     break  # a clearing between: the second step reads only what came after it
+                passes = passes or b.kind == BACKWARD
                 if b.kind != STEP or not b.target or b.target == a.target:
                     continue
                 shared = _modules_of(loop, a.target, b.target)
                 if not shared or any(d.code == CODE and d.node is b.node for d in report.diagnostics):
                     continue
-                b.node.gg_two_optimizers = True  # no fix: a zero_grad between the steps would drop a gradient
-                report(
-                    CODE,
-                    b.node,
-                    f"{describe(b, 'step')} applies the .grad of `{'`, `'.join(shared)}`, whose parameters "
-                    f"`{a.target}` holds too and already stepped with the same gradient: they sit in two optimizers, "
-                    "so each iteration moves them twice. Give each parameter one optimizer (leave the shared module "
-                    "out of one of them, or one optimizer with a parameter group per learning rate); a zero_grad "
-                    "between the two steps would drop one loss's gradient instead.",
-                    loop=loop, optimizer=b.target, step=b.node,
-                )
+                b.node.gg_two_optimizers = True  # no automatic fix: which one is meant is a choice
+                if passes:
+                    # the second loss's gradient lands on top of the first one's, already applied: each
+                    # optimizer is meant to apply its own loss, so the clearing is missing, not an optimizer
+                    message = (
+                        f"{describe(b, 'step')} applies the .grad of `{'`, `'.join(shared)}`, whose parameters "
+                        f"`{a.target}` holds too and already stepped: the backward pass between the two steps adds "
+                        f"to that applied gradient. Clear the gradients right after `{a.target}.step()` (before the "
+                        "next backward()), so that each step applies only its own loss's gradient.")
+                else:
+                    message = (
+                        f"{describe(b, 'step')} applies the .grad of `{'`, `'.join(shared)}`, whose parameters "
+                        f"`{a.target}` holds too and already stepped with the same gradient: they sit in two "
+                        "optimizers, so each iteration moves them twice. Give each parameter one optimizer (leave the "
+                        "shared module out of one of them, or one optimizer with a parameter group per learning "
+                        f"rate); clearing `{a.target}`'s gradients right after its step has the same effect (only it "
+                        "then moves them).")
+                report(CODE, b.node, message, loop=loop, optimizer=b.target, step=b.node)
 
 
 def _modules_of(loop: Loop, first: str, second: str) -> list:

@@ -28,6 +28,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     _every_micro_batch(loop, report)
     _before_closing_backward(loop, report)
     _inside_micro_step_loop(loop, report)
+    _before_a_carried_window(loop, report)
 
 
 def _with_an_accumulator(loop: Loop, report: Report) -> None:
@@ -202,6 +203,87 @@ def _before_closing_backward(loop: Loop, report: Report) -> None:
             )
 
 
+def _before_a_carried_window(loop: Loop, report: Report) -> None:
+    """A clearing at the top of an outer loop's body (an epoch), before an inner training loop whose steps
+    all wait for a window test that reads a counter the inner loop updates and that was set before the outer
+    loop (``last_opt_step``, ``global_step``): the windows run on across outer passes, so the inner loop can
+    end with micro-batches pending, and nothing after it in the outer body steps them; the clearing at the
+    next outer pass throws them away (the epoch's last, unfinished window)."""
+    body = loop.node.body if isinstance(loop.node, (ast.For, ast.AsyncFor, ast.While)) else []
+    for at, stmt in enumerate(body):
+        call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute) or call.func.attr != "zero_grad":
+            continue
+        clear = next((e for e in loop.full_clears if e.node is call and not e.stack), None)
+        if clear is None:
+            continue
+        for later in body[at + 1:]:
+            inner = next((l for l in loop.module.loops if l.node is later), None)
+            if inner is None or not inner.steps or not inner.backwards:
+                if _steps_in(later, loop):
+                    break  # a step between the clearing and the inner loop: nothing left pending
+                continue
+            steps = [e for e in inner.steps if loop.related(clear, e)]
+            counter = _carried_counter(loop, inner, steps)
+            if counter is None or any(_steps_in(s, loop) for s in body[body.index(later) + 1:]):
+                break
+            call.gg_carried_window = loop.node  # its fix: clear once, before this loop
+            report(
+                CODE,
+                call,
+                f"{describe(clear, 'zero_grad')} runs at the start of every pass of this loop, while the inner loop's "
+                f"accumulation windows run on across its passes (its step waits on `{counter}`, set before this loop): "
+                "the micro-batches of the window still open when the inner loop ends are cleared before a step uses them.",
+                loop=loop, optimizer=steps[0].target, step=steps[0].node, clear=call,
+            )
+            break
+
+
+def _carried_counter(loop: Loop, inner: Loop, steps) -> Optional[str]:
+    """The name that every step of ``inner`` waits on through a varying test, assigned in ``inner`` (not its loop
+    variable) and also before ``loop`` in its function: a window counter carried across ``loop``'s passes."""
+    if not steps or len(steps) != len(inner.steps):
+        return None
+    own = set(target_names(inner.node.target)) if isinstance(inner.node, (ast.For, ast.AsyncFor)) else set()
+    assigned = inner.assignments()
+    outer_scope = loop.scope if loop.scope is not None else loop.module.tree
+    outside = {
+        t for n in ast.walk(outer_scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and not (loop.node.lineno <= n.lineno <= loop.node.end_lineno)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in target_names(t)
+    }
+    found = None
+    for step in steps:
+        guards = [t for t, _ in tests(step) if isinstance(t, ast.expr) and inner.varies(t)]
+        names = {n.id for g in guards for n in ast.walk(g) if isinstance(n, ast.Name)}
+        carried = sorted(n for n in names if n in assigned and n not in own and n in outside)
+        if not carried:
+            return None
+        found = found or carried[0]
+    return found
+
+
+def _steps_in(stmt: ast.stmt, loop: Loop) -> bool:
+    """``stmt`` steps an optimizer: a ``.step(...)`` call of an optimizer the model knows, in it or in a helper
+    of the file it calls (one level)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr == "step" and (loop.is_optimizer(text(n.func.value)) or n.args):
+                return True
+            helper = loop.callee(n)
+            if helper is not None and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+                and loop.is_optimizer(text(c.func.value)) for c in ast.walk(helper)):
+                return True
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            helper = loop.callee(n)
+            if helper is not None and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+                and loop.is_optimizer(text(c.func.value)) for c in ast.walk(helper)):
+                return True
+    return False
+
+
 def _may_precede(loop: Loop, micro, path) -> bool:
     """Whether the window's micro path ``micro`` can run in an iteration before ``path``: the
     two agree on every decision that stays fixed over the loop (``if use_accum:`` ... ``else:``
@@ -317,6 +399,9 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         if not t.alone(clear):
             return None
         return Fix(f"Delete `{t.segment(clear)}` (the Accumulator clears the gradients after each step)", (t.delete(clear),))
+    outer = getattr(d.clear, "gg_carried_window", None)
+    if outer is not None:
+        return _clear_before(t, d, outer)
     step_node = d.step
     if d.loop is not None and _flag_branches(d.loop, d.clear) != _flag_branches(d.loop, d.step):
         # the clearing and the step sit in different branches of a flag fixed for the run
@@ -339,6 +424,23 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     return Fix(
         f"Move `{t.segment(clear).splitlines()[0].rstrip(':')}` to just after `{t.segment(step)}`",
         (t.delete(clear), t.insert_after(step, text.lstrip(" \t"))),
+    )
+
+
+def _clear_before(t: Tree, d: Diagnostic, outer: ast.stmt) -> Optional[Fix]:
+    """A clearing at the start of each epoch whose windows run on across epochs: it moves to just before the
+    epoch loop (the gradients start empty, as before, and no open window is cleared). Only where another
+    clearing of the same gradients follows the window's step (otherwise nothing would clear between windows)."""
+    clear = t.statement_of(d.clear)
+    loop = d.loop
+    if loop is None or not t.alone(clear) or t.function_of(clear) is not t.function_of(outer):
+        return None
+    if not any(c.node is not d.clear and loop.related(c, s) for c in loop.full_clears for s in loop.steps):
+        return None
+    text = t.statement_text(clear, t.indent(outer))
+    return Fix(
+        f"Move `{t.segment(clear).splitlines()[0]}` to just before the loop",
+        (t.delete(clear), t.insert_before(outer, text.lstrip(" \t"))),
     )
 
 

@@ -15,7 +15,14 @@ scale is reported. Both sides of a branch are followed, but a test seen again
 twice (the window's earlier iterations reach the clip of a later one), its own
 branch decisions forgotten between the two; helpers of the same file called by
 name or through ``self.`` are followed (three deep), their parameters standing
-for the caller's arguments.
+for the caller's arguments; so are the methods of another object of a class of
+the file (``self.plugin.backward(loss)``, ``self._updater.step(scaler)``), the
+object's class read from what its receiver is bound to (``self.plugin =
+Plugin()``, a local ``u = Updater(...)``, or an ``__init__`` parameter stored as
+``self.engine = engine`` and given ``Engine()`` where the class is built), and
+``self`` inside it standing for that receiver. A clip may be called through a
+name or attribute bound only to a clipping function, a ``partial`` of one, or a
+lambda calling one (``self.grad_clip_fn = partial(clip_grad_value_, ...)``).
 """
 
 from __future__ import annotations
@@ -58,6 +65,12 @@ class Flow:
         for methods in module.methods.values():
             for name, fn in methods.items():
                 self.methods.setdefault(name, fn)
+        # the class that defines each method (its ``self.`` attributes are read there)
+        self.owner: Dict[int, ast.ClassDef] = {
+            id(fn): cls for cls in module.classes.values() for fn in cls.body
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.clip_aliases = _clip_aliases(module.tree)
+        self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -150,7 +163,12 @@ class Flow:
         if isinstance(func, ast.Name):
             fn = self.module.functions.get(func.id)
         elif isinstance(recv, ast.Name) and recv.id == "self":
-            fn = self.methods.get(func.attr)
+            own = self.owner.get(id(ctx[0]))
+            fn = (self.module.methods.get(id(own)) or {}).get(func.attr) if own is not None else None
+            fn = fn or self.methods.get(func.attr)
+        elif recv is not None:
+            cls = self._class_of(recv, ctx[0])
+            fn = (self.module.methods.get(id(cls)) or {}).get(func.attr) if cls is not None else None
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if len(ctx[1]) >= _MAX_DEPTH or fn in ctx[1]:
                 return states
@@ -167,8 +185,8 @@ class Flow:
                 return [s._replace(scaled=s.scaled | {x for n, x in s.names if n == root.id}) for s in states]
             return states
         if recv is not None and name in ("unscale_", "step"):
-            scaler = self._resolve(text(recv), ctx)
-            if scaler in self.scalers:
+            scaler = self._scaler(text(recv), ctx)
+            if scaler is not None:
                 return [s._replace(scaled=s.scaled - {scaler}) for s in states]
         if name == "zero_grad" or name == "_foreach_zero_":
             return [s._replace(scaled=frozenset()) for s in states]
@@ -182,7 +200,7 @@ class Flow:
     def _clips(self, call: ast.Call) -> bool:
         func = call.func
         name = terminal(func)
-        if name in _CLIPS:
+        if name in _CLIPS or self.clip_aliases.get(text(func)):
             return True
         if name in _NORMS:
             recv = func.value if isinstance(func, ast.Attribute) else None
@@ -195,10 +213,71 @@ class Flow:
     def _scale_of(self, node: Optional[ast.AST], ctx) -> Optional[str]:
         """``X`` when ``node`` is ``X.scale(...)`` and ``X`` is a scaler of this file."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "scale" and node.args:
-            x = self._resolve(text(node.func.value), ctx)
-            if x in self.scalers:
-                return x
+            return self._scaler(text(node.func.value), ctx)
         return None
+
+    def _scaler(self, name: str, ctx) -> Optional[str]:
+        """The caller's words for ``name`` when it is a scaler, in this function's words (``self.scaler``
+        in a plugin's method) or in the caller's (a parameter given ``self.grad_scaler``)."""
+        resolved = self._resolve(name, ctx)
+        return resolved if name in self.scalers or resolved in self.scalers else None
+
+    def _class_of(self, recv: ast.AST, fn: Optional[ast.AST]) -> Optional[ast.ClassDef]:
+        """The class of the file that ``recv`` (``self.attr`` or a local name) is an object of, when every
+        binding of it says the same; None when unknown (kept per receiver and function: asked at every call)."""
+        if not self.module.classes:
+            return None
+        key = (text(recv), id(fn))
+        if key not in self._classes:
+            self._classes[key] = self._find_class(recv, fn)
+        return self._classes[key]
+
+    def _find_class(self, recv: ast.AST, fn: Optional[ast.AST]) -> Optional[ast.ClassDef]:
+        if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
+            own = self.owner.get(id(fn))
+            if own is None:
+                return None
+            scopes = list((self.module.methods.get(id(own)) or {}).values())
+            target = text(recv)
+        elif isinstance(recv, ast.Name) and recv.id != "self":
+            scopes, target = [fn if fn is not None else self.module.tree], recv.id
+        else:
+            return None
+        found = set()
+        for scope in scopes:
+            for value in _values_of(scope, target):
+                cls = self._class_of_value(value, scope)
+                if cls is None:
+                    return None
+                found.add(cls)
+        return found.pop() if len(found) == 1 else None
+
+    def _class_of_value(self, value: ast.AST, scope: ast.AST, depth: int = 0) -> Optional[ast.ClassDef]:
+        """``Plugin()`` -> Plugin; an ``__init__`` parameter -> the class of what every construction of
+        its class passes for it; a name -> what the file binds it to."""
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return self.module.classes.get(value.func.id)
+        if not isinstance(value, ast.Name) or depth > 2:
+            return None
+        params = [a.arg for a in scope.args.posonlyargs + scope.args.args] if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+        own = self.owner.get(id(scope))
+        if value.id in params and own is not None and scope.name == "__init__":
+            index = params.index(value.id) - 1  # after self
+            found = set()
+            for call in ast.walk(self.module.tree):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == own.name):
+                    continue
+                given = [k.value for k in call.keywords if k.arg == value.id]
+                given += [call.args[index]] if 0 <= index < len(call.args) and not given else []
+                if not given:
+                    return None
+                found.add(self._class_of_value(given[0], None, depth + 1))
+            return found.pop() if len(found) == 1 else None
+        if value.id in params:
+            return None
+        # a name bound in the file: every binding must build the same class
+        found = {self._class_of_value(v, None, depth + 1) for v in _values_of(self.module.tree, value.id, nested=True)}
+        return found.pop() if len(found) == 1 else None
 
     @staticmethod
     def _resolve(name: str, ctx) -> str:
@@ -212,15 +291,61 @@ class Flow:
 
 def _bind(fn, call: ast.Call, ctx, flow: Flow) -> Dict[str, str]:
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    rename = {}
     if params and params[0] == "self" and isinstance(call.func, ast.Attribute):
         params = params[1:]
-    rename = {}
+        # ``self`` in the method is the receiver, in the caller's words (``self._updater``)
+        rename["self"] = flow._resolve(text(call.func.value), ctx)
     for p, a in zip(params, call.args):
         rename[p] = flow._resolve(text(a), ctx)
     for k in call.keywords:
         if k.arg:
             rename[k.arg] = flow._resolve(text(k.value), ctx)
     return rename
+
+
+def _values_of(scope: ast.AST, target: str, nested: bool = False) -> List[ast.AST]:
+    """The values ``scope`` assigns to ``target`` (text), tuple assignments paired element by element;
+    a value that cannot be paired is the target's whole right-hand side (unknown)."""
+    out: List[ast.AST] = []
+    nodes = ast.walk(scope) if nested or not hasattr(scope, "body") else (
+        n for stmt in scope.body for n in ast.walk(stmt))
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
+                    out += [v for e, v in zip(t.elts, node.value.elts) if text(e) == target]
+                elif isinstance(t, ast.Tuple):
+                    out += [node.value for e in t.elts if text(e) == target]
+                elif text(t) == target:
+                    out.append(node.value)
+    return out
+
+
+def _clip_aliases(tree: ast.AST) -> Dict[str, bool]:
+    """Names and attributes bound only to a clipping function (``clip = torch.nn.utils.clip_grad_norm_``),
+    a ``partial`` of one, or a lambda calling one (``None`` bindings aside): calling them clips."""
+    values: Dict[str, List[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, (ast.Name, ast.Attribute)):
+                    values.setdefault(text(t), []).append(node.value)
+
+    def clips(v) -> bool:
+        if isinstance(v, (ast.Name, ast.Attribute)):
+            return terminal(v) in _CLIPS
+        if isinstance(v, ast.Call) and terminal(v.func) == "partial" and v.args:
+            return clips(v.args[0])
+        if isinstance(v, ast.Lambda):
+            return any(isinstance(c, ast.Call) and terminal(c.func) in _CLIPS for c in ast.walk(v.body))
+        return False
+
+    out = {}
+    for name, vs in values.items():
+        vs = [v for v in vs if not (isinstance(v, ast.Constant) and v.value is None)]
+        out[name] = bool(vs) and all(clips(v) for v in vs)
+    return out
 
 
 def _scalers(tree: ast.AST) -> set:
@@ -291,11 +416,13 @@ def check_module(module: Module, report: Report) -> None:
     if not flow.scalers:
         return
     start = [State(frozenset(), frozenset(), frozenset())]
-    top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    flow.block(top, start, (None, (), {}))
     for fn in ast.walk(module.tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             flow.block(fn.body, start, (fn, (fn,), {}))
+    # the top level last: a clip its calls reach is named in the words of the function holding it, where
+    # that function alone shows the bug
+    top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    flow.block(top, start, (None, (), {}))
     for call, scaler, stmt, fn in sorted(flow.found.values(), key=lambda f: (f[0].lineno, f[0].col_offset)):
         report(
             CODE,

@@ -36,6 +36,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
+    _handed_to_a_sum(loop, losses, assigns, report)
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
@@ -51,6 +52,51 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
+
+
+def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
+    """``meter.update(loss)`` / ``meter.update([a_loss, b_loss])`` on an object of a class of this file, built
+    outside the loop, whose method adds that argument (or its elements) into its own state
+    (``self.sum += val``, ``self._sum[i] += v``): the object's running sum keeps every step's graph."""
+    built = {text(t) for n in body_nodes(loop.node) if isinstance(n, ast.Assign) for t in n.targets}
+    for stmt in grad_enabled_statements(loop.node.body):
+        call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute) or text(call.func.value) in built:
+            continue
+        method = (loop.module.instances.get(text(call.func.value)) or {}).get(call.func.attr)
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = [a.arg for a in method.args.posonlyargs + method.args.args][1:]
+        bound = dict(zip(params, call.args))
+        bound.update((k.arg, k.value) for k in call.keywords if k.arg)
+        held = [p for p, arg in bound.items()
+                if any(keeps_graph(arg, n) for n in loss_carriers(arg, set(assigns)) & losses)]
+        total = next((t for p in held for t in _self_sums_of(method, p)), None)
+        if total is not None:
+            report(
+                CODE,
+                stmt,
+                f"`{text(call.func)}(...)` is handed the loss tensor itself and adds it into `{total}`: every step's "
+                f"autograd nodes stay linked into it, and reading it later waits for the device.",
+                loop=loop,
+            )
+
+
+def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
+    """The object's own totals (``self.x``, ``self.x[i]``) that ``method`` adds ``param`` into, directly or
+    element by element (``for i, v in enumerate(param): self.sums[i] += v``)."""
+    names = {param}
+    for n in ast.walk(method):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(n.iter)):
+            it = n.iter
+            target = n.target.elts[-1] if (isinstance(it, ast.Call) and terminal(it.func) == "enumerate"
+                                           and isinstance(n.target, ast.Tuple)) else n.target
+            names.update(target_names(target))
+    for node, total, value in running_sums(method):
+        root = total.value if isinstance(total, ast.Subscript) else total
+        if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
+                keeps_graph(value, n) for n in names):
+            yield text(total)
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
@@ -354,6 +400,8 @@ def keeps_graph(expr: ast.AST, name: str) -> bool:
         return expr.id == name
     if isinstance(expr, ast.Attribute):
         return expr.attr not in CUTTING_ATTRS and expr.attr not in _NO_GRAPH_ATTRS and keeps_graph(expr.value, name)
+    if isinstance(expr, ast.Subscript):  # losses["total"], loss[0]: an element of the tensor or of a dict of them
+        return keeps_graph(expr.value, name)
     if isinstance(expr, ast.Call):
         func = expr.func
         if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "str", "round", "bool", "isinstance", "print"):
@@ -385,7 +433,13 @@ def backwarded_later(module, scope, name: str) -> bool:
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
     names = derived_names(module, scope or module.tree, name)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
-    return re.search(pattern, module.lines_with(scope, "backward")) is not None
+    if re.search(pattern, module.lines_with(scope, "backward")) is None:
+        return False  # the cheap text search first; the lines it matched may be a docstring or a comment
+    return any(
+        isinstance(c, ast.Call) and terminal(c.func) == "backward"
+        and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c))
+        for c in ast.walk(scope or module.tree)
+    )
 
 
 def returned_as_loss(module, scope, name: str) -> bool:
@@ -434,8 +488,15 @@ def _evaluates(fn: ast.AST) -> bool:
 
 def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
     """``(statement, total, added)`` for every ``total += x`` / ``total = total + x`` of a loop
-    body that runs with gradients enabled."""
+    body that runs with gradients enabled, and every ``history.append(x)`` onto a list the loop
+    does not build itself (it outlives the iteration, holding each ``x`` as the sum would)."""
+    built = {text(t) for n in body_nodes(loop_node) if isinstance(n, ast.Assign) for t in n.targets}
     for node in grad_enabled_statements(loop_node.body):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "append" and len(node.value.args) == 1 and not node.value.keywords
+                and isinstance(node.value.func.value, (ast.Name, ast.Attribute))
+                and text(node.value.func.value) not in built):
+            yield node, node.value.func.value, node.value.args[0]
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):

@@ -18,18 +18,26 @@ class State:
 
     def __init__(self, clock=None):
         self.opts: dict = {}
+        self.applied: dict = {}  # id of an optimizer's state -> the backward passes its last step applied
 
     def after_step(self, ost, passes, by_hand) -> None:
         self.opts[id(ost)] = ost
+        self.applied[id(ost)] = set(passes)
 
 
 def at_step(view: StepView) -> None:
     if view.stale:
         stale = set(map(id, view.stale))
-        other = next((o for o in view.memory[CODE].opts.values() if o is not view.ost and not stale.isdisjoint(o.ids)), None)
+        memory = view.memory[CODE]
+        other = next((o for o in memory.opts.values() if o is not view.ost and not stale.isdisjoint(o.ids)), None)
+        # a backward pass made after the other optimizer's step (alternating losses: `l1.backward(); o1.step();
+        # l2.backward(); o2.step()`) is a second loss meant for the shared parameters: clearing after the first
+        # step is the fix (the plain stale-gradient finding below), not taking them out of an optimizer
+        if other is not None and set(view.passes) - memory.applied.get(id(other), set()):
+            other = None
         if other is not None:
             # Not a missing zero_grad: the same parameters sit in two optimizers, and the other one applied
-            # this gradient already. Clearing between the two steps would drop one of them instead.
+            # this gradient already (clearing right after the first step would do the same as one optimizer).
             shared = [p for p in view.stale if id(p) in other.ids]
             view.report(
                 CODE,
@@ -38,8 +46,8 @@ def at_step(view: StepView) -> None:
                 "optimizers, so each iteration moves them twice.",
                 view.site, view.n, shared,
                 "Give each parameter one optimizer: leave the shared module out of one of them (or build one "
-                "optimizer with a parameter group per learning rate); adding zero_grad between the two steps "
-                "would drop one loss's gradient from the shared parameters instead.",
+                "optimizer with a parameter group per learning rate); clearing the first optimizer's gradients right "
+                "after its step has the same effect (only it then moves them).",
             )
             return
         view.report(
