@@ -447,6 +447,61 @@ def _py_files(base: Path, paths: Sequence[str]) -> List[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# lint time against the parse
+
+
+def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int) -> List[dict]:
+    """Lint time against ``ast.parse`` on the ``largest`` repositories of a set (by lines), read
+    into memory first: the files parsed, linted each alone, and linted together as ``gradguard
+    lint DIR`` does (``bench_lint``'s functions). Every round runs the three in an order that turns
+    by one place; the best of ``repeat`` rounds is kept, in wall-clock and in this process's CPU
+    seconds (the CPU clock is the steadier one on a machine shared with other jobs)."""
+    import ast
+    import warnings
+
+    import bench_lint
+    import gradguard.lint as lint
+
+    def parse_all(sources):
+        for path, src in sources:
+            ast.parse(src, filename=path)
+
+    sized = []
+    for repo in repos:
+        base = root / folder(repo)
+        sources = [(str(base / rel), (base / rel).read_text(errors="replace")) for rel in _py_files(base, repo.paths)]
+        sized.append((sum(src.count("\n") for _, src in sources), repo, sources))
+    rows = []
+    for lines, repo, sources in sorted(sized, key=lambda t: -t[0])[:largest]:
+        conditions = {"parse": lambda: parse_all(sources), "each": lambda: bench_lint.lint_each(lint, sources),
+                      "tree": lambda: bench_lint.lint_tree(lint, sources)}
+        names = list(conditions)
+        wall = {n: float("inf") for n in names}
+        cpu = dict(wall)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for r in range(repeat):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    w, c = time.perf_counter(), time.process_time()
+                    conditions[name]()
+                    wall[name] = min(wall[name], time.perf_counter() - w)
+                    cpu[name] = min(cpu[name], time.process_time() - c)
+        rows.append({"repo": repo.name, "files": len(sources), "lines": lines,
+                     **{f"{n}_{k}": d[n] for n in names for k, d in (("wall", wall), ("cpu", cpu))}})
+    return rows
+
+
+def _timing_table(rows: List[dict]) -> str:
+    lines = ["| repository | files | lines | `ast.parse` CPU s | lint each file: CPU s, vs parse (wall) | "
+             "lint together: CPU s, vs parse (wall) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[n + '_cpu']:.3f} s, {r[n + '_cpu'] / r['parse_cpu']:.2f}x ({r[n + '_wall'] / r['parse_wall']:.2f}x)"
+                 for n in ("each", "tree")]
+        lines.append(f"| {r['repo']} | {r['files']} | {r['lines']} | {r['parse_cpu']:.3f} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 # output
 
 
@@ -496,6 +551,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--show-mutant", nargs=2, metavar=("REPO:PATH#INDEX", "OPERATOR"), help="print one mutant's diff")
     parser.add_argument("--src", type=Path, default=ROOT / "src",
                         help="the gradguard source to measure (another checkout's src/ for a before/after)")
+    parser.add_argument("--timing", type=int, metavar="N", default=None,
+                        help="lint time against ast.parse on the N largest repositories of the set")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds for --timing (the best is kept)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
@@ -509,6 +567,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(show_mutant(args.root, *args.show_mutant))
         return 0
     sys.path.insert(0, str(args.src.resolve()))
+    if args.timing:
+        rows = timing(args.root, chosen.repos, args.timing, args.repeat)
+        print(json.dumps(rows, indent=2) if args.json else _timing_table(rows))
+        return 0
     if args.mutants:
         report = recall(args.root, args.verbose, chosen.repos, chosen.verdicts)
         print(json.dumps(report, indent=2) if args.json else _recall_table(report, args.verbose))
