@@ -495,8 +495,8 @@ def _timing_table(rows: List[dict]) -> str:
     lines = ["| repository | files | lines | `ast.parse` CPU s | lint each file: CPU s, vs parse (wall) | "
              "lint together: CPU s, vs parse (wall) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        cells = [f"{r[n + '_cpu']:.3f} s, {r[n + '_cpu'] / r['parse_cpu']:.2f}x ({r[n + '_wall'] / r['parse_wall']:.2f}x)"
-                 for n in ("each", "tree")]
+        cells = [f"{r[n + '_cpu']:.3f} s, {r[n + '_cpu'] / r['parse_cpu']:.2f}x "
+                 f"({r[n + '_wall'] / r['parse_wall']:.2f}x)" for n in ("each", "tree")]
         lines.append(f"| {r['repo']} | {r['files']} | {r['lines']} | {r['parse_cpu']:.3f} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 

@@ -43,7 +43,8 @@ def test_every_verdict_row_names_its_own_sets_repository_and_sub_path():
         for key, (verdict, why) in lint_precision.load_verdicts(chosen.verdicts).items():
             assert key.repo in paths, f"{name}: {key} names a repository outside the set"
             # "." is the whole extracted folder (the wide sets, whose files are picked by a rule)
-            assert any(p == "." or key.path == p or key.path.startswith(p.rstrip("/") + "/") for p in paths[key.repo]), key
+            assert any(p == "." or key.path == p or key.path.startswith(p.rstrip("/") + "/")
+                       for p in paths[key.repo]), key
             assert why.strip(), key
 
 
