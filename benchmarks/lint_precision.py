@@ -34,6 +34,12 @@ Usage (from the repository root)::
     python benchmarks/lint_precision.py --show-mutant "owner/name:path.py#0" remove-clear
     python benchmarks/lint_precision.py extract --set heldout    # the same commands with --set heldout
     PYTHONPATH=src python benchmarks/lint_precision.py --set heldout --mutants -v
+
+``--set wide-heldout`` and ``--set wide-tune`` are the two halves of a further list of repositories
+(``lint_precision_wide_repos.tsv``), split by the first hex digit of sha256("owner/name") (even:
+held-out) before any was fetched. Their files are picked by one rule instead of by hand: every
+``.py`` file holding both ``.backward(`` and ``.step(``, outside test folders (``_wide_files``).
+Both halves extract into ``/work/realrepos_wide``; each has its own verdicts file.
 """
 
 from __future__ import annotations
@@ -169,6 +175,31 @@ HELDOUT_REPOS: Tuple[Repo, ...] = (
 )
 
 
+# A further 100+ repositories, listed by name only and split by a hash of the name before any was
+# fetched (``lint_precision_wide_repos.tsv``): the held-out half is never read for tuning. Each is
+# linted on the files the wide rule picks (``_wide_files``), not on hand-chosen sub-paths.
+WIDE_LIST = HERE / "lint_precision_wide_repos.tsv"
+
+
+def wide_split(name: str) -> str:
+    """``heldout`` when the first hex digit of sha256("owner/name") is even, else ``tune``."""
+    import hashlib
+
+    return "heldout" if int(hashlib.sha256(name.encode()).hexdigest()[0], 16) % 2 == 0 else "tune"
+
+
+def wide_repos(part: str, listed: Path = WIDE_LIST) -> Tuple[Repo, ...]:
+    """The fetched repositories (a recorded commit) of one half of the wide list."""
+    out = []
+    for line in listed.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, style, commit = line.split("\t")
+        if commit != "-" and wide_split(name) == part:
+            out.append(Repo(name, commit, (".",), style))
+    return tuple(out)
+
+
 class RepoSet(NamedTuple):
     repos: Tuple[Repo, ...]
     verdicts: Path
@@ -176,7 +207,11 @@ class RepoSet(NamedTuple):
 
 
 SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
-        "heldout": RepoSet(HELDOUT_REPOS, HELDOUT_VERDICTS, Path("/work/realrepos_heldout"))}
+        "heldout": RepoSet(HELDOUT_REPOS, HELDOUT_VERDICTS, Path("/work/realrepos_heldout")),
+        "wide-heldout": RepoSet(wide_repos("heldout"), HERE / "lint_precision_wide_heldout_verdicts.tsv",
+                                Path("/work/realrepos_wide")),
+        "wide-tune": RepoSet(wide_repos("tune"), HERE / "lint_precision_wide_tune_verdicts.tsv",
+                             Path("/work/realrepos_wide"))}
 
 
 def folder(repo: Repo) -> str:
@@ -187,23 +222,69 @@ def folder(repo: Repo) -> str:
 # extraction from local snapshots
 
 
+def _git_dir(mirror: Path, repo: Repo) -> Path:
+    git_dir = mirror / folder(repo) / "repo"
+    return git_dir / ".git" if (git_dir / ".git").is_dir() else git_dir  # some snapshots have a work tree
+
+
+_TEST_DIRS = {"test", "tests", "testing"}
+
+
+def _wide_files(git_dir: Path, commit: str) -> List[str]:
+    """The wide sets' rule: every ``.py`` file holding both the text ``.backward(`` and ``.step(``,
+    outside folders named test/tests/testing (a test of a library is not training code)."""
+    listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
+                            check=True, capture_output=True, text=True).stdout.split("\0")
+    blobs = []
+    for entry in listed:
+        if not entry:
+            continue
+        meta, name = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == "blob" and name.endswith(".py") and not _TEST_DIRS & set(name.split("/")[:-1]):
+            blobs.append((sha, name))
+    if not blobs:
+        return []
+    batch = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], check=True, capture_output=True,
+                           input="".join(f"{sha}\n" for sha, _ in blobs).encode()).stdout
+    wanted, at = [], 0
+    for sha, name in blobs:
+        end = batch.index(b"\n", at)
+        header = batch[at:end].split()
+        if header[1:2] == [b"missing"]:
+            at = end + 1
+            continue
+        size = int(header[2])
+        body = batch[end + 1:end + 1 + size]
+        at = end + 1 + size + 1
+        if b".backward(" in body and b".step(" in body:
+            wanted.append(name)
+    return wanted
+
+
 def extract(mirror: Path, into: Path, repos: Sequence[Repo] = REPOS) -> None:
     """Write each repository's sub-paths at its recorded commit into ``into/owner+name``."""
     for repo in repos:
-        git_dir = mirror / folder(repo) / "repo"
+        git_dir = _git_dir(mirror, repo)
         dest = into / folder(repo)
         if dest.exists():
             print(f"{repo.name}: {dest} exists, kept")
             continue
+        if repo.paths == (".",):
+            wanted = _wide_files(git_dir, repo.commit)
+        else:
+            # only the Python files: a snapshot may lack its large data files
+            listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", repo.commit, "--",
+                                     *repo.paths], check=True, capture_output=True, text=True).stdout.split()
+            wanted = [name for name in listed if name.endswith(".py")]
         dest.mkdir(parents=True)
-        # only the Python files: a snapshot may lack its large data files
-        listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", repo.commit, "--", *repo.paths],
-                                check=True, capture_output=True, text=True).stdout.split()
-        wanted = [name for name in listed if name.endswith(".py")]
-        archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", repo.commit, "--", *wanted],
-                                 check=True, capture_output=True).stdout
+        if not wanted:
+            print(f"{repo.name}@{repo.commit[:12]}: no file with a backward pass and a step")
+            continue
+        archive = subprocess.run(["git", "--literal-pathspecs", f"--git-dir={git_dir}", "archive", repo.commit, "--",
+                                  *wanted], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-        print(f"{repo.name}@{repo.commit[:12]}: {', '.join(repo.paths)}")
+        print(f"{repo.name}@{repo.commit[:12]}: {len(wanted)} files")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +447,61 @@ def _py_files(base: Path, paths: Sequence[str]) -> List[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# lint time against the parse
+
+
+def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int) -> List[dict]:
+    """Lint time against ``ast.parse`` on the ``largest`` repositories of a set (by lines), read
+    into memory first: the files parsed, linted each alone, and linted together as ``gradguard
+    lint DIR`` does (``bench_lint``'s functions). Every round runs the three in an order that turns
+    by one place; the best of ``repeat`` rounds is kept, in wall-clock and in this process's CPU
+    seconds (the CPU clock is the steadier one on a machine shared with other jobs)."""
+    import ast
+    import warnings
+
+    import bench_lint
+    import gradguard.lint as lint
+
+    def parse_all(sources):
+        for path, src in sources:
+            ast.parse(src, filename=path)
+
+    sized = []
+    for repo in repos:
+        base = root / folder(repo)
+        sources = [(str(base / rel), (base / rel).read_text(errors="replace")) for rel in _py_files(base, repo.paths)]
+        sized.append((sum(src.count("\n") for _, src in sources), repo, sources))
+    rows = []
+    for lines, repo, sources in sorted(sized, key=lambda t: -t[0])[:largest]:
+        conditions = {"parse": lambda: parse_all(sources), "each": lambda: bench_lint.lint_each(lint, sources),
+                      "tree": lambda: bench_lint.lint_tree(lint, sources)}
+        names = list(conditions)
+        wall = {n: float("inf") for n in names}
+        cpu = dict(wall)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for r in range(repeat):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    w, c = time.perf_counter(), time.process_time()
+                    conditions[name]()
+                    wall[name] = min(wall[name], time.perf_counter() - w)
+                    cpu[name] = min(cpu[name], time.process_time() - c)
+        rows.append({"repo": repo.name, "files": len(sources), "lines": lines,
+                     **{f"{n}_{k}": d[n] for n in names for k, d in (("wall", wall), ("cpu", cpu))}})
+    return rows
+
+
+def _timing_table(rows: List[dict]) -> str:
+    lines = ["| repository | files | lines | `ast.parse` CPU s | lint each file: CPU s, vs parse (wall) | "
+             "lint together: CPU s, vs parse (wall) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[n + '_cpu']:.3f} s, {r[n + '_cpu'] / r['parse_cpu']:.2f}x "
+                 f"({r[n + '_wall'] / r['parse_wall']:.2f}x)" for n in ("each", "tree")]
+        lines.append(f"| {r['repo']} | {r['files']} | {r['lines']} | {r['parse_cpu']:.3f} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 # output
 
 
@@ -405,7 +541,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"), help="folder of owner+name/repo git dirs")
     parser.add_argument("--set", dest="repo_set", choices=sorted(SETS), default="tuned",
                         help="tuned: the repositories the rules were tuned on (default); heldout: repositories never "
-                             "used for tuning, with their own verdicts file")
+                             "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
+                             "of lint_precision_wide_repos.tsv, split by a hash of the name")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
@@ -414,6 +551,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--show-mutant", nargs=2, metavar=("REPO:PATH#INDEX", "OPERATOR"), help="print one mutant's diff")
     parser.add_argument("--src", type=Path, default=ROOT / "src",
                         help="the gradguard source to measure (another checkout's src/ for a before/after)")
+    parser.add_argument("--timing", type=int, metavar="N", default=None,
+                        help="lint time against ast.parse on the N largest repositories of the set")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds for --timing (the best is kept)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
@@ -427,6 +567,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(show_mutant(args.root, *args.show_mutant))
         return 0
     sys.path.insert(0, str(args.src.resolve()))
+    if args.timing:
+        rows = timing(args.root, chosen.repos, args.timing, args.repeat)
+        print(json.dumps(rows, indent=2) if args.json else _timing_table(rows))
+        return 0
     if args.mutants:
         report = recall(args.root, args.verbose, chosen.repos, chosen.verdicts)
         print(json.dumps(report, indent=2) if args.json else _recall_table(report, args.verbose))

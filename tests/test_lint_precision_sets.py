@@ -42,7 +42,9 @@ def test_every_verdict_row_names_its_own_sets_repository_and_sub_path():
         paths = {r.name: r.paths for r in chosen.repos}
         for key, (verdict, why) in lint_precision.load_verdicts(chosen.verdicts).items():
             assert key.repo in paths, f"{name}: {key} names a repository outside the set"
-            assert any(key.path == p or key.path.startswith(p.rstrip("/") + "/") for p in paths[key.repo]), key
+            # "." is the whole extracted folder (the wide sets, whose files are picked by a rule)
+            assert any(p == "." or key.path == p or key.path.startswith(p.rstrip("/") + "/")
+                       for p in paths[key.repo]), key
             assert why.strip(), key
 
 
@@ -59,3 +61,24 @@ def test_precision_reads_the_verdicts_of_the_set_it_is_given(tmp_path):
     # negative control: the tuned set's verdicts file does not judge this finding
     other = lint_precision.precision(tmp_path, (repo,), lint_precision.VERDICTS)
     assert other["rules"]["GG101"]["unjudged"] == 1 and other["precision"] is None
+
+
+def test_wide_halves_follow_the_name_hash_and_use_no_earlier_repository():
+    import hashlib
+
+    earlier = {r.name.lower() for r in lint_precision.REPOS + lint_precision.HELDOUT_REPOS}
+    heldout = lint_precision.SETS["wide-heldout"].repos
+    tune = lint_precision.SETS["wide-tune"].repos
+    assert len(heldout) + len(tune) >= 100
+    for part, repos in (("heldout", heldout), ("tune", tune)):
+        for repo in repos:
+            # the rule written independently: first hex digit of sha256("owner/name"), even = held-out
+            even = int(hashlib.sha256(repo.name.encode()).hexdigest()[0], 16) % 2 == 0
+            assert even == (part == "heldout"), repo.name
+            assert repo.name.lower() not in earlier, repo.name
+            assert len(repo.commit) == 40, repo.name
+    assert not {r.name for r in heldout} & {r.name for r in tune}
+    # negative control: a name whose first digit is odd lands in the tune half
+    odd = next(n for n in (f"someone/p{i}" for i in range(100))
+               if int(hashlib.sha256(n.encode()).hexdigest()[0], 16) % 2)
+    assert lint_precision.wide_split(odd) == "tune"
