@@ -1,55 +1,18 @@
-"""Exact gradient accumulation and the run-time watch for PyTorch Lightning.
-
-``Trainer(accumulate_grad_batches=K)`` divides every micro-batch's loss by K:
-micro-batches with different numbers of items (tokens) weigh the same, and
-the epoch's final partial window of m < K micro-batches is still divided by K
-(its gradient is m/K of the mean). :class:`ExactAccumulation` repairs both
-without touching the user's ``training_step``::
-
-    trainer = L.Trainer(accumulate_grad_batches=8,
-                        callbacks=[ExactAccumulation(count_fn=lambda b: int((b["labels"] != -100).sum()))])
-
-How: for the fit, the callback routes the precision plugin's ``backward``
-(the call that runs ``loss.backward()``, after Lightning divided the loss by K
-and, under 16-mixed, scaled it) through itself, and starts that backward pass
-from the micro-batch's item count (over a reference count, so that
-magnitudes stay near a plain mean's, which matters for fp16 gradients)
-instead of 1: ``loss.backward(gradient=weight)``, nothing added to the graph
-and no Python in the backward pass (a module that overrides ``backward``
-gets the loss times the weight).
-``on_before_backward`` hooks and the module's own ``backward`` run as usual.
-``on_before_optimizer_step`` runs on the stepping micro-batch after AMP
-unscaling and before Lightning's gradient clipping: there the summed gradient
-is multiplied once by ``ref * K * world_size / N`` (N: the window's item
-count over all ranks, one all-reduce per window), which makes it the exact
-full-window mean; clipping then clips the exact gradient. The factor is
-exactly 1 (and skipped) for full windows of equal counts.
-
-Without the callback, a running :class:`gradguard.watch` reports the short
-window (GG111): :class:`WatchAccumulationWindows`, which Lightning adds to every
-``Trainer`` made while a watch runs (an entry point of this package), tells the
-watch the divisor K of each of Lightning's backward passes.
-"""
+"""ExactAccumulation: Lightning's accumulated gradient weighted by each micro-batch's item count, every window."""
 
 from __future__ import annotations
 
 from numbers import Integral
 from typing import Any, Callable, Optional
 
-from . import require
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
 
-require("lightning", "lightning")
+from ..._errors import GradguardError
+from ..._channel import accumulator_backward, listening
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler  # noqa: E402
-
-from .._errors import GradguardError
-from .._channel import accumulator_backward, framework_divisor, listening
-from ..watcher import user_site
-from ._watch import FrameworkWatch, loss_line
-
-__all__ = ["ExactAccumulation", "Watch", "WatchAccumulationWindows", "default_count"]
+__all__ = ["ExactAccumulation", "default_count"]
 
 
 def default_count(batch: Any) -> int:
@@ -407,7 +370,6 @@ class ExactAccumulation(Callback):
         return float(first)
 
 
-
 def _weighted_sum(parts: list) -> torch.Tensor:
     """``sum(loss.double() * weight)`` over ``(loss, weight)`` pairs, in order, in float64 on their device."""
     total = None
@@ -427,117 +389,3 @@ def _lightning_logs_now(trainer) -> bool:
     connector = getattr(trainer, "_logger_connector", None)
     should = getattr(connector, "should_update_logs", True)
     return bool(should) or bool(getattr(trainer, "fast_dev_run", False))
-
-
-_LIGHTNING_ADVICE = {
-    "GG105": (
-        "Lightning divides every micro-batch's mean loss by accumulate_grad_batches alike (and the epoch's final "
-        "partial window too): add gradguard.integrations.lightning.ExactAccumulation(count_fn=<items in a batch>) "
-        "to Trainer(callbacks=[...]) to weight each micro-batch by its item count."
-    ),
-    "GG104": (
-        "In automatic optimization Lightning scales the loss itself: return the micro-batch's mean loss from "
-        "training_step and use Trainer(accumulate_grad_batches=K) with gradguard.integrations.lightning.ExactAccumulation()."
-    ),
-}
-
-
-_WINDOW_ADVICE = (
-    "Add gradguard.integrations.lightning.ExactAccumulation() to Trainer(callbacks=[...]): it weighs every window "
-    "exactly, the epoch's short last window too; or make the number of batches per epoch a multiple of "
-    "accumulate_grad_batches."
-)
-
-
-class WatchAccumulationWindows(Callback):
-    """Tell a running :class:`gradguard.watch` that Lightning divided each backward pass's loss by K.
-
-    In automatic optimization Lightning divides every ``training_step`` loss by
-    ``trainer.accumulate_grad_batches`` = K and steps on the last batch of the
-    epoch whatever the window holds, so that window (or a whole epoch shorter
-    than K) is applied at K'/K of its mean. The watch sees the passes and the
-    steps, but not K: this callback declares it around each of Lightning's
-    backward passes, and the watch reports a step that closes a window of
-    fewer than K passes (GG111) at ``origin``, the line where the ``Trainer``
-    was made (else at the pass's line).
-
-    Installed by itself into every ``Trainer`` made while a watch runs (the
-    ``gradguard run`` command, the pytest plugin, a ``with gradguard.watch():``
-    block around the ``Trainer(...)`` call), through Lightning's
-    ``lightning.pytorch.callbacks_factory`` entry point; :class:`Watch` does the
-    same. It changes nothing in training, and does nothing when no watch runs,
-    for ``accumulate_grad_batches=1``, manual optimization, or a strategy that
-    accumulates itself (DeepSpeed).
-    """
-
-    def __init__(self, origin=None) -> None:
-        self.origin = origin
-        self._mark: Optional[framework_divisor] = None
-
-    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        self._close_window_mark()
-        k = trainer.accumulate_grad_batches
-        if (k < 2 or not listening() or not pl_module.automatic_optimization
-                or trainer.strategy.handles_gradient_accumulation):
-            return
-        self._mark = framework_divisor(k, self.origin, _WINDOW_ADVICE)
-        self._mark.__enter__()
-
-    def on_after_backward(self, trainer, pl_module) -> None:
-        self._close_window_mark()
-
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._close_window_mark()
-
-    def _close_window_mark(self) -> None:
-        mark, self._mark = self._mark, None
-        if mark is not None:
-            mark.__exit__(None, None, None)
-
-
-def watch_callbacks() -> list:
-    """Lightning's ``lightning.pytorch.callbacks_factory`` entry point: the callbacks every new ``Trainer`` gets.
-
-    While a :class:`gradguard.watch` runs, a :class:`WatchAccumulationWindows`
-    whose findings point at the ``Trainer(...)`` line being run; otherwise none.
-    """
-    if not listening():
-        return []
-    return [WatchAccumulationWindows(origin=user_site(2))]
-
-
-class Watch(WatchAccumulationWindows):
-    """Run :class:`gradguard.watch` over ``trainer.fit(...)``.
-
-    Findings about the loss point at the line of ``training_step`` that made
-    it (not at the ``fit`` call), and their advice is Lightning's (the
-    :class:`ExactAccumulation` callback), not a hand-written loop.
-
-    Args:
-        mode: ``"warn"``, ``"raise"`` or ``"record"`` (see :class:`gradguard.watch`).
-        ignore: rule codes (or prefixes) not to report.
-
-    Attributes:
-        findings: the :class:`gradguard.Finding` list.
-
-    >>> w = Watch(mode="record")
-    >>> # L.Trainer(callbacks=[w]).fit(model, loader); print(w.findings)
-    """
-
-    def __init__(self, mode: str = "warn", ignore=()) -> None:
-        super().__init__()
-        self._fw = FrameworkWatch(mode, ignore, _LIGHTNING_ADVICE)
-
-    @property
-    def findings(self):
-        return self._fw.findings
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        self._fw.start(loss_line(type(pl_module).training_step), trainer.optimizers)
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self._fw.stop()
-
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._close_window_mark()
-        self._fw.stop(exception)
