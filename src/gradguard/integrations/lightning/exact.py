@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 from typing import Any, Callable, Optional
 
@@ -91,6 +92,8 @@ class ExactAccumulation(Callback):
         # window loss is wanted (.loss, a logging step, a checkpoint): no tensor op per micro-batch.
         self._parts: list = []
         self._last_window: Optional[tuple] = None  # (parts, 1 / N) of the last window, until .loss is read
+        self._weights: dict = {}  # count -> its micro-batch weight, made for the key below
+        self._weights_for: Optional[tuple] = None  # (reference count, loss dtype, loss device)
 
     def _reset_window(self) -> None:
         self._n: Any = None  # the current micro-batch's count
@@ -147,6 +150,7 @@ class ExactAccumulation(Callback):
             )
         self._ref_hint = None
         self._reset_window()
+        self._weights, self._weights_for = {}, None
         self._world = trainer.world_size
         # Looked up once per fit: whether the backward that runs is Lightning's own (it takes loss.backward's
         # arguments) or the module overrides it (then the loss it gets is multiplied instead).
@@ -185,21 +189,19 @@ class ExactAccumulation(Callback):
         if n is None:  # a backward outside a training batch (not ours to weigh)
             return self._plugin_backward(tensor, *args, **kwargs)
         self._n = None
-        ref = self._ref
-        if ref is None:
-            ref = self._ref = self._reference(n, self._world)
+        if self._ref is None:
+            self._start_window(n, tensor)
         self._total = self._total + n
         self._micro += 1
         if type(n) is int:
-            if n == ref:
-                weight = None
-            elif self._seed:
-                weight = torch.full((), n / ref, dtype=tensor.dtype, device=tensor.device)
-            else:
-                weight = n / ref
+            # One weight per count for the window's reference (a power of two, so the same from window to
+            # window): made once, then looked up (no tensor made per micro-batch).
+            weight = self._weights.get(n, _MISSING)
+            if weight is _MISSING:
+                weight = self._weights[n] = self._weight(n, tensor)
         else:
             # A device count divides in float64 (float32 would round the weight; MPS has no float64).
-            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / ref
+            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / self._ref
             if self._seed:
                 weight = weight.to(tensor.dtype)
         if weight is None:
@@ -207,6 +209,8 @@ class ExactAccumulation(Callback):
         elif self._seed:
             # Lightning's own LightningModule.backward passes keyword arguments on to loss.backward: the weight
             # is the gradient the pass starts from (instead of the 1 it would make itself), nothing added to the graph.
+            # Autograd reads it and never writes it (the cache holds a reference, so it is never taken over as a
+            # .grad either), so one tensor serves every micro-batch with that count.
             kwargs["gradient"] = weight
         else:
             tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
@@ -215,6 +219,23 @@ class ExactAccumulation(Callback):
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
         with accumulator_backward(counted=True):
             return self._plugin_backward(tensor, *args, **kwargs)
+
+    def _start_window(self, n: Any, tensor: torch.Tensor) -> None:
+        """The window's reference count; the cached weights stay only while the reference, the loss's dtype and
+        its device are those they were made for."""
+        ref = self._ref = self._reference(n, self._world)
+        key = (ref, tensor.dtype, tensor.device)
+        if key != self._weights_for:
+            self._weights, self._weights_for = {}, key
+
+    def _weight(self, n: int, tensor: torch.Tensor) -> Any:
+        """Micro-batch weight ``n / ref``: None for 1, the backward's starting gradient (in the loss's dtype, on its
+        device) under Lightning's own backward, else a float the loss is multiplied by."""
+        if n == self._ref:
+            return None
+        if self._seed:
+            return torch.full((), n / self._ref, dtype=tensor.dtype, device=tensor.device)
+        return n / self._ref
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if self._micro == 0:
@@ -241,8 +262,18 @@ class ExactAccumulation(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
         if factor != 1.0 and grads:
-            torch._foreach_mul_(grads, factor)
-        self._ref_hint = total / (self._micro * world) if total > 0 else self._ref_hint
+            # A 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
+            # is rounded to the gradients' compute type either way), correctly rounded ones in 16-bit (where
+            # _foreach_mul_ with a Python float rounds twice), and a third of the time on a CPU.
+            device = grads[0].device
+            torch._foreach_mul_(grads, torch.full((), factor, device=device,
+                                                  dtype=torch.float32 if device.type == "mps" else torch.float64))
+        if total > 0:
+            # The next windows' reference: a power of two near this window's global mean count, kept while the
+            # mean stays within a factor 2 of it (so the cached weights last; the same on every rank).
+            mean, hint = total / (self._micro * world), self._ref_hint
+            if hint is None or not 0.5 * hint <= mean <= 2.0 * hint:
+                self._ref_hint = _power_of_two(mean)
         self._closing = (total, world)
         self._reset_window()
 
@@ -251,7 +282,9 @@ class ExactAccumulation(Callback):
         if loss is not None and self._last_n is not None:
             self._loss_dtype = loss.dtype
             # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
-            self._parts.append((loss.detach(), trainer.accumulate_grad_batches * self._last_n))
+            # Lightning's outputs["loss"] is a detached copy already (detach only what is not).
+            self._parts.append((loss.detach() if loss.requires_grad else loss,
+                                trainer.accumulate_grad_batches * self._last_n))
         self._last_n = None
         if self._closing is None:
             return
@@ -300,6 +333,7 @@ class ExactAccumulation(Callback):
     def load_state_dict(self, state_dict: dict) -> None:
         self._micro = state_dict["micro"]
         self._ref = state_dict["ref"]
+        self._weights, self._weights_for = {}, None  # made again for the resumed window's reference
         self._total = state_dict["total"]
         self._negative = state_dict["negative"]
         self._ref_hint = state_dict["ref_hint"]
@@ -367,7 +401,16 @@ class ExactAccumulation(Callback):
             return self._ref_hint  # the last window's global mean count: the same on every rank
         if world > 1 or isinstance(first, torch.Tensor) or first == 0:
             return 1.0  # ranks must scale alike; a device count is not read just for a scale
-        return float(first)
+        return _power_of_two(first)
+
+
+_MISSING = object()
+
+
+def _power_of_two(count: float) -> float:
+    """The power of two nearest ``count`` (> 0) on a log scale: a reference count that keeps gradient magnitudes
+    near a plain mean's and divides every count exactly."""
+    return 2.0 ** round(math.log2(count))
 
 
 def _weighted_sum(parts: list) -> torch.Tensor:
