@@ -379,3 +379,32 @@ def test_weighting_leaves_lightnings_hooks_and_the_users_backward_alone(tmp_path
     # Negative control: a Lightning run without the callback is not the reference.
     alone, _ = fit(data, root=tmp_path, module=OwnBackward())
     assert S.rel_change_error(alone, S.reference_params([data], None)) > 1e-4
+
+
+def test_weights_stay_exact_when_the_counts_change_by_orders_of_magnitude(tmp_path):
+    """The micro-batch weights are made once per count and reference count, then reused: windows whose counts jump
+    from ~2 to ~60 and back (the reference changes) and a second fit with the same callback in another precision
+    must each be exact, and the kept weights must still be ``n / ref`` after the backward passes read them."""
+    g = torch.Generator().manual_seed(7)
+    sizes = [1, 2, 1, 3, 60, 40, 50, 70, 2, 1, 3, 1, 64, 64, 2, 90, 5, 6]
+    data = [(torch.randn(c, S.IN, generator=g, dtype=torch.float64), torch.randn(c, S.OUT, generator=g, dtype=torch.float64))
+            for c in sizes]
+    want = S.reference_params([data], None)
+    cb = ExactAccumulation()
+    got, _ = fit(data, callbacks=[cb], root=tmp_path)
+    assert S.rel_change_error(got, want) < 1e-10
+    ref, dtype, _ = cb._weights_for
+    assert cb._weights and all(w is None or (w.dtype == dtype and float(w) == n / ref) for n, w in cb._weights.items())
+
+    class F32(Module):
+        def __init__(self):
+            super().__init__()
+            self.net = S.make_model().float()
+
+    got32, _ = fit([(x.float(), y.float()) for x, y in data], callbacks=[cb], root=tmp_path, module=F32(),
+                   precision="32-true")
+    assert cb._weights_for[1] == torch.float32
+    assert S.rel_change_error(got32, want) < 1e-5
+    # Negative control: Lightning alone on these windows is far off.
+    alone, _ = fit(data, root=tmp_path)
+    assert S.rel_change_error(alone, want) > 1e-2

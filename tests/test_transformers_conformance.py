@@ -622,6 +622,12 @@ TWO_PROCESS_CELLS = [
     dict(kind="gpt2", wrapper="none", smoothing=0.0, k=3, partial=False),
     dict(kind="bert", wrapper="checkpointing", smoothing=0.0, k=2, partial=True),
     dict(kind="t5", wrapper="none", smoothing=0.1, k=2, partial=False),
+    # Left padding (the objective the padded labels define: padded_reference) and bf16 autocast (the same
+    # objective under the same autocast: autocast_loop), in both processes.
+    dict(kind="gpt2", wrapper="none", smoothing=0.0, k=2, partial=True, side="left"),
+    dict(kind="llama", wrapper="lora", smoothing=0.1, k=2, partial=False, side="left"),
+    dict(kind="bert", wrapper="none", smoothing=0.0, k=2, partial=True, bf16=True),
+    dict(kind="gpt2", wrapper="none", smoothing=0.0, k=3, partial=False, bf16=True),
 ]
 
 
@@ -631,41 +637,75 @@ def _rows_for(kind, k, partial, world):
     return family_rows(kind, (2 * k + (2 if partial else 0)) * world, seed=k)
 
 
-def _two_process_rank(rank, world_size, kind, wrapper, smoothing, k, partial, fix=True):
+def _two_process_rank(rank, world_size, kind, wrapper, smoothing, k, partial, side="right", bf16=False, fix=True):
     transformers.logging.set_verbosity_error()
     data = _rows_for(kind, k, partial, world_size)
     model = family_model(kind, "lora" if wrapper == "lora" else "none")
-    trainer = make_trainer(tempfile.mkdtemp(), model, data, k, Collate(kind), label_smoothing_factor=smoothing,
-                           gradient_checkpointing=wrapper == "checkpointing", max_steps=-1, num_train_epochs=1)
-    (exact(trainer) if fix else trainer).train()
+    trainer = make_trainer(tempfile.mkdtemp(), model, data, k, Collate(kind, side=side), label_smoothing_factor=smoothing,
+                           gradient_checkpointing=wrapper == "checkpointing", max_steps=-1, num_train_epochs=1,
+                           bf16=bf16)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    if fix:
+        # check_trainer measures one process's window against its full batch: in a group it refuses, naming why,
+        # before anything changes (its figure is compared with the measured error in the one-process matrix).
+        with pytest.raises(gg.GradguardError, match="world_size=2"):
+            check_trainer(trainer)
+        assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    try:
+        (exact(trainer) if fix else trainer).train()
+    except gg.GradguardError as e:  # a refusal: before any parameter changed
+        assert all(torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+        return f"refused: {e}"
     return {n: p.detach().double().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", TWO_PROCESS_CELLS,
-                         ids=lambda c: f"{c['kind']}-{c['wrapper']}-ls{c['smoothing']}-K{c['k']}"
-                                       f"{'-partial' if c['partial'] else ''}-2proc")
+                         ids=lambda c: f"{c['kind']}-{c['wrapper']}-ls{c['smoothing']}-{c.get('side', 'right')}-K{c['k']}"
+                                       f"{'-partial' if c['partial'] else ''}{'-bf16' if c.get('bf16') else ''}-2proc")
 def test_conformance_two_processes(cell):
     """exact() in a real 2-process gloo group: every rank's update is the float64 reference's, window by window,
     over both processes' rows (the Trainer's own stock run is not exact in any of these cells: checked in the
-    one-process matrix)."""
+    one-process matrix), or a GradguardError on every rank before any update. Left padding: the reference is
+    the objective the padded labels define (each micro-batch of 2 consecutive rows padded as the collator pads
+    it). bf16: the same objective under the same autocast in a plain loop over both processes' micro-batches,
+    itself checked against the float64 reference with autocast off; check_trainer refuses in a group."""
     import _integrations as S
 
     kind, k, partial, world = cell["kind"], cell["k"], cell["partial"], 2
+    side, bf16 = cell.get("side", "right"), cell.get("bf16", False)
+    collate = Collate(kind, side=side)
     data = _rows_for(kind, k, partial, world)
     ref_model = family_model(kind, "lora" if cell["wrapper"] == "lora" else "none")
     init = {n: p.detach().double().clone() for n, p in ref_model.named_parameters() if p.requires_grad}
     first = 2 * k * world
     for window in ([data[:first], data[first:]] if partial else [data]):
-        grads = reference(ref_model, kind, window, smoothing=cell["smoothing"])
+        grads = (padded_reference(ref_model, kind, window, collate, smoothing=cell["smoothing"]) if side == "left"
+                 else reference(ref_model, kind, window, smoothing=cell["smoothing"]))
         with torch.no_grad():
             for n, p in ref_model.named_parameters():
                 if n in grads:
                     p -= grads[n].to(p.dtype)
     want = {n: p.detach().double() - init[n] for n, p in ref_model.named_parameters() if n in init}
     scale = max(float(w.abs().max()) for w in want.values())
-    for got in S.spawn(_two_process_rank, world, **cell):
-        assert max(float((got[n] - init[n] - want[n]).abs().max()) for n in want) / scale < 3e-5
+    target = want
+    if bf16:
+        # Windows of k micro-batches from each process: k * world micro-batches of 2 rows, in order.
+        def loop(on):
+            return autocast_loop(family_model(kind, "lora" if cell["wrapper"] == "lora" else "none"), kind, data,
+                                 k * world, partial, collate, cell["smoothing"], on, cell["wrapper"] == "checkpointing")
+        loop32 = loop(False)
+        assert max(float((loop32[n] - init[n] - want[n]).abs().max()) for n in want) / scale < 3e-5
+        target = {n: v - init[n] for n, v in loop(True).items()}
+        # Autocast is on: bf16 moves the update by more than the tolerance the cell is held to.
+        assert max(float((target[n] - want[n]).abs().max()) for n in want) / scale > 3e-5
+    results = S.spawn(_two_process_rank, world, **cell)
+    if all(isinstance(r, str) for r in results):
+        assert all(r.startswith("refused") for r in results), results
+        return
+    for got in results:
+        assert not isinstance(got, str), got
+        assert max(float((got[n] - init[n] - target[n]).abs().max()) for n in want) / scale < 3e-5
     if kind == "gpt2":  # the control: the stock Trainer (GPT2 counts position 0) is off against this reference
         for got in S.spawn(_two_process_rank, world, **cell, fix=False):
-            assert max(float((got[n] - init[n] - want[n]).abs().max()) for n in want) / scale > 1e-3
+            assert max(float((got[n] - init[n] - target[n]).abs().max()) for n in want) / scale > 1e-3

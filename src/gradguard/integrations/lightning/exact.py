@@ -1,55 +1,19 @@
-"""Exact gradient accumulation and the run-time watch for PyTorch Lightning.
-
-``Trainer(accumulate_grad_batches=K)`` divides every micro-batch's loss by K:
-micro-batches with different numbers of items (tokens) weigh the same, and
-the epoch's final partial window of m < K micro-batches is still divided by K
-(its gradient is m/K of the mean). :class:`ExactAccumulation` repairs both
-without touching the user's ``training_step``::
-
-    trainer = L.Trainer(accumulate_grad_batches=8,
-                        callbacks=[ExactAccumulation(count_fn=lambda b: int((b["labels"] != -100).sum()))])
-
-How: for the fit, the callback routes the precision plugin's ``backward``
-(the call that runs ``loss.backward()``, after Lightning divided the loss by K
-and, under 16-mixed, scaled it) through itself, and starts that backward pass
-from the micro-batch's item count (over a reference count, so that
-magnitudes stay near a plain mean's, which matters for fp16 gradients)
-instead of 1: ``loss.backward(gradient=weight)``, nothing added to the graph
-and no Python in the backward pass (a module that overrides ``backward``
-gets the loss times the weight).
-``on_before_backward`` hooks and the module's own ``backward`` run as usual.
-``on_before_optimizer_step`` runs on the stepping micro-batch after AMP
-unscaling and before Lightning's gradient clipping: there the summed gradient
-is multiplied once by ``ref * K * world_size / N`` (N: the window's item
-count over all ranks, one all-reduce per window), which makes it the exact
-full-window mean; clipping then clips the exact gradient. The factor is
-exactly 1 (and skipped) for full windows of equal counts.
-
-Without the callback, a running :class:`gradguard.watch` reports the short
-window (GG111): :class:`WatchAccumulationWindows`, which Lightning adds to every
-``Trainer`` made while a watch runs (an entry point of this package), tells the
-watch the divisor K of each of Lightning's backward passes.
-"""
+"""ExactAccumulation: Lightning's accumulated gradient weighted by each micro-batch's item count, every window."""
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 from typing import Any, Callable, Optional
 
-from . import require
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
 
-require("lightning", "lightning")
+from ..._errors import GradguardError
+from ..._channel import accumulator_backward, listening
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler  # noqa: E402
-
-from .._errors import GradguardError
-from .._channel import accumulator_backward, framework_divisor, listening
-from ..watcher import user_site
-from ._watch import FrameworkWatch, loss_line
-
-__all__ = ["ExactAccumulation", "Watch", "WatchAccumulationWindows", "default_count"]
+__all__ = ["ExactAccumulation", "default_count"]
 
 
 def default_count(batch: Any) -> int:
@@ -128,6 +92,8 @@ class ExactAccumulation(Callback):
         # window loss is wanted (.loss, a logging step, a checkpoint): no tensor op per micro-batch.
         self._parts: list = []
         self._last_window: Optional[tuple] = None  # (parts, 1 / N) of the last window, until .loss is read
+        self._weights: dict = {}  # count -> its micro-batch weight, made for the key below
+        self._weights_for: Optional[tuple] = None  # (reference count, loss dtype, loss device)
 
     def _reset_window(self) -> None:
         self._n: Any = None  # the current micro-batch's count
@@ -184,6 +150,7 @@ class ExactAccumulation(Callback):
             )
         self._ref_hint = None
         self._reset_window()
+        self._weights, self._weights_for = {}, None
         self._world = trainer.world_size
         # Looked up once per fit: whether the backward that runs is Lightning's own (it takes loss.backward's
         # arguments) or the module overrides it (then the loss it gets is multiplied instead).
@@ -222,21 +189,19 @@ class ExactAccumulation(Callback):
         if n is None:  # a backward outside a training batch (not ours to weigh)
             return self._plugin_backward(tensor, *args, **kwargs)
         self._n = None
-        ref = self._ref
-        if ref is None:
-            ref = self._ref = self._reference(n, self._world)
+        if self._ref is None:
+            self._start_window(n, tensor)
         self._total = self._total + n
         self._micro += 1
         if type(n) is int:
-            if n == ref:
-                weight = None
-            elif self._seed:
-                weight = torch.full((), n / ref, dtype=tensor.dtype, device=tensor.device)
-            else:
-                weight = n / ref
+            # One weight per count for the window's reference (a power of two, so the same from window to
+            # window): made once, then looked up (no tensor made per micro-batch).
+            weight = self._weights.get(n, _MISSING)
+            if weight is _MISSING:
+                weight = self._weights[n] = self._weight(n, tensor)
         else:
             # A device count divides in float64 (float32 would round the weight; MPS has no float64).
-            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / ref
+            weight = n.to(torch.float32 if n.device.type == "mps" else torch.float64) / self._ref
             if self._seed:
                 weight = weight.to(tensor.dtype)
         if weight is None:
@@ -244,6 +209,8 @@ class ExactAccumulation(Callback):
         elif self._seed:
             # Lightning's own LightningModule.backward passes keyword arguments on to loss.backward: the weight
             # is the gradient the pass starts from (instead of the 1 it would make itself), nothing added to the graph.
+            # Autograd reads it and never writes it (the cache holds a reference, so it is never taken over as a
+            # .grad either), so one tensor serves every micro-batch with that count.
             kwargs["gradient"] = weight
         else:
             tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
@@ -252,6 +219,23 @@ class ExactAccumulation(Callback):
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
         with accumulator_backward(counted=True):
             return self._plugin_backward(tensor, *args, **kwargs)
+
+    def _start_window(self, n: Any, tensor: torch.Tensor) -> None:
+        """The window's reference count; the cached weights stay only while the reference, the loss's dtype and
+        its device are those they were made for."""
+        ref = self._ref = self._reference(n, self._world)
+        key = (ref, tensor.dtype, tensor.device)
+        if key != self._weights_for:
+            self._weights, self._weights_for = {}, key
+
+    def _weight(self, n: int, tensor: torch.Tensor) -> Any:
+        """Micro-batch weight ``n / ref``: None for 1, the backward's starting gradient (in the loss's dtype, on its
+        device) under Lightning's own backward, else a float the loss is multiplied by."""
+        if n == self._ref:
+            return None
+        if self._seed:
+            return torch.full((), n / self._ref, dtype=tensor.dtype, device=tensor.device)
+        return n / self._ref
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if self._micro == 0:
@@ -278,8 +262,19 @@ class ExactAccumulation(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
         if factor != 1.0 and grads:
-            torch._foreach_mul_(grads, factor)
-        self._ref_hint = total / (self._micro * world) if total > 0 else self._ref_hint
+            # A 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
+            # is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once
+            # (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 %
+            # off in bfloat16), and about half the time on a CPU (the tensor made included).
+            device = grads[0].device
+            torch._foreach_mul_(grads, torch.full((), factor, device=device,
+                                                  dtype=torch.float32 if device.type == "mps" else torch.float64))
+        if total > 0:
+            # The next windows' reference: a power of two near this window's global mean count, kept while the
+            # mean stays within a factor 2 of it (so the cached weights last; the same on every rank).
+            mean, hint = total / (self._micro * world), self._ref_hint
+            if hint is None or not 0.5 * hint <= mean <= 2.0 * hint:
+                self._ref_hint = _power_of_two(mean)
         self._closing = (total, world)
         self._reset_window()
 
@@ -288,7 +283,9 @@ class ExactAccumulation(Callback):
         if loss is not None and self._last_n is not None:
             self._loss_dtype = loss.dtype
             # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
-            self._parts.append((loss.detach(), trainer.accumulate_grad_batches * self._last_n))
+            # Lightning's outputs["loss"] is a detached copy already (detach only what is not).
+            self._parts.append((loss.detach() if loss.requires_grad else loss,
+                                trainer.accumulate_grad_batches * self._last_n))
         self._last_n = None
         if self._closing is None:
             return
@@ -337,6 +334,7 @@ class ExactAccumulation(Callback):
     def load_state_dict(self, state_dict: dict) -> None:
         self._micro = state_dict["micro"]
         self._ref = state_dict["ref"]
+        self._weights, self._weights_for = {}, None  # made again for the resumed window's reference
         self._total = state_dict["total"]
         self._negative = state_dict["negative"]
         self._ref_hint = state_dict["ref_hint"]
@@ -404,8 +402,16 @@ class ExactAccumulation(Callback):
             return self._ref_hint  # the last window's global mean count: the same on every rank
         if world > 1 or isinstance(first, torch.Tensor) or first == 0:
             return 1.0  # ranks must scale alike; a device count is not read just for a scale
-        return float(first)
+        return _power_of_two(first)
 
+
+_MISSING = object()
+
+
+def _power_of_two(count: float) -> float:
+    """The power of two nearest ``count`` (> 0) on a log scale: a reference count that keeps gradient magnitudes
+    near a plain mean's and divides every count exactly."""
+    return 2.0 ** round(math.log2(count))
 
 
 def _weighted_sum(parts: list) -> torch.Tensor:
@@ -427,117 +433,3 @@ def _lightning_logs_now(trainer) -> bool:
     connector = getattr(trainer, "_logger_connector", None)
     should = getattr(connector, "should_update_logs", True)
     return bool(should) or bool(getattr(trainer, "fast_dev_run", False))
-
-
-_LIGHTNING_ADVICE = {
-    "GG105": (
-        "Lightning divides every micro-batch's mean loss by accumulate_grad_batches alike (and the epoch's final "
-        "partial window too): add gradguard.integrations.lightning.ExactAccumulation(count_fn=<items in a batch>) "
-        "to Trainer(callbacks=[...]) to weight each micro-batch by its item count."
-    ),
-    "GG104": (
-        "In automatic optimization Lightning scales the loss itself: return the micro-batch's mean loss from "
-        "training_step and use Trainer(accumulate_grad_batches=K) with gradguard.integrations.lightning.ExactAccumulation()."
-    ),
-}
-
-
-_WINDOW_ADVICE = (
-    "Add gradguard.integrations.lightning.ExactAccumulation() to Trainer(callbacks=[...]): it weighs every window "
-    "exactly, the epoch's short last window too; or make the number of batches per epoch a multiple of "
-    "accumulate_grad_batches."
-)
-
-
-class WatchAccumulationWindows(Callback):
-    """Tell a running :class:`gradguard.watch` that Lightning divided each backward pass's loss by K.
-
-    In automatic optimization Lightning divides every ``training_step`` loss by
-    ``trainer.accumulate_grad_batches`` = K and steps on the last batch of the
-    epoch whatever the window holds, so that window (or a whole epoch shorter
-    than K) is applied at K'/K of its mean. The watch sees the passes and the
-    steps, but not K: this callback declares it around each of Lightning's
-    backward passes, and the watch reports a step that closes a window of
-    fewer than K passes (GG111) at ``origin``, the line where the ``Trainer``
-    was made (else at the pass's line).
-
-    Installed by itself into every ``Trainer`` made while a watch runs (the
-    ``gradguard run`` command, the pytest plugin, a ``with gradguard.watch():``
-    block around the ``Trainer(...)`` call), through Lightning's
-    ``lightning.pytorch.callbacks_factory`` entry point; :class:`Watch` does the
-    same. It changes nothing in training, and does nothing when no watch runs,
-    for ``accumulate_grad_batches=1``, manual optimization, or a strategy that
-    accumulates itself (DeepSpeed).
-    """
-
-    def __init__(self, origin=None) -> None:
-        self.origin = origin
-        self._mark: Optional[framework_divisor] = None
-
-    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        self._close_window_mark()
-        k = trainer.accumulate_grad_batches
-        if (k < 2 or not listening() or not pl_module.automatic_optimization
-                or trainer.strategy.handles_gradient_accumulation):
-            return
-        self._mark = framework_divisor(k, self.origin, _WINDOW_ADVICE)
-        self._mark.__enter__()
-
-    def on_after_backward(self, trainer, pl_module) -> None:
-        self._close_window_mark()
-
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._close_window_mark()
-
-    def _close_window_mark(self) -> None:
-        mark, self._mark = self._mark, None
-        if mark is not None:
-            mark.__exit__(None, None, None)
-
-
-def watch_callbacks() -> list:
-    """Lightning's ``lightning.pytorch.callbacks_factory`` entry point: the callbacks every new ``Trainer`` gets.
-
-    While a :class:`gradguard.watch` runs, a :class:`WatchAccumulationWindows`
-    whose findings point at the ``Trainer(...)`` line being run; otherwise none.
-    """
-    if not listening():
-        return []
-    return [WatchAccumulationWindows(origin=user_site(2))]
-
-
-class Watch(WatchAccumulationWindows):
-    """Run :class:`gradguard.watch` over ``trainer.fit(...)``.
-
-    Findings about the loss point at the line of ``training_step`` that made
-    it (not at the ``fit`` call), and their advice is Lightning's (the
-    :class:`ExactAccumulation` callback), not a hand-written loop.
-
-    Args:
-        mode: ``"warn"``, ``"raise"`` or ``"record"`` (see :class:`gradguard.watch`).
-        ignore: rule codes (or prefixes) not to report.
-
-    Attributes:
-        findings: the :class:`gradguard.Finding` list.
-
-    >>> w = Watch(mode="record")
-    >>> # L.Trainer(callbacks=[w]).fit(model, loader); print(w.findings)
-    """
-
-    def __init__(self, mode: str = "warn", ignore=()) -> None:
-        super().__init__()
-        self._fw = FrameworkWatch(mode, ignore, _LIGHTNING_ADVICE)
-
-    @property
-    def findings(self):
-        return self._fw.findings
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        self._fw.start(loss_line(type(pl_module).training_step), trainer.optimizers)
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        self._fw.stop()
-
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._close_window_mark()
-        self._fw.stop(exception)
