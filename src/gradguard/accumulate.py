@@ -243,10 +243,18 @@ class Accumulator:
         # in the loop keeps only the window's last micro-batch), and stepping would apply a sum that
         # is no longer the window's. One read of the parameters' .grad per window beside the
         # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
-        # does: one process (DDP's reducer replaces .grad with bucket views, and one rank cannot
-        # refuse a window alone); None: nothing kept.
-        self._checks = (self._sync.world_size == 1 and self._sync.grads_in_params
-                        and getattr(self._sync, "accumulates_into_params", False))
+        # does: one process, and DDP (see _synced_checks); None: nothing kept.
+        self._checks = self._sync.grads_in_params and (
+            getattr(self._sync, "checks_across_ranks", False)
+            or (self._sync.world_size == 1 and getattr(self._sync, "accumulates_into_params", False)))
+        # Several ranks: a synchronised pass rewrites .grad itself (DDP's all-reduce copies the averaged
+        # bucket back, or makes .grad a view of it), so the window's .grad is checked before each such
+        # pass and recorded again after it; a change found is not raised at once (the other ranks would
+        # wait in the pass's collective) but rides the window's header all-reduce, and every rank refuses.
+        self._synced_checks = self._checks and self._sync.world_size > 1
+        # Versions a pass may add to each recorded .grad: None, one each; else one per .grad sharing its
+        # version counter (DDP's gradient_as_bucket_view: every view of a bucket shares the bucket's).
+        self._budget: Optional[list] = None
         self._wparams: Optional[List[torch.Tensor]] = None  # the optimizer's parameters, listed once per window
         self._seen: Optional[list] = None
         self._seen_versions: Optional[list] = None
@@ -388,8 +396,14 @@ class Accumulator:
             # gradient sync, and FSDP2 also expects a backward after every forward.
             # (A failure halfway leaves only zeros behind: nothing to undo.)
             if self._sync.needs_empty_backward:
+                synced = self._synced_checks and not w.in_no_sync and self._seen is not None
+                if synced:
+                    self._check_untouched("backward()")
                 self._sync.empty_backward(loss, self._params())
-                self._since += 1  # it added zeros in place
+                if synced:
+                    self._record()  # what the synchronised pass did to .grad is its own
+                else:
+                    self._since += 1  # it added zeros in place
             w.last_synced = not w.in_no_sync
             w.counted = counted
             w.has_backward = True
@@ -429,6 +443,9 @@ class Accumulator:
                 self._scale_grads(grads, w.ref / ref)
                 if self._seen is not None:
                     self._record()
+        synced = self._synced_checks and not w.in_no_sync
+        if synced and self._seen is not None:
+            self._check_untouched("backward()")  # before the pass rewrites .grad (noted, refused at the window's end)
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
@@ -454,7 +471,9 @@ class Accumulator:
         # The backward pass succeeded: only now does the window take this micro-batch.
         if not self._after_pass(reached, scaled) and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
-        if self._seen is not None:
+        if synced or (self._synced_checks and self._seen is None):
+            self._record()  # what a synchronised pass did to .grad is its own
+        elif self._seen is not None:
             self._since += 1
         elif self._checks:  # the window's first pass: what it left (see _seen in __init__), one C loop
             seen = self._seen = list(map(_grad, self._wparams))
@@ -541,31 +560,46 @@ class Accumulator:
     def _record(self) -> None:
         """Keep what is in .grad now (see ``_seen`` in ``__init__``): one C loop over the parameters."""
         seen = self._seen = list(map(_grad, self._wparams))
-        self._seen_versions = list(map(_version, filter(_present, seen)))
+        present = list(filter(_present, seen))
+        self._seen_versions = list(map(_version, present))
+        if self._synced_checks:
+            self._budget = _shared_counters(present)
         self._since = 0
 
     def _touched(self) -> Optional[Tuple[int, str]]:
         """(position, what happened) of the first .grad that no pass since the record can have left; None when all can.
 
         A .grad that was None may have been made by a later pass; one that was a tensor stays that
-        tensor, its version risen by at most one per pass.
+        tensor, its version risen by at most its budget per pass (one, or the number of .grad sharing
+        its version counter). A .grad replaced by a tensor of equal values, with no pass since and the
+        old tensor unchanged, holds the same sum (DDP's first bucket rebuild does that in a forward):
+        taken as it is, and recorded again.
         """
-        seen = self._seen
+        seen, since, budget = self._seen, self._since, self._budget
         now = list(map(_grad, self._wparams))
-        if all(map(is_, now, seen)) and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since:
-            return None
-        since = self._since
+        if all(map(is_, now, seen)):
+            rises = list(map(sub, map(_version, filter(_present, seen)), self._seen_versions))
+            if (max(rises, default=0) <= since if budget is None
+                    else all(r <= since * b for r, b in zip(rises, budget))):
+                return None
         versions = iter(self._seen_versions)
+        budgets = iter(budget) if budget is not None else repeat(1)
+        same = True
         for i, (g, before) in enumerate(zip(now, seen)):
             if before is None:
                 continue
-            version = next(versions)
+            version, allowed = next(versions), next(budgets) * since
             if g is None:
                 return i, "was set to None"
             if g is not before:
+                if since == 0 and before._version == version and _equal_values(g, before):
+                    same = False
+                    continue
                 return i, "was replaced by another tensor"
-            if g._version - version > since:
+            if g._version - version > allowed:
                 return i, "was changed in place"
+        if not same:
+            self._record()
         return None
 
     def _check_untouched(self, where: str) -> None:
@@ -574,6 +608,12 @@ class Accumulator:
         if found is None:
             return
         message = self._touched_message(*found, where)
+        if self._sync.world_size > 1:
+            # Raising here would leave the other ranks waiting in a collective: the window's header
+            # all-reduce carries the finding and every rank refuses there (see _end_window).
+            if self._w.touched is None:
+                self._w.touched = message
+            return
         self._drop_window()
         raise GradguardError(message)
 
@@ -590,9 +630,20 @@ class Accumulator:
             f"acc.{where}{' at ' + site if site else ''}: something other than the Accumulator changed the window's "
             "gradients (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an in-place edit "
             "such as p.grad.mul_(), or a backward() not made through acc.backward()), so the window's sum is no longer "
-            "what its micro-batches added. Nothing was applied and the window was discarded (skipped_windows + 1). "
+            "what its micro-batches added. Nothing was applied"
+            + (f" on any of the {self._sync.world_size} ranks" if self._sync.world_size > 1 else "")
+            + " and the window was discarded (skipped_windows + 1). "
             "The Accumulator clears the gradients itself after each step: remove the zero_grad() from the loop; clip with "
             "max_grad_norm=, and change a gradient in a hook that runs inside backward() (p.register_hook)"
+        )
+
+    def _touched_elsewhere_message(self) -> str:
+        return (
+            f"the in-flight gradients of window {self.optimizer_steps} were changed on another rank by something other "
+            "than the Accumulator (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an "
+            "in-place edit of a gradient): that rank's error names the parameter. Nothing was applied on any of the "
+            f"{self._sync.world_size} ranks and the window was discarded (skipped_windows + 1). The Accumulator clears "
+            "the gradients itself after each step: remove the zero_grad() from the loop"
         )
 
     def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
@@ -706,7 +757,11 @@ class Accumulator:
         sync.finish_window(params, w.last_synced)
         w.last_synced = True  # a retried end must not reduce again
 
-        total, loss_sum, bad, bad_count, unreached, found = self._read_window(params)
+        total, loss_sum, bad, bad_count, unreached, found, touched = self._read_window(params)
+        if touched:  # several ranks: one of them found .grad changed behind the Accumulator (see _check_untouched)
+            message = w.touched or self._touched_elsewhere_message()
+            self._drop_window()
+            raise GradguardError(message)
         if bad_count:
             message = self._bad_count_message()
             self._drop_window()
@@ -824,13 +879,13 @@ class Accumulator:
         self._clear_window()
 
     def _read_window(self, params: List[torch.Tensor]):
-        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss).
+        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss, .grad touched?).
 
         One process, int counts: the losses themselves are read (one small
         transfer; in host memory, one item() each), so the loss sum is formed
         and a non-finite loss named on the host. Otherwise a header is formed on the device first: item total (with
         counts still on the device), loss sum, non-finite flag, invalid-count
-        flag, unreached flag; distributed, it is summed over ranks (one
+        flag, unreached flag, touched flag (a rank found its .grad changed behind the Accumulator); distributed, it is summed over ranks (one
         collective) in float64 on every rank: dtypes must match across ranks (a
         rank with 0 items has no loss dtype), and float32 rounds token totals
         above 2**24. Nothing is read when there is nothing to read.
@@ -840,7 +895,7 @@ class Accumulator:
         losses = [l for _, l, _ in w.losses]
         simple = not (distributed or w.pending_counts or w.loss_sum is not None or w.bad is not None)
         if simple and not losses:
-            return w.total, None, False, False, w.unreached is not None, None
+            return w.total, None, False, False, w.unreached is not None, None, False
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
@@ -855,7 +910,7 @@ class Accumulator:
                 loss_sum += alpha * v
                 if found is None and not math.isfinite(v):
                     found = i, v
-            return w.total, loss_sum, found is not None, False, w.unreached is not None, found
+            return w.total, loss_sum, found is not None, False, w.unreached is not None, found, False
 
         stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
         zero = torch.zeros((), device=device, dtype=torch.float64)
@@ -873,19 +928,19 @@ class Accumulator:
             loss_sum = loss_sum + _on(w.loss_sum.double(), device)
         if w.bad is not None:
             bad = bad + _on(w.bad.double(), device)
-        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None)])
+        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None), zero + float(w.touched is not None)])
         if distributed:
             vec = sync.reduce_sum(vec)  # every rank decides alike: all step, drop or raise
         elif stacked is not None:
             vec = torch.cat([vec, stacked])  # read the losses too: a non-finite one is named without a second read
         values = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
-        t, s, b, c, u = values[:5]
+        t, s, b, c, u, d = values[:6]
         found = None
         if not distributed:
-            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[5:]) if not math.isfinite(v)), None)
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[6:]) if not math.isfinite(v)), None)
         exact_total = w.total if not distributed and not w.pending_counts else t
         has_loss = stacked is not None or w.loss_sum is not None or distributed
-        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found
+        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found, d > 0
 
     def _nonfinite_loss(self) -> Optional[Tuple[int, float]]:
         """(micro-batch, value) of this rank's first non-finite loss in the window (a read, on the error path only)."""
@@ -1145,6 +1200,27 @@ def _restore_grads(params: List[torch.Tensor], marks: Optional[list]) -> bool:
             if m is None:
                 p.grad = None
     return True
+
+
+def _shared_counters(grads: List[torch.Tensor]) -> Optional[list]:
+    """For each gradient, how many of ``grads`` share its version counter (views of one base); None when none do.
+
+    An in-place write to any view of a base bumps the version every view reads (DDP's
+    gradient_as_bucket_view makes each .grad a view of its bucket).
+    """
+    bases = [id(g._base) if g._base is not None else id(g) for g in grads]
+    if len(set(bases)) == len(bases):
+        return None
+    counts: dict = {}
+    for b in bases:
+        counts[b] = counts.get(b, 0) + 1
+    return [counts[b] for b in bases]
+
+
+def _equal_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two dense gradients hold the same values (a replacement that changes no sum)."""
+    return (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and not a.is_sparse
+            and not b.is_sparse and bool(torch.equal(a, b)))
 
 
 def _in_host_memory(tensors: List[torch.Tensor]) -> bool:

@@ -30,6 +30,10 @@ The contract a sync object honours (the accumulator calls nothing else):
   pass's gradient into the optimizer's parameters themselves (one process,
   DDP), so a pass that leaves them untouched reached none of them; False for
   FSDP2, whose passes accumulate into unsharded copies.
+* ``checks_across_ranks``: True when, on several ranks, the Accumulator can check
+  the window's ``.grad`` between passes (DDP: outside a synchronised pass only
+  autograd's accumulation writes into ``.grad``); the finding then rides the
+  window's header all-reduce. Default False: on several ranks, not checked.
 * ``microbatch(ends_window)``: context manager around one micro-batch's
   forward and backward; suppresses gradient sync unless ``ends_window``.
 * ``empty_backward(loss, params)``: called (when ``needs_empty_backward``)
@@ -87,6 +91,7 @@ class LocalSync:
     #: True when `empty_backward` must run for a 0-item micro-batch.
     needs_empty_backward = False
     accumulates_into_params = True
+    checks_across_ranks = False
     #: True when the window's gradients are in each parameter's ``.grad``.
     grads_in_params = True
 
@@ -155,6 +160,7 @@ class DDPSync(LocalSync):
 
     grads_averaged = True
     needs_empty_backward = True
+    checks_across_ranks = True
 
     def __init__(self, model: torch.nn.Module) -> None:
         import torch.distributed as dist
