@@ -81,6 +81,13 @@ from ._errors import GradguardError
 
 __all__ = ["LocalSync", "DDPSync", "FSDP2Sync", "sync_for"]
 
+# torch.autograd.backward as torch defines it (a running watch, or another tool, may wrap it); None when
+# something had wrapped it before gradguard was imported: the public call is then always taken.
+_AUTOGRAD_BACKWARD = torch.autograd.backward if getattr(getattr(torch.autograd.backward, "__code__", None), "co_filename", None) \
+    == getattr(torch.autograd, "__file__", "") else None
+# The engine call torch.autograd.backward ends in (private; where a torch lacks it, the public path is taken).
+_run_backward = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)
+
 
 class LocalSync:
     """One process: nothing to synchronise."""
@@ -114,6 +121,15 @@ class LocalSync:
         """
         if weight == 1:
             loss.backward()
+        elif torch.autograd.backward is _AUTOGRAD_BACKWARD and _run_backward is not None and type(loss) is torch.Tensor \
+                and not torch._C._are_functorch_transforms_active():
+            # What torch.autograd.backward(loss, seed) runs once its argument checks pass (a plain
+            # scalar tensor, a seed made like it: they always pass here), without them: they cost
+            # more per micro-batch than the rest of the Accumulator's own work on a small model.
+            # Only while nobody wraps torch.autograd.backward (a running watch does: it then sees
+            # the pass through the wrapper, as before).
+            _run_backward((loss,), (torch.full_like(loss, weight),), False, False, (),
+                          allow_unreachable=True, accumulate_grad=True)
         else:
             torch.autograd.backward(loss, torch.full_like(loss, weight))
 
