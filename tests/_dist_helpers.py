@@ -365,12 +365,24 @@ def _clear(kind: str, model: nn.Module, opt) -> None:
 
 
 def _stray_run(rank: int, world_size: int, clearing=None, on_ranks=(0, 1), windows=(0, 1, 2),
-               bucket_view: bool = False, microbatch: bool = True) -> dict:
-    from torch.nn.parallel import DistributedDataParallel as DDP
+               bucket_view: bool = False, microbatch: bool = True, fsdp2_defer=None) -> dict:
+    if fsdp2_defer is None:
+        from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(make_model(), gradient_as_bucket_view=bucket_view)
+        model = sync = DDP(make_model(), gradient_as_bucket_view=bucket_view)
+    else:  # FSDP2, its sync object passed as model= (deferred or per-micro-batch reduce-scatter)
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        from gradguard.distributed import FSDP2Sync
+
+        model = make_model()
+        mesh = init_device_mesh("cpu", (world_size,))
+        fully_shard(model[0], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        sync = FSDP2Sync(model, defer_reduce=fsdp2_defer)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    acc = gg.Accumulator(opt, STEPS, model=model)
+    acc = gg.Accumulator(opt, STEPS, model=sync)
     errors, at_refusal = [], []
     for w, per_rank in enumerate(SCHEDULE[:3]):
         for m, count in enumerate(per_rank[rank]):

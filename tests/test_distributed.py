@@ -269,3 +269,41 @@ def test_ddp_clearing_on_one_rank_in_one_window_is_refused_by_both_and_the_rest_
         for p, r in zip(out["params"], h.reference_prefix([0, 2])):
             assert_close(p, r, **TOL)
     assert "'module.0.weight'" in outs[1]["errors"][0][1] and "on another rank" in outs[0]["errors"][0][1]
+
+
+@pytest.fixture(scope="module")
+def stray_fsdp2():
+    configs = [dict(fsdp2_defer=defer, clearing=kind) for defer in (False, True) for kind in (None, *_STRAY_KINDS)]
+    ranks = h.run_ranks(h.scenario_ddp_stray_clearing, configs=configs)
+    return {(cfg["fsdp2_defer"], cfg["clearing"]): [r[i] for r in ranks] for i, cfg in enumerate(configs)}
+
+
+@needs_fsdp2
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("kind", _STRAY_KINDS)
+def test_fsdp2_reducing_every_micro_batch_refuses_a_stray_clearing_on_every_rank(stray_fsdp2, kind):
+    """defer_reduce=False: each pass reduce-scatters into the sharded .grad, so a clearing between passes loses them."""
+    start = h.reference_prefix([])
+    for rank, out in enumerate(stray_fsdp2[(False, kind)]):
+        assert [w for w, _ in out["errors"]] == [0, 1, 2], (rank, out["errors"])
+        assert (out["steps"], out["skipped"]) == (0, 3)
+        for snapshot in out["at_refusal"] + [out["params"]]:
+            for p, r in zip(snapshot, start):
+                assert torch.equal(p, r)
+    # Negative control: the same program without the clearing steps exactly.
+    for out in stray_fsdp2[(False, None)]:
+        assert out["errors"] == [] and out["steps"] == 3
+        for p, r in zip(out["params"], h.reference_prefix(range(3))):
+            assert_close(p, r, **TOL)
+
+
+@needs_fsdp2
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("kind", [None, *_STRAY_KINDS])
+def test_fsdp2_deferred_window_is_out_of_reach_of_a_stray_clearing_and_stays_exact(stray_fsdp2, kind):
+    """Deferred (the default): the window's gradients stay inside FSDP until its last pass, so a clearing of
+    the optimizer's .grad before then clears nothing; the result is the full batch's, and nothing is refused."""
+    for out in stray_fsdp2[(True, kind)]:
+        assert out["errors"] == [] and out["steps"] == 3
+        for p, r in zip(out["params"], h.reference_prefix(range(3))):
+            assert_close(p, r, **TOL)

@@ -117,7 +117,9 @@ class SelfCheck:
 
     def _touched_message(self, i: int, what: str, where: str) -> str:
         p = self._wparams[i]
-        name = next((n for n, q in self.model.named_parameters() if q is p), None) if self.model is not None else None
+        # model= may be a sync object (DDPSync(ddp_model)): name the parameter from the module it wraps.
+        module = self.model if isinstance(self.model, torch.nn.Module) else getattr(self.model, "model", None)
+        name = next((n for n, q in module.named_parameters() if q is p), None) if isinstance(module, torch.nn.Module) else None
         label = f"{name!r} " if name else ""
         w = self._w
         first = w.losses[0][0] if w.losses else 0

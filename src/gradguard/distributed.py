@@ -31,8 +31,8 @@ The contract a sync object honours (the accumulator calls nothing else):
   DDP), so a pass that leaves them untouched reached none of them; False for
   FSDP2, whose passes accumulate into unsharded copies.
 * ``checks_across_ranks``: True when, on several ranks, the Accumulator can check
-  the window's ``.grad`` between passes (DDP: outside a synchronised pass only
-  autograd's accumulation writes into ``.grad``); the finding then rides the
+  the window's ``.grad`` between passes (DDP, FSDP2: outside a synchronised pass
+  only autograd's accumulation writes into ``.grad``); the finding then rides the
   window's header all-reduce. Default False: on several ranks, not checked.
 * ``microbatch(ends_window)``: context manager around one micro-batch's
   forward and backward; suppresses gradient sync unless ``ends_window``.
@@ -251,6 +251,11 @@ class FSDP2Sync(LocalSync):
     grads_averaged = True
     needs_empty_backward = True
     accumulates_into_params = False
+    # Outside a synchronised pass only the user can write the optimizer's sharded .grad: with
+    # defer_reduce=False every pass reduce-scatters into it (checked before, recorded after each);
+    # deferred, the window's gradients stay inside FSDP until its last pass (a clearing of the
+    # optimizer's .grad before then finds nothing to clear).
+    checks_across_ranks = True
 
     def __init__(self, model: torch.nn.Module, *, defer_reduce: bool = True) -> None:
         from torch.distributed.fsdp import FSDPModule
