@@ -38,7 +38,7 @@ class SelfCheck:
         # in the loop keeps only the window's last micro-batch), and stepping would apply a sum that
         # is no longer the window's. One read of the parameters' .grad per window beside the
         # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
-        # does: one process, and DDP (see _synced_checks); None: nothing kept.
+        # does: one process, DDP and FSDP2 (see _synced_checks); None: nothing kept.
         self._checks = self._sync.grads_in_params and (
             getattr(self._sync, "checks_across_ranks", False)
             or (self._sync.world_size == 1 and getattr(self._sync, "accumulates_into_params", False)))
@@ -56,7 +56,7 @@ class SelfCheck:
         self._since = 0
 
     def _record(self) -> None:
-        """Keep what is in .grad now (see ``_seen`` in ``__init__``): one C loop over the parameters."""
+        """Keep what is in .grad now (see ``_seen`` in ``_init_self_check``): one C loop over the parameters."""
         seen = self._seen = list(map(_grad, self._wparams))
         present = list(filter(_present, seen))
         self._seen_versions = list(map(_version, present))

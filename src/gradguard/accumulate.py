@@ -385,7 +385,7 @@ class Accumulator(Reach, SelfCheck, Undo):
             self._record()  # what a synchronised pass did to .grad is its own
         elif self._seen is not None:
             self._since += 1
-        elif self._checks:  # the window's first pass: what it left (see _seen in __init__), one C loop
+        elif self._checks:  # the window's first pass: what it left (see _seen in _self_check.py), one C loop
             seen = self._seen = list(map(_grad, self._wparams))
             self._seen_versions = list(map(_version, filter(_present, seen)))
             self._since = 0
