@@ -37,6 +37,10 @@ names, and the table ends with their paired difference per step and its 95 % int
 
 ``--no-accelerate`` leaves HF Accelerate's column out.
 
+``--checks-off`` adds ``gradguard, checks off``: the same Accumulator with its check that
+nothing else changed the window's ``.grad`` switched off, in the same rounds: what the
+self-check itself costs, beside what the whole Accumulator costs against the hand loop.
+
 ``hand-written (A/A)`` is a second, identical hand-written loop on its own copy of the
 model, timed like the others: how far it lands from 1.000x is how far two runs of the
 same code land apart here (memory placement, machine noise), the resolution of every
@@ -178,6 +182,14 @@ class WithGradguard:
             self.acc.step()
 
 
+class WithGradguardChecksOff(WithGradguard):
+    """The same Accumulator with its .grad self-check switched off (what the check costs)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.acc._checks = False
+
+
 class WithGradguardBefore(WithGradguard):
     """The Accumulator of the checkout given to ``--compare``."""
 
@@ -284,6 +296,8 @@ def main(argv=None):
     parser.add_argument("--compare", metavar="SRC", default=None,
                         help="also time the Accumulator of this checkout's src folder (method 'gradguard before')")
     parser.add_argument("--no-accelerate", action="store_true", help="leave HF Accelerate's column out")
+    parser.add_argument("--checks-off", action="store_true",
+                        help="also time the Accumulator with its .grad self-check switched off ('gradguard, checks off')")
     args = parser.parse_args(argv)
     if args.compare and not (Path(args.compare) / "gradguard" / "__init__.py").is_file():
         parser.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
@@ -303,6 +317,8 @@ def main(argv=None):
         WithGradguardBefore.package = load_copy(args.compare, "gradguard_before")
         WithGradguard.package = load_copy(Path(gg.__file__).resolve().parents[1], "gradguard_current")
         methods["gradguard before"] = WithGradguardBefore
+    if args.checks_off:
+        methods["gradguard, checks off"] = WithGradguardChecksOff
     try:
         if args.no_accelerate:
             raise ImportError

@@ -345,3 +345,61 @@ def scenario_ddp_rank_loss_reaches_nothing(rank: int, world_size: int) -> dict:
                 after_refusal = [_full(p) for p in model.parameters()]
     return {"errors": errors, "steps": acc.optimizer_steps, "skipped": acc.skipped_windows,
             "after_refusal": after_refusal, "params": [_full(p) for p in model.parameters()]}
+
+
+# A clearing or edit of the in-flight .grad that the Accumulator did not make, at the top of an
+# iteration (the way a ported hand loop keeps its optimizer.zero_grad()).
+def _clear(kind: str, model: nn.Module, opt) -> None:
+    if kind == "zero_grad":
+        opt.zero_grad()
+    elif kind == "zero_grad_keep":
+        opt.zero_grad(set_to_none=False)
+    elif kind == "model_zero_grad":
+        model.zero_grad()
+    elif kind == "scale":  # an in-place edit of one parameter's gradient
+        p = next(model.parameters())
+        if p.grad is not None:
+            p.grad.mul_(2)
+    else:
+        raise ValueError(kind)
+
+
+def _stray_run(rank: int, world_size: int, clearing=None, on_ranks=(0, 1), windows=(0, 1, 2),
+               bucket_view: bool = False, microbatch: bool = True, fsdp2_defer=None) -> dict:
+    if fsdp2_defer is None:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = sync = DDP(make_model(), gradient_as_bucket_view=bucket_view)
+    else:  # FSDP2, its sync object passed as model= (deferred or per-micro-batch reduce-scatter)
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        from gradguard.distributed import FSDP2Sync
+
+        model = make_model()
+        mesh = init_device_mesh("cpu", (world_size,))
+        fully_shard(model[0], mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        sync = FSDP2Sync(model, defer_reduce=fsdp2_defer)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    acc = gg.Accumulator(opt, STEPS, model=sync)
+    errors, at_refusal = [], []
+    for w, per_rank in enumerate(SCHEDULE[:3]):
+        for m, count in enumerate(per_rank[rank]):
+            if clearing is not None and rank in on_ranks and w in windows:
+                _clear(clearing, model, opt)
+            x, y, mask = micro_batch(w, rank, m, count)
+            with (acc.microbatch() if microbatch else _null()):
+                acc.backward(masked_loss(model, x, y, mask), count=count)
+            try:
+                acc.step()
+            except gg.GradguardError as exc:
+                errors.append((w, str(exc)))
+                at_refusal.append([_full(p) for p in model.parameters()])
+    return {"errors": errors, "steps": acc.optimizer_steps, "skipped": acc.skipped_windows, "at_refusal": at_refusal,
+            "params": [_full(p) for p in model.parameters()]}
+
+
+def scenario_ddp_stray_clearing(rank: int, world_size: int, configs: Sequence[dict]) -> list:
+    """Several DDP runs in one process group: ``_stray_run(**config)`` for each config."""
+    return [_stray_run(rank, world_size, **cfg) for cfg in configs]

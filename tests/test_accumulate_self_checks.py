@@ -332,3 +332,25 @@ def test_a_state_saved_normalised_over_no_items_is_refused_with_nothing_changed(
     with pytest.raises(gg.GradguardError, match="already normalised .* total=0.*Nothing was loaded"):
         acc.load_state_dict(state)
     assert acc.micro_step == 0 and all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+
+
+
+@pytest.mark.parametrize("same_values", [True, False])
+def test_a_grad_replaced_with_no_pass_since_the_record_is_taken_only_when_it_holds_the_same_values(same_values):
+    """No pass between the record (after a window's first pass) and the check: a .grad replaced by a tensor of
+    equal values holds the window's sum (DDP's bucket rebuild does this), so the window steps exactly; a
+    replacement with other values is refused, nothing applied."""
+    model = _model()
+    opt = CaptureOptimizer(model.parameters())
+    acc = gg.Accumulator(opt, steps=1)
+    (x, y), = _data([5])
+    acc.backward(F.mse_loss(model(x), y), count=len(x))
+    p = next(model.parameters())
+    p.grad = p.grad.clone() if same_values else p.grad * 2
+    if same_values:
+        assert acc.step()
+        assert rel_error(opt.captured[-1], _reference(model, [(x, y)])) < 1e-12
+    else:
+        with pytest.raises(gg.GradguardError, match="was replaced by another tensor"):
+            acc.step()
+        assert opt.captured == [] and acc.skipped_windows == 1

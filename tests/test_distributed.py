@@ -208,3 +208,102 @@ def test_ddp_rank_whose_loss_reaches_no_parameter_is_refused_on_every_rank():
     for out in ranks:
         for p, r in zip(out["params"], model.parameters()):
             assert_close(p, r.detach(), **TOL)
+
+
+# ------------------------------------------- .grad changed behind the Accumulator, on several ranks
+_STRAY_KINDS = ("zero_grad", "zero_grad_keep", "model_zero_grad", "scale")
+_DDP_MODES = [dict(bucket_view=bv, microbatch=mb) for bv in (False, True) for mb in (True, False)]
+
+
+@pytest.fixture(scope="module")
+def stray():
+    """One 2-rank group runs every configuration (spawning costs more than the runs)."""
+    configs = []
+    for mode in _DDP_MODES:
+        configs.append(dict(mode))  # the negative control: the same program without the clearing
+        configs += [dict(mode, clearing=kind) for kind in _STRAY_KINDS]
+        configs.append(dict(mode, clearing="zero_grad", on_ranks=(1,), windows=(1,)))
+    ranks = h.run_ranks(h.scenario_ddp_stray_clearing, configs=configs)
+    return {i: (cfg, [r[i] for r in ranks]) for i, cfg in enumerate(configs)}
+
+
+def _runs(stray, **want):
+    return [(cfg, outs) for cfg, outs in stray.values() if all(cfg.get(k) == v for k, v in want.items())]
+
+
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("mode", _DDP_MODES, ids=lambda m: f"bucket_view={m['bucket_view']}-microbatch={m['microbatch']}")
+def test_ddp_same_loop_without_stray_clearing_equals_full_batch(stray, mode):
+    (cfg, outs), = _runs(stray, clearing=None, **mode)
+    want = h.reference_prefix(range(3))
+    for out in outs:
+        assert out["errors"] == [] and (out["steps"], out["skipped"]) == (3, 0)
+        for p, r in zip(out["params"], want):
+            assert_close(p, r, **TOL)
+
+
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("kind", _STRAY_KINDS)
+@pytest.mark.parametrize("mode", _DDP_MODES, ids=lambda m: f"bucket_view={m['bucket_view']}-microbatch={m['microbatch']}")
+def test_ddp_stray_clearing_every_iteration_is_refused_on_every_rank_before_any_update(stray, mode, kind):
+    (cfg, outs), = [(c, o) for c, o in _runs(stray, clearing=kind, **mode) if "on_ranks" not in c]
+    start = h.reference_prefix([])
+    for rank, out in enumerate(outs):
+        assert [w for w, _ in out["errors"]] == [0, 1, 2], (rank, out["errors"])
+        assert (out["steps"], out["skipped"]) == (0, 3)
+        for _, message in out["errors"]:
+            assert "something other than the Accumulator" in message or "on another rank" in message
+        for snapshot in out["at_refusal"]:  # nothing applied: the parameters as built, bit for bit
+            for p, r in zip(snapshot, start):
+                assert torch.equal(p, r)
+
+
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("mode", _DDP_MODES, ids=lambda m: f"bucket_view={m['bucket_view']}-microbatch={m['microbatch']}")
+def test_ddp_clearing_on_one_rank_in_one_window_is_refused_by_both_and_the_rest_stays_exact(stray, mode):
+    (cfg, outs), = [(c, o) for c, o in _runs(stray, clearing="zero_grad", **mode) if c.get("on_ranks") == (1,)]
+    for out in outs:
+        assert [w for w, _ in out["errors"]] == [1] and (out["steps"], out["skipped"]) == (2, 1)
+        for p, r in zip(out["at_refusal"][0], h.reference_prefix([0])):
+            assert_close(p, r, **TOL)  # window 1 refused: parameters (and momentum) as after window 0
+        for p, r in zip(out["params"], h.reference_prefix([0, 2])):
+            assert_close(p, r, **TOL)
+    assert "'module.0.weight'" in outs[1]["errors"][0][1] and "on another rank" in outs[0]["errors"][0][1]
+
+
+@pytest.fixture(scope="module")
+def stray_fsdp2():
+    configs = [dict(fsdp2_defer=defer, clearing=kind) for defer in (False, True) for kind in (None, *_STRAY_KINDS)]
+    ranks = h.run_ranks(h.scenario_ddp_stray_clearing, configs=configs)
+    return {(cfg["fsdp2_defer"], cfg["clearing"]): [r[i] for r in ranks] for i, cfg in enumerate(configs)}
+
+
+@needs_fsdp2
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("kind", _STRAY_KINDS)
+def test_fsdp2_reducing_every_micro_batch_refuses_a_stray_clearing_on_every_rank(stray_fsdp2, kind):
+    """defer_reduce=False: each pass reduce-scatters into the sharded .grad, so a clearing between passes loses them."""
+    start = h.reference_prefix([])
+    for rank, out in enumerate(stray_fsdp2[(False, kind)]):
+        assert [w for w, _ in out["errors"]] == [0, 1, 2], (rank, out["errors"])
+        assert (out["steps"], out["skipped"]) == (0, 3)
+        for snapshot in out["at_refusal"] + [out["params"]]:
+            for p, r in zip(snapshot, start):
+                assert torch.equal(p, r)
+    # Negative control: the same program without the clearing steps exactly.
+    for out in stray_fsdp2[(False, None)]:
+        assert out["errors"] == [] and out["steps"] == 3
+        for p, r in zip(out["params"], h.reference_prefix(range(3))):
+            assert_close(p, r, **TOL)
+
+
+@needs_fsdp2
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("kind", [None, *_STRAY_KINDS])
+def test_fsdp2_deferred_window_is_out_of_reach_of_a_stray_clearing_and_stays_exact(stray_fsdp2, kind):
+    """Deferred (the default): the window's gradients stay inside FSDP until its last pass, so a clearing of
+    the optimizer's .grad before then clears nothing; the result is the full batch's, and nothing is refused."""
+    for out in stray_fsdp2[(True, kind)]:
+        assert out["errors"] == [] and out["steps"] == 3
+        for p, r in zip(out["params"], h.reference_prefix(range(3))):
+            assert_close(p, r, **TOL)

@@ -60,6 +60,9 @@ class Window:
     in_no_sync: bool = False  # inside microbatch() that defers gradient sync
     last_synced: bool = True  # did the last backward run with gradient sync?
     end_failed: Optional[str] = None  # the exception that interrupted (and undid) this window's end
+    # Several ranks: the error message of the first change to .grad that this rank found behind the
+    # Accumulator's back (refused on every rank at the window's end); None: none found.
+    touched: Optional[str] = None
 
     def loss_total(self) -> Optional[torch.Tensor]:
         """Sum of the window's per-item losses (float64, on the device), or None without a loss; no host read."""

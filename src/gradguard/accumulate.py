@@ -40,43 +40,31 @@ where a 0-item micro-batch's 0/0 must be kept out of ``.grad``; with
 
 from __future__ import annotations
 
-import inspect
 import math
-import sys
-import warnings
-import weakref
 from contextlib import contextmanager
-from functools import partial
-from itertools import repeat
-from numbers import Integral, Real
-from operator import attrgetter, is_, is_not, sub
+from operator import attrgetter, is_, sub
 from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
 
 from ._errors import GradguardError
-from .distributed import grad_leaves, sync_for
+from .distributed import sync_for
 from .deepspeed import is_deepspeed_engine
 from ._channel import accumulator_backward, accumulator_clearing, listening
 from . import _window
 from ._window import Window
+from ._options import LARGEST_FLOAT as _LARGEST_FLOAT, Count, check_options, count_value as _count_value
+from ._reach import Reach
+from ._self_check import SelfCheck, _grad, _present, _version
+from ._undo import Undo, _grad_marks, _reached
 
-
-_NONFINITE_MODES = ("raise", "skip", "raise_early")
-_REDUCTIONS = ("mean", "sum")
-_grad = attrgetter("grad")
-_version = attrgetter("_version")
 _is_cpu = attrgetter("is_cpu")
-_present = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
-_LARGEST_FLOAT = int(sys.float_info.max)  # an int count above it cannot be a weight
 # A count more than this many times the scale reference rescales the in-flight sum first
 # (one process only: ranks must scale alike), so a weight stays below it / steps.
 _REBASE_RATIO = 64
 
-Count = Union[int, float, torch.Tensor, None]
 
-
-class Accumulator:
+class Accumulator(Reach, SelfCheck, Undo):
     """Exact gradient accumulation over ``steps`` micro-batches per optimizer step.
 
     Each micro-batch: ``acc.backward(loss, count=n)`` then ``acc.step()``. When
@@ -146,46 +134,8 @@ class Accumulator:
 
             engine_sync = DeepSpeedSync(optimizer)
             optimizer = engine_sync.optimizer
-        if not (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))):
-            raise GradguardError(
-                f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: "
-                "pass the optimizer whose parameters accumulate, e.g. Accumulator(torch.optim.AdamW(model.parameters()), steps=4)"
-            )
-        if _needs_closure(optimizer):
-            raise GradguardError(
-                f"{type(optimizer).__name__}.step() needs a closure that re-evaluates the loss (several forward and "
-                "backward passes per step), which an accumulation window cannot give it: use this optimizer without "
-                "the Accumulator, with a closure over the whole batch"
-            )
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise GradguardError(f"steps must be an int >= 1 (micro-batches per optimizer step), got {steps!r}")
-        if max_grad_norm is not None and (
-            isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, Real) or not max_grad_norm > 0 or math.isinf(max_grad_norm)
-        ):
-            raise GradguardError(f"max_grad_norm must be a positive finite number or None, got {max_grad_norm!r}")
-        if engine_sync is not None:
-            engine_sync.check_options(steps, scheduler=scheduler, scaler=scaler, max_grad_norm=max_grad_norm, accelerator=accelerator)
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            raise GradguardError(
-                "scheduler is a ReduceLROnPlateau, which steps on a metric (usually a validation loss, once per epoch): "
-                "do not pass it to the Accumulator; call scheduler.step(val_loss) yourself"
-            )
-        if scheduler is not None and not callable(getattr(scheduler, "step", None)):
-            raise GradguardError(f"scheduler must have a step() method (an LR scheduler), got {type(scheduler).__name__}")
-        bound = getattr(scheduler, "optimizer", None)
-        if bound is not None and bound is not optimizer and bound is not getattr(optimizer, "optimizer", None):
-            raise GradguardError(
-                f"the scheduler belongs to another optimizer ({type(bound).__name__} at {id(bound):#x}), not the "
-                "Accumulator's: its step() would change a learning rate this Accumulator never uses; build the "
-                "scheduler on the optimizer you pass here"
-            )
-        if scaler is not None and not all(callable(getattr(scaler, m, None)) for m in ("scale", "unscale_", "step", "update")):
-            raise GradguardError(
-                f"scaler must be a torch.amp.GradScaler or None, got {scaler!r}: "
-                "pass scaler=torch.amp.GradScaler('cuda') (or leave it out without mixed precision)"
-            )
-        if nonfinite not in _NONFINITE_MODES:
-            raise GradguardError(f"nonfinite must be one of {_NONFINITE_MODES}, got {nonfinite!r}")
+        check_options(optimizer, steps, scheduler=scheduler, scaler=scaler, max_grad_norm=max_grad_norm,
+                      nonfinite=nonfinite, engine_sync=engine_sync, accelerator=accelerator)
         self.optimizer = optimizer
         self.steps = steps
         self.model = model
@@ -217,40 +167,8 @@ class Accumulator:
         self._ref_hint: Optional[float] = None
         self._hint_counted: Optional[bool] = None
         self._w = Window()
-        # A loss's reach: a post-accumulate-grad hook on each optimizer parameter appends
-        # to this list (a builtin call, no Python frame); a backward that leaves it empty
-        # reached none of them. (Reading every parameter's .grad and version before and
-        # after each pass tells the same but measured dearer: a .grad read of an
-        # nn.Parameter costs about as much as a hook call.) Only trusted once some pass did
-        # reach one: under FSDP2 autograd accumulates into unsharded parameters, which the
-        # hooks never see.
-        # Once every pass of a window has reached one same parameter, only that one (the
-        # sentinel) stays hooked: one hook call per pass, whatever the number of parameters.
-        # A pass that misses it is decided from its loss's graph, and every parameter is
-        # hooked again (see _after_pass).
-        self._reached_by: list = []
-        self._hook_handles: list = []
-        self._hooked: Optional[int] = None  # number of parameters hooked (re-hooked when it changes)
-        self._hooks_fire = False
-        self._sentinel: Optional[torch.Tensor] = None  # the one parameter hooked, or None: all are
-        self._common: Optional[set] = None  # ids of the parameters every pass since hooking all reached
-        weakref.finalize(self, _remove_handles, self._hook_handles)
-        # The window's .grad as its first pass left them: each optimizer parameter's .grad (None or
-        # the tensor), the versions of those that are tensors, and the passes run since. Checked when
-        # the window ends, before anything is applied: a .grad set to None or replaced, or one whose
-        # version rose by more than one per pass since (autograd adds to an existing .grad in place,
-        # one version each), was changed by something other than the Accumulator (a zero_grad() left
-        # in the loop keeps only the window's last micro-batch), and stepping would apply a sum that
-        # is no longer the window's. One read of the parameters' .grad per window beside the
-        # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
-        # does: one process (DDP's reducer replaces .grad with bucket views, and one rank cannot
-        # refuse a window alone); None: nothing kept.
-        self._checks = (self._sync.world_size == 1 and self._sync.grads_in_params
-                        and getattr(self._sync, "accumulates_into_params", False))
-        self._wparams: Optional[List[torch.Tensor]] = None  # the optimizer's parameters, listed once per window
-        self._seen: Optional[list] = None
-        self._seen_versions: Optional[list] = None
-        self._since = 0
+        self._init_reach()
+        self._init_self_check()
         # One process may rescale the in-flight sum when a count dwarfs the reference (ranks must scale alike).
         # (and only where the in-flight sum is in .grad: a DeepSpeed engine under ZeRO 1-3 keeps it in partitions).
         self._may_rebase = self._sync.world_size == 1 and self._sync.grads_in_params
@@ -388,8 +306,14 @@ class Accumulator:
             # gradient sync, and FSDP2 also expects a backward after every forward.
             # (A failure halfway leaves only zeros behind: nothing to undo.)
             if self._sync.needs_empty_backward:
+                synced = self._synced_checks and not w.in_no_sync and self._seen is not None
+                if synced:
+                    self._check_untouched("backward()")
                 self._sync.empty_backward(loss, self._params())
-                self._since += 1  # it added zeros in place
+                if synced:
+                    self._record()  # what the synchronised pass did to .grad is its own
+                else:
+                    self._since += 1  # it added zeros in place
             w.last_synced = not w.in_no_sync
             w.counted = counted
             w.has_backward = True
@@ -429,6 +353,9 @@ class Accumulator:
                 self._scale_grads(grads, w.ref / ref)
                 if self._seen is not None:
                     self._record()
+        synced = self._synced_checks and not w.in_no_sync
+        if synced and self._seen is not None:
+            self._check_untouched("backward()")  # before the pass rewrites .grad (noted, refused at the window's end)
         reached = self._reached_by
         reached.clear()
         # Tell a running gradguard.watch that this loss is weighted (or not); unwatched, skip the mark.
@@ -454,9 +381,11 @@ class Accumulator:
         # The backward pass succeeded: only now does the window take this micro-batch.
         if not self._after_pass(reached, scaled) and w.unreached is None:
             w.unreached = w.micro  # decided at the window's end, on every rank alike
-        if self._seen is not None:
+        if synced or (self._synced_checks and self._seen is None):
+            self._record()  # what a synchronised pass did to .grad is its own
+        elif self._seen is not None:
             self._since += 1
-        elif self._checks:  # the window's first pass: what it left (see _seen in __init__), one C loop
+        elif self._checks:  # the window's first pass: what it left (see _seen in _self_check.py), one C loop
             seen = self._seen = list(map(_grad, self._wparams))
             self._seen_versions = list(map(_version, filter(_present, seen)))
             self._since = 0
@@ -498,125 +427,6 @@ class Accumulator:
             if sentinel is not None:
                 self._hook(params, sentinel=sentinel)
 
-    def _hook(self, params: List[torch.Tensor], sentinel: Optional[torch.Tensor] = None) -> None:
-        """Hear which backward passes accumulate into an optimizer parameter (a builtin append per hooked parameter).
-
-        Every parameter, or only ``sentinel``. Only where autograd writes into the
-        parameters themselves: not for sharded parameters (FSDP2's DTensors, FSDP1's
-        flat parameters), whose gradients arrive by other ways and only at
-        synchronised passes.
-        """
-        for h in self._hook_handles:
-            h.remove()
-        self._hooked = len(params)
-        self._hook_handles[:] = []
-        self._sentinel, self._common = sentinel, None
-        if not getattr(self._sync, "accumulates_into_params", False) or any(_sharded(p) for p in params):
-            return
-        hooked = [sentinel] if sentinel is not None else [p for p in params if p.requires_grad]
-        self._hook_handles[:] = [p.register_post_accumulate_grad_hook(self._reached_by.append) for p in hooked]
-
-    def _after_pass(self, reached: list, root: torch.Tensor) -> bool:
-        """After a backward pass that succeeded: False when it reached none of the optimizer's parameters."""
-        if reached:
-            self._hooks_fire = True
-            if self._sentinel is None and self._common != set():  # learning what every pass reaches
-                ids = set(map(id, reached))
-                self._common = ids if self._common is None else self._common & ids
-            return True
-        if self._sentinel is not None:
-            # The pass missed the one parameter still hooked: its loss's graph tells whether
-            # it reached another; from now on every parameter is hooked again.
-            params = self._params()
-            self._hook(params)
-            mine = set(map(id, params))
-            return any(id(node.variable) in mine for node in grad_leaves(root))
-        if not self._hooks_fire:
-            return True  # hooks that never fired (FSDP2) say nothing
-        # Every parameter that needed a gradient when hooked is hooked, and none was heard: the
-        # loss's graph tells whether the pass reached one unfrozen since (hooked at the next window).
-        mine = set(map(id, self._params()))
-        return any(id(node.variable) in mine for node in grad_leaves(root))
-
-    def _record(self) -> None:
-        """Keep what is in .grad now (see ``_seen`` in ``__init__``): one C loop over the parameters."""
-        seen = self._seen = list(map(_grad, self._wparams))
-        self._seen_versions = list(map(_version, filter(_present, seen)))
-        self._since = 0
-
-    def _touched(self) -> Optional[Tuple[int, str]]:
-        """(position, what happened) of the first .grad that no pass since the record can have left; None when all can.
-
-        A .grad that was None may have been made by a later pass; one that was a tensor stays that
-        tensor, its version risen by at most one per pass.
-        """
-        seen = self._seen
-        now = list(map(_grad, self._wparams))
-        if all(map(is_, now, seen)) and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since:
-            return None
-        since = self._since
-        versions = iter(self._seen_versions)
-        for i, (g, before) in enumerate(zip(now, seen)):
-            if before is None:
-                continue
-            version = next(versions)
-            if g is None:
-                return i, "was set to None"
-            if g is not before:
-                return i, "was replaced by another tensor"
-            if g._version - version > since:
-                return i, "was changed in place"
-        return None
-
-    def _check_untouched(self, where: str) -> None:
-        """Raise (the window discarded, nothing applied) when a .grad of the window changed since its last pass."""
-        found = self._touched()
-        if found is None:
-            return
-        message = self._touched_message(*found, where)
-        self._drop_window()
-        raise GradguardError(message)
-
-    def _touched_message(self, i: int, what: str, where: str) -> str:
-        p = self._wparams[i]
-        name = next((n for n, q in self.model.named_parameters() if q is p), None) if self.model is not None else None
-        label = f"{name!r} " if name else ""
-        w = self._w
-        first = w.losses[0][0] if w.losses else 0
-        site = _caller_site()
-        return (
-            f"the in-flight gradient of parameter {label}(shape {tuple(p.shape)}, position {i} in the optimizer's "
-            f"param_groups) {what} after the backward() of micro-batch {first} of window {self.optimizer_steps} and before "
-            f"acc.{where}{' at ' + site if site else ''}: something other than the Accumulator changed the window's "
-            "gradients (an optimizer.zero_grad() or model.zero_grad() left in the loop, p.grad = None, an in-place edit "
-            "such as p.grad.mul_(), or a backward() not made through acc.backward()), so the window's sum is no longer "
-            "what its micro-batches added. Nothing was applied and the window was discarded (skipped_windows + 1). "
-            "The Accumulator clears the gradients itself after each step: remove the zero_grad() from the loop; clip with "
-            "max_grad_norm=, and change a gradient in a hook that runs inside backward() (p.register_hook)"
-        )
-
-    def _report_outside_leaves(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
-        """Warn (once) when the loss also reaches tensors that this Accumulator's optimizer does not hold.
-
-        Their ``.grad`` gets the window's in-flight sum, never normalised nor cleared
-        by the Accumulator: a second optimizer stepping them would use a wrong gradient.
-        """
-        mine = {id(p) for p in params}
-        leaves = [node.variable for node in grad_leaves(loss)]
-        outside = [t for t in leaves if id(t) not in mine]
-        if not outside or len(outside) == len(leaves):  # none, or sharded parameters (FSDP2): nothing to say
-            return
-        shapes = ", ".join(str(tuple(t.shape)) for t in outside[:4]) + (", ..." if len(outside) > 4 else "")
-        warnings.warn(
-            f"the loss reaches {len(outside)} tensors requiring grad (shapes {shapes}) that are not in the "
-            "Accumulator's optimizer: the Accumulator normalises and clears only its optimizer's gradients, so "
-            "their .grad holds the window's un-normalised sum. If another optimizer steps them, pass one optimizer "
-            "holding all of them (parameter groups can have their own lr); if they are frozen, set "
-            "requires_grad_(False) on them. (Checked once, on the first backward().)",
-            UserWarning,
-            stacklevel=4,
-        )
-
     def _reference(self, first_count: float, counted: bool) -> float:
         if self._ref_hint is not None and self._hint_counted == counted:
             # The last window's global mean count: the same on every rank (it comes
@@ -625,21 +435,6 @@ class Accumulator:
         # Ranks must scale identically before their gradients are averaged, and they
         # see different counts: the distributed first window uses 1 on every rank.
         return 1 if self._sync.world_size > 1 else first_count
-
-    def _undo_failed_backward(self) -> bool:
-        """After a backward pass raised: True when ``.grad`` is as before it (a retry is exact).
-
-        Autograd writes each parameter's ``.grad`` once per pass, with the pass's
-        whole contribution, so a failed pass left some parameters complete and
-        the rest untouched. Before the window's first contribution that is
-        undone exactly from the marks taken then; later it is not separable
-        from the window's sum, and the window is discarded.
-        """
-        w = self._w
-        if not w.contributed and _restore_grads(self._params(), w.start_grads):
-            return True
-        self._drop_window()
-        return False
 
     # ------------------------------------------------------------------ step
     def step(self) -> bool:
@@ -706,7 +501,11 @@ class Accumulator:
         sync.finish_window(params, w.last_synced)
         w.last_synced = True  # a retried end must not reduce again
 
-        total, loss_sum, bad, bad_count, unreached, found = self._read_window(params)
+        total, loss_sum, bad, bad_count, unreached, found, touched = self._read_window(params)
+        if touched:  # several ranks: one of them found .grad changed behind the Accumulator (see _check_untouched)
+            message = w.touched or self._touched_elsewhere_message()
+            self._drop_window()
+            raise GradguardError(message)
         if bad_count:
             message = self._bad_count_message()
             self._drop_window()
@@ -789,30 +588,6 @@ class Accumulator:
         else:
             torch._foreach_mul_(grads, factor)
 
-    def _undo_end(self, exc: BaseException, grads: List[torch.Tensor], factor: float, before: list, after: Optional[list]) -> None:
-        """A window's end raised before the optimizer stepped: put ``.grad`` back, or discard the window.
-
-        Version counters tell exactly what happened to ``.grad``, wherever the
-        exception (a KeyboardInterrupt lands between any two bytecodes) came from.
-        """
-        w = self._w
-        now = [g._version for g in grads]
-        if after is None or now == after:  # nothing but (maybe) the normalising multiply touched .grad
-            if now != before:
-                self._scale_grads(grads, factor, undo=True)
-            if self._seen is not None:
-                self._record()  # the undo and the window's reduction are the Accumulator's own
-            w.end_failed = type(exc).__name__
-            return
-        # Unscaling or clipping rewrote .grad after the multiply: it cannot be put back.
-        self._drop_window()
-        if isinstance(exc, Exception):
-            raise GradguardError(
-                f"the update of window {self.optimizer_steps} failed ({type(exc).__name__}: {exc}) after clipping or the "
-                "GradScaler had rewritten the gradients, which cannot be undone, so the window was discarded (nothing "
-                "applied, its gradients cleared, skipped_windows + 1). Training can go on: the next backward() starts a new window"
-            ) from exc
-
     def _close_window(self, stepped: bool, loss_sum: Optional[float], total: float, micro_batches: int) -> None:
         if stepped:
             self.optimizer_steps += 1
@@ -824,13 +599,13 @@ class Accumulator:
         self._clear_window()
 
     def _read_window(self, params: List[torch.Tensor]):
-        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss).
+        """The window's numbers, in one host read: (total, loss sum, non-finite?, invalid count?, unreached?, first non-finite loss, .grad touched?).
 
         One process, int counts: the losses themselves are read (one small
         transfer; in host memory, one item() each), so the loss sum is formed
         and a non-finite loss named on the host. Otherwise a header is formed on the device first: item total (with
         counts still on the device), loss sum, non-finite flag, invalid-count
-        flag, unreached flag; distributed, it is summed over ranks (one
+        flag, unreached flag, touched flag (a rank found its .grad changed behind the Accumulator); distributed, it is summed over ranks (one
         collective) in float64 on every rank: dtypes must match across ranks (a
         rank with 0 items has no loss dtype), and float32 rounds token totals
         above 2**24. Nothing is read when there is nothing to read.
@@ -840,7 +615,7 @@ class Accumulator:
         losses = [l for _, l, _ in w.losses]
         simple = not (distributed or w.pending_counts or w.loss_sum is not None or w.bad is not None)
         if simple and not losses:
-            return w.total, None, False, False, w.unreached is not None, None
+            return w.total, None, False, False, w.unreached is not None, None, False
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
@@ -855,7 +630,7 @@ class Accumulator:
                 loss_sum += alpha * v
                 if found is None and not math.isfinite(v):
                     found = i, v
-            return w.total, loss_sum, found is not None, False, w.unreached is not None, found
+            return w.total, loss_sum, found is not None, False, w.unreached is not None, found, False
 
         stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
         zero = torch.zeros((), device=device, dtype=torch.float64)
@@ -873,19 +648,19 @@ class Accumulator:
             loss_sum = loss_sum + _on(w.loss_sum.double(), device)
         if w.bad is not None:
             bad = bad + _on(w.bad.double(), device)
-        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None)])
+        vec = torch.stack([total, loss_sum, bad, bad_count, zero + float(w.unreached is not None), zero + float(w.touched is not None)])
         if distributed:
             vec = sync.reduce_sum(vec)  # every rank decides alike: all step, drop or raise
         elif stacked is not None:
             vec = torch.cat([vec, stacked])  # read the losses too: a non-finite one is named without a second read
         values = vec.to("cpu", copy=True).tolist()  # the window's one host read (a single transfer)
-        t, s, b, c, u = values[:5]
+        t, s, b, c, u, d = values[:6]
         found = None
         if not distributed:
-            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[5:]) if not math.isfinite(v)), None)
+            found = next(((i, v) for (i, _, _), v in zip(w.losses, values[6:]) if not math.isfinite(v)), None)
         exact_total = w.total if not distributed and not w.pending_counts else t
         has_loss = stacked is not None or w.loss_sum is not None or distributed
-        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found
+        return exact_total, (s if has_loss else None), b > 0, c > 0, u > 0, found, d > 0
 
     def _nonfinite_loss(self) -> Optional[Tuple[int, float]]:
         """(micro-batch, value) of this rank's first non-finite loss in the window (a read, on the error path only)."""
@@ -1040,111 +815,6 @@ class Accumulator:
             f"Accumulator(steps={self.steps}, micro_step={self._w.micro}, optimizer_steps={self.optimizer_steps}, "
             f"world_size={self.world_size})"
         )
-
-
-def _remove_handles(handles: list) -> None:
-    for h in handles:
-        h.remove()
-
-
-def _sharded(p: torch.Tensor) -> bool:
-    """A DTensor (FSDP2, tensor parallel) or FSDP1's flat parameter."""
-    return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "device_mesh")
-
-
-def _needs_closure(optimizer) -> bool:
-    """True when ``optimizer.step`` requires a closure argument (LBFGS)."""
-    try:
-        closure = inspect.signature(optimizer.step).parameters.get("closure")
-    except (TypeError, ValueError):
-        return False
-    return closure is not None and closure.default is inspect.Parameter.empty
-
-
-def _count_value(count: Count, reduction: str) -> Tuple[float, Optional[torch.Tensor]]:
-    """A validated non-negative Python count (None -> 1), or (0, tensor) for a count left on the device.
-
-    A tensor count of a summed loss stays on the device (the sum of 0 items is 0,
-    no 0/0 can reach .grad); it is checked at the window's end.
-    """
-    if count is None:
-        return 1, None
-    if isinstance(count, torch.Tensor):
-        if count.dim() != 0:
-            raise GradguardError(f"count must be an int or a 0-dim tensor, got a tensor of shape {tuple(count.shape)}")
-        if count.dtype == torch.bool or count.is_complex():
-            raise GradguardError(f"count must be a number of items, got a {count.dtype} tensor: use mask.sum()")
-        if count.is_meta:
-            raise GradguardError(
-                f"count is a meta tensor ({count!r}), which holds no value: pass the real number of items "
-                "(an int, or a tensor on the loss's device)"
-            )
-        if reduction == "sum":
-            return 0, count.detach()
-        value = count.item()  # the one read a tensor count of a mean costs (0 must be seen to keep 0/0 out)
-    elif isinstance(count, Integral) and not isinstance(count, bool):
-        value = int(count)  # numpy integers too
-    elif isinstance(count, float) or (isinstance(count, Real) and type(count).__module__ == "numpy"):
-        value = float(count)
-    else:
-        raise GradguardError(
-            f"count must be an int, a float or a 0-dim tensor (number of items), got {count!r}"
-            + (": pass int(count) or float(count)" if isinstance(count, Real) and not isinstance(count, bool) else "")
-        )
-    try:
-        ok = math.isfinite(value) and value >= 0
-    except OverflowError:  # an int beyond float range
-        ok = False
-    if not ok:
-        raise GradguardError(f"count must be a finite number >= 0 (items in this micro-batch), got {value!r}")
-    return value, None
-
-
-def _caller_site() -> Optional[str]:
-    """``file:line`` of the first frame outside gradguard (the user's acc.backward() or acc.step()); on error paths only."""
-    import os
-
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
-        frame = frame.f_back
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
-
-
-def _grad_marks(params: List[torch.Tensor]) -> list:
-    """Each parameter's .grad and its version counter ([] when every .grad is None)."""
-    grads = list(map(_grad, params))
-    if not any(map(is_not, grads, repeat(None))):
-        return []
-    return [None if g is None else (g, g._version) for g in grads]
-
-
-def _changed(p: torch.Tensor, mark) -> bool:
-    if mark is None:
-        return p.grad is not None
-    g, version = mark
-    return p.grad is not g or g._version != version
-
-
-def _reached(params: List[torch.Tensor], marks: Optional[list]) -> bool:
-    """Whether some backward of the window changed an optimizer parameter's .grad."""
-    if marks is None:  # nothing was back-propagated (only 0-item micro-batches)
-        return True
-    if not marks:
-        return any(p.grad is not None for p in params)
-    return any(_changed(p, m) for p, m in zip(params, marks))
-
-
-def _restore_grads(params: List[torch.Tensor], marks: Optional[list]) -> bool:
-    """Put back the .grad recorded in ``marks``; False when a changed one cannot be restored."""
-    marks = marks or [None] * len(params)
-    if any(m is not None and _changed(p, m) for p, m in zip(params, marks)):
-        return False  # an existing gradient was added to in place: what was added is unknown
-    with accumulator_clearing():
-        for p, m in zip(params, marks):
-            if m is None:
-                p.grad = None
-    return True
 
 
 def _in_host_memory(tensors: List[torch.Tensor]) -> bool:

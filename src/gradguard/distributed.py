@@ -30,6 +30,10 @@ The contract a sync object honours (the accumulator calls nothing else):
   pass's gradient into the optimizer's parameters themselves (one process,
   DDP), so a pass that leaves them untouched reached none of them; False for
   FSDP2, whose passes accumulate into unsharded copies.
+* ``checks_across_ranks``: True when, on several ranks, the Accumulator can check
+  the window's ``.grad`` between passes (DDP, FSDP2: outside a synchronised pass
+  only autograd's accumulation writes into ``.grad``); the finding then rides the
+  window's header all-reduce. Default False: on several ranks, not checked.
 * ``microbatch(ends_window)``: context manager around one micro-batch's
   forward and backward; suppresses gradient sync unless ``ends_window``.
 * ``empty_backward(loss, params)``: called (when ``needs_empty_backward``)
@@ -77,6 +81,13 @@ from ._errors import GradguardError
 
 __all__ = ["LocalSync", "DDPSync", "FSDP2Sync", "sync_for"]
 
+# torch.autograd.backward as torch defines it (a running watch, or another tool, may wrap it); None when
+# something had wrapped it before gradguard was imported: the public call is then always taken.
+_AUTOGRAD_BACKWARD = torch.autograd.backward if getattr(getattr(torch.autograd.backward, "__code__", None), "co_filename", None) \
+    == getattr(torch.autograd, "__file__", "") else None
+# The engine call torch.autograd.backward ends in (private; where a torch lacks it, the public path is taken).
+_run_backward = getattr(getattr(torch.autograd, "graph", None), "_engine_run_backward", None)
+
 
 class LocalSync:
     """One process: nothing to synchronise."""
@@ -87,6 +98,7 @@ class LocalSync:
     #: True when `empty_backward` must run for a 0-item micro-batch.
     needs_empty_backward = False
     accumulates_into_params = True
+    checks_across_ranks = False
     #: True when the window's gradients are in each parameter's ``.grad``.
     grads_in_params = True
 
@@ -109,6 +121,15 @@ class LocalSync:
         """
         if weight == 1:
             loss.backward()
+        elif torch.autograd.backward is _AUTOGRAD_BACKWARD and _run_backward is not None and type(loss) is torch.Tensor \
+                and not torch._C._are_functorch_transforms_active():
+            # What torch.autograd.backward(loss, seed) runs once its argument checks pass (a plain
+            # scalar tensor, a seed made like it: they always pass here), without them: they cost
+            # more per micro-batch than the rest of the Accumulator's own work on a small model.
+            # Only while nobody wraps torch.autograd.backward (a running watch does: it then sees
+            # the pass through the wrapper, as before).
+            _run_backward((loss,), (torch.full_like(loss, weight),), False, False, (),
+                          allow_unreachable=True, accumulate_grad=True)
         else:
             torch.autograd.backward(loss, torch.full_like(loss, weight))
 
@@ -155,6 +176,7 @@ class DDPSync(LocalSync):
 
     grads_averaged = True
     needs_empty_backward = True
+    checks_across_ranks = True
 
     def __init__(self, model: torch.nn.Module) -> None:
         import torch.distributed as dist
@@ -229,6 +251,11 @@ class FSDP2Sync(LocalSync):
     grads_averaged = True
     needs_empty_backward = True
     accumulates_into_params = False
+    # Outside a synchronised pass only the user can write the optimizer's sharded .grad: with
+    # defer_reduce=False every pass reduce-scatters into it (checked before, recorded after each);
+    # deferred, the window's gradients stay inside FSDP until its last pass (a clearing of the
+    # optimizer's .grad before then finds nothing to clear).
+    checks_across_ranks = True
 
     def __init__(self, model: torch.nn.Module, *, defer_reduce: bool = True) -> None:
         from torch.distributed.fsdp import FSDPModule
