@@ -64,6 +64,25 @@ def _watch(source: str, path: str) -> List[str]:
     return sorted({f.code for f in w.findings})
 
 
+def latent_defects(spec: generate.Spec, form: str, path: str) -> set:
+    """Defects the same program shows once its data leaves a partial last window.
+
+    A loop that drops its remainder (or scales it for the full window) is right on data that
+    happens to fill whole windows, and wrong on one micro-batch more. Whether the data fills
+    whole windows is a fact of that run, not of the code the linter reads; so the oracle runs
+    the program a second time on one more micro-batch (the spec's sizes, the last repeated) and
+    calls what appears there *latent*: a finding naming it is accepted, not required.
+    """
+    if spec.k < 2 or len(spec.sizes) % spec.k:
+        return set()  # no window to leave partial, or the data already leaves one
+    import dataclasses
+
+    more = dataclasses.replace(spec, sizes=spec.sizes + spec.sizes[-1:])
+    x, y = generate.data_tensors(more)
+    t = truth.run(generate.render(more, form), x, y, path)
+    return set() if t.error else set(t.required)
+
+
 def evaluate_spec(args) -> dict:
     """Every form of one spec: the truth, the linter's codes, the watch's codes."""
     index, spec, forms, use_watch = args
@@ -78,9 +97,11 @@ def evaluate_spec(args) -> dict:
         with open(path, "w") as fh:  # a real file: the watch names the user's lines
             fh.write(source)
         t = truth.run(source, x, y, path)
+        latent = latent_defects(spec, form, path) - t.required
         rows.append({
             "form": form,
-            "required": sorted(t.required), "accepted": sorted(t.accepted), "error": t.error,
+            "required": sorted(t.required), "accepted": sorted(t.accepted | latent), "latent": sorted(latent),
+            "error": t.error,
             "lint": _lint(source, path),
             "watch": _watch(source, path) if use_watch else None,
         })

@@ -298,15 +298,29 @@ DISAGREE = [
     pytest.param("lint", "GG105", spec(sizes=UNEQUAL), "module",
                  marks=_xfail("lint: a mean of means over micro-batches of unequal size (sizes in a literal) is not GG105"),
                  id="lint-GG105-FN-unequal-sizes"),
+    # a loop dropping its remainder on data that fills whole windows: the defect is latent (it shows on
+    # one micro-batch more), so the linter's GG103 warning is accepted there, not a false finding
     pytest.param("lint", "GG103", spec(remainder="drop", condition="mod_plus1"), "module",
-                 marks=_xfail("lint: GG103 on a loop over a list whose length (6) provably divides by K = 2"),
-                 id="lint-GG103-FP-divides"),
+                 id="lint-GG103-latent-on-whole-windows"),
 ]
 
 
 @pytest.mark.parametrize("tool,code,s,form", DISAGREE)
 def test_tools_agree_with_the_truth_known_failures(tool, code, s, form):
     assert _agrees(_verdicts(s, form), tool, code)
+
+
+def test_latent_defects_show_on_one_micro_batch_more():
+    # dropping the remainder on 6 micro-batches of K = 2: right on this data, GG103 on 7
+    drop = spec(remainder="drop")
+    assert judge(drop).required == set()
+    assert bench.latent_defects(drop, "module", "<oracle>") == {"GG103"}
+    # the partial window divided by the full K: GG111 once there is one
+    assert bench.latent_defects(spec(remainder="after_loop"), "function", "<oracle>") == {"GG111"}
+    # negative controls: a remainder divided by its own length has no latent defect; data that
+    # already leaves a partial window is judged as it is
+    assert bench.latent_defects(spec(division="len", remainder="after_loop"), "module", "<oracle>") == set()
+    assert bench.latent_defects(spec(sizes=EQUAL + (2,), remainder="drop"), "module", "<oracle>") == set()
 
 
 def test_lint_and_watch_on_a_seeded_subset():
