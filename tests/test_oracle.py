@@ -278,7 +278,6 @@ DISAGREE = [
                  marks=_xfail("watch: a partial last window divided by the full K (after the loop) is not GG111"),
                  id="watch-GG111-FN-flush-after-loop"),
     pytest.param("lint", "GG111", spec(sizes=EQUAL + (2,), division="grad_K"), "module",
-                 marks=_xfail("lint: a partial last window whose gradients are divided by the full K is not GG111"),
                  id="lint-GG111-FN-grad-divided"),
     pytest.param("lint", "GG102", spec(clear_place="before_step"), "function",
                  id="lint-GG102-FN-helper"),
@@ -308,6 +307,28 @@ DISAGREE = [
 @pytest.mark.parametrize("tool,code,s,form", DISAGREE)
 def test_tools_agree_with_the_truth_known_failures(tool, code, s, form):
     assert _agrees(_verdicts(s, form), tool, code)
+
+
+GG111_CASES = [
+    # (spec, GG111 required): the last window of 1 micro-batch of K = 2, weighed 1/K on the loss or the gradients
+    (spec(sizes=EQUAL + (2,), division="grad_K"), True),
+    (spec(sizes=EQUAL + (2,), division="grad_K", remainder="after_loop"), True),
+    (spec(sizes=EQUAL + (2,), condition="counter"), True),  # `c += 1 ... if c == k or last:`
+    (spec(sizes=EQUAL + (2,), condition="counter", remainder="after_loop", division="grad_K"), True),
+    (spec(sizes=EQUAL + (2,), condition="mod_k_minus1", remainder="after_loop"), True),
+    # negative controls: the partial window divided by its own length, on the loss or the gradients
+    (spec(sizes=EQUAL + (2,), division="len", remainder="after_loop"), False),
+    (spec(sizes=EQUAL + (2,), division="grad_len", remainder="after_loop"), False),
+    (spec(sizes=EQUAL + (2,), division="grad_len", condition="counter"), False),
+]
+
+
+@pytest.mark.parametrize("form", generate.FORMS)
+@pytest.mark.parametrize("s,bad", GG111_CASES, ids=[f"{s.condition}-{s.division}-{s.remainder}" for s, _ in GG111_CASES])
+def test_lint_gg111_from_the_weight_of_each_pass_in_every_form(s, bad, form):
+    row = _verdicts(s, form)
+    assert ("GG111" in row["required"]) == bad  # the numbers agree with the case
+    assert ("GG111" in row["lint"]) == bad, row
 
 
 def test_latent_defects_show_on_one_micro_batch_more():
