@@ -55,12 +55,19 @@ def _watch(source: str, path: str) -> List[str]:
 
     import gradguard as gg
 
-    with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        try:
-            exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
-        except Exception as e:  # noqa: BLE001
-            return [f"crash:{type(e).__name__}"]
+    # the program is the script being run, as under `gradguard run` (sys.argv[0]): its lines are the
+    # user's code wherever the temporary file lies, not a library's
+    argv = sys.argv
+    sys.argv = [path]
+    try:
+        with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+            except Exception as e:  # noqa: BLE001
+                return [f"crash:{type(e).__name__}"]
+    finally:
+        sys.argv = argv
     return sorted({f.code for f in w.findings})
 
 
