@@ -285,7 +285,6 @@ DISAGREE = [
     pytest.param("lint", "GG102", spec(clear_place="after_backward", clear_form="grad_none"), "module",
                  id="lint-GG102-FN-grad-None"),
     pytest.param("lint", "GG105", spec(division="counter"), "method",
-                 marks=_xfail("lint: a loss divided by the running micro-step counter inside a method is not GG105"),
                  id="lint-GG105-FN-counter-method"),
     pytest.param("lint", "GG103", spec(sizes=EQUAL + (2,), remainder="drop", condition="counter"), "module",
                  id="lint-GG103-FN-counter"),
@@ -330,6 +329,39 @@ def test_lint_gg111_from_the_weight_of_each_pass_in_every_form(s, bad, form):
     row = _verdicts(s, form)
     assert ("GG111" in row["required"]) == bad  # the numbers agree with the case
     assert ("GG111" in row["lint"]) == bad, row
+
+
+@pytest.mark.parametrize("form", generate.FORMS)
+@pytest.mark.parametrize("division,bad", [("counter", True), ("K", False), ("len", False)])
+def test_lint_gg105_divisor_handed_to_a_helper_in_every_form(division, bad, form):
+    # `loss_of(x, y, i % K + 1)`: the helper's parameter is the running counter (weights 1, 1/2, ...)
+    row = _verdicts(spec(division=division), form)
+    assert ("GG105" in row["required"]) == bad
+    assert ("GG105" in row["lint"]) == bad, row
+
+
+def test_lint_gg105_a_helper_parameter_bound_to_the_window_number_is_no_counter():
+    import gradguard as gg
+
+    src = textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(6, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        K = 4
+
+        def part(x, i):
+            return model(x).pow(2).mean() / i
+
+        for i, x in enumerate(torch.randn(16, 2, 6)):
+            loss = part(x, {arg})
+            loss.backward()
+            if (i + 1) % K == 0:
+                opt.step()
+                opt.zero_grad()
+    """)
+    codes = lambda arg: {f.code for f in gg.lint_source(src.format(arg=arg), "p.py")}  # noqa: E731
+    assert "GG105" not in codes("i // K + 1")  # the same for every micro-batch of a window
+    assert "GG105" in codes("i % K + 1")  # negative control: the running counter
 
 
 def test_latent_defects_show_on_one_micro_batch_more():

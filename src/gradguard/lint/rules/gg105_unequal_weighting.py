@@ -133,9 +133,12 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
             return next((f for v in values for f in [_counter_division(v, inner, counters, depth + 1, loop)] if f is not None), None)
     helper = loop.callee(expr)
     if helper is not None:  # loss = _forward(): the division is in what the helper returns
-        inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+        bound = bind_arguments(helper, expr)
+        inner = {**assigns, **bound, **assignments(helper)}
+        # a parameter bound to a divisor that changes within the window (`f(x, i % K + 1)`) is one there too
+        varying = (counters - set(bound)) | {name for name, (arg,) in bound.items() if _varies_in_window(arg, counters, loop)}
         for value in returns_of(helper):
-            found = _counter_division(value, inner, counters, depth + 1, loop)
+            found = _counter_division(value, inner, varying, depth + 1, loop)
             if found is not None:
                 return found
     return None
