@@ -63,6 +63,8 @@ class Truth:
     micro: int = 0
     coefficients: List[List[float]] = field(default_factory=list)  # per step, scaled by the window's items
     error: Optional[str] = None
+    #: the model's parameters at the end of the run (weight then bias, flattened): what it trained to
+    final: Optional[torch.Tensor] = None
 
     @property
     def allowed(self) -> Set[str]:
@@ -128,7 +130,10 @@ def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>
     finally:
         h1.remove()
         h2.remove()
-    return judge(rec)
+    t = judge(rec)
+    if rec.module is not None:
+        t.final = torch.cat([rec.module.weight.detach().reshape(-1), rec.module.bias.detach().reshape(-1)]).clone()
+    return t
 
 
 def judge(rec: _Recorder) -> Truth:
