@@ -119,6 +119,9 @@ def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>
     from torch.nn.modules.module import register_module_forward_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    # the model's initial weights come from the global generator: the same for every run of a
+    # program, so that two versions of it (a fix) can be compared by what they train to
+    torch.manual_seed(0)
     h1 = register_module_forward_hook(rec.forward_hook)
     h2 = register_optimizer_step_pre_hook(rec.step_hook)
     try:
