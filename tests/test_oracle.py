@@ -377,6 +377,17 @@ def test_latent_defects_show_on_one_micro_batch_more():
     assert bench.latent_defects(spec(sizes=EQUAL + (2,), remainder="drop"), "module", "<oracle>") == set()
 
 
+def test_defects_masked_by_a_wiping_clearing_are_latent():
+    # every pass wiped before the step (GG102): the unscaled loss shows once the clearing is right
+    wiped = spec(division="none", clear_place="before_step")
+    assert judge(wiped).required == {"GG102"}
+    assert "GG104" in bench.masked_defects(wiped, "module", "<oracle>")
+    row = _verdicts(wiped, "module")
+    assert "GG104" in row["accepted"] and "GG104" in row["latent"]
+    # negative control: the same loop scaled right has nothing behind its wipe
+    assert bench.masked_defects(spec(clear_place="before_step", division="len"), "module", "<oracle>") == set()
+
+
 def test_lint_and_watch_on_a_seeded_subset():
     """Figures of a small seeded run, each a bound today's code meets; the benchmark has the full table."""
     results = [bench.evaluate_spec((i, s, generate.FORMS, True)) for i, s in enumerate(generate.specs(8, seed=7))]
