@@ -92,3 +92,14 @@ def test_verdicts(mode):
     assert bench.verdict(row, mode) == "partial"
     row[mode].update(own=[])
     assert bench.verdict(row, mode) == "wrong"
+
+
+def test_gg104_fix_is_not_offered_where_the_remainder_is_stepped_after_the_loop():
+    # dividing every pass by K would leave the remainder's window of 2 at 2/3 of its mean (GG111)
+    s = _spec(k=3, sizes=(3,) * 11, condition="mod_k_minus1", division="none", remainder="after_loop")
+    row = bench.evaluate_spec((0, s, ("module", "function"), ("safe",)))["rows"]
+    assert all("GG104" in r["required"] and "GG104" not in r["safe"]["fixed_codes"] for r in row), row
+    # negative control: the same loop on whole windows, its remainder dropped: the fix is offered and repairs it
+    whole = _spec(k=3, sizes=(3,) * 9, condition="mod_k_minus1", division="none", remainder="drop")
+    [r] = bench.evaluate_spec((0, whole, ("module",), ("safe",)))["rows"]
+    assert r["required"] == ["GG104"] and bench.verdict(r, "safe") == "repaired", r

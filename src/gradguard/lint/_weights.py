@@ -224,3 +224,21 @@ def _defaults(fn) -> list:
     args = fn.args.posonlyargs + fn.args.args
     pos = list(zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults))
     return pos + [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
+
+
+def may_close_short(loop, k: ast.expr) -> bool:
+    """A step of the loop may close a window of fewer than ``k`` micro-batches: its test also
+    fires off the window's boundary (``... or i + 1 == len(loader)``), or a step after a loop that
+    steps its windows applies the remainder (a micro-step loop's own step after it is whole);
+    unless the function checks that the length divides by ``k``. A fix dividing every pass by
+    ``k`` would weigh such a window K'/K of its mean (GG111): no certain fix there."""
+    from ._model import steps_after, tests
+
+    if loop.proves_whole_windows(k):
+        return False
+    if any(
+        any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in ast.walk(loop.resolve(test)))
+        for s in loop.steps for test, _ in tests(s) if isinstance(test, ast.AST)
+    ):
+        return True
+    return bool(loop.steps) and steps_after(loop)

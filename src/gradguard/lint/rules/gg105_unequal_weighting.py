@@ -12,7 +12,8 @@ from typing import Optional
 from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, returns_of, terminal, text
 from .._edits import Tree, parenthesize
-from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after, tests
+from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._weights import may_close_short
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -194,7 +195,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
             count = None
     if count is None or ast.dump(count) == ast.dump(divisor):
         return None
-    if d.loop is not None and _short_windows(d.loop, count):
+    if d.loop is not None and may_close_short(d.loop, count):
         return None  # a window closed before K micro-batches would weigh K'/K of its mean (GG111): no certain fix
     (line, col), (end_line, end_col) = t.start(divisor), t.end(divisor)
     text = t.lines[line - 1]
@@ -206,16 +207,3 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         "unsafe",
     )
 
-
-def _short_windows(loop: Loop, k: ast.AST) -> bool:
-    """A step of the loop may close a window of fewer than ``k`` micro-batches: its test also
-    fires off the window's boundary (``... or i + 1 == len(loader)``), or a step after a loop that
-    steps its windows applies the remainder (a micro-step loop's own step after it is whole); unless the function checks that the length divides by ``k``."""
-    if loop.proves_whole_windows(k):
-        return False
-    if any(
-        any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in ast.walk(loop.resolve(test)))
-        for s in loop.steps for test, _ in tests(s) if isinstance(test, ast.AST)
-    ):
-        return True
-    return bool(loop.steps) and steps_after(loop)  # a loop stepping its windows, and its remainder after it
