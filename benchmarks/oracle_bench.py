@@ -55,13 +55,55 @@ def _watch(source: str, path: str) -> List[str]:
 
     import gradguard as gg
 
-    with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        try:
-            exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
-        except Exception as e:  # noqa: BLE001
-            return [f"crash:{type(e).__name__}"]
+    # the program is the script being run, as under `gradguard run` (sys.argv[0]): its lines are the
+    # user's code wherever the temporary file lies, not a library's
+    argv = sys.argv
+    sys.argv = [path]
+    try:
+        with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+            except Exception as e:  # noqa: BLE001
+                return [f"crash:{type(e).__name__}"]
+    finally:
+        sys.argv = argv
     return sorted({f.code for f in w.findings})
+
+
+def latent_defects(spec: generate.Spec, form: str, path: str) -> set:
+    """Defects the same program shows once its data leaves a partial last window.
+
+    A loop that drops its remainder (or scales it for the full window) is right on data that
+    happens to fill whole windows, and wrong on one micro-batch more. Whether the data fills
+    whole windows is a fact of that run, not of the code the linter reads; so the oracle runs
+    the program a second time on one more micro-batch (the spec's sizes, the last repeated) and
+    calls what appears there *latent*: a finding naming it is accepted, not required.
+    """
+    if spec.k < 2 or len(spec.sizes) % spec.k:
+        return set()  # no window to leave partial, or the data already leaves one
+    import dataclasses
+
+    more = dataclasses.replace(spec, sizes=spec.sizes + spec.sizes[-1:])
+    x, y = generate.data_tensors(more)
+    t = truth.run(generate.render(more, form), x, y, path)
+    return set() if t.error else set(t.required)
+
+
+def masked_defects(spec: generate.Spec, form: str, path: str) -> set:
+    """Defects a wiping clearing hides: the same program with its clearing right after the step.
+
+    A window whose passes are all wiped (GG102) applies nothing, so how its passes are scaled or
+    whether its remainder is stepped does not show in the numbers; it does once the clearing is
+    repaired (what ``--fix`` does). A finding naming such a defect beside the GG102 is accepted,
+    not required, like a latent one.
+    """
+    import dataclasses
+
+    twin = dataclasses.replace(spec, clear_place="after_step")
+    x, y = generate.data_tensors(twin)
+    t = truth.run(generate.render(twin, form), x, y, path)
+    return set() if t.error else set(t.required) | latent_defects(twin, form, path)
 
 
 def evaluate_spec(args) -> dict:
@@ -78,9 +120,14 @@ def evaluate_spec(args) -> dict:
         with open(path, "w") as fh:  # a real file: the watch names the user's lines
             fh.write(source)
         t = truth.run(source, x, y, path)
+        latent = latent_defects(spec, form, path)
+        if "GG102" in t.required:
+            latent |= masked_defects(spec, form, path)
+        latent -= t.required
         rows.append({
             "form": form,
-            "required": sorted(t.required), "accepted": sorted(t.accepted), "error": t.error,
+            "required": sorted(t.required), "accepted": sorted(t.accepted | latent), "latent": sorted(latent),
+            "error": t.error,
             "lint": _lint(source, path),
             "watch": _watch(source, path) if use_watch else None,
         })

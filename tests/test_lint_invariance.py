@@ -450,3 +450,79 @@ def test_the_gg102_fix_trains_like_the_correct_program_in_every_form(slot_name):
             assert all(torch.equal(a, b) for a, b in zip(got, want)), fixed
             broken = _trained(source, names)  # negative control: the bug changes what is trained
             assert not all(torch.equal(a, b) for a, b in zip(broken, want))
+
+
+# --- facts from binding, not from a name table: two former false findings -------------------------
+_TWO_MODULES = """
+import torch
+{extra}
+
+def {fn}(loader, loss_fn):
+    {enc} = torch.nn.Linear(4, 8)
+    {dec} = torch.nn.Linear(8, 4)
+    {opt} = torch.optim.SGD(list({enc}.parameters()) + list({dec}.parameters()), lr=0.1)
+    for x in loader:
+        {clears}
+        loss_fn({dec}({enc}(x)), x).backward()
+        {opt}.step()
+{extra}
+"""
+
+_OTHER_FUNCTIONS = {
+    "none": "",
+    # an optimizer of the same name over the same module name, built in another function
+    "same_names_elsewhere": "\ndef build_{n}(encoder, decoder, head):\n    optimizer = torch.optim.SGD(list(head.parameters()) + list(encoder.parameters()))\n"
+                            "    o = solver = torch.optim.SGD(list(e.parameters()) + list(d.parameters()))\n    return optimizer\n",
+    "other_model_elsewhere": "\ndef build_{n}(model, head, backbone):\n    optimizer = o = solver = torch.optim.SGD(model.parameters())\n"
+                             "    opt2 = torch.optim.SGD(list(encoder.parameters()) + list(backbone.parameters()))\n    return optimizer\n",
+}
+
+
+@pytest.mark.parametrize("names", [("encoder", "decoder", "optimizer", "train"), ("e", "d", "o", "f"), ("backbone", "head", "solver", "fit")])
+@pytest.mark.parametrize("extra", sorted(_OTHER_FUNCTIONS))
+def test_one_optimizer_over_two_modules_both_cleared_whatever_else_the_file_builds(names, extra):
+    enc, dec, opt, fn = names
+    fill = dict(enc=enc, dec=dec, opt=opt, fn=fn, extra=_OTHER_FUNCTIONS[extra].replace("{n}", "1"))
+    both = _TWO_MODULES.format(clears=f"{enc}.zero_grad()\n        {dec}.zero_grad()", **fill)
+    assert [f.code for f in lint_source(both, "p.py")] == []
+    # negative control: only one of the two modules cleared, the other's gradients carry over
+    one = _TWO_MODULES.format(clears=f"{enc}.zero_grad()", **fill)
+    assert [f.code for f in lint_source(one, "p.py")] == ["GG101"]
+
+
+_MANAGED = """
+import torch
+{binding}
+
+def fit(model, loader{param}):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        loss = model(x).mean()
+        {recv}.backward(loss)
+        {recv}.step()
+"""
+
+
+@pytest.mark.parametrize("recv", ["acc", "accum", "engine"])
+def test_an_object_bound_to_something_else_is_no_accumulator_by_its_name(recv):
+    # `acc = make_engine()` is bound to something other than an Accumulator: its backward is a plain pass,
+    # and `opt` steps stale gradients (no clearing) whatever the object is called
+    src = textwrap.dedent(f"""
+        import torch
+
+        def fit(model, loader, make_engine):
+            {recv} = make_engine()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in loader:
+                loss = model(x).mean()
+                {recv}.backward(loss)
+                opt.step()
+    """)
+    assert [f.code for f in lint_source(src, "p.py")] == ["GG101"]  # the same verdict for every name
+
+
+@pytest.mark.parametrize("binding,param", [("from gradguard import Accumulator", ", acc"), ("", ", acc")])
+def test_an_accumulator_handed_in_is_still_one(binding, param):
+    # negative control: a parameter the file never binds, named as one, still reads as the Accumulator
+    src = _MANAGED.format(binding=binding, param=param, recv="acc")
+    assert [f.code for f in lint_source(src, "p.py")] == []

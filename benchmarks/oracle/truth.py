@@ -63,6 +63,8 @@ class Truth:
     micro: int = 0
     coefficients: List[List[float]] = field(default_factory=list)  # per step, scaled by the window's items
     error: Optional[str] = None
+    #: the model's parameters at the end of the run (weight then bias, flattened): what it trained to
+    final: Optional[torch.Tensor] = None
 
     @property
     def allowed(self) -> Set[str]:
@@ -117,6 +119,9 @@ def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>
     from torch.nn.modules.module import register_module_forward_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    # the model's initial weights come from the global generator: the same for every run of a
+    # program, so that two versions of it (a fix) can be compared by what they train to
+    torch.manual_seed(0)
     h1 = register_module_forward_hook(rec.forward_hook)
     h2 = register_optimizer_step_pre_hook(rec.step_hook)
     try:
@@ -128,7 +133,10 @@ def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>
     finally:
         h1.remove()
         h2.remove()
-    return judge(rec)
+    t = judge(rec)
+    if rec.module is not None:
+        t.final = torch.cat([rec.module.weight.detach().reshape(-1), rec.module.bias.detach().reshape(-1)]).clone()
+    return t
 
 
 def judge(rec: _Recorder) -> Truth:

@@ -410,7 +410,7 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 mentions_grad = lambda n, own=m.mentions_grad: getattr(n, "gg_foreign", False) or own(n)  # noqa: E731
             walker = Walker(
                 interesting, functions, methods, frozenset(m.optimizer_names), m.instances, mentions_grad,
-                self._object_methods(), frozenset(m.accumulators),
+                self._object_methods(), frozenset(m.accumulators), m.unbound,
             )
             # A large trainer's main loop reaches hundreds of lines of helpers: beyond the fixed
             # allowance a loop may draw on a pool proportional to the file's size, so that one

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 from ._ast import terminal, text
 
@@ -174,7 +174,7 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
 _ACCUMULATOR_NAME = re.compile(r"^(?:acc|accum|\w*accumulator\w*)$", re.I)
 
 
-def managed_call(call: ast.Call, accumulators: frozenset = frozenset()) -> Optional[str]:
+def managed_call(call: ast.Call, accumulators: frozenset = frozenset(), unbound: Optional[Callable[[str], bool]] = None) -> Optional[str]:
     """The Accumulator a call works through, if it is one of its gradient-buffer calls, else None.
 
     ``acc.backward(loss)`` / ``acc.step()`` / ``acc.flush()`` on a name bound to
@@ -196,7 +196,10 @@ def managed_call(call: ast.Call, accumulators: frozenset = frozenset()) -> Optio
     if recv in accumulators:
         return recv
     if func.attr == "backward" and call.args and _ACCUMULATOR_NAME.match(terminal(func.value)):
-        return recv
+        # the name is a last resort for an object the file never binds (a parameter, an attribute
+        # set elsewhere): one the file binds to something else (`self.acc = Accelerator()`) is that
+        if unbound is None or unbound(recv):
+            return recv
     return None
 
 

@@ -200,8 +200,11 @@ class Walker:
         mentions_grad: Optional[Callable[[ast.AST], bool]] = None,
         object_methods: Optional[Dict[str, Tuple[ast.AST, Dict[str, ast.AST]]]] = None,
         accumulators: frozenset = frozenset(),
+        unbound: Optional[Callable[[str], bool]] = None,
     ):
         self.accumulators = accumulators
+        #: whether the file never binds a receiver (the last resort of :func:`~._events.managed_call`)
+        self.unbound = unbound
         self.interesting = interesting
         self.functions = functions
         self.methods = methods
@@ -507,7 +510,7 @@ class Walker:
                     # `self.inner.step()` inside the wrapper's step(): the wrapped object is an optimizer
                     states = self._add(states, self._event(kind, call, wrapper[0], stack))
                 continue
-            managed = managed_call(call, self.accumulators)
+            managed = managed_call(call, self.accumulators, self.unbound)
             if managed is not None:  # the Accumulator scales, steps and clears: one event saying so
                 states = self._add(states, self._event(MANAGED, call, managed, stack))
                 continue

@@ -160,7 +160,7 @@ def steps_after(loop: "Loop") -> bool:
 
     def steps(call: ast.Call, depth: int) -> bool:
         found = classify_call(call, optimizers)
-        if found is not None and found[0] == STEP or managed_call(call, frozenset(module.accumulators)) is not None:
+        if found is not None and found[0] == STEP or managed_call(call, frozenset(module.accumulators), module.unbound) is not None:
             return True
         func = call.func
         helper = None
@@ -375,10 +375,30 @@ class Loop:
         node = parse_expr(target)
         return node is not None and is_optimizer_name(node, self.module.optimizer_names)
 
+    def _visible_optimizers(self) -> Dict[str, List[str]]:
+        """Optimizer -> every module it lists, for the optimizers this loop can see: built in its
+        function, at module level, or in a method of its class (``self.opt`` in ``__init__``).
+        An optimizer of the same name built in another function is another object."""
+        cached = getattr(self, "_visible", None)
+        if cached is None:
+            scopes = {id(self.scope), id(None), id(self.module.tree)}
+            if isinstance(self.cls, ast.ClassDef):
+                scopes |= {id(s) for s in self.cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            cached = self._visible = {}
+            for (scope, name), modules in self.module.optimizer_modules.items():
+                if scope in scopes and modules:
+                    # the loop's own function first: its binding hides the others of that name
+                    if name not in cached or scope == id(self.scope):
+                        cached[name] = modules
+        return cached
+
     def optimizer_model(self, target: str) -> Optional[str]:
         """The module whose parameters the optimizer ``target`` holds, as this loop writes it:
         ``self.optD`` built over ``self.discriminator.parameters()`` in ``__init__`` is
         ``gan.optD`` over ``gan.discriminator`` when the loop calls ``gan.step()``."""
+        visible = self._visible_optimizers().get(target)
+        if visible:
+            return visible[0]
         models = self.module.optimizer_models
         if target in models:
             return models[target]
@@ -409,7 +429,11 @@ class Loop:
             # and a differently written clearing may be the same object under two names)
             return clear.target not in {e.target for e in self.steps}
         model = self.optimizer_model(step.target)
-        others = set(self.module.optimizer_models.values()) | {self.optimizer_model(s.target) for s in self.steps}
+        if clear.target in self._visible_optimizers().get(step.target, ()):
+            return True  # SGD(list(enc.parameters()) + list(dec.parameters())): enc.zero_grad() clears a part
+        # the modules of the optimizers this loop can see (never a same-named one of another function)
+        others = {m for mods in self._visible_optimizers().values() for m in mods[:1]}
+        others |= {self.optimizer_model(s.target) for s in self.steps}
         if model is not None and clear.target in others:
             return False  # netD.zero_grad() does not clear netG, the model of optG
         return True
@@ -662,6 +686,17 @@ class Module:
         if found is None:
             found = cache[words] = lines_of(self.source, [pos for word in words for pos in self.word_positions(word)])
         return found
+
+    def unbound(self, target: str) -> bool:
+        """Whether the file never assigns ``target`` (a name or ``self.x``): a parameter, or an
+        object set in another file. Computed on first use (only name fallbacks ask)."""
+        bound = getattr(self, "_bound_targets", None)
+        if bound is None:
+            bound = self._bound_targets = frozenset(
+                text(t) for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+        return target not in bound
 
     def interesting(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines may hold a gradient-buffer event."""

@@ -15,6 +15,7 @@ from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
 from .._flow import _defaults
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
+from .._weights import may_close_short
 
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -224,16 +225,14 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     divided where it is back-propagated (``(loss / K).backward()``), so that the loss the code
     logs keeps its value: the gradient is the only thing that changes. Without such a variable,
     when it is not visible where the backward runs (a test in the loop, the backward in a
-    helper), or when a step also closes a shorter window (``or i + 1 == len(loader)``, whose
-    micro-batches dividing by K would weigh K'/K of their mean), there is no certain fix (use
+    helper), or when a step also closes a shorter window (``or i + 1 == len(loader)``, or a step
+    after the loop applying the remainder, whose micro-batches dividing by K would weigh K'/K of
+    their mean), there is no certain fix (use
     ``gradguard.Accumulator``).
     """
     count, back = d.accum, t.statement_of(d.backward)
-    if (
-        d.loop is not None and count is not None and not d.loop.proves_whole_windows(count)
-        and any(_closes_short_window(d.loop.resolve(test)) for s in d.loop.steps for test, _ in tests(s))
-    ):
-        return None
+    if d.loop is not None and count is not None and may_close_short(d.loop, count):
+        return None  # a short window divided by K would weigh K'/K of its mean (GG111)
     loss = backward_tensor(d.backward)
     if isinstance(loss, ast.Call) and isinstance(loss.func, ast.Attribute) and loss.func.attr == "scale" and loss.args:
         loss = loss.args[0]  # scaler.scale(loss).backward(): divide the loss, not the scaled one
@@ -252,8 +251,3 @@ def _visible(t: Tree, count: ast.AST, at: ast.AST) -> bool:
         return True
     home = t.function_of(count)
     return home is t.function_of(at) or (home is not None and t.contains(home, at))
-
-
-def _closes_short_window(test) -> bool:
-    """A step test that also fires off the modulo boundary (``... or i + 1 == len(loader)``)."""
-    return isinstance(test, ast.AST) and any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in ast.walk(test))

@@ -13,6 +13,7 @@ from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._weights import may_close_short
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -135,9 +136,12 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
             return next((f for v in values for f in [_counter_division(v, inner, counters, depth + 1, loop)] if f is not None), None)
     helper = loop.callee(expr)
     if helper is not None:  # loss = _forward(): the division is in what the helper returns
-        inner = {**assigns, **bind_arguments(helper, expr), **assignments(helper)}
+        bound = bind_arguments(helper, expr)
+        inner = {**assigns, **bound, **assignments(helper)}
+        # a parameter bound to a divisor that changes within the window (`f(x, i % K + 1)`) is one there too
+        varying = (counters - set(bound)) | {name for name, (arg,) in bound.items() if _varies_in_window(arg, counters, loop)}
         for value in returns_of(helper):
-            found = _counter_division(value, inner, counters, depth + 1, loop)
+            found = _counter_division(value, inner, varying, depth + 1, loop)
             if found is not None:
                 return found
     return None
@@ -193,6 +197,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
             count = None
     if count is None or ast.dump(count) == ast.dump(divisor):
         return None
+    if d.loop is not None and may_close_short(d.loop, count):
+        return None  # a window closed before K micro-batches would weigh K'/K of its mean (GG111): no certain fix
     (line, col), (end_line, end_col) = t.start(divisor), t.end(divisor)
     text = t.lines[line - 1]
     if end_line == line and text[col - 2 : col - 1] == "(" and text[end_col - 1 : end_col] == ")":
@@ -202,3 +208,4 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         (Edit(line, col, end_line, end_col, parenthesize(t, count)),),
         "unsafe",
     )
+

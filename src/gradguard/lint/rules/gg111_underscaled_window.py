@@ -1,7 +1,9 @@
 """GG111 underscaled-window: a step closes a window of K' < K micro-batches whose losses were
 each divided by the full window size K, so its gradient is K'/K of their mean.
 
-Two shapes, both with every backward pass of the loop back-propagating ``loss / K``:
+Two shapes, both with every backward pass of the loop weighing 1/K in its step (``loss / K``,
+or ``.grad`` divided by K before the step: :mod:`.._weights`); K is the window's size from the
+step condition's structure (``% K``, or a counter the loop grows and sets back, ``c == K``):
 
 * the window test lets the step run before K micro-batches (``if (i + 1) % K == 0 or
   i + 1 == len(loader):``, Fabric's ``is_accumulating = ... and i + 1 < len(loader)``): the
@@ -20,9 +22,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from .._ast import assignments, terminal, text
+from .._ast import assignments, bind_arguments, terminal, text
+from .._events import SCALE
 from .._literals import counters_at_last, literal_int, literal_length, truth
-from .._model import Loop, Report, backward_tensor, tests
+from .._model import Loop, Report, tests
+from .._weights import helper, loss_divisions, matcher, scale_events_divide, statement_grad_scale
 
 CODE = "GG111"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -40,27 +44,29 @@ def check_loop(loop: Loop, report: Report) -> None:
                 continue
             k = _bypassed_modulo(loop, loop.resolve(test), taken)
             if (
-                k is not None and _every_loss_divided_by(loop, k) and not loop.proves_whole_windows(k)
+                k is not None and _every_pass_divided_by(loop, k) and not loop.proves_whole_windows(k)
                 and not _whole_literal_windows(loop, loop.resolve(test), k)
             ):
                 report(
                     CODE,
                     step.node,
                     f"`{text(step.node.func)}()` also closes a window shorter than `{text(k)}` micro-batches (the "
-                    f"loader's last, partial one), whose losses were each divided by `{text(k)}`: with K' < K "
+                    f"loader's last, partial one), whose backward passes were each divided by `{text(k)}` (on the loss "
+                    f"or on the gradients): with K' < K "
                     f"micro-batches the step's gradient is K'/K of their mean.",
                     loop=loop, optimizer=step.target, step=step.node,
                 )
                 break
     k = _modulo_window(loop)
-    if k is None or not _every_loss_divided_by(loop, k) or loop.proves_whole_windows(k):
+    if k is None or not _constant(loop, k) or loop.proves_whole_windows(k):
         return
-    for call in _remainder_steps(loop):
+    for call in _remainder_steps(loop, k):
         report(
             CODE,
             call,
-            f"`{text(call.func)}()` after the loop steps the last, partial window, whose losses were each divided "
-            f"by the full window size `{text(k)}` and whose gradients are not rescaled by K / K' before the step: "
+            f"`{text(call.func)}()` after the loop steps the last, partial window, whose backward passes were each "
+            f"divided by the full window size `{text(k)}` (on the loss or on the gradients) and not rescaled by "
+            f"K / K' before the step: "
             f"its gradient is K'/K of the mean.",
             loop=loop, step=call,
         )
@@ -81,11 +87,16 @@ def _whole_literal_windows(loop: Loop, test: ast.expr, k: ast.expr) -> bool:
     return bool(last) and bool(modulo) and all(truth(m, last, loop) is True for m in modulo)
 
 
-def _is_modulo(node: ast.AST) -> Optional[ast.expr]:
-    """``K`` of a test made of ``% K`` (``(i + 1) % K == 0``, ``step % K != 0``)."""
+def _is_modulo(loop: Loop, node: ast.AST) -> Optional[ast.expr]:
+    """``K`` of a window test: made of ``% K`` (``(i + 1) % K == 0``, ``step % K != 0``), or a
+    micro-batch counter the loop grows and sets back compared with K (``c == K``, ``c >= K``)."""
     for n in ast.walk(node):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             return n.right
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.GtE)):
+        left, right = node.left, node.comparators[0]
+        if isinstance(left, ast.Name) and loop.window_counter(left.id):
+            return right
     return None
 
 
@@ -98,7 +109,7 @@ def _bypassed_modulo(loop: Loop, test: ast.expr, positive: bool) -> Optional[ast
     if not isinstance(test, ast.BoolOp):
         return None
     if isinstance(test.op, ast.Or) == positive:
-        ks = [_is_modulo(v) for v in test.values]
+        ks = [_is_modulo(loop, v) for v in test.values]
         k = next((k for k in ks if k is not None), None)
         if k is not None and any(
             kv is None and loop.varies(v) and not _same_boundary(v, k) for v, kv in zip(test.values, ks)
@@ -123,80 +134,87 @@ def _modulo_window(loop: Loop) -> Optional[ast.expr]:
     found = None
     for step in loop.steps:
         guards = [loop.resolve(t) for t, _ in tests(step) if isinstance(t, ast.expr)]
-        ks = [_is_modulo(g) for g in guards]
+        ks = [_is_modulo(loop, g) for g in guards]
         if not ks or any(k is None for k in ks) or any(isinstance(g, ast.BoolOp) for g in guards):
             return None
         found = found or ks[0]
     return found
 
 
-def _every_loss_divided_by(loop: Loop, k: ast.expr) -> bool:
-    """Every backward pass of the loop back-propagates a loss divided by ``k`` (at least one),
-    and the loop never changes ``k`` (timm sets it to the last window's size for that window)."""
-    if not loop.backwards:
-        return False
+def _constant(loop: Loop, k: ast.expr) -> bool:
+    """The loop never changes ``k`` (timm sets it to the last window's size for that window)."""
     assigned = set(loop.assignments())
     for e in loop.backwards + loop.steps:
         for fn, _ in e.frame:  # a helper the loop runs (the epoch function an epoch loop calls)
             assigned.update(assignments(fn))
-    if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(k)):
+    return not any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(k))
+
+
+def _every_pass_divided_by(loop: Loop, k: ast.expr) -> bool:
+    """Every backward pass of the loop weighs 1/K in its step (at least one pass): its loss divided
+    by ``k``, or the gradients divided by ``k`` before the step (every rescaling of ``.grad`` the
+    loop makes); a rescaling by anything else is a correction this rule does not judge."""
+    if not loop.backwards or not _constant(loop, k):
         return False
-    return all(_divided(backward_tensor(b.node), k, loop.scope_of(b), 0) for b in loop.backwards)
-
-
-def _divided(expr, k: ast.expr, assigns: dict, depth: int) -> bool:
-    if expr is None or depth > 6:
+    same = matcher(loop, k)
+    scaled = scale_events_divide(loop.events, same)
+    if not scaled and any(e.kind == SCALE for e in loop.events):
         return False
-    if isinstance(expr, tuple):  # ("aug", op, node): `loss /= K`
-        return isinstance(expr[1], ast.Div) and ast.dump(expr[2].value) == ast.dump(k)
-    if isinstance(expr, ast.Call) and terminal(expr.func) == "scale" and len(expr.args) == 1:
-        return _divided(expr.args[0], k, assigns, depth + 1)  # GradScaler.scale(loss)
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
-        return ast.dump(expr.right) == ast.dump(k) or _divided(expr.left, k, assigns, depth + 1)
-    if isinstance(expr, ast.Name):
-        values = assigns.get(expr.id) or []
-        inner = {**assigns, expr.id: []}  # `loss = loss / K` refers to the value before it
-        return any(_divided(v, k, inner, depth + 1) for v in values)
-    return False
+    return loss_divisions(loop, same) + scaled >= 1
 
 
-def _remainder_steps(loop: Loop) -> Iterator[ast.Call]:
+def _remainder_steps(loop: Loop, k: ast.expr) -> Iterator[ast.Call]:
     """Steps of the loop's optimizers in the statements right after it (up to the first one that
-    steps), in a block that does not rescale ``.grad`` first."""
+    steps; in the statement or in a helper of the file it calls) whose passes weigh 1/K: losses
+    divided by ``k`` in the loop and ``.grad`` not rescaled, or ``.grad`` divided by the full ``k``
+    there (a rescaling by K / K' or by the window's own count is the correct one)."""
     targets = {s.target for s in loop.steps}
+    same = matcher(loop, k)
+    loss = loss_divisions(loop, same)
     for stmts in loop.after[1:]:
         for stmt in stmts:
             if isinstance(stmt, _NOT_A_REMAINDER):
                 return  # another loop (its steps are its own windows'), a definition
-            calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and terminal(n.func) == "step"]
-            stepped = [c for c in calls if _steps_one_of(c, targets)]
-            if not stepped:
-                if calls:
+            stepped = _step_in(stmt, loop, targets, 0)
+            if stepped is None:
+                if any(isinstance(n, ast.Call) and terminal(n.func) == "step" for n in ast.walk(stmt)):
                     return
                 continue
-            if not _rescales_grad(stmt):
-                yield stepped[0]
+            scale = statement_grad_scale([stmt], loop, same)
+            if scale is not False and loss + bool(scale) >= 1:
+                yield stepped
             return
 
 
 _NOT_A_REMAINDER = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _steps_one_of(call: ast.Call, targets: set) -> bool:
+def _step_in(stmt: ast.AST, loop: Loop, targets: set, depth: int, binding: Optional[dict] = None) -> Optional[ast.Call]:
+    """The call in ``stmt`` that steps one of ``targets``: a step itself, or a call of a helper of
+    the file whose body steps it (its parameter bound to the caller's optimizer)."""
+    for n in ast.walk(stmt):
+        if not isinstance(n, ast.Call):
+            continue
+        if terminal(n.func) == "step" and _steps_one_of(n, targets, binding or {}):
+            return n
+        fn = helper(n, loop)
+        if fn is not None and depth < 2 and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = {name: [_rebind(v[0], binding or {})] for name, v in bind_arguments(fn, n).items()}
+            if any(_step_in(s, loop, targets, depth + 1, inner) is not None for s in fn.body):
+                return n
+    return None
+
+
+def _rebind(node: ast.AST, binding: dict) -> ast.AST:
+    if isinstance(node, ast.Name) and binding.get(node.id):
+        return binding[node.id][0]
+    return node
+
+
+def _steps_one_of(call: ast.Call, targets: set, binding: Optional[dict] = None) -> bool:
     func = call.func
     if not isinstance(func, ast.Attribute):
         return False
     if "scaler" in terminal(func.value).lower():
-        return bool(call.args) and text(call.args[0]) in targets
-    return text(func.value) in targets
-
-
-def _rescales_grad(stmt: ast.stmt) -> bool:
-    """``p.grad.mul_(...)``, ``p.grad *= ...``, ``torch._foreach_mul_(grads, ...)`` in ``stmt``."""
-    for n in ast.walk(stmt):
-        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Mult, ast.Div)) and "grad" in text(n.target):
-            return True
-        if isinstance(n, ast.Call) and terminal(n.func) in ("mul_", "div_", "_foreach_mul_", "_foreach_div_"):
-            if "grad" in text(n):
-                return True
-    return False
+        return bool(call.args) and text(_rebind(call.args[0], binding or {})) in targets
+    return text(_rebind(func.value, binding or {})) in targets

@@ -21,11 +21,15 @@ same code size; the learning rate may have been tuned on the bug).
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
-from .._ast import assignments, bind_arguments, terminal, text
+from .._ast import bind_arguments, text
 from .._literals import literal_int
 from .._model import Loop, Report, backward_tensor
+from .._weights import bound as _bound
+from .._weights import divisions as _divisions
+from .._weights import grad_divided_before as _grad_divided_before
+from .._weights import matcher as _matcher
 
 CODE = "GG113"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -130,107 +134,3 @@ def _aliases(tree: ast.AST, ctor: ast.stmt, k: ast.expr) -> set:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     values.setdefault(text(t), []).append(n.value)
     return {name for name, vs in values.items() if len(vs) == 1 and ast.dump(vs[0]) == ast.dump(k)}
-
-
-def _matcher(loop: Loop, k: ast.expr, recv: Optional[ast.expr], aliases: frozenset = frozenset()):
-    dump, value = ast.dump(k), literal_int(k, loop)
-
-    def same(expr: ast.expr) -> bool:
-        if ast.dump(expr) == dump or (aliases and text(expr) in aliases):
-            return True
-        if recv is not None and isinstance(expr, ast.Attribute) and expr.attr == _KEYWORD and text(expr.value) == text(recv):
-            return True
-        return value is not None and literal_int(expr, loop) == value
-
-    return same
-
-
-def _divisions(expr, same, assigns: Dict[str, list], loop: Loop, depth: int) -> int:
-    """How many times ``expr`` is at least divided by K on every assignment that can reach it."""
-    if expr is None or depth > 6 or isinstance(expr, tuple):
-        return 0
-    if isinstance(expr, ast.Call) and terminal(expr.func) == "scale" and len(expr.args) == 1:
-        return _divisions(expr.args[0], same, assigns, loop, depth + 1)  # GradScaler.scale(loss)
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
-        return int(same(expr.right)) + _divisions(expr.left, same, assigns, loop, depth + 1)
-    fn = _helper(expr, loop)
-    if fn is not None:
-        returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None]
-        if not returns or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return 0
-        inner = {**bind_arguments(fn, expr), **assignments(fn)}
-        return min(_divisions(r, _bound(same, bind_arguments(fn, expr)), inner, loop, depth + 1) for r in returns)
-    if isinstance(expr, ast.Name):
-        values = assigns.get(expr.id) or []
-        if not values or any(v is None for v in values):
-            return 0
-        inner = {**assigns, expr.id: []}
-        # `loss = loss / K` and `loss /= K` transform the value before them; the others are where it starts
-        transforms = [v for v in values if isinstance(v, tuple) or _mentions(v, expr.id)]
-        bases = [v for v in values if not (isinstance(v, tuple) or _mentions(v, expr.id))]
-        if not bases:
-            return 0
-        start = min(_divisions(v, same, inner, loop, depth + 1) for v in bases)
-        if len(transforms) != 1:
-            return start  # none, or several of unknown order and conditions: count none of them
-        t = transforms[0]
-        if isinstance(t, tuple):
-            return start + int(isinstance(t[1], ast.Div) and same(t[2].value))
-        return start + _divisions(t, same, inner, loop, depth + 1)
-    return 0
-
-
-def _helper(expr, loop: Loop):
-    """The function of the file a call runs: ``f(...)`` by name, ``self.f(...)`` a method of the loop's class."""
-    if not isinstance(expr, ast.Call):
-        return None
-    if isinstance(expr.func, ast.Name):
-        return loop.functions.get(expr.func.id)
-    if isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Name) and expr.func.value.id == "self":
-        return loop.methods.get(expr.func.attr)
-    return None
-
-
-def _bound(same, bound: Dict[str, list]):
-    """``same`` inside a helper: a parameter stands for the caller's argument."""
-
-    def inner(expr: ast.expr) -> bool:
-        if isinstance(expr, ast.Name) and len(bound.get(expr.id) or ()) == 1:
-            return same(bound[expr.id][0])
-        return same(expr)
-
-    return inner
-
-
-def _mentions(node: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-
-
-def _grad_divided_before(root: ast.AST, step: ast.Call, same) -> Optional[ast.AST]:
-    """A division of ``.grad`` by K in a statement before the step's, in the step's block."""
-    parents = {}
-    for n in ast.walk(root):
-        for c in ast.iter_child_nodes(n):
-            parents[id(c)] = n
-    stmt = step
-    while id(stmt) in parents and not isinstance(stmt, ast.stmt):
-        stmt = parents[id(stmt)]
-    parent = parents.get(id(stmt))
-    block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse")) if isinstance(b, list) and any(s is stmt for s in b)), None)
-    if block is None:
-        return None
-    for prev in block[: next(i for i, s in enumerate(block) if s is stmt)]:
-        for n in ast.walk(prev):
-            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and _is_grad(n.target) and same(n.value):
-                return n
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and len(n.args) == 1 and same(n.args[0]):
-                if n.func.attr == "div_" and _is_grad(n.func.value):
-                    return n
-            if isinstance(n, ast.Call) and terminal(n.func) == "_foreach_div_" and len(n.args) == 2 and same(n.args[1]):
-                if any(_is_grad(g) for g in ast.walk(n.args[0])):  # `[p.grad for p in ...]` written in the call
-                    return n
-    return None
-
-
-def _is_grad(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == "grad"

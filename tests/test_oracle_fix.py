@@ -1,0 +1,105 @@
+"""Fix safety by execution (``benchmarks/oracle_fix_bench.py``) on a seeded subset of generated programs.
+
+Every program is fixed with the safe fixes, and with the unsafe ones too, then run in float64:
+a correct program must come out unchanged, a buggy one must not come out wrong (it trains to
+the reference, or keeps only defects of choices no fix touched). Negative controls: a fixer that
+breaks a correct program, and one that does not repair what it claims, are caught.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from _benchmarks import load
+
+bench = load("oracle_fix_bench")
+
+from oracle import generate  # noqa: E402
+
+import gradguard as gg  # noqa: E402
+from gradguard.findings import Edit, Fix  # noqa: E402
+from gradguard.lint.rules import FIXES  # noqa: E402
+
+
+def _summary(n: int, seed: int):
+    results = [bench.evaluate_spec((i, s, generate.FORMS, bench.MODES)) for i, s in enumerate(generate.specs(n, seed=seed))]
+    return bench.summarise(results, bench.MODES)
+
+
+def test_fixes_on_a_seeded_subset_change_no_correct_program_and_break_no_buggy_one():
+    s = _summary(5, seed=11)
+    assert s["harness_errors"] == 0 and s["programs"] == 5 * len(generate.FORMS)
+    for mode, c in s["modes"].items():
+        assert c["correct"] > 0 and c["buggy"] > 0
+        assert c.get("changed-training", 0) == 0 and c.get("changed-text", 0) == 0, (mode, c["examples"])
+        assert c.get("wrong", 0) == 0, (mode, c["examples"])
+        assert c.get("repaired", 0) > 0, mode  # the fixes do repair programs (not a bench that never fixes)
+
+
+def _spec(**kw):
+    base = dict(seed=5, k=2, sizes=(2,) * 6, condition="mod_plus1", clear_form="zero_grad", clear_place="after_step",
+                division="K", remainder="in_condition", logging="item")
+    base.update(kw)
+    return generate.Spec(**base)
+
+
+def test_a_fix_that_scales_wrong_is_caught(monkeypatch):
+    # negative control: a GG104 "fix" dividing the loss by 3 where the window has K = 2 micro-batches
+    def wrong_divisor(tree, d):
+        line = d.backward.lineno
+        return Fix("m", (Edit(line, 1, line, 1, "    loss = loss / 3\n"),))
+
+    monkeypatch.setitem(FIXES, "GG104", wrong_divisor)
+    row = bench.evaluate_spec((0, _spec(division="none", remainder="drop"), ("module",), ("safe",)))["rows"][0]
+    assert row["safe"]["changed"] and row["safe"]["fixed_codes"] == ["GG104"]
+    assert bench.verdict(row, "safe") == "wrong", row
+
+
+def test_the_real_gg104_fix_repairs_the_same_program():
+    row = bench.evaluate_spec((0, _spec(division="none", remainder="drop"), ("module",), ("safe",)))["rows"][0]
+    assert row["required"] == ["GG104"] and bench.verdict(row, "safe") == "repaired", row
+
+
+def test_gg105_fix_is_not_offered_where_a_window_closes_short():
+    src = textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(6, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        K = 4
+        data = torch.randn(10, 2, 6)
+        for i, x in enumerate(data):
+            loss = model(x).pow(2).mean() / (i % K + 1)
+            loss.backward()
+            if (i + 1) % K == 0{extra}:
+                opt.step()
+                opt.zero_grad()
+    """)
+    [short] = [f for f in gg.lint_source(src.format(extra=" or i + 1 == len(data)"), "p.py") if f.code == "GG105"]
+    assert short.fix is None  # dividing the last window of 2 by K = 4 would make it GG111
+    [whole] = [f for f in gg.lint_source(src.format(extra=""), "p.py") if f.code == "GG105"]
+    assert whole.fix is not None and whole.fix.applicability == "unsafe"  # negative control
+
+
+@pytest.mark.parametrize("mode", bench.MODES)
+def test_verdicts(mode):
+    row = {"required": [], mode: {"changed": False, "fixed_codes": []}}
+    assert bench.verdict(row, mode) == "unchanged"
+    row = {"required": ["GG102"], mode: {"changed": True, "fixed_codes": ["GG102"], "after_required": ["GG102"]}}
+    assert bench.verdict(row, mode) == "wrong"
+    row[mode].update(after_required=["GG105"], own=["GG105"])
+    assert bench.verdict(row, mode) == "partial"
+    row[mode].update(own=[])
+    assert bench.verdict(row, mode) == "wrong"
+
+
+def test_gg104_fix_is_not_offered_where_the_remainder_is_stepped_after_the_loop():
+    # dividing every pass by K would leave the remainder's window of 2 at 2/3 of its mean (GG111)
+    s = _spec(k=3, sizes=(3,) * 11, condition="mod_k_minus1", division="none", remainder="after_loop")
+    row = bench.evaluate_spec((0, s, ("module", "function"), ("safe",)))["rows"]
+    assert all("GG104" in r["required"] and "GG104" not in r["safe"]["fixed_codes"] for r in row), row
+    # negative control: the same loop on whole windows, its remainder dropped: the fix is offered and repairs it
+    whole = _spec(k=3, sizes=(3,) * 9, condition="mod_k_minus1", division="none", remainder="drop")
+    [r] = bench.evaluate_spec((0, whole, ("module",), ("safe",)))["rows"]
+    assert r["required"] == ["GG104"] and bench.verdict(r, "safe") == "repaired", r
