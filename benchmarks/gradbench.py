@@ -26,10 +26,12 @@ Usage (from the repository root)::
     python benchmarks/gradbench.py --traincheck-dir /path/to/TrainCheck-Evaluation-Workloads
                                                    # only re-lint TrainCheck's bug scripts into
                                                    # benchmarks/gradbench/traincheck_lint.json (the doc uses it)
-    python benchmarks/gradbench.py --traincheck-run [-k c45 ...]
+    python benchmarks/gradbench.py --traincheck-run [-k c45 ...] [--round 1] [--traincheck-out FILE]
                                                    # run the installed TrainCheck (pip traincheck) on the cases:
                                                    # invariants inferred from the fixed twin's trace, checked on
-                                                   # the bug's; into benchmarks/gradbench/traincheck_run.json
+                                                   # the bug's; merged into benchmarks/gradbench/traincheck_run.json
+                                                   # (or FILE) as each case ends
+    python benchmarks/gradbench.py --round 3       # only one round's cases (no doc written)
 
 The gradguard measured is the one importable with this repository's ``src`` first on
 ``PYTHONPATH`` (override with ``GRADBENCH_GRADGUARD_SRC``).
@@ -785,18 +787,27 @@ def traincheck_case(case: "Case", work: Path) -> Dict:
     return out
 
 
-def run_traincheck(cases: List["Case"]) -> Dict:
+def run_traincheck(cases: List["Case"], target: Path) -> Dict:
+    """TrainCheck on each case, merged into ``target`` as each case ends (a long run keeps what it did)."""
     import importlib.metadata
 
     try:
         version = importlib.metadata.version("traincheck")
     except importlib.metadata.PackageNotFoundError:
         raise SystemExit("--traincheck-run: the traincheck package is not installed (pip install traincheck==0.2.0)")
+    stored = json.loads(target.read_text()) if target.exists() else {}
+    stored.update(traincheck=version, protocol="invariants from the fixed twin's trace, checked on the bug's trace")
+    fresh: Dict[str, Dict] = {}
     with tempfile.TemporaryDirectory(prefix="gradbench-traincheck-") as work:
         with ThreadPool(WORKERS) as pool:
-            done = pool.map(lambda c: (c.name, traincheck_case(c, Path(work))), cases)
-    return {"traincheck": version, "protocol": "invariants from the fixed twin's trace, checked on the bug's trace",
-            "cases": dict(done)}
+            for name, r in pool.imap_unordered(lambda c: (c.name, traincheck_case(c, Path(work))), cases):
+                fresh[name] = r
+                stored.setdefault("cases", {})[name] = r
+                target.write_text(json.dumps(stored, indent=1) + "\n")
+                print(f"{name}: TrainCheck {'caught' if r['caught'] else ('missed' if r['caught'] is False else 'did not run: ' + r['error'])}"
+                      f" ({r.get('violated')} of {r.get('invariants')} invariants violated, {r.get('wall_s', 0):.0f} s)",
+                      flush=True)
+    return fresh
 
 
 def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[Dict[str, Dict]] = None) -> List[str]:
@@ -862,22 +873,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--traincheck-dir", help="a checkout of OrderLab/TrainCheck-Evaluation-Workloads to lint")
     ap.add_argument("--traincheck-run", action="store_true",
                     help="run the installed TrainCheck on the selected cases into benchmarks/gradbench/traincheck_run.json")
+    ap.add_argument("--traincheck-out", help="with --traincheck-run: merge into this file instead of "
+                    "benchmarks/gradbench/traincheck_run.json (e.g. a long run outside the repository)")
+    ap.add_argument("--round", type=int, action="append", dest="rounds",
+                    help="only the cases of this round (1, 2, ...; repeatable); combines with -k")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/gradbench.md")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(CASES))
     if args.traincheck_run:
-        selected = load_cases(args.select)
+        selected = [c for c in load_cases(args.select) if not args.rounds or c.round in args.rounds]
         if not selected:
             raise SystemExit("no case selected")
-        stored = json.loads(TRAINCHECK_RUN.read_text()) if TRAINCHECK_RUN.exists() else {"cases": {}}
-        fresh_run = run_traincheck(selected)
-        stored.update({k: v for k, v in fresh_run.items() if k != "cases"})
-        stored.setdefault("cases", {}).update(fresh_run["cases"])
-        TRAINCHECK_RUN.write_text(json.dumps(stored, indent=1) + "\n")
-        for name, r in fresh_run["cases"].items():
-            print(f"{name}: TrainCheck {'caught' if r['caught'] else ('missed' if r['caught'] is False else 'did not run: ' + r['error'])}"
-                  f" ({r.get('violated')} of {r.get('invariants')} invariants violated, {r.get('wall_s', 0):.0f} s)")
-        print(f"wrote {TRAINCHECK_RUN.relative_to(ROOT)}")
+        target = Path(args.traincheck_out) if args.traincheck_out else TRAINCHECK_RUN
+        run_traincheck(selected, target)
+        print(f"wrote {target}")
         return 0
     if args.traincheck_dir:  # re-lint TrainCheck's scripts, keep only the findings
         traincheck = lint_traincheck(Path(args.traincheck_dir))
@@ -887,7 +896,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"wrote {TRAINCHECK_STORED.relative_to(ROOT)}")
         if not args.select:
             return 0
-    cases = load_cases(args.select)
+    cases = [c for c in load_cases(args.select) if not args.rounds or c.round in args.rounds]
     if not cases:
         raise SystemExit("no case selected")
     t0 = time.perf_counter()
@@ -904,7 +913,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(json.dumps(summary))
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": summary, "cases": judged}, indent=1, default=str))
-    if not args.no_doc and not args.select:
+    if not args.no_doc and not args.select and not args.rounds:
         figure(cases, judged, FIGURE)
         DOC.write_text(write_doc(cases, judged, summary, versions(), wall, traincheck))
         print(f"wrote {DOC.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
