@@ -88,6 +88,9 @@ ROUND_3 = (
     "c89_synsin_20_stored_mean_graph",
     "c90_dcgan_vae_4_vae_step_without_zero_grad",
     "c91_openprompt_106_step_outside_accumulation",
+    # added before any measurement, when c84 and c91 were found not reproducible from their sources (REMOVED)
+    "c92_accelerate_435_step_on_the_wrong_micro_batches",
+    "c93_d2l_1342_batchnorm_moving_mean_graph",
 )
 WORKERS = 2
 
@@ -556,6 +559,12 @@ REMOVED = {
     "c72_accelerate_1299_explore_page_zero_grad_first": "effect 0 as reproduced: outside accelerator.accumulate the "
         "prepared optimizer's zero_grad() is a no-op on the non-sync micro-batches, so nothing is discarded with "
         "Accelerate 1.16 (the linter's GG102 on it was a false positive)",
+    "c84_gromo_135_activity_not_detached": "not written (round 3): the issue shows only that `self.activity = y` "
+        "is stored undetached; one attribute replaced at every forward holds one batch's graph, and how it grows "
+        "into a leak depends on statistics code the issue does not quote, so the mechanism could not be checked",
+    "c91_openprompt_106_step_outside_accumulation": "not written (round 3): the published fix moves the steps "
+        "inside `if actual_step % gradient_accumulation_steps == 0` with the loss not divided, so the fixed "
+        "tutorial itself sums unscaled means (a GG104 program); no correct twin follows from the source",
 }
 
 
