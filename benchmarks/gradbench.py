@@ -46,6 +46,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -759,7 +760,7 @@ def _traincheck_tool(name: str) -> str:
     return found
 
 
-def traincheck_case(case: "Case", work: Path) -> Dict:
+def traincheck_case(case: "Case", work: Path, step_s: int = TRAINCHECK_STEP_S) -> Dict:
     """TrainCheck on one case, in its most favourable setting: invariants inferred from the trace of the fixed
     twin (the exact correct program), then checked on the buggy program's trace. Caught = at least one
     invariant violated. (Checking the twin against its own invariants is trivially clean, so this protocol
@@ -778,16 +779,22 @@ def traincheck_case(case: "Case", work: Path) -> Dict:
     env = _env({"OMP_NUM_THREADS": "1"})
 
     def step(what: str, cmd: List[str], cwd: Path) -> Optional[str]:
+        # its own session, so that a timeout ends the program TrainCheck launched too (it runs the case in a
+        # child process, which a plain kill of traincheck-collect would leave running)
+        p = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
         try:
-            p = subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=TRAINCHECK_STEP_S)
+            stdout, stderr = p.communicate(timeout=step_s)
         except subprocess.TimeoutExpired:
-            out["error"] = f"{what}: timeout after {TRAINCHECK_STEP_S} s"
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            out["error"] = f"{what}: timeout after {step_s} s"
             return None
         if p.returncode != 0:
-            last = [ln for ln in (p.stderr or p.stdout).strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+            last = [ln for ln in (stderr or stdout).strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
             out["error"] = f"{what}: exit {p.returncode}: {last[0][:300]}"
             return None
-        return p.stdout
+        return stdout
 
     collect, infer, check = (_traincheck_tool(n) for n in ("traincheck-collect", "traincheck-infer", "traincheck-check"))
     for variant, d in runs.items():
@@ -822,7 +829,7 @@ def traincheck_case(case: "Case", work: Path) -> Dict:
     return out
 
 
-def run_traincheck(cases: List["Case"], target: Path) -> Dict:
+def run_traincheck(cases: List["Case"], target: Path, step_s: int = TRAINCHECK_STEP_S) -> Dict:
     """TrainCheck on each case, merged into ``target`` as each case ends (a long run keeps what it did)."""
     import importlib.metadata
 
@@ -831,11 +838,12 @@ def run_traincheck(cases: List["Case"], target: Path) -> Dict:
     except importlib.metadata.PackageNotFoundError:
         raise SystemExit("--traincheck-run: the traincheck package is not installed (pip install traincheck==0.2.0)")
     stored = json.loads(target.read_text()) if target.exists() else {}
-    stored.update(traincheck=version, protocol="invariants from the fixed twin's trace, checked on the bug's trace")
+    stored.update(traincheck=version, protocol="invariants from the fixed twin's trace, checked on the bug's trace",
+                  step_limit_s=step_s)
     fresh: Dict[str, Dict] = {}
     with tempfile.TemporaryDirectory(prefix="gradbench-traincheck-") as work:
         with ThreadPool(WORKERS) as pool:
-            for name, r in pool.imap_unordered(lambda c: (c.name, traincheck_case(c, Path(work))), cases):
+            for name, r in pool.imap_unordered(lambda c: (c.name, traincheck_case(c, Path(work), step_s)), cases):
                 fresh[name] = r
                 stored.setdefault("cases", {})[name] = r
                 target.write_text(json.dumps(stored, indent=1) + "\n")
@@ -854,7 +862,7 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
     L = ["## TrainCheck side by side", "",
          f"TrainCheck {stored.get('traincheck', '?')} (`pip install traincheck`, its own `traincheck-collect`, "
          "`traincheck-infer` and `traincheck-check`) run by `python benchmarks/gradbench.py --traincheck-run -k ...` "
-         f"on the cases below, on the CPU, each step limited to {TRAINCHECK_STEP_S} s. Protocol: {stored.get('protocol')}: "
+         f"on the cases below, on the CPU, each step limited to {stored.get('step_limit_s', TRAINCHECK_STEP_S)} s (on a shared 2-core machine at low priority). Protocol: {stored.get('protocol')}: "
          "the most favourable reference TrainCheck can have (invariants of the exact correct program), so a miss is "
          "a bug that changes no traced API relation, and a catch may be any difference in the call sequence; "
          "false alarms on correct programs are not measured by this protocol. gradguard's columns are from the "
@@ -910,6 +918,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="run the installed TrainCheck on the selected cases into benchmarks/gradbench/traincheck_run.json")
     ap.add_argument("--traincheck-out", help="with --traincheck-run: merge into this file instead of "
                     "benchmarks/gradbench/traincheck_run.json (e.g. a long run outside the repository)")
+    ap.add_argument("--traincheck-timeout", type=int, default=TRAINCHECK_STEP_S,
+                    help=f"with --traincheck-run: seconds allowed to each collect, infer or check (default {TRAINCHECK_STEP_S})")
     ap.add_argument("--round", type=int, action="append", dest="rounds",
                     help="only the cases of this round (1, 2, ...; repeatable); combines with -k")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/gradbench.md")
@@ -920,7 +930,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not selected:
             raise SystemExit("no case selected")
         target = Path(args.traincheck_out) if args.traincheck_out else TRAINCHECK_RUN
-        run_traincheck(selected, target)
+        run_traincheck(selected, target, args.traincheck_timeout)
         print(f"wrote {target}")
         return 0
     if args.traincheck_dir:  # re-lint TrainCheck's scripts, keep only the findings
