@@ -548,7 +548,7 @@ AUDIT = {
     "c04": ("TCN#7 read: \"added missing zero_grad to copytest training\", merged (\"Thanks for the contribution!\")", "matches; confirmed"),
     "c05": ("torchforge#71 read: \"we weren't zeroing grad on optimizers after each step\"", "matches; confirmed (merged)"),
     "c06": ("tt-blacksmith#711 read: zero_grad left out after each optimizer step", "matches; confirmed (merged)"),
-    "c07": ("cvxpylayers#102 read: \"Xtrain.grad is not zeroed before it's used\" in the PyTorch tutorial, by a cvxpylayers author (bamos)", "matches; the PR is still open (not merged)"),
+    "c07": ("cvxpylayers#102 read: \"Xtrain.grad is not zeroed before it's used\" in the PyTorch tutorial, by a cvxpylayers author (bamos)", "matches; unconfirmed (the PR, by a project author, is still open)"),
     "c08": ("code-soup#69 read (labels bug, Priority:High): \"add self.discriminator.zero_grad()\"; fixed by #74 (merged)", "matches; confirmed"),
     "c09": ("BigGAN-PyTorch#25 read: the author: \"Good catch--this was a typo! Fixed\"; he adds it does not affect the default num_D_steps=1 (the case uses num_D_steps=2)", "matches; confirmed"),
     "c10": ("pytorch-lightning#557 read: D's gradients not cleared before the D step, so the G loss's gradient is in it; \"addressed in #603\"", "matches; confirmed"),
