@@ -933,6 +933,10 @@ def run_traincheck(cases: List["Case"], target: Path, step_s: int = TRAINCHECK_S
     return fresh
 
 
+def _limit_text(limit) -> str:
+    return f"{limit} s" if isinstance(limit, (int, float)) else str(limit)
+
+
 def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[Dict[str, Dict]] = None) -> List[str]:
     """Per case: what TrainCheck and gradguard's watch and linter caught (gradguard's columns from ``judged``
     where this run has them, else from the case header's expected codes)."""
@@ -942,7 +946,7 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
     L = ["## TrainCheck side by side", "",
          f"TrainCheck {stored.get('traincheck', '?')} (`pip install traincheck`, its own `traincheck-collect`, "
          "`traincheck-infer` and `traincheck-check`) run by `python benchmarks/gradbench.py --traincheck-run -k ...` "
-         f"on the cases below, on the CPU, each step limited to {stored.get('step_limit_s', TRAINCHECK_STEP_S)} s (on a shared 2-core machine at low priority). Protocol: {stored.get('protocol')}: "
+         f"on the cases below, on the CPU, each step limited to {_limit_text(stored.get('step_limit_s', TRAINCHECK_STEP_S))} (on a shared 2-core machine at low priority). Protocol: {stored.get('protocol')}: "
          "the most favourable reference TrainCheck can have (invariants of the exact correct program), so a miss is "
          "a bug that changes no traced API relation, and a catch may be any difference in the call sequence; "
          "false alarms on correct programs are not measured by this protocol. gradguard's columns are from the "
