@@ -140,6 +140,7 @@ def check_module(module: Module, report: Report) -> None:
             for name, values in assigns.items()
             if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
             and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
+            and not all(_returns_cut(module, v, scope) for v in values)
         }
         if not losses:
             continue
@@ -157,6 +158,33 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+def _returns_cut(module: Module, call, scope) -> bool:
+    """``call`` runs a function of this file (by name, or a method through ``self.``: every method of the
+    file so named) each of whose returns cuts the graph (``return loss.detach()``, ``.item()``, a number):
+    its result is no loss tensor, whatever the function did with the loss before."""
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    if isinstance(func, ast.Name):
+        fns = [module.functions[func.id]] if func.id in module.functions else []
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        fns = [m[func.attr] for m in module.methods.values() if func.attr in m]
+    else:
+        fns = []
+    values = [v for fn in fns for v in returns_of(fn)]
+    return bool(fns) and bool(values) and all(_cut(v) for v in values) and len(values) == sum(
+        1 for fn in fns for n in body_nodes(fn) if isinstance(n, ast.Return))
+
+
+def _cut(value: ast.expr) -> bool:
+    """A value without graph: a constant, ``x.detach()``, ``x.item()``, ``float(x)``, moved after (``.to(device)``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    if isinstance(value, ast.Constant):
+        return True
+    return isinstance(value, ast.Call) and terminal(value.func) in _NUMBERS
 
 
 def _is_loss_value(value, items=frozenset()) -> bool:
