@@ -74,6 +74,8 @@ class Flow:
         self.clip_aliases = _clip_aliases(module.tree)
         self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
         self.tests: Dict[str, List[ast.expr]] = {}  # each branch test's key -> the tests seen with it
+        self._unchanged_memo: Dict[tuple, bool] = {}
+        self._loop_facts: Dict[int, tuple] = {}
         # attributes of ``self`` set outside ``__init__``: a test reading one may change between iterations
         self.varying = {text(t) for fn in ast.walk(module.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and fn.name != "__init__" for t in _stores(fn)}
@@ -160,8 +162,15 @@ class Flow:
         tests = self.tests.get(key, [])
         if not tests:
             return False
-        in_loop = {id(n) for n in ast.walk(loop)}
-        stored = {text(t) for t in _stores(loop)}
+        memo = (key, id(loop), len(tests))
+        if memo not in self._unchanged_memo:
+            self._unchanged_memo[memo] = self._reads_unchanged(tests, loop)
+        return self._unchanged_memo[memo]
+
+    def _reads_unchanged(self, tests: List[ast.expr], loop: ast.stmt) -> bool:
+        if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets): once per loop
+            self._loop_facts[id(loop)] = ({id(n) for n in ast.walk(loop)}, {text(t) for t in _stores(loop)})
+        in_loop, stored = self._loop_facts[id(loop)]
         for test in tests:
             for n in ast.walk(test):
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
