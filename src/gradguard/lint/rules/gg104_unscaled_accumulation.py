@@ -77,6 +77,8 @@ def _line(value) -> Optional[int]:
     return getattr(node, "lineno", None)
 
 
+# Tensor methods that are an arithmetic operator (``x.mul(w)`` is ``x * w``).
+_ARITH = {"mul": ast.Mult, "multiply": ast.Mult, "div": ast.Div, "divide": ast.Div, "true_divide": ast.Div}
 # An attribute holding a loss object (``self.loss_fn``, ``self.criterion``), not a method.
 _LOSS_OBJECT = re.compile(r"loss|criterion", re.IGNORECASE)
 # An attribute holding the model whose forward returns its (mean) loss: ``loss = self.model(x)``.
@@ -167,6 +169,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         name = terminal(func)
         if isinstance(func, ast.Attribute) and name == "scale" and "scaler" in terminal(func.value).lower() and expr.args:
             return loss_scale(expr.args[0], assigns, loop, depth + 1)  # GradScaler.scale(loss)
+        if isinstance(func, ast.Attribute) and name in _ARITH and len(expr.args) == 1 and not expr.keywords:
+            # `loss.sum().mul(c / n)`, `loss.div(k)`: the operator written as a method, read as the operator
+            op = ast.BinOp(func.value, _ARITH[name](), expr.args[0])
+            return loss_scale(ast.copy_location(op, expr), assigns, loop, depth + 1)
         if name == "cast" and len(expr.args) == 2:
             return loss_scale(expr.args[1], assigns, loop, depth + 1)  # typing.cast(torch.Tensor, loss)
         if isinstance(func, ast.Attribute) and name in ("mean", "float", "squeeze", "to", "cuda", "contiguous"):

@@ -13,7 +13,9 @@ class), whatever it is called. A clip (``clip_grad_norm_``, ``clip_grad_value_``
 scale is reported. Both sides of a branch are followed, but a test seen again
 (``if use_amp:`` twice) takes the side it took before; a loop's body is followed
 twice (the window's earlier iterations reach the clip of a later one), its own
-branch decisions forgotten between the two; helpers of the same file called by
+branch decisions forgotten between the two unless the test reads only what the
+loop leaves unchanged (a flag set before it, a ``self.`` attribute set only in
+``__init__``); helpers of the same file called by
 name or through ``self.`` are followed (three deep), their parameters standing
 for the caller's arguments; so are the methods of another object of a class of
 the file (``self.plugin.backward(loss)``, ``self._updater.step(scaler)``), the
@@ -71,6 +73,12 @@ class Flow:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.clip_aliases = _clip_aliases(module.tree)
         self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
+        self.tests: Dict[str, List[ast.expr]] = {}  # each branch test's key -> the tests seen with it
+        self._unchanged_memo: Dict[tuple, bool] = {}
+        self._loop_facts: Dict[int, tuple] = {}
+        # attributes of ``self`` set outside ``__init__``: a test reading one may change between iterations
+        self.varying = {text(t) for fn in ast.walk(module.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and fn.name != "__init__" for t in _stores(fn)}
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -92,6 +100,7 @@ class Flow:
         if isinstance(stmt, ast.If):
             states = self.exprs([stmt.test], states, stmt, ctx)
             key, side = _test_key(stmt.test)
+            self.tests.setdefault(key, []).append(stmt.test)
             res_t = self.block(stmt.body, [s for s in states if (key, not side) not in s.decided], ctx)
             res_t = self._taken(res_t, key, side)
             res_f = self.block(stmt.orelse, [s for s in states if (key, side) not in s.decided], ctx)
@@ -105,7 +114,11 @@ class Flow:
             for _ in range(2):  # this iteration, and the next one reaching what it left
                 res = self.block(stmt.body, cur, ctx)
                 ret += res["ret"]
-                cur = [s._replace(decided=frozenset(d for d in s.decided if d in outside))
+                # the next iteration may take the other side of a test, unless what it reads stays as it
+                # was across iterations (``if scaler is not None:`` in the micro-step and again at the step)
+                kept = {d for s in res["next"] + res["cont"] for d in s.decided
+                        if d in outside or self._unchanged(d[0], stmt)}
+                cur = [s._replace(decided=frozenset(d for d in s.decided if d in kept))
                        for s in res["next"] + res["cont"]]
                 ends += cur + res["brk"]
             res = self.block(stmt.orelse, _bound(ends), ctx)
@@ -141,6 +154,35 @@ class Flow:
             states = [s._replace(names=frozenset({(n, x) for n, x in s.names if n != name}
                                                  | ({(name, scaler)} if scaler else set()))) for s in states]
         return {"next": states}
+
+    def _unchanged(self, key: str, loop: ast.stmt) -> bool:
+        """Every test seen under ``key`` reads only what keeps its value across ``loop``'s iterations: no call
+        or subscript; a plain name the loop never rebinds, read in the loop itself (not a helper's local);
+        ``self.`` attributes set only in ``__init__``; other attributes the loop never sets."""
+        tests = self.tests.get(key, [])
+        if not tests:
+            return False
+        memo = (key, id(loop), len(tests))
+        if memo not in self._unchanged_memo:
+            self._unchanged_memo[memo] = self._reads_unchanged(tests, loop)
+        return self._unchanged_memo[memo]
+
+    def _reads_unchanged(self, tests: List[ast.expr], loop: ast.stmt) -> bool:
+        if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets): once per loop
+            self._loop_facts[id(loop)] = ({id(n) for n in ast.walk(loop)}, {text(t) for t in _stores(loop)})
+        in_loop, stored = self._loop_facts[id(loop)]
+        for test in tests:
+            for n in ast.walk(test):
+                if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
+                        isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                    return False
+                if isinstance(n, ast.Name) and n.id != "self" and (n.id in stored or id(test) not in in_loop):
+                    return False
+                if isinstance(n, ast.Attribute):
+                    t = text(n)
+                    if t in stored or (t.startswith("self.") and t in self.varying):
+                        return False
+        return True
 
     @staticmethod
     def _taken(res, key, side):
@@ -367,6 +409,15 @@ def _scalers(tree: ast.AST) -> set:
     return (scale & other) | other
 
 
+def _stores(node: ast.AST) -> List[ast.AST]:
+    """The names and attributes ``node`` binds or sets (assignments, loop and ``with`` targets, ``del``)."""
+    out: List[ast.AST] = []
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.append(n)
+    return out
+
+
 def _is_grad(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "data":
         node = node.value
@@ -402,10 +453,20 @@ def _calls_in_order(node: ast.AST) -> List[ast.Call]:
 
 
 def _bound(states: List[State]) -> List[State]:
-    """Without duplicates; over the bound, merged into one state holding every scale (a may-analysis)."""
+    """Without duplicates; over the bound, the paths that agree on what they hold are joined into one
+    state keeping only the branch decisions all of them took (a may-analysis: a join allows every path
+    each of them allowed, and a scale taken under ``if use_amp:`` still meets the unscale under the same
+    test); still over the bound, merged into one state holding every scale and no decision."""
     seen = list(dict.fromkeys(states))
     if len(seen) <= _MAX_STATES:
         return seen
+    groups: Dict[tuple, FrozenSet[Tuple[str, bool]]] = {}
+    for s in seen:
+        key = (s.scaled, s.names)
+        groups[key] = groups[key] & s.decided if key in groups else s.decided
+    joined = [State(scaled, decided, names) for (scaled, names), decided in groups.items()]
+    if len(joined) <= _MAX_STATES:
+        return joined
     return [State(frozenset().union(*(s.scaled for s in seen)), frozenset(), frozenset().union(*(s.names for s in seen)))]
 
 

@@ -27,10 +27,23 @@ FIXTURES = ("gg201_graph_kept_by_logging_bad.py", "gg201_graph_kept_by_logging_g
 FIX_SAFETY = "safe"
 
 
+class LoopNames(frozenset):
+    """The names a loop assigns, and (``.data``) those holding the batch it iterates over."""
+
+    data: frozenset = frozenset()
+
+    @classmethod
+    def of(cls, loop: Loop, assigns: Dict[str, list]) -> "LoopNames":
+        out = cls(assigns)
+        out.data = frozenset(_data_names(loop, assigns))
+        return out
+
+
 def check_loop(loop: Loop, report: Report) -> None:
     if not (loop.trains or loop.managed):
         return
     assigns = loop.assignments()
+    names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
     if not losses:
         return
@@ -40,7 +53,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
+        if any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
         ):
             report(
@@ -127,6 +140,7 @@ def check_module(module: Module, report: Report) -> None:
             for name, values in assigns.items()
             if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
             and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
+            and not all(_returns_cut(module, v, scope) for v in values)
         }
         if not losses:
             continue
@@ -144,6 +158,33 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+def _returns_cut(module: Module, call, scope) -> bool:
+    """``call`` runs a function of this file (by name, or a method through ``self.``: every method of the
+    file so named) each of whose returns cuts the graph (``return loss.detach()``, ``.item()``, a number):
+    its result is no loss tensor, whatever the function did with the loss before."""
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    if isinstance(func, ast.Name):
+        fns = [module.functions[func.id]] if func.id in module.functions else []
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        fns = [m[func.attr] for m in module.methods.values() if func.attr in m]
+    else:
+        fns = []
+    values = [v for fn in fns for v in returns_of(fn)]
+    return bool(fns) and bool(values) and all(_cut(v) for v in values) and len(values) == sum(
+        1 for fn in fns for n in body_nodes(fn) if isinstance(n, ast.Return))
+
+
+def _cut(value: ast.expr) -> bool:
+    """A value without graph: a constant, ``x.detach()``, ``x.item()``, ``float(x)``, moved after (``.to(device)``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    if isinstance(value, ast.Constant):
+        return True
+    return isinstance(value, ast.Call) and terminal(value.func) in _NUMBERS
 
 
 def _is_loss_value(value, items=frozenset()) -> bool:
@@ -196,7 +237,9 @@ def is_weight(node: ast.expr, loop_names) -> bool:
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):  # x.shape[0]
         return node.value.attr in _NO_GRAPH_ATTRS
     if isinstance(node, ast.Attribute):
-        return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and node.value.id in ("self", "args", "cfg", "config"))
+        # ``data.num_graphs``: a field of the batch the loop iterates over (it holds no graph)
+        return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and (
+            node.value.id in ("self", "args", "cfg", "config") or node.value.id in getattr(loop_names, "data", ())))
     if isinstance(node, ast.Call):
         return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
             isinstance(n, ast.Compare) for n in ast.walk(node)
@@ -265,7 +308,8 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     Data, counts and weights that only enter the loss (``labels``, ``mask.sum()``,
     ``n_tokens`` of ``loss_fn(...) * n_tokens``, a float ``lam``) are not losses.
     """
-    loop_names = set(assigns)
+    loop_names = LoopNames.of(loop, assigns)
+    data = loop_names.data
     losses: set = set()
     for b in loop.backwards:
         names = loss_carriers(backward_tensor(b.node), loop_names)
@@ -279,10 +323,10 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             if len(b.frame) == 1 and _returns_backwarded(fn):
                 losses |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
     pending = list(losses)
-    while pending:  # back: what the loss tensors were built from
+    while pending:  # back: what the loss tensors were built from (not the batch it read)
         name = pending.pop()
         for v in assigns.get(name, []):
-            for n in loss_carriers(v, loop_names) - losses:
+            for n in loss_carriers(v, loop_names) - losses - data:
                 losses.add(n)
                 pending.append(n)
     losses |= _loss_parts(loop, losses)
@@ -305,6 +349,36 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
     return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
 
+
+
+# Tensor methods that move or cast a batch without giving it a graph (``data = data.to(device)``).
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "long", "contiguous", "pin_memory"})
+
+
+def _data_names(loop: Loop, assigns: Dict[str, list]) -> set:
+    """The names holding what the loop iterates over (the batch a data loader yields): its target's names,
+    and names bound only to one of them or a move of one (``data = data.to(device)``). A loss built from
+    ``data.y`` or weighted by ``data.node_norm`` reads the batch; the batch itself holds no graph, so a
+    count of it (``data.num_graphs``) is not a loss. Names the loop back-propagates stay losses."""
+    node = loop.node
+    if not isinstance(node, (ast.For, ast.AsyncFor)):
+        return set()
+    data = set(target_names(node.target))
+
+    def moved(v) -> bool:
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _MOVES:
+            v = v.func.value
+        return isinstance(v, ast.Name) and v.id in data
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in assigns.items():
+            if name not in data and values and all(v is not None and isinstance(v, ast.AST) and moved(v) for v in values):
+                data.add(name)
+                changed = True
+    # a target name rebound to anything else (``x = model(x)``) is no longer only the batch
+    return {n for n in data if all(v is None or (isinstance(v, ast.AST) and moved(v)) for v in assigns.get(n, []))}
 
 
 def _loss_parts(loop: Loop, losses: set) -> set:
