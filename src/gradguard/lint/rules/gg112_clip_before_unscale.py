@@ -71,6 +71,7 @@ class Flow:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.clip_aliases = _clip_aliases(module.tree)
         self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
+        self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -149,7 +150,11 @@ class Flow:
     # ------------------------------------------------------------ calls, in evaluation order
     def exprs(self, exprs: List[ast.expr], states: List[State], stmt: ast.stmt, ctx) -> List[State]:
         for e in exprs:
-            for call in _calls_in_order(e):
+            # kept per expression: a helper's body is followed again at each call and loop pass
+            calls = self._calls.get(id(e))
+            if calls is None:
+                calls = self._calls[id(e)] = _calls_in_order(e)
+            for call in calls:
                 states = self.call(call, states, stmt, ctx)
         return states
 
