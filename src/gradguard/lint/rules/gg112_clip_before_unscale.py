@@ -72,6 +72,7 @@ class Flow:
         self.clip_aliases = _clip_aliases(module.tree)
         self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
         self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
+        self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -134,7 +135,9 @@ class Flow:
             return {"next": [], "ret": states if isinstance(stmt, ast.Return) else []}
         if isinstance(stmt, (ast.Assign, ast.Delete)) and _clears_grad(stmt):
             return {"next": [s._replace(scaled=frozenset()) for s in states]}
-        exprs = [c for c in child_nodes(stmt) if isinstance(c, ast.expr)]
+        exprs = self._exprs.get(id(stmt))
+        if exprs is None:
+            exprs = self._exprs[id(stmt)] = [c for c in child_nodes(stmt) if isinstance(c, ast.expr)]
         states = self.exprs(exprs, states, stmt, ctx)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
