@@ -65,12 +65,16 @@ def body_nodes(node: ast.AST) -> Iterator[ast.AST]:
 def _body_nodes(node: ast.AST) -> List[ast.AST]:
     pending = list(node.body) + list(getattr(node, "orelse", []) if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else [])
     out = []
+    AST = ast.AST
     while pending:
         n = pending.pop()
         out.append(n)
-        for child in child_nodes(n):
-            if not isinstance(child, _NESTED):
-                pending.append(child)
+        for field in n._fields:  # child_nodes(n), inlined: this is the linter's hottest walk
+            value = getattr(n, field, None)
+            if isinstance(value, list):
+                pending += [c for c in value if isinstance(c, AST) and not isinstance(c, _NESTED)]
+            elif isinstance(value, AST) and not isinstance(value, _NESTED):
+                pending.append(value)
     return out
 
 
@@ -269,7 +273,14 @@ def walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:
     while pending:
         n = pending.pop()
         yield n
-        pending.extend(c for c in child_nodes(n) if not hasattr(c, "lineno") or overlaps(lines, c))
+        for c in child_nodes(n):  # overlaps(lines, c), inlined
+            lo = getattr(c, "lineno", None)
+            if lo is None:
+                pending.append(c)
+                continue
+            i = bisect_left(lines, lo)
+            if i < len(lines) and lines[i] <= (getattr(c, "end_lineno", None) or lo):
+                pending.append(c)
 
 
 def find_all(source: str, words) -> List[int]:
