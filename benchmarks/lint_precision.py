@@ -45,6 +45,7 @@ Both halves extract into ``/work/realrepos_wide``; each has its own verdicts fil
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -450,12 +451,13 @@ def _py_files(base: Path, paths: Sequence[str]) -> List[str]:
 # lint time against the parse
 
 
-def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int) -> List[dict]:
+def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int, before=None) -> List[dict]:
     """Lint time against ``ast.parse`` on the ``largest`` repositories of a set (by lines), read
     into memory first: the files parsed, linted each alone, and linted together as ``gradguard
     lint DIR`` does (``bench_lint``'s functions). Every round runs the three in an order that turns
     by one place; the best of ``repeat`` rounds is kept, in wall-clock and in this process's CPU
-    seconds (the CPU clock is the steadier one on a machine shared with other jobs)."""
+    seconds (the CPU clock is the steadier one on a machine shared with other jobs). With ``before``
+    (another checkout's ``gradguard.lint``, ``--compare``), its two lint conditions join the same rounds."""
     import ast
     import warnings
 
@@ -475,6 +477,9 @@ def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int) -> List
     for lines, repo, sources in sorted(sized, key=lambda t: -t[0])[:largest]:
         conditions = {"parse": lambda: parse_all(sources), "each": lambda: bench_lint.lint_each(lint, sources),
                       "tree": lambda: bench_lint.lint_tree(lint, sources)}
+        if before is not None:
+            conditions.update({"before_each": lambda: bench_lint.lint_each(before, sources),
+                               "before_tree": lambda: bench_lint.lint_tree(before, sources)})
         names = list(conditions)
         wall = {n: float("inf") for n in names}
         cpu = dict(wall)
@@ -492,12 +497,17 @@ def timing(root: Path, repos: Sequence[Repo], largest: int, repeat: int) -> List
 
 
 def _timing_table(rows: List[dict]) -> str:
-    lines = ["| repository | files | lines | `ast.parse` CPU s | lint each file: CPU s, vs parse (wall) | "
-             "lint together: CPU s, vs parse (wall) |", "|---|---|---|---|---|---|"]
+    compared = bool(rows) and "before_each_cpu" in rows[0]
+    names = ("before_each", "before_tree", "each", "tree") if compared else ("each", "tree")
+    heads = {"each": "lint each file", "tree": "lint together", "before_each": "compared: each file",
+             "before_tree": "compared: together"}
+    lines = ["| repository | files | lines | `ast.parse` CPU s | "
+             + " | ".join(f"{heads[n]}: CPU s, vs parse (wall)" for n in names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
     for r in rows:
         cells = [f"{r[n + '_cpu']:.3f} s, {r[n + '_cpu'] / r['parse_cpu']:.2f}x "
-                 f"({r[n + '_wall'] / r['parse_wall']:.2f}x)" for n in ("each", "tree")]
-        lines.append(f"| {r['repo']} | {r['files']} | {r['lines']} | {r['parse_cpu']:.3f} | {cells[0]} | {cells[1]} |")
+                 f"({r[n + '_wall'] / r['parse_wall']:.2f}x)" for n in names]
+        lines.append(f"| {r['repo']} | {r['files']} | {r['lines']} | {r['parse_cpu']:.3f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -554,6 +564,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--timing", type=int, metavar="N", default=None,
                         help="lint time against ast.parse on the N largest repositories of the set")
     parser.add_argument("--repeat", type=int, default=5, help="rounds for --timing (the best is kept)")
+    parser.add_argument("--compare", type=Path, default=None, metavar="SRC",
+                        help="with --timing: another checkout's src/ timed in the same rounds (a before/after)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
@@ -568,7 +580,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     sys.path.insert(0, str(args.src.resolve()))
     if args.timing:
-        rows = timing(args.root, chosen.repos, args.timing, args.repeat)
+        before = None
+        if args.compare:
+            from _compare import load_copy
+
+            before = importlib.import_module(load_copy(args.compare).__name__ + ".lint")
+        rows = timing(args.root, chosen.repos, args.timing, args.repeat, before)
         print(json.dumps(rows, indent=2) if args.json else _timing_table(rows))
         return 0
     if args.mutants:

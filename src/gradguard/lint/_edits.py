@@ -13,6 +13,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..findings import Edit
+from ._ast import child_nodes, subtree
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -34,16 +35,16 @@ class Tree:
         self.lines = split_lines(source)
         self.parent: Dict[ast.AST, ast.AST] = {}
         self.block: Dict[ast.stmt, List[ast.stmt]] = {}
-        for node in ast.walk(self.tree):
+        for node in subtree(self.tree):  # (ast.walk's nodes in its order, read faster)
             for field in ("body", "orelse", "finalbody"):
                 stmts = getattr(node, field, None)
                 if isinstance(stmts, list):
                     for s in stmts:
                         if isinstance(s, ast.stmt):
                             self.block[s] = stmts
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 self.parent[child] = node
-        self.stmts = sorted((n for n in ast.walk(self.tree) if isinstance(n, ast.stmt)), key=lambda s: (s.lineno, s.col_offset))
+        self.stmts = sorted((n for n in subtree(self.tree) if isinstance(n, ast.stmt)), key=lambda s: (s.lineno, s.col_offset))
 
     # -- positions (Edit columns are 1-based characters; ast columns are 0-based UTF-8 bytes)
 

@@ -212,25 +212,38 @@ def after_with_callers(loop: "Loop") -> list:
 
 
 def _continuations(tree: ast.AST, fn: ast.AST, method: bool) -> list:
-    out = []
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if not isinstance(block, list):
-                continue
-            for i, stmt in enumerate(block):
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or stmt is fn:
+    # every function's continuations found in one pass over the module, kept on it: a pass per
+    # function made the time grow with the square of a file of many training functions
+    key = "_gg_continuations_method" if method else "_gg_continuations"
+    index = tree.__dict__.get(key)
+    if index is None:
+        index = tree.__dict__[key] = {}
+        for node in ast.walk(tree):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
                     continue
-                if any(isinstance(c, ast.Call) and _calls(c, fn.name, method) for c in body_nodes(ast.Module(body=[stmt]))):
-                    out.append(block[i + 1:])
-    return out
+                for i, stmt in enumerate(block):
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        continue
+                    called = {}
+                    for c in body_nodes(ast.Module(body=[stmt])):
+                        if isinstance(c, ast.Call):
+                            name = _called(c, method)
+                            if name is not None:
+                                called[name] = True
+                    for name in called:
+                        index.setdefault(name, []).append(block[i + 1:])
+    return [list(after) for after in index.get(fn.name, [])]
 
 
-def _calls(call: ast.Call, name: str, method: bool) -> bool:
+def _called(call: ast.Call, method: bool) -> Optional[str]:
+    """The function ``call`` calls: ``NAME`` of ``self.NAME(...)`` for a method, of ``NAME(...)`` else."""
     func = call.func
     if method:
-        return isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) and func.value.id == "self"
-    return isinstance(func, ast.Name) and func.id == name
+        ok = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+        return func.attr if ok else None
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def scales_after(loop: "Loop") -> bool:

@@ -33,7 +33,7 @@ import ast
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from ...findings import Fix
-from .._ast import terminal, text
+from .._ast import child_nodes, subtree, terminal, text
 from .._edits import Tree
 from .._model import Diagnostic, Module, Report
 
@@ -79,6 +79,8 @@ class Flow:
         # attributes of ``self`` set outside ``__init__``: a test reading one may change between iterations
         self.varying = {text(t) for fn in ast.walk(module.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and fn.name != "__init__" for t in _stores(fn)}
+        self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
+        self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -142,11 +144,13 @@ class Flow:
         if isinstance(stmt, ast.Break):
             return {"next": [], "brk": states}
         if isinstance(stmt, (ast.Return, ast.Raise)):
-            states = self.exprs([c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)], states, stmt, ctx)
+            states = self.exprs([c for c in child_nodes(stmt) if isinstance(c, ast.expr)], states, stmt, ctx)
             return {"next": [], "ret": states if isinstance(stmt, ast.Return) else []}
         if isinstance(stmt, (ast.Assign, ast.Delete)) and _clears_grad(stmt):
             return {"next": [s._replace(scaled=frozenset()) for s in states]}
-        exprs = [c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.expr)]
+        exprs = self._exprs.get(id(stmt))
+        if exprs is None:
+            exprs = self._exprs[id(stmt)] = [c for c in child_nodes(stmt) if isinstance(c, ast.expr)]
         states = self.exprs(exprs, states, stmt, ctx)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
@@ -191,7 +195,11 @@ class Flow:
     # ------------------------------------------------------------ calls, in evaluation order
     def exprs(self, exprs: List[ast.expr], states: List[State], stmt: ast.stmt, ctx) -> List[State]:
         for e in exprs:
-            for call in _calls_in_order(e):
+            # kept per expression: a helper's body is followed again at each call and loop pass
+            calls = self._calls.get(id(e))
+            if calls is None:
+                calls = self._calls[id(e)] = _calls_in_order(e)
+            for call in calls:
                 states = self.call(call, states, stmt, ctx)
         return states
 
@@ -306,7 +314,7 @@ class Flow:
         if value.id in params and own is not None and scope.name == "__init__":
             index = params.index(value.id) - 1  # after self
             found = set()
-            for call in ast.walk(self.module.tree):
+            for call in subtree(self.module.tree):
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == own.name):
                     continue
                 given = [k.value for k in call.keywords if k.arg == value.id]
@@ -349,18 +357,29 @@ def _bind(fn, call: ast.Call, ctx, flow: Flow) -> Dict[str, str]:
 def _values_of(scope: ast.AST, target: str, nested: bool = False) -> List[ast.AST]:
     """The values ``scope`` assigns to ``target`` (text), tuple assignments paired element by element;
     a value that cannot be paired is the target's whole right-hand side (unknown)."""
-    out: List[ast.AST] = []
-    nodes = ast.walk(scope) if nested or not hasattr(scope, "body") else (
-        n for stmt in scope.body for n in ast.walk(stmt))
+    return [v for t, v in _assigned(scope, nested) if t == target]
+
+
+def _assigned(scope: ast.AST, nested: bool) -> List[Tuple[str, ast.AST]]:
+    """(target text, value) of every assignment of ``scope``, in walk order: kept on the scope, that is
+    asked about one receiver after another."""
+    key = "_gg112_assigned_nested" if nested else "_gg112_assigned"
+    out = scope.__dict__.get(key)
+    if out is not None:
+        return out
+    out = []
+    nodes = subtree(scope) if nested or not hasattr(scope, "body") else (
+        n for stmt in scope.body for n in subtree(stmt))
     for node in nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
-                    out += [v for e, v in zip(t.elts, node.value.elts) if text(e) == target]
+                    out += [(text(e), v) for e, v in zip(t.elts, node.value.elts)]
                 elif isinstance(t, ast.Tuple):
-                    out += [node.value for e in t.elts if text(e) == target]
-                elif text(t) == target:
-                    out.append(node.value)
+                    out += [(text(e), node.value) for e in t.elts]
+                else:
+                    out.append((text(t), node.value))
+    scope.__dict__[key] = out
     return out
 
 
@@ -368,7 +387,7 @@ def _clip_aliases(tree: ast.AST) -> Dict[str, bool]:
     """Names and attributes bound only to a clipping function (``clip = torch.nn.utils.clip_grad_norm_``),
     a ``partial`` of one, or a lambda calling one (``None`` bindings aside): calling them clips."""
     values: Dict[str, List[ast.AST]] = {}
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, (ast.Name, ast.Attribute)):
@@ -380,7 +399,7 @@ def _clip_aliases(tree: ast.AST) -> Dict[str, bool]:
         if isinstance(v, ast.Call) and terminal(v.func) == "partial" and v.args:
             return clips(v.args[0])
         if isinstance(v, ast.Lambda):
-            return any(isinstance(c, ast.Call) and terminal(c.func) in _CLIPS for c in ast.walk(v.body))
+            return any(isinstance(c, ast.Call) and terminal(c.func) in _CLIPS for c in subtree(v.body))
         return False
 
     out = {}
@@ -394,7 +413,7 @@ def _scalers(tree: ast.AST) -> set:
     """What the file uses as a GradScaler: the receivers of ``.scale(x)`` that are also stepped with an
     argument (``X.step(optimizer)``), updated, or unscaled; and what a ``*GradScaler(...)`` call builds."""
     scale, other = set(), set()
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr, recv = node.func.attr, text(node.func.value)
             if attr == "scale" and node.args:
@@ -443,7 +462,7 @@ def _calls_in_order(node: ast.AST) -> List[ast.Call]:
     out: List[ast.Call] = []
 
     def visit(n):
-        for c in ast.iter_child_nodes(n):
+        for c in child_nodes(n):
             visit(c)
         if isinstance(n, ast.Call):
             out.append(n)
@@ -477,7 +496,7 @@ def check_module(module: Module, report: Report) -> None:
     if not flow.scalers:
         return
     start = [State(frozenset(), frozenset(), frozenset())]
-    for fn in ast.walk(module.tree):
+    for fn in subtree(module.tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             flow.block(fn.body, start, (fn, (fn,), {}))
     # the top level last: a clip its calls reach is named in the words of the function holding it, where
@@ -512,7 +531,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     after = block[block.index(stmt) + 1:]
     steps = []
     for s in after:
-        for n in ast.walk(s):
+        for n in subtree(s):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr == "backward" and not steps:
                     return None  # a backward pass between the clip and the step
@@ -529,9 +548,9 @@ def _unscales(t: Tree, stmt: ast.stmt) -> bool:
     scope = stmt
     while scope in t.parent and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         scope = t.parent[scope]
-    helpers = {fn.name for fn in ast.walk(t.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and any(isinstance(n, ast.Attribute) and n.attr == "unscale_" for n in ast.walk(fn))}
-    for n in ast.walk(scope):
+    helpers = {fn.name for fn in subtree(t.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(isinstance(n, ast.Attribute) and n.attr == "unscale_" for n in subtree(fn))}
+    for n in subtree(scope):
         if isinstance(n, ast.Attribute) and (n.attr == "unscale_" or n.attr in helpers):
             return True
         if isinstance(n, ast.Name) and n.id in helpers:
