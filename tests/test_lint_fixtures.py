@@ -8,6 +8,10 @@ another rule's fixtures, and a new fixture never waits on another rule's false
 positive. Every other fixture (the ``ok_*`` correct training loops from well-known
 code, the ``real_*`` programs) is checked with all rules: exactly its marks, the
 ``ok_*`` ones none at all.
+
+A rule on both sides may instead have one program pair in ``tests/rule_pairs/``
+(``ggNNN_<name>_bad.py`` / ``_good.py``, named by its lint module's ``FIXTURES``):
+linted here as any rule fixture, and run by tests/test_watch_rules.py.
 """
 
 import re
@@ -19,6 +23,8 @@ import gradguard as gg
 from gradguard.lint.rules import RULE_MODULES
 
 FIXTURES = Path(__file__).parent / "lint_fixtures"
+#: One program pair per rule that both tools check: linted here, run by tests/test_watch_rules.py.
+PAIRS = Path(__file__).parent / "rule_pairs"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 
@@ -47,7 +53,8 @@ def _check(fixture: Path, found, expected) -> None:
         assert f.name == gg.RULES[f.code].name and f.severity == gg.RULES[f.code].severity
 
 
-@pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name in OWNER), ids=lambda p: p.stem)
+@pytest.mark.parametrize("fixture", sorted((p for folder in (FIXTURES, PAIRS) for p in folder.glob("*.py") if p.name in OWNER),
+                                            key=lambda p: p.name), ids=lambda p: p.stem)
 def test_rule_fixture_with_each_rule_it_marks_alone(fixture):
     text = fixture.read_text(encoding="utf-8")
     assert SCAFFOLD_TODO not in text, f"{fixture.name} is still the stub scripts/add_rule.py wrote: fill it"
@@ -90,8 +97,17 @@ def test_a_rule_alone_is_what_is_checked(tmp_path):
         test_rule_fixture_with_each_rule_it_marks_alone(fixture)
 
 
+def test_every_rule_pair_serves_both_tools():
+    # a program in tests/rule_pairs/ is one half of a pair its lint module names, of a rule both tools report
+    for path in PAIRS.glob("*.py"):
+        assert path.name in OWNER, f"{path.name} in tests/rule_pairs/ is named by no lint rule module's FIXTURES"
+        rule = gg.RULES[OWNER[path.name]]
+        assert rule.runtime and rule.static, f"{path.name}: {rule.code} is not on both sides; its files go to its side's folder"
+        assert not (FIXTURES / path.name).exists(), f"{path.name} is both in tests/lint_fixtures/ and tests/rule_pairs/"
+
+
 def test_every_static_rule_has_a_fixture_with_a_finding():
-    covered = {code for p in FIXTURES.glob("gg*.py") for _, code in _expected(p)}
+    covered = {code for folder in (FIXTURES, PAIRS) for p in folder.glob("gg*.py") for _, code in _expected(p)}
     static = {code for code, rule in gg.RULES.items() if rule.static}
     # GG105, GG106, GG109, GG110 need run-time values (counts, parameter sets)
     assert static <= covered, static - covered
