@@ -17,7 +17,7 @@ import pytest
 from gradguard.rules import RULES
 from gradguard.watcher.rules import MODULES
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 # gg108_bad.py's backward(create_graph=True) makes torch itself warn; that is the bug shown.
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
@@ -26,9 +26,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create
 CODES = [code for code, rule in RULES.items() if rule.runtime]
 
 
-def _alone(code: str) -> tuple:
-    """The flags that leave ``code`` the only rule reported."""
-    return ("--ignore", ",".join(c for c in RULES if c != code))
+#: The flags that leave a code the only rule reported.
+_alone = alone
 
 
 #: One program pair per rule that both tools check (``ggNNN_<name>_bad.py``/``_good.py``).
@@ -93,17 +92,17 @@ def _line_of(script, marker):
 )
 def test_finding_points_at_the_offending_line(tmp_path, code, marker):
     script = SCRIPTS / f"{code.lower()}_bad.py"
-    _, findings = run_script(tmp_path, script)
-    assert findings[0]["line"] == _line_of(script, marker)
+    _, findings = run_script(tmp_path, script, *_alone(code))
+    assert [f["code"] for f in findings] == [code] and findings[0]["line"] == _line_of(script, marker)
 
 
 def test_step_numbers_and_parameter_names(tmp_path):
-    _, findings = run_script(tmp_path, SCRIPTS / "gg101_bad.py")
+    _, findings = run_script(tmp_path, SCRIPTS / "gg101_bad.py", *_alone("GG101"))
     assert findings[0]["step"] == 2  # the first step is fine, the second reuses its gradient
     assert findings[0]["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
-    _, findings = run_script(tmp_path, SCRIPTS / "gg106_bad.py")
+    _, findings = run_script(tmp_path, SCRIPTS / "gg106_bad.py", *_alone("GG106"))
     assert findings[0]["params"] == ["head.weight", "head.bias"]
-    _, findings = run_script(tmp_path, SCRIPTS / "gg107_bad.py")
+    _, findings = run_script(tmp_path, SCRIPTS / "gg107_bad.py", *_alone("GG107"))
     assert findings[0]["params"] == ["b.weight", "b.bias"] and findings[0]["step"] == 2
 
 
