@@ -97,13 +97,28 @@ def test_a_rule_alone_is_what_is_checked(tmp_path):
         test_rule_fixture_with_each_rule_it_marks_alone(fixture)
 
 
-def test_every_rule_pair_serves_both_tools():
-    # a program in tests/rule_pairs/ is one half of a pair its lint module names, of a rule both tools report
-    for path in PAIRS.glob("*.py"):
-        assert path.name in OWNER, f"{path.name} in tests/rule_pairs/ is named by no lint rule module's FIXTURES"
-        rule = gg.RULES[OWNER[path.name]]
-        assert rule.runtime and rule.static, f"{path.name}: {rule.code} is not on both sides; its files go to its side's folder"
-        assert not (FIXTURES / path.name).exists(), f"{path.name} is both in tests/lint_fixtures/ and tests/rule_pairs/"
+def _pair_problems(folder: Path) -> list:
+    """What is wrong with the programs of ``folder`` as rule pairs: each must be one half of a pair its
+    lint module names, of a rule both tools report, and not also a lint fixture."""
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        rule = gg.RULES[OWNER[path.name]] if path.name in OWNER else None
+        if rule is None:
+            problems.append(f"{path.name} in tests/rule_pairs/ is named by no lint rule module's FIXTURES")
+        elif not (rule.runtime and rule.static):
+            problems.append(f"{path.name}: {rule.code} is not on both sides; its files go to its side's folder")
+        elif (FIXTURES / path.name).exists():
+            problems.append(f"{path.name} is both in tests/lint_fixtures/ and tests/rule_pairs/")
+    return problems
+
+
+def test_every_rule_pair_serves_both_tools(tmp_path):
+    assert _pair_problems(PAIRS) == []
+    # negative controls: a program no module names, a one-side rule's fixture, a lint fixture's twin
+    one_side = next(name for name, code in OWNER.items() if not gg.RULES[code].runtime)
+    for name in ("gg999_nobody_bad.py", one_side, "gg101_stale_gradient_bad.py"):
+        (tmp_path / name).write_text("x = 1\n", encoding="utf-8")
+    assert len(_pair_problems(tmp_path)) == 3, _pair_problems(tmp_path)
 
 
 def test_every_static_rule_has_a_fixture_with_a_finding():
