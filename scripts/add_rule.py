@@ -5,17 +5,22 @@
     python scripts/add_rule.py GG115 kebab-name --severity warning --lint     # the linter only
 
 It creates, for the linter, ``src/gradguard/lint/rules/ggNNN_<name>.py`` (an empty check, its
-``FIXTURES`` and ``FIX_SAFETY``) and the pair ``tests/lint_fixtures/ggNNN_<name>_bad.py`` /
-``_good.py``; for the watch, ``src/gradguard/watcher/rules/ggNNN.py`` (an empty ``at_step``
-handler and its ``EVENTS``) and the pair ``tests/watch_scripts/ggNNN_bad.py`` / ``_good.py``. It
-inserts the rule's entry into the catalogue (``src/gradguard/rules.py``, in code order) and
-regenerates docs/rules.md and the README's rule table (``scripts/gen_rules_md.py``). Nothing
-else lists rules: both sides find their modules by file name.
+``FIXTURES`` and ``FIX_SAFETY``); for the watch, ``src/gradguard/watcher/rules/ggNNN.py`` (an
+empty ``at_step`` handler and its ``EVENTS``); and the rule's programs: for a rule on both sides
+one pair that both tools check, ``tests/rule_pairs/ggNNN_<name>_bad.py`` / ``_good.py``; for a
+one-side rule its side's pair, ``tests/lint_fixtures/ggNNN_<name>_bad.py`` / ``_good.py`` or
+``tests/watch_scripts/ggNNN_bad.py`` / ``_good.py``. It inserts the rule's entry into the
+catalogue (``src/gradguard/rules.py``, in code order), written from the text flags
+(``--summary``, ``--consequence``, ``--fix``, ``--what``, ``--why``, ``--example``,
+``--instead``; ``@FILE`` reads a value from a file), and regenerates docs/rules.md and the
+README's rule table (``scripts/gen_rules_md.py``). Nothing else lists rules: both sides find
+their modules by file name.
 
-Every place to fill is marked ``TODO(add_rule)``, and the stubs fail the rule's own tests until
-filled: the bad fixtures fire nothing, and the tests refuse any file or catalogue text that
-still holds the marker. It refuses, with one line and exit status 2, a malformed or taken code,
-a malformed or taken name, and a target that is not clean (a file it would create exists, a
+Every place to fill is marked ``TODO(add_rule)`` (a text flag left out leaves its field so
+marked), and the stubs fail the rule's own tests until filled: the bad programs fire nothing,
+and the tests refuse any file or catalogue text that still holds the marker. It refuses, with one line and exit status 2, a malformed or taken code,
+a malformed or taken name, a malformed text (a one-line field over several lines, an empty
+text, an unreadable ``@FILE``), and a target that is not clean (a file it would create exists, a
 file it would edit has uncommitted changes, or the generated docs are already stale); it
 writes nothing then.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import re
 import subprocess
@@ -36,6 +42,9 @@ TODO = "TODO(add_rule)"
 
 _CODE = re.compile(r"GG\d{3}")
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+#: The catalogue's text fields, in the order of a Rule; the first three are one line each (a finding's message).
+FIELDS = ("summary", "consequence", "fix", "what", "why", "example", "instead")
+_ONE_LINE = ("summary", "consequence", "fix")
 
 
 class Refusal(Exception):
@@ -53,10 +62,15 @@ def _paths(code: str, name: str, watch: bool, lint: bool, root: Path) -> dict:
     paths = {}
     if lint:
         paths["lint module"] = root / "src" / "gradguard" / "lint" / "rules" / f"{low}_{snake}.py"
-        paths["lint bad"] = root / "tests" / "lint_fixtures" / f"{low}_{snake}_bad.py"
-        paths["lint good"] = root / "tests" / "lint_fixtures" / f"{low}_{snake}_good.py"
     if watch:
         paths["watch module"] = root / "src" / "gradguard" / "watcher" / "rules" / f"{low}.py"
+    if lint and watch:  # one program pair that both tools check
+        paths["pair bad"] = root / "tests" / "rule_pairs" / f"{low}_{snake}_bad.py"
+        paths["pair good"] = root / "tests" / "rule_pairs" / f"{low}_{snake}_good.py"
+    elif lint:
+        paths["lint bad"] = root / "tests" / "lint_fixtures" / f"{low}_{snake}_bad.py"
+        paths["lint good"] = root / "tests" / "lint_fixtures" / f"{low}_{snake}_good.py"
+    else:
         paths["watch bad"] = root / "tests" / "watch_scripts" / f"{low}_bad.py"
         paths["watch good"] = root / "tests" / "watch_scripts" / f"{low}_good.py"
     return paths
@@ -117,34 +131,71 @@ def _generator(root: Path, *args: str) -> subprocess.CompletedProcess:
 # --- the texts --------------------------------------------------------------------------------
 
 
-def _entry(code: str, name: str, severity: str, watch: bool, lint: bool) -> str:
+def _literal(field: str, value: str) -> str:
+    """``value`` as Python source for the entry (json's double-quoted escapes are Python's too)."""
+    if field in ("example", "instead") and '"""' not in value and "\\" not in value and not value.endswith('"'):
+        return '"""\n' + value.strip("\n") + '\n"""'  # the catalogue's own shape for code excerpts
+    lines = value.splitlines(keepends=True)
+    if len(lines) == 1:
+        return json.dumps(value, ensure_ascii=False)
+    return "(\n" + "".join(f"            {json.dumps(line, ensure_ascii=False)}\n" for line in lines) + "        )"
+
+
+def _placeholder(field: str, sides: str) -> str:
+    return {
+        "summary": f"{TODO}: one line, what happened.",
+        "consequence": f"{TODO}: what it does to the training run.",
+        "fix": f"{TODO}: what to change in the loop.",
+        "what": f"{TODO}: what {sides} flag, and the correct shapes they leave alone.",
+        "why": f"{TODO}: why .grad's arithmetic makes this a bug.",
+        "example": f"# {TODO}: an excerpt of a loop with the bug",
+        "instead": f"# {TODO}: the same loop, fixed",
+    }[field]
+
+
+def _entry(code: str, name: str, severity: str, watch: bool, lint: bool, texts: dict) -> str:
+    """The entry's source, each text field from ``texts`` or a marked placeholder; checked by reading it back."""
     sides = "the watch and the linter" if watch and lint else "the watch only" if watch else "the linter only"
-    lines = [
-        "    Rule(",
-        f'        code="{code}",',
-        f'        name="{name}",',
-        f'        severity="{severity}",',
-        f'        summary="{TODO}: one line, what happened.",',
-        f'        consequence="{TODO}: what it does to the training run.",',
-        f'        fix="{TODO}: what to change in the loop.",',
-        f'        what="{TODO}: what {sides} flag, and the correct shapes they leave alone.",',
-        f'        why="{TODO}: why .grad\'s arithmetic makes this a bug.",',
-        '        example="""',
-        f"# {TODO}: an excerpt of a loop with the bug",
-        '""",',
-        '        instead="""',
-        f"# {TODO}: the same loop, fixed",
-        '""",',
-    ]
+    values = {f: texts.get(f) if texts.get(f) is not None else _placeholder(f, sides) for f in FIELDS}
+    lines = ["    Rule(", f'        code="{code}",', f'        name="{name}",', f'        severity="{severity}",']
+    lines += [f"        {f}={_literal(f, values[f])}," for f in FIELDS]
     if not watch:
         lines.append("        runtime=False,")
     if not lint:
         lines.append("        static=False,")
     lines.append("    ),")
-    return "\n".join(lines) + "\n"
+    source = "\n".join(lines) + "\n"
+    # what the catalogue will hold is what was asked, before anything is written
+    call = ast.parse(source.strip().rstrip(",")).body[0].value
+    read = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    for f in FIELDS:
+        same = read[f].strip("\n") == values[f].strip("\n") if f in ("example", "instead") else read[f] == values[f]
+        if not same:  # pragma: no cover - a bug of _literal, never the user's text
+            raise Refusal(f"internal error: the {f} text would not be written as given; please report it")
+    return source
 
 
-def _lint_module(code: str, name: str, bad: str, good: str) -> str:
+def _text(field: str, value) -> "str | None":
+    """A text flag's value (``@FILE``: that file's text), checked; None when not given."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Refusal(f"--{field} {value}: cannot read {value[1:]!r} ({exc.strerror or exc}): give an existing text file")
+    value = value.strip("\n") if field in ("example", "instead") else value.strip()
+    if not value.strip():
+        raise Refusal(f"--{field} is empty: give the text, or leave the flag out to fill it in rules.py later")
+    if field in _ONE_LINE and "\n" in value:
+        raise Refusal(f"--{field} has {value.count(chr(10)) + 1} lines: it is one line of every finding's message, "
+                      "write it on one line")
+    if TODO in value:
+        raise Refusal(f"--{field} holds the marker {TODO}: give the rule's own text")
+    return value
+
+
+def _lint_module(code: str, name: str, bad: str, good: str, folder: str) -> str:
     return f'''"""{code} {name}: {TODO}: one sentence, what the linter flags (and what it leaves alone)."""
 
 from __future__ import annotations
@@ -152,7 +203,7 @@ from __future__ import annotations
 from .._model import Loop, Report
 
 CODE = "{code}"
-#: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
+#: Its fixture pair in {folder}/: code that must fire it, correct code that must not.
 FIXTURES = ("{bad}", "{good}")
 #: No automatic fix: with a ``fix(tree, diagnostic)`` here, "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
 FIX_SAFETY = None
@@ -196,6 +247,23 @@ def at_step(view: StepView) -> None:
 '''
 
 
+def _pair(code: str, bad: bool) -> str:
+    if bad:
+        return f'''"""{code}: {TODO}: a runnable training program with the bug, in the shapes users write it:
+`gradguard run` must report {code} once, and each line the linter must report ends with a
+trailing ``# expect: {code}`` comment (tests/test_lint_fixtures.py checks exactly those lines)."""
+import torch
+
+torch.manual_seed(0)
+the_bug = None  # expect: {code}  ({TODO}: replace by the bug)
+'''
+    return f'''"""{code}: {TODO}: the same program, fixed: neither `gradguard run` nor the linter reports anything."""
+import torch
+
+torch.manual_seed(0)
+'''
+
+
 def _watch_script(code: str, bad: bool) -> str:
     what = "a loop with the bug: `gradguard run` must report " + code + " once" if bad else \
         "the same loop, fixed: `gradguard run` must report nothing"
@@ -209,8 +277,10 @@ torch.manual_seed(0)
 # --- the command ------------------------------------------------------------------------------
 
 
-def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root: Path = ROOT) -> list:
-    """Create the rule's files and entry under ``root``; return the files written. Raises Refusal."""
+def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root: Path = ROOT, texts=None) -> list:
+    """Create the rule's files and entry under ``root``; return the files written. ``texts``: field ->
+    text of the catalogue entry (a field not given is left marked ``TODO(add_rule)``). Raises Refusal."""
+    texts = {f: _text(f, (texts or {}).get(f)) for f in FIELDS}
     code = code.upper()
     if not _CODE.fullmatch(code):
         raise Refusal(f"rule code {code!r} is not of the form GGnnn (three digits, e.g. GG115)")
@@ -226,7 +296,8 @@ def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root:
     # a module or fixture of this code under another name is a rule half added: finish or remove it first
     low = code.lower()
     for folder, pattern in (("src/gradguard/lint/rules", f"{low}_*.py"), ("src/gradguard/watcher/rules", f"{low}.py"),
-                            ("tests/lint_fixtures", f"{low}_*.py"), ("tests/watch_scripts", f"{low}_*.py")):
+                            ("tests/lint_fixtures", f"{low}_*.py"), ("tests/watch_scripts", f"{low}_*.py"),
+                            ("tests/rule_pairs", f"{low}_*.py")):
         for found in sorted((root / folder).glob(pattern)):
             raise Refusal(f"{found.relative_to(root)} exists: code {code} is taken by files not in the catalogue "
                           "(remove them or choose another code)")
@@ -239,18 +310,26 @@ def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root:
         first = (stale.stderr.strip().splitlines() or ["scripts/gen_rules_md.py --check failed"])[0]
         raise Refusal(f"the generated docs are not clean before adding a rule: {first}")
 
+    entry = _entry(code, name, severity, watch, lint, texts)
+
     # all checked: now write (the new files, then the entry, then the docs from it)
-    texts = {}
+    files = {}
     if lint:
-        bad, good = paths["lint bad"].name, paths["lint good"].name
-        texts[paths["lint module"]] = _lint_module(code, name, bad, good)
-        texts[paths["lint bad"]] = _lint_fixture(code, name, True)
-        texts[paths["lint good"]] = _lint_fixture(code, name, False)
+        bad, good = (paths["pair bad"], paths["pair good"]) if watch else (paths["lint bad"], paths["lint good"])
+        files[paths["lint module"]] = _lint_module(code, name, bad.name, good.name, bad.parent.relative_to(root).as_posix())
     if watch:
-        texts[paths["watch module"]] = _watch_module(code, name, _next_order_key(root, "at_step"))
-        texts[paths["watch bad"]] = _watch_script(code, True)
-        texts[paths["watch good"]] = _watch_script(code, False)
-    for path, body in texts.items():
+        files[paths["watch module"]] = _watch_module(code, name, _next_order_key(root, "at_step"))
+    if lint and watch:
+        paths["pair bad"].parent.mkdir(exist_ok=True)
+        files[paths["pair bad"]] = _pair(code, True)
+        files[paths["pair good"]] = _pair(code, False)
+    elif lint:
+        files[paths["lint bad"]] = _lint_fixture(code, name, True)
+        files[paths["lint good"]] = _lint_fixture(code, name, False)
+    else:
+        files[paths["watch bad"]] = _watch_script(code, True)
+        files[paths["watch good"]] = _watch_script(code, False)
+    for path, body in files.items():
         with open(path, "x", encoding="utf-8") as out:  # "x": never over a file that appeared meanwhile
             out.write(body)
     # the entry goes after the one with the largest code below it (first when there is none)
@@ -258,12 +337,12 @@ def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root:
     below = [(c, call) for c, _, call in entries if c < code]
     lines = text.splitlines(keepends=True)
     at = max(below, key=lambda pair: pair[0])[1].end_lineno if below else entries[0][2].lineno - 1
-    lines.insert(at, _entry(code, name, severity, watch, lint))
+    lines.insert(at, entry)
     (root / "src" / "gradguard" / "rules.py").write_text("".join(lines), encoding="utf-8")
     done = _generator(root)
     if done.returncode != 0:
         raise Refusal(f"scripts/gen_rules_md.py failed after the entry was added: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return list(texts) + [p for p in edited if p.is_file()]
+    return list(files) + [p for p in edited if p.is_file()]
 
 
 def main(argv=None) -> int:
@@ -273,10 +352,20 @@ def main(argv=None) -> int:
     parser.add_argument("--severity", required=True, choices=("error", "warning", "info"))
     parser.add_argument("--watch", action="store_true", help="the run-time watch reports it")
     parser.add_argument("--lint", action="store_true", help="the linter reports it")
+    helps = {"summary": "one line: what happened (a finding's message starts with it)",
+             "consequence": "one line: what it does to the training run",
+             "fix": "one line: what to change in the loop",
+             "what": "what each side flags, and the correct shapes it leaves alone",
+             "why": "why .grad's arithmetic makes this a bug",
+             "example": "an excerpt of a loop with the bug", "instead": "the same loop, fixed"}
+    for field in FIELDS:
+        parser.add_argument(f"--{field}", metavar="TEXT|@FILE",
+                            help=f"the catalogue's {field}: {helps[field]} (left out: a TODO(add_rule) to fill in rules.py)")
     try:
         args = parser.parse_args(argv)
         watch, lint = (args.watch, args.lint) if args.watch or args.lint else (True, True)
-        written = add_rule(args.code, args.name, args.severity, watch, lint)
+        written = add_rule(args.code, args.name, args.severity, watch, lint,
+                           texts={f: getattr(args, f) for f in FIELDS})
     except Refusal as exc:
         print(f"add_rule.py: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,14 @@ STALE_GRADIENT_PROGRAM = (
 )
 
 
+def alone(code: str) -> Tuple[str, str]:
+    """The ``gradguard run`` flags that leave ``code`` the only rule reported: a test of one rule's
+    scripts then never has to change when another rule is added (see tests/test_watch_rules.py)."""
+    from gradguard.rules import RULES
+
+    return ("--ignore", ",".join(c for c in RULES if c != code))
+
+
 def run_script(tmp_path: Path, script: Union[Path, str], *flags: str, report: str = "") -> Tuple[int, list]:
     """Run ``script`` with ``gradguard run --mode record [flags]`` in this process and return its exit
     code and the findings of its JSON report (dicts). ``script``: a path, or the name of a script in

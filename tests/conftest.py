@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - hypothesis is a test dependency
 
 # Scripts and fixtures that the tests run or lint themselves; not modules to import
 # (the run scripts train at import time), so keep them out of doctest collection.
-collect_ignore_glob = ["watch_scripts/*", "lint_fixtures/*"]
+collect_ignore_glob = ["watch_scripts/*", "lint_fixtures/*", "rule_pairs/*"]
 
 
 # Benchmark tests (`@pytest.mark.bench`) time code on the wall clock: on a busy machine they are

@@ -8,6 +8,10 @@ another rule's fixtures, and a new fixture never waits on another rule's false
 positive. Every other fixture (the ``ok_*`` correct training loops from well-known
 code, the ``real_*`` programs) is checked with all rules: exactly its marks, the
 ``ok_*`` ones none at all.
+
+A rule on both sides may instead have one program pair in ``tests/rule_pairs/``
+(``ggNNN_<name>_bad.py`` / ``_good.py``, named by its lint module's ``FIXTURES``):
+linted here as any rule fixture, and run by tests/test_watch_rules.py.
 """
 
 import re
@@ -19,6 +23,8 @@ import gradguard as gg
 from gradguard.lint.rules import RULE_MODULES
 
 FIXTURES = Path(__file__).parent / "lint_fixtures"
+#: One program pair per rule that both tools check: linted here, run by tests/test_watch_rules.py.
+PAIRS = Path(__file__).parent / "rule_pairs"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 
@@ -47,7 +53,8 @@ def _check(fixture: Path, found, expected) -> None:
         assert f.name == gg.RULES[f.code].name and f.severity == gg.RULES[f.code].severity
 
 
-@pytest.mark.parametrize("fixture", sorted(p for p in FIXTURES.glob("*.py") if p.name in OWNER), ids=lambda p: p.stem)
+@pytest.mark.parametrize("fixture", sorted((p for folder in (FIXTURES, PAIRS) for p in folder.glob("*.py") if p.name in OWNER),
+                                            key=lambda p: p.name), ids=lambda p: p.stem)
 def test_rule_fixture_with_each_rule_it_marks_alone(fixture):
     text = fixture.read_text(encoding="utf-8")
     assert SCAFFOLD_TODO not in text, f"{fixture.name} is still the stub scripts/add_rule.py wrote: fill it"
@@ -90,8 +97,32 @@ def test_a_rule_alone_is_what_is_checked(tmp_path):
         test_rule_fixture_with_each_rule_it_marks_alone(fixture)
 
 
+def _pair_problems(folder: Path) -> list:
+    """What is wrong with the programs of ``folder`` as rule pairs: each must be one half of a pair its
+    lint module names, of a rule both tools report, and not also a lint fixture."""
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        rule = gg.RULES[OWNER[path.name]] if path.name in OWNER else None
+        if rule is None:
+            problems.append(f"{path.name} in tests/rule_pairs/ is named by no lint rule module's FIXTURES")
+        elif not (rule.runtime and rule.static):
+            problems.append(f"{path.name}: {rule.code} is not on both sides; its files go to its side's folder")
+        elif (FIXTURES / path.name).exists():
+            problems.append(f"{path.name} is both in tests/lint_fixtures/ and tests/rule_pairs/")
+    return problems
+
+
+def test_every_rule_pair_serves_both_tools(tmp_path):
+    assert _pair_problems(PAIRS) == []
+    # negative controls: a program no module names, a one-side rule's fixture, a lint fixture's twin
+    one_side = next(name for name, code in OWNER.items() if not gg.RULES[code].runtime)
+    for name in ("gg999_nobody_bad.py", one_side, "gg101_stale_gradient_bad.py"):
+        (tmp_path / name).write_text("x = 1\n", encoding="utf-8")
+    assert len(_pair_problems(tmp_path)) == 3, _pair_problems(tmp_path)
+
+
 def test_every_static_rule_has_a_fixture_with_a_finding():
-    covered = {code for p in FIXTURES.glob("gg*.py") for _, code in _expected(p)}
+    covered = {code for folder in (FIXTURES, PAIRS) for p in folder.glob("gg*.py") for _, code in _expected(p)}
     static = {code for code, rule in gg.RULES.items() if rule.static}
     # GG105, GG106, GG109, GG110 need run-time values (counts, parameter sets)
     assert static <= covered, static - covered

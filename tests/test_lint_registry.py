@@ -11,6 +11,12 @@ import gradguard as gg
 from gradguard.lint import rules
 
 FIXTURES = Path(__file__).parent / "lint_fixtures"
+#: A rule on both sides may keep its one program pair here instead (tests/test_lint_fixtures.py).
+PAIRS = Path(__file__).parent / "rule_pairs"
+
+
+def _fixture(name: str) -> Path:
+    return FIXTURES / name if (FIXTURES / name).is_file() else PAIRS / name
 LINT = Path(rules.__file__).parent.parent
 
 
@@ -46,7 +52,7 @@ def test_the_registries_come_from_the_modules():
 @pytest.mark.parametrize("module", rules.RULE_MODULES, ids=lambda m: m.CODE)
 def test_every_rule_has_its_fixture_pair(module):
     bad_name, good_name = module.FIXTURES
-    bad, good = FIXTURES / bad_name, FIXTURES / good_name
+    bad, good = _fixture(bad_name), _fixture(good_name)
     assert bad.is_file() and good.is_file(), module.FIXTURES
     # with its rule alone: another rule's finding on a pair is that rule's business (test_lint_fixtures.py)
     assert any(f.code == module.CODE for f in gg.lint_paths([str(bad)], select=module.CODE)), f"{bad.name} never fires {module.CODE}"
@@ -81,7 +87,7 @@ def test_fix_safety_is_declared_by_the_module_and_matches_its_fixes(module):
     assert FIX_APPLICABILITY.get(module.CODE) == declared, "the catalogue read another value than the module holds"
     assert fix_availability(module.CODE).startswith(f"Fix: {declared or 'none'} ")
     # what the module declares is what its fixes are: every fix it builds on its bad fixture
-    applied = {f.fix.applicability for f in gg.lint_paths([str(FIXTURES / module.FIXTURES[0])], select=module.CODE)
+    applied = {f.fix.applicability for f in gg.lint_paths([str(_fixture(module.FIXTURES[0]))], select=module.CODE)
                if f.fix is not None}
     assert applied <= {declared}, (module.CODE, applied)
     if declared is not None:

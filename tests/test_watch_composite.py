@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from gradguard.watcher._graph import analyze_loss
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def _line_of(name, marker):
@@ -22,14 +22,14 @@ def _line_of(name, marker):
 
 @pytest.mark.parametrize("name", ["gg104_composite_bad", "gg104_sum_term_bad"])
 def test_unscaled_composite_loss_is_reported_at_the_first_step(tmp_path, name):
-    findings = run_script(tmp_path, name)[1]
+    findings = run_script(tmp_path, name, *alone("GG104"))[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG104", 1)], findings
     assert findings[0]["line"] == _line_of(name, "loss.backward()  # BUG")
 
 
 @pytest.mark.parametrize("name", ["gg104_composite_good", "gg104_sum_term_good"])
 def test_scaled_composite_loss_is_silent(tmp_path, name):
-    assert run_script(tmp_path, name)[1] == []
+    assert run_script(tmp_path, name, *alone("GG104"))[1] == []
 
 
 # ------------------------------------------------------------------ reading the graph

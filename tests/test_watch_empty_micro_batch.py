@@ -10,17 +10,17 @@ import torch.nn.functional as F
 
 from gradguard.watcher.rules import gg105
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def test_the_window_with_the_empty_micro_batch_is_reported_at_its_step(tmp_path):
-    findings = run_script(tmp_path, "gg105_empty_micro_batch_bad")[1]
+    findings = run_script(tmp_path, "gg105_empty_micro_batch_bad", *alone("GG105"))[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG105", 1)], findings
     assert "(4, 0)" in findings[0]["message"]
 
 
 def test_exact_weights_and_a_window_non_finite_for_another_reason_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg105_empty_micro_batch_good")[1] == []
+    assert run_script(tmp_path, "gg105_empty_micro_batch_good", *alone("GG105"))[1] == []
 
 
 def _judged(counts, factors):

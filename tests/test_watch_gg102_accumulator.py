@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import gradguard as gg
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def _line_of(path: Path, marker: str) -> int:
@@ -25,7 +25,7 @@ def _line_of(path: Path, marker: str) -> int:
 @pytest.mark.parametrize("twin", ["bad", "good"])
 def test_the_script_pair(tmp_path, twin):
     script = SCRIPTS / f"gg102_accumulator_{twin}.py"
-    found = [(f["code"], f["line"], f["step"]) for f in run_script(tmp_path, script, report="r.json")[1]]
+    found = [(f["code"], f["line"], f["step"]) for f in run_script(tmp_path, script, *alone("GG102"), report="r.json")[1]]
     assert found == ([("GG102", _line_of(script, "# BUG"), 1)] if twin == "bad" else [])
 
 

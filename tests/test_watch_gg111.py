@@ -6,7 +6,6 @@ reported), the fixed loop gets all of it (and is clean), in the same test.
 """
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ import torch.nn.functional as F
 import gradguard as gg
 from gradguard.cli import main
 
-SCRIPTS = Path(__file__).parent / "watch_scripts"
+from _scripts import SCRIPTS, alone
 
 
 def _data(n, seed=0):
@@ -105,7 +104,7 @@ def test_the_accumulator_flush_is_not_underscaled():
 def test_script_pair(tmp_path):
     for name, expected in (("gg111_bad.py", ["GG111"]), ("gg111_good.py", [])):
         report = tmp_path / f"{name}.json"
-        assert main(["run", "--mode", "record", "--report", str(report), str(SCRIPTS / name)]) == 0
+        assert main(["run", "--mode", "record", "--report", str(report), *alone("GG111"), str(SCRIPTS / name)]) == 0
         findings = json.loads(report.read_text())
         assert [f["code"] for f in findings] == expected
     line = next(i for i, t in enumerate((SCRIPTS / "gg111_bad.py").read_text().splitlines(), 1) if "# BUG" in t)

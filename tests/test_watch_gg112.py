@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import gradguard as gg
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def _model():
@@ -141,9 +141,9 @@ def test_a_clip_without_a_watch_is_untouched():
 
 
 def test_fixture_pair_through_the_cli(tmp_path):
-    code, findings = run_script(tmp_path, "gg112_bad")
+    code, findings = run_script(tmp_path, "gg112_bad", *alone("GG112"))
     lines = (SCRIPTS / "gg112_bad.py").read_text().splitlines()
     assert [f["code"] for f in findings] == ["GG112"] and code == 0
     assert "clip_grad_norm_" in lines[findings[0]["line"] - 1] and findings[0]["step"] == 1
     assert gg.RULES["GG112"].fix in findings[0]["message"]
-    assert run_script(tmp_path, "gg112_good") == (0, [])
+    assert run_script(tmp_path, "gg112_good", *alone("GG112")) == (0, [])

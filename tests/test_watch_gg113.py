@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import gradguard as gg
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def _data(n, seed=0):
@@ -99,7 +99,7 @@ def test_accelerate_divides_too():
 def test_fixture_pair_through_the_cli(tmp_path):
     out = {}
     for kind in ("bad", "good"):
-        code, out[kind] = run_script(tmp_path, f"gg113_{kind}")
+        code, out[kind] = run_script(tmp_path, f"gg113_{kind}", *alone("GG113"))
         assert code == 0
     assert [(f["code"], f["step"]) for f in out["bad"]] == [("GG113", 1)] and out["good"] == []
     line = (SCRIPTS / "gg113_bad.py").read_text().splitlines()[out["bad"][0]["line"] - 1]

@@ -110,11 +110,11 @@ def test_lint_fix_is_unsafe_and_clears_before_the_loop():
 
 
 def test_watch_fixture_pair_through_the_cli(tmp_path):
-    from _scripts import SCRIPTS as scripts, run_script
+    from _scripts import SCRIPTS as scripts, alone, run_script
 
     out = {}
     for kind in ("bad", "good"):
-        code, out[kind] = run_script(tmp_path, f"gg114_{kind}")
+        code, out[kind] = run_script(tmp_path, f"gg114_{kind}", *alone("GG114"))
         assert code == 0
     assert [(f["code"], f["step"]) for f in out["bad"]] == [("GG114", 1)] and out["good"] == []
     line = (scripts / "gg114_bad.py").read_text().splitlines()[out["bad"][0]["line"] - 1]

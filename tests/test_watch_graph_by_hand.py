@@ -10,20 +10,20 @@ import torch
 
 import gradguard as gg
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True:UserWarning")
 
 
 def test_update_by_hand_from_a_graph_in_grad_is_reported_at_the_first_update(tmp_path):
-    findings = run_script(tmp_path, "gg108_by_hand_bad")[1]
+    findings = run_script(tmp_path, "gg108_by_hand_bad", *alone("GG108"))[1]
     assert [(f["code"], f["step"]) for f in findings] == [("GG108", 1)], findings
     lines = (SCRIPTS / "gg108_by_hand_bad.py").read_text().splitlines()
     assert findings[0]["line"] == next(i for i, t in enumerate(lines, 1) if "create_graph=True)  # BUG" in t)
 
 
 def test_autograd_grad_and_a_cleared_graph_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg108_by_hand_good")[1] == []
+    assert run_script(tmp_path, "gg108_by_hand_good", *alone("GG108"))[1] == []
 
 
 def _model():

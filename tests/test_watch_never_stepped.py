@@ -10,11 +10,11 @@ import torch.nn.functional as F
 
 import gradguard as gg
 
-from _scripts import SCRIPTS, run_script
+from _scripts import SCRIPTS, alone, run_script
 
 
 def test_a_step_condition_never_met_is_reported_at_the_backward_line(tmp_path):
-    findings = run_script(tmp_path, "gg103_never_stepped_bad")[1]
+    findings = run_script(tmp_path, "gg103_never_stepped_bad", *alone("GG103"))[1]
     assert [f["code"] for f in findings] == ["GG103"], findings
     lines = (SCRIPTS / "gg103_never_stepped_bad.py").read_text().splitlines()
     assert findings[0]["line"] == next(i for i, t in enumerate(lines, 1) if "loss.backward()" in t)
@@ -23,7 +23,7 @@ def test_a_step_condition_never_met_is_reported_at_the_backward_line(tmp_path):
 
 
 def test_gradient_only_programs_are_silent(tmp_path):
-    assert run_script(tmp_path, "gg103_never_stepped_good")[1] == []
+    assert run_script(tmp_path, "gg103_never_stepped_good", *alone("GG103"))[1] == []
 
 
 def _loop(model, optimizer, epochs, batches, accum):

@@ -12,8 +12,9 @@ A rule module defines:
 * ``FIX_SAFETY``: ``"safe"`` or ``"unsafe"`` when it has a ``fix`` (the applicability of the
   repairs it builds, shown by ``gradguard rule``), ``None`` when it has none; one literal line,
   which :mod:`gradguard.rules` reads as text;
-* ``FIXTURES``: its fixture pair in ``tests/lint_fixtures/``: code that must fire the rule
-  (lines marked ``# expect: CODE``) and correct code of the same shapes that must not.
+* ``FIXTURES``: its fixture pair in ``tests/lint_fixtures/`` (or, for a rule the watch also
+  reports, the one program pair of both tools in ``tests/rule_pairs/``): code that must fire the
+  rule (lines marked ``# expect: CODE``) and correct code of the same shapes that must not.
 
 Adding a rule is adding its module here, its fixture pair and its catalogue entry:
 nothing lists the modules by hand. ``python scripts/add_rule.py GGnnn name --severity ...``
