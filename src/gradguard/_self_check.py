@@ -21,9 +21,9 @@ import torch
 
 from ._errors import GradguardError
 
-_grad = attrgetter("grad")
-_version = attrgetter("_version")
-_present = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
+grad_of = attrgetter("grad")
+version_of = attrgetter("_version")
+has_grad = partial(is_not, None)  # a .grad that is a tensor (a C call, no Python frame)
 
 
 class SelfCheck:
@@ -57,9 +57,9 @@ class SelfCheck:
 
     def _record(self) -> None:
         """Keep what is in .grad now (see ``_seen`` in ``_init_self_check``): one C loop over the parameters."""
-        seen = self._seen = list(map(_grad, self._wparams))
-        present = list(filter(_present, seen))
-        self._seen_versions = list(map(_version, present))
+        seen = self._seen = list(map(grad_of, self._wparams))
+        present = list(filter(has_grad, seen))
+        self._seen_versions = list(map(version_of, present))
         if self._synced_checks:
             self._budget = _shared_counters(present)
         self._since = 0
@@ -74,9 +74,9 @@ class SelfCheck:
         taken as it is, and recorded again.
         """
         seen, since, budget = self._seen, self._since, self._budget
-        now = list(map(_grad, self._wparams))
+        now = list(map(grad_of, self._wparams))
         if all(map(is_, now, seen)):
-            rises = list(map(sub, map(_version, filter(_present, seen)), self._seen_versions))
+            rises = list(map(sub, map(version_of, filter(has_grad, seen)), self._seen_versions))
             if (max(rises, default=0) <= since if budget is None
                     else all(r <= since * b for r, b in zip(rises, budget))):
                 return None

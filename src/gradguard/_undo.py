@@ -16,7 +16,7 @@ import torch
 from ._channel import accumulator_clearing
 from ._errors import GradguardError
 
-_grad = attrgetter("grad")
+grad_of = attrgetter("grad")
 
 
 class Undo:
@@ -62,9 +62,9 @@ class Undo:
             ) from exc
 
 
-def _grad_marks(params: List[torch.Tensor]) -> list:
+def grad_marks(params: List[torch.Tensor]) -> list:
     """Each parameter's .grad and its version counter ([] when every .grad is None)."""
-    grads = list(map(_grad, params))
+    grads = list(map(grad_of, params))
     if not any(map(is_not, grads, repeat(None))):
         return []
     return [None if g is None else (g, g._version) for g in grads]
@@ -77,7 +77,7 @@ def _changed(p: torch.Tensor, mark) -> bool:
     return p.grad is not g or g._version != version
 
 
-def _reached(params: List[torch.Tensor], marks: Optional[list]) -> bool:
+def reached_by_pass(params: List[torch.Tensor], marks: Optional[list]) -> bool:
     """Whether some backward of the window changed an optimizer parameter's .grad."""
     if marks is None:  # nothing was back-propagated (only 0-item micro-batches)
         return True

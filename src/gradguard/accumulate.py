@@ -55,8 +55,8 @@ from . import _window
 from ._window import Window
 from ._options import LARGEST_FLOAT as _LARGEST_FLOAT, Count, check_options, count_value as _count_value
 from ._reach import Reach
-from ._self_check import SelfCheck, _grad, _present, _version
-from ._undo import Undo, _grad_marks, _reached
+from ._self_check import SelfCheck, grad_of, has_grad, version_of
+from ._undo import Undo, grad_marks, reached_by_pass
 
 _is_cpu = attrgetter("is_cpu")
 # A count more than this many times the scale reference rescales the in-flight sum first
@@ -386,8 +386,8 @@ class Accumulator(Reach, SelfCheck, Undo):
         elif self._seen is not None:
             self._since += 1
         elif self._checks:  # the window's first pass: what it left (see _seen in _self_check.py), one C loop
-            seen = self._seen = list(map(_grad, self._wparams))
-            self._seen_versions = list(map(_version, filter(_present, seen)))
+            seen = self._seen = list(map(grad_of, self._wparams))
+            self._seen_versions = list(map(version_of, filter(has_grad, seen)))
             self._since = 0
         w.ref = ref
         w.contributed = True
@@ -416,7 +416,7 @@ class Accumulator(Reach, SelfCheck, Undo):
     def _start_window(self, loss: torch.Tensor) -> None:
         """Before the window's first contribution: mark .grad (to undo a failed pass), check what the loss reaches."""
         params = self._wparams = self._params()
-        self._w.start_grads = _grad_marks(params)
+        self._w.start_grads = grad_marks(params)
         if self._hooked != len(params):
             self._hook(params)
             self._report_outside_leaves(loss, params)
@@ -493,8 +493,8 @@ class Accumulator(Reach, SelfCheck, Undo):
         w, sync = self._w, self._sync
         seen = self._seen
         if seen is not None and not (  # the common case inline: every .grad the window's passes can have left
-                all(map(is_, map(_grad, self._wparams), seen))
-                and max(map(sub, map(_version, filter(_present, seen)), self._seen_versions), default=0) <= self._since):
+                all(map(is_, map(grad_of, self._wparams), seen))
+                and max(map(sub, map(version_of, filter(has_grad, seen)), self._seen_versions), default=0) <= self._since):
             self._check_untouched(f"{caller} that ends the window")
         micro_batches = w.micro + w.has_backward
         params = self._params()
@@ -520,7 +520,7 @@ class Accumulator(Reach, SelfCheck, Undo):
             raise GradguardError(message)
         if total == 0:
             return self._drop_window()
-        if sync.world_size == 1 and sync.grads_in_params and not self._hooks_fire and not _reached(params, w.start_grads):
+        if sync.world_size == 1 and sync.grads_in_params and not self._hooks_fire and not reached_by_pass(params, w.start_grads):
             # (Once the reach hooks are known to fire, the per-micro-batch check below covers this.)
             self._drop_window()
             raise GradguardError(
@@ -545,7 +545,7 @@ class Accumulator(Reach, SelfCheck, Undo):
         grads = []
         if factor != 1.0 and not w.normalised:
             if sync.grads_in_params:
-                grads = [g for g in map(_grad, params) if g is not None]  # each .grad read once
+                grads = [g for g in map(grad_of, params) if g is not None]  # each .grad read once
             else:  # where the framework keeps the reduced gradient (DeepSpeed's partitions): no undo there,
                 sync.scale_grads(params, factor)  # so a retried step() or flush() must not scale it again
                 w.normalised = True
