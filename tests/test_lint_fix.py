@@ -390,12 +390,14 @@ def train(model, loader, optimizer):
 # --- fix safety: a fix changes nothing but the bug ---------------------------------------
 
 FIXTURES = ROOT / "tests" / "lint_fixtures"
+RULE_PAIRS = ROOT / "tests" / "rule_pairs"  # one program pair per rule on both sides (scripts/add_rule.py)
 
 
 def _correct_programs():
-    """Every correct program the tests hold: the corpus, the good fixtures, the real-code ones."""
+    """Every correct program the tests hold: the corpus, the good fixtures and programs of the rule
+    pairs, the real-code ones."""
     out = list(lint_recall.corpus())
-    for path in sorted(FIXTURES.glob("*.py")):
+    for path in sorted(FIXTURES.glob("*.py")) + sorted(RULE_PAIRS.glob("*.py")):
         text = path.read_text(encoding="utf-8")
         if "# expect:" not in text:
             out.append((path.name, text))
