@@ -121,7 +121,12 @@ for x, y in loader:
             "optimizer's first step finds no gradient at all after finite gradient was cleared\n"
             "(`zero_grad()` between `backward()` and `step()` from the start); an\n"
             "occasional deliberate skip (no step on a NaN/Inf or spiking gradient, then\n"
-            "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings."
+            "`zero_grad()`) and gradients used by hand (SAM's perturbation) are not findings.\n\n"
+            "The linter also flags a clearing after the micro-batch loop that runs just before the step of\n"
+            "the last, partial window (`if len(loader) % accum: optimizer.zero_grad(); optimizer.step()`)\n"
+            "when the loop can end with backward passes waiting for a step: nothing back-propagates between\n"
+            "that clearing and the step, so the remainder's passes are wiped. Clearing after that step is\n"
+            "not a finding."
         ),
         why=(
             "`zero_grad()` is the reset of the accumulator; placed after `backward()` it erases the\n"

@@ -10,7 +10,7 @@ from ...findings import Fix
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, MANAGED, PARTIAL, READ, STEP, Event
 from .._ast import target_names, text
-from .._flow import condition_key
+from .._flow import Path, TooComplex, Walker, condition_key
 from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 
 CODE = "GG102"
@@ -29,6 +29,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     _before_closing_backward(loop, report)
     _inside_micro_step_loop(loop, report)
     _before_a_carried_window(loop, report)
+    _before_the_remainder_step(loop, report)
 
 
 def _with_an_accumulator(loop: Loop, report: Report) -> None:
@@ -239,6 +240,60 @@ def _before_a_carried_window(loop: Loop, report: Report) -> None:
             break
 
 
+def _before_the_remainder_step(loop: Loop, report: Report) -> None:
+    """A clearing after the loop, before the step that applies the last, partial window (``if
+    len(batches) % k: optimizer.zero_grad(); optimizer.step()``): the loop can end with backward
+    passes waiting for a step (some iteration back-propagates and skips the step on a window
+    test), and nothing back-propagates between this clearing and the step, so it wipes them and
+    the step applies nothing. Read from the events of the statements after the loop (up to the
+    next loop or definition), helpers and closures followed as in the loop."""
+    if not loop.window_paths():
+        return
+    stmts = []
+    for stmt in loop.after[1] if len(loop.after) > 1 else ():
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            break
+        stmts.append(stmt)
+    if not stmts:
+        return
+    m = loop.module
+    walker = Walker(m.interesting, loop.functions, loop.methods, frozenset(m.optimizer_names), m.instances,
+                    m.mentions_grad, None, frozenset(m.accumulators), m.unbound)
+    walker._enclosing = loop.scope
+    try:
+        paths = walker.block(stmts, [Path()], ())
+    except (TooComplex, RecursionError):
+        return
+    reported = set()
+    for p in paths:
+        evs = [e for e in p.events if e.kind in (BACKWARD, STEP, CLEAR, READ)]
+        for i, clear in enumerate(evs):
+            if clear.kind != CLEAR:
+                break  # a step, a backward or a read first: what was pending was used (or is added to)
+            if clear.target == PARTIAL:
+                continue
+            after = next((x for x in evs[i + 1:] if x.kind != CLEAR), None)
+            if after is None or after.kind != STEP or not any(loop.related(clear, s) for s in loop.steps):
+                continue
+            if not loop.related(clear, after):
+                continue
+            # a clearing reached through a helper points at its call after the loop (the helper's own line
+            # may be the loop's finding); its fix would move a call, not a clearing: none is offered
+            inside = bool(clear.frame) or bool(after.frame)
+            node = clear.frame[0][1] if clear.frame else clear.node
+            if id(node) in reported:
+                continue
+            reported.add(id(node))
+            report(
+                CODE,
+                node,
+                f"{describe(clear, 'zero_grad')} runs after the loop, before {describe(after, 'step')} that applies the last, "
+                "partial window: it clears the backward passes still waiting for a step, so that step applies nothing "
+                "of them.",
+                loop=loop, optimizer=after.target, step=None if inside else after.node, clear=clear.node,
+            )
+
+
 def _carried_counter(loop: Loop, inner: Loop, steps) -> Optional[str]:
     """The name that every step of ``inner`` waits on through a varying test, assigned in ``inner`` (not its loop
     variable) and also before ``loop`` in its function: a window counter carried across ``loop``'s passes."""
@@ -399,6 +454,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         if not t.alone(clear):
             return None
         return Fix(f"Delete `{t.segment(clear)}` (the Accumulator clears the gradients after each step)", (t.delete(clear),))
+    if d.step is None:
+        return None  # a clearing before the remainder's step through helpers: moving a call is no proven fix
     outer = getattr(d.clear, "gg_carried_window", None)
     if outer is not None:
         return _clear_before(t, d, outer)
