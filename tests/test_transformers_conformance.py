@@ -697,15 +697,24 @@ def test_conformance_two_processes(cell):
         loop32 = loop(False)
         assert max(float((loop32[n] - init[n] - want[n]).abs().max()) for n in want) / scale < 3e-5
         target = {n: v - init[n] for n, v in loop(True).items()}
-        # Autocast is on: bf16 moves the update by more than the tolerance the cell is held to.
-        assert max(float((target[n] - want[n]).abs().max()) for n in want) / scale > 3e-5
+        # Autocast is on: bf16 moves the update by more than the float32 tolerance.
+        effect = max(float((target[n] - want[n]).abs().max()) for n in want) / scale
+        assert effect > 3e-5
+        # Against the plain autocast loop, exact() is held to a tenth of what autocast itself moves the update:
+        # the two sum the same micro-batches' float32 gradients in another order (an all-reduce across the
+        # processes, each with its own CPU threads, against one process's running sum), and the second window's
+        # bf16 forward rounds those last-bit differences to whole bf16 steps (measured: 3.2e-4 for BERT against
+        # an autocast effect of 9.0e-3, 4e-8 for GPT2). A wrong weighting of a window is off by percents.
+        tol = 0.1 * effect
+    else:
+        tol = 3e-5
     results = S.spawn(_two_process_rank, world, **cell)
     if all(isinstance(r, str) for r in results):
         assert all(r.startswith("refused") for r in results), results
         return
     for got in results:
         assert not isinstance(got, str), got
-        assert max(float((got[n] - init[n] - target[n]).abs().max()) for n in want) / scale < 3e-5
+        assert max(float((got[n] - init[n] - target[n]).abs().max()) for n in want) / scale < tol
     if kind == "gpt2":  # the control: the stock Trainer (GPT2 counts position 0) is off against this reference
         for got in S.spawn(_two_process_rank, world, **cell, fix=False):
             assert max(float((got[n] - init[n] - target[n]).abs().max()) for n in want) / scale > 1e-3
