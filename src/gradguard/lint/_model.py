@@ -28,7 +28,7 @@ import ast
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._ast import assignments, bind_arguments, bound_values, body_nodes, find_all, lines_of, overlaps, parse_expr, returns_of, target_names, terminal, text
+from ._ast import assignments, bind_arguments, bound_values, body_nodes, find_all, lines_of, methods_of, overlaps, parse_expr, returns_of, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, SCALE, STEP, Event, classify_call, classify_statement, is_optimizer_name, managed_call
 from ._flow import Path
 from ._project import Project
@@ -710,6 +710,82 @@ class Module:
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
             )
         return target not in bound
+
+    def forward_of(self, func: ast.expr, scope: Optional[ast.AST] = None, depth: int = 0) -> Optional[ast.AST]:
+        """The ``forward`` a call of ``func`` runs: ``func`` (a name or ``self.x``) is bound in
+        this file only to objects of one class of the file that defines ``forward`` (``model =
+        Net(...).to(dev)``; ``model = torch.compile(model)`` keeps it), or is a parameter of the
+        function ``scope`` that every call of it in the file hands such an object. None otherwise:
+        what a module object returns is read from its code, never from its name."""
+        params = [a.arg for a in scope.args.posonlyargs + scope.args.args] if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+        if isinstance(func, ast.Name) and func.id in params:
+            if depth < 2:
+                found = set()
+                for call in self._calls_of(scope):
+                    method = isinstance(call.func, ast.Attribute) and params[:1] in (["self"], ["cls"])
+                    index = params.index(func.id) - (1 if method else 0)
+                    arg = next((k.value for k in call.keywords if k.arg == func.id), None)
+                    if arg is None and 0 <= index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                        arg = call.args[index]
+                    fwd = self.forward_of(arg, None, depth + 1) if arg is not None else None
+                    if fwd is None:
+                        return None  # one call hands something else (or nothing the file shows)
+                    found.add(fwd)
+                return found.pop() if len(found) == 1 else None
+            return None
+        classes = self._module_classes().get(text(func))
+        if not classes or None in classes or len(classes) != 1:
+            return None
+        return self._methods_of(next(iter(classes))).get("forward")
+
+    def _methods_of(self, cls: ast.ClassDef) -> Dict[str, ast.AST]:
+        return self.methods.get(id(cls)) or methods_of(cls)
+
+    def _calls_of(self, fn: ast.AST) -> list:
+        """The calls of function (or method, through ``self.``/``cls.``) ``fn`` by its name in this file."""
+        name = getattr(fn, "name", None)
+        return [
+            n for n in ast.walk(self.tree)
+            if isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Name) and n.func.id == name)
+                or (isinstance(n.func, ast.Attribute) and n.func.attr == name and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in ("self", "cls"))
+            )
+        ]
+
+    def _module_classes(self) -> Dict[str, set]:
+        """target text -> the classes of this file every binding of it builds (None in the set for
+        a binding to anything else). Moves (``.to(dev)``, ``.cuda()``), wrappers given the object
+        (``torch.compile(m)``, ``DDP(m)``) and rebinding a target to itself keep the class."""
+        cached = getattr(self, "_classes_of_targets", None)
+        if cached is not None:
+            return cached
+        out: Dict[str, set] = {}
+
+        def built(value: ast.expr, target: str, seen: int = 0):
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and seen < 8:
+                value, seen = value.func.value, seen + 1  # Net(...).cuda().bfloat16()
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in self.classes:
+                return self.classes[value.func.id]
+            if isinstance(value, ast.Call) and len(value.args) >= 1 and text(value.args[0]) == target:
+                return "same"  # torch.compile(model), DDP(model, ...): the same forward
+            if text(value) == target:
+                return "same"
+            return None
+
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and not isinstance(n.targets[0], (ast.Tuple, ast.List)):
+                key = text(n.targets[0])
+                cls = built(n.value, key)
+                if cls != "same":
+                    out.setdefault(key, set()).add(cls if cls is None or "forward" in self._methods_of(cls) else None)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.optional_vars if isinstance(n, ast.withitem) else n.target]
+                for t in (x for x in targets if x is not None):
+                    for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                        out.setdefault(text(e), set()).add(None)
+        self._classes_of_targets = out
+        return out
 
     def interesting(self, node: ast.AST) -> bool:
         """Whether ``node``'s lines may hold a gradient-buffer event."""

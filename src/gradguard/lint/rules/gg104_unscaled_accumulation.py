@@ -182,6 +182,14 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        forward = _forward_of(func, assigns, loop)
+        if forward is not None:  # a module object of this file: what its forward returns
+            params = [a.arg for a in forward.args.posonlyargs + forward.args.args][1:]
+            bound = {p: [a] for p, a in zip(params, expr.args) if not isinstance(a, ast.Starred)}
+            bound.update({k.arg: [k.value] for k in expr.keywords if k.arg is not None})
+            inner = {**assigns, **_defaults(forward), **bound, **assignments(forward)}
+            kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(forward)}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         if isinstance(func, ast.Name) and func.id in module.functions:
             return "unknown"
         if terminal(func) in module.sum_losses:
@@ -198,6 +206,15 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _forward_of(func: ast.expr, assigns: dict, loop: Loop):
+    """The ``forward`` of a module object of this file that ``func`` calls; a helper's parameter
+    bound to the caller's object (``def loss_of(m, x): return m(x)``) is read as that object."""
+    values = assigns.get(func.id) if isinstance(func, ast.Name) else None
+    if values and len(values) == 1 and isinstance(values[0], (ast.Name, ast.Attribute)):
+        func = values[0]
+    return loop.module.forward_of(func, loop.scope)
 
 
 def _is_one(expr: ast.expr, assigns: dict) -> bool:
