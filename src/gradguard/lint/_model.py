@@ -158,7 +158,7 @@ def steps_after(loop: "Loop") -> bool:
     optimizers = frozenset(module.optimizer_names)
     seen = set()
 
-    def steps(call: ast.Call, depth: int) -> bool:
+    def steps(call: ast.Call, depth: int, caller: bool = False) -> bool:
         found = classify_call(call, optimizers)
         if found is not None and found[0] == STEP or managed_call(call, frozenset(module.accumulators), module.unbound) is not None:
             return True
@@ -177,17 +177,27 @@ def steps_after(loop: "Loop") -> bool:
             elif recv in module.instances:
                 helper = module.instances[recv].get(func.attr)
         if helper is not None:
+            if any(_back_propagates(st) for st in helper.body):
+                # a helper with backward passes of its own (the next training phase, the same
+                # function called again): its steps apply its own passes, and the loop's
+                # unstepped ones are wiped or folded into its first window
+                return False
             if depth < 3 and id(helper) not in seen:
                 seen.add(id(helper))
-                return scan(helper.body, depth + 1)
+                return scan(helper.body, depth + 1, caller)
+            return False
+        if caller:
+            # one call up, the loop's optimizer has the caller's name (an argument, a fresh
+            # optimizer for the next phase): handing some optimizer to unknown code there
+            # (`get_scheduler(optimizer=new_opt)`) proves no step of the loop's gradients
             return False
         # unknown code handed an optimizer (`finish_window(optimizer)`) may step it
         return any(text(a) in optimizers or is_optimizer_name(a, optimizers) for a in list(call.args) + [k.value for k in call.keywords])
 
-    def scan(stmts, depth) -> bool:
+    def scan(stmts, depth, caller: bool = False) -> bool:
         for stmt in stmts:
             for node in ast.walk(stmt):
-                if isinstance(node, ast.Call) and steps(node, depth):
+                if isinstance(node, ast.Call) and steps(node, depth, caller):
                     return True
                 if isinstance(node, ast.AugAssign):
                     found = classify_statement(node)
@@ -195,7 +205,15 @@ def steps_after(loop: "Loop") -> bool:
                         return True
         return False
 
-    return any(scan(stmts, 0) for stmts in after_with_callers(loop))
+    own = len(loop.after)
+    return any(scan(stmts, 0, i >= own) for i, stmts in enumerate(after_with_callers(loop)))
+
+
+def _back_propagates(stmt: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        for n in ast.walk(stmt)
+    )
 
 
 def after_with_callers(loop: "Loop") -> list:
