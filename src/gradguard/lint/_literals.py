@@ -161,12 +161,66 @@ def binding(name: str, loop: Loop) -> Optional[ast.expr]:
     return values[0] if len(values) == 1 else None
 
 
+def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
+    """The value of ``self.x`` in the loop's class where the file proves it: set once, in
+    ``__init__``, never elsewhere; an ``__init__`` parameter stored there stands for the one
+    literal every construction of the class in the file gives it, its default where left out
+    (``SgModel(net)`` with ``batch_accumulate=1``). None otherwise (a config read at run time,
+    constructions that differ, a class built nowhere in the file)."""
+    cls = loop.cls
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and cls is not None):
+        return None
+    if node.attr in loop.module.mutated_attrs():
+        return None
+    init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    if init is None:
+        return None
+    values = []
+    for n in ast.walk(init):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                pairs = zip(t.elts, n.value.elts) if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) and len(t.elts) == len(n.value.elts) else [(t, n.value)]
+                for target, value in pairs:
+                    if isinstance(target, ast.Attribute) and target.attr == node.attr and isinstance(target.value, ast.Name) and target.value.id == "self":
+                        values.append(value)
+                    elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Attribute) and e.attr == node.attr for e in target.elts):
+                        return None  # unpacked from something the file does not spell out
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Attribute) and n.target.attr == node.attr:
+            return None
+    if len(values) != 1:
+        return None
+    value = values[0]
+    params = init.args.posonlyargs + init.args.args
+    names = [a.arg for a in params]
+    if isinstance(value, ast.Name) and value.id in names:
+        index = names.index(value.id)
+        first_default = len(params) - len(init.args.defaults)
+        default = init.args.defaults[index - first_default] if index >= first_default else None
+        calls = [c for c in ast.walk(loop.module.tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == cls.name]
+        given = set()
+        for c in calls:  # what each construction of the class in the file hands in
+            if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+                return None
+            arg = c.args[index - 1] if 0 < index <= len(c.args) else next((k.value for k in c.keywords if k.arg == value.id), default)
+            if not isinstance(arg, ast.Constant):
+                return None
+            given.add(repr(arg.value))
+            found = arg
+        # built nowhere in this file, or with different values: each construction decides
+        return found if calls and len(given) == 1 else None
+    if isinstance(value, ast.Name) and any(a.arg == value.id for a in init.args.kwonlyargs):
+        return None
+    return value
+
+
 def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
     """The value of an int expression made of literals and names bound once to literals."""
     if depth > 4:
         return None
     if isinstance(node, ast.Name):
         node = binding(node.id, loop)
+    elif isinstance(node, ast.Attribute):
+        node = attribute_binding(node, loop)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
@@ -188,8 +242,9 @@ def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
             return None if added is None else len(node.elts) + added
     if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
         return len(node.elts)
-    if isinstance(node, ast.ListComp) and len(node.generators) == 1 and not node.generators[0].ifs:
-        return literal_length(node.generators[0].iter, loop)  # `[make() for _ in range(3)]`
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1 and not node.generators[0].ifs:
+        # `[make() for _ in range(3)]`, and over a generator of 3: `[f(x) for x in (g() for _ in range(3))]`
+        return literal_length(node.generators[0].iter, loop)
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and 1 <= len(node.args) <= 3 and not node.keywords:
         args = [literal_int(a, loop) for a in node.args]
         return None if None in args or len(args) == 3 and args[2] == 0 else len(range(*args))

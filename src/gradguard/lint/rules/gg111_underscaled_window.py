@@ -57,6 +57,17 @@ def check_loop(loop: Loop, report: Report) -> None:
                     loop=loop, optimizer=step.target, step=step.node,
                 )
                 break
+            k = _steps_off_the_boundary(loop, loop.resolve(test), taken)
+            if k is not None and _every_pass_divided_by(loop, k):
+                report(
+                    CODE,
+                    step.node,
+                    f"`{text(step.node.func)}()` runs on every micro-batch but one of each `{text(k)}` (its condition "
+                    f"is the window test's negation): most windows are one micro-batch, each divided by "
+                    f"`{text(k)}`, so their gradient is 1/K of its mean.",
+                    loop=loop, optimizer=step.target, step=step.node,
+                )
+                break
     k = _modulo_window(loop)
     if k is None or not _constant(loop, k) or loop.proves_whole_windows(k):
         return
@@ -85,6 +96,26 @@ def _whole_literal_windows(loop: Loop, test: ast.expr, k: ast.expr) -> bool:
         if isinstance(n, ast.Compare) and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in ast.walk(n))
     ]
     return bool(last) and bool(modulo) and all(truth(m, last, loop) is True for m in modulo)
+
+
+def _steps_off_the_boundary(loop: Loop, test: ast.expr, positive: bool) -> Optional[ast.expr]:
+    """``K`` where the step runs when ``(i + c) % K`` is NOT some residue (``if i % K == 0:
+    accumulate; else: step``, or ``if (i + 1) % K != 0: step``): it closes a window on K - 1 of
+    every K micro-batches, so windows are one or two passes, not K. None for K a literal below 3
+    (with K = 2 "not one residue" is the other residue: whole windows)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    mod = test.left if isinstance(test.left, ast.BinOp) and isinstance(test.left.op, ast.Mod) else None
+    if mod is None or literal_int(test.comparators[0], loop) is None:
+        return None
+    if isinstance(test.ops[0], ast.Eq) == positive:
+        return None  # the step runs on one residue: a window of K
+    size = literal_int(mod.right, loop)
+    if size is not None and size < 3:
+        return None
+    if not any(isinstance(n, ast.Name) for n in ast.walk(mod.left)) or not loop.varies(test):
+        return None
+    return mod.right
 
 
 def _is_modulo(loop: Loop, node: ast.AST) -> Optional[ast.expr]:
