@@ -170,7 +170,9 @@ for i, (x, y) in enumerate(loader):
             "the data may run out first); not where the count provably divides (`assert len(loader)\n"
             "% accum == 0`, `islice(loader, n * accum)`, constants such as `range(1, MAX_ITERS + 1)`,\n"
             "a counter set before the epoch loop, so that windows run on across epochs, whose epochs\n"
-            "together make whole windows)."
+            "together make whole windows; a window size of 1 the file proves, such as a constructor's\n"
+            "default no construction overrides). A later call that back-propagates passes of its own\n"
+            "(the next training phase) is no step of the remainder."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"
@@ -210,7 +212,10 @@ acc.flush()        # steps the partial window with its exact weights
             "nothing divides the whole sum and its weights add up to 1 or more. Sum-reduced terms\n"
             "are left out of that judgement (their gradient adds up across micro-batches as a sum's\n"
             "should), so `mean + l1 * activations.sum()` is flagged for its mean term. The linter\n"
-            "flags an accumulation loop whose loss reaches `backward()` undivided."
+            "flags an accumulation loop whose loss reaches `backward()` undivided. A call of a module\n"
+            "object of the file (`model(x, y)`, the model built from a class of the file) is read\n"
+            "from what that class's `forward` returns: a `reduction=\"sum\"` loss summed over the\n"
+            "micro-batches is the whole window's sum, not a mean, and is not flagged."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
@@ -430,7 +435,9 @@ optimizer.zero_grad()
             "and whose step also runs for a window shorter than K: the window test lets the loader's last\n"
             "batch close it (`if (i + 1) % K == 0 or i + 1 == len(loader):`, `is_accumulating = ... and\n"
             "i + 1 < len(loader)`), or a step after the loop applies the remainder without multiplying\n"
-            "its gradients by K / K' first. A divisor that is the window's own size, or a rescaling of\n"
+            "its gradients by K / K' first, or the step's condition is the window test's negation\n"
+            "(`if i % K == 0: accumulate; else: step`, steps on K - 1 of every K micro-batches, K > 2).\n"
+            "A divisor that is the window's own size, or a rescaling of\n"
             "`.grad` before the remainder's step, is correct and not reported.\n"
             "Run time: the watch learns K from the loop itself (a step fed by K >= 2 passes of one\n"
             "backward line, each a mean-reduced loss multiplied by exactly 1/K, read from the loss's\n"
