@@ -25,6 +25,7 @@ from typing import Dict, Optional
 
 from .._ast import bind_arguments, text
 from .._literals import literal_int
+from .._events import BACKWARD, CLEAR, PARTIAL, STEP
 from .._model import Loop, Report, backward_tensor
 from .._weights import bound as _bound
 from .._weights import divisions as _divisions
@@ -67,7 +68,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     # (b) plain PyTorch: a window of K micro-batches, each loss divided by K twice (or once, and the
     # gradients again before the step)
     k = loop.window_size()
-    if k is None or done:
+    if k is None or done or _wiped(loop):
         return
     same = _matcher(loop, k, None)
     counts = [_divisions(backward_tensor(b.node), same, loop.scope_of(b), loop, 0) for b in loop.backwards]
@@ -97,6 +98,23 @@ def check_loop(loop: Loop, report: Report) -> None:
                     loop=loop, step=step.node,
                 )
                 return
+
+
+def _wiped(loop: Loop) -> bool:
+    """A clearing of every gradient runs after the backward passes: on every micro-batch of a
+    window (the window holds one pass), or between the last backward pass and the step on every
+    path that steps (the step applies nothing). GG102's finding; no window is divided twice."""
+    windows = loop.window_paths()
+    if windows and all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
+        return True
+    stepping = [p for p in loop.step_paths if any(e.kind == BACKWARD for e in p.events)]
+    for p in stepping:
+        kinds = [(e.kind, e.target) for e in p.events]
+        last = max(i for i, (kind, _) in enumerate(kinds) if kind == BACKWARD)
+        first_step = next((i for i, (kind, _) in enumerate(kinds) if kind == STEP and i > last), None)
+        if first_step is None or not any(kind == CLEAR and t != PARTIAL for kind, t in kinds[last + 1:first_step]):
+            return False
+    return bool(stepping)
 
 
 def _framework_receiver(call: ast.AST) -> Optional[ast.expr]:
