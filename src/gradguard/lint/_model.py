@@ -513,6 +513,15 @@ class Loop:
                     for n in ast.walk(expr):
                         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                             return n.right
+        if self.window_paths():
+            # the step's guard compares a counter of micro-batches the loop grows and sets back
+            # with K (`if c == K: step`)
+            for step in self.steps:
+                for test, taken in tests(step):
+                    if (taken is True and isinstance(test, ast.Compare) and len(test.ops) == 1
+                            and isinstance(test.ops[0], (ast.Eq, ast.GtE)) and isinstance(test.left, ast.Name)
+                            and self.window_counter(test.left.id)):
+                        return test.comparators[0]
         return self.micro_window()
 
     def _micro_loop(self) -> Optional[ast.AST]:
@@ -540,6 +549,18 @@ class Loop:
         """K of the micro-step loop (``range(K)``, ``x.chunk(K)``), None where unknown."""
         micro = self._micro_loop()
         size = micro_batches_of(micro) if micro is not None else None
+        if size is None and micro is not None and micro is not self.node:
+            # `for x in batches[s : s + K]` (or a name this loop binds to that slice): K of the slice
+            it = micro.iter.args[0] if isinstance(micro.iter, ast.Call) and terminal(micro.iter.func) == "enumerate" and micro.iter.args else micro.iter
+            if isinstance(it, ast.Name):
+                values = assignments(self.node).get(it.id, ())
+                it = values[0] if len(values) == 1 else None
+            part = it.slice if isinstance(it, ast.Subscript) else None
+            if isinstance(part, ast.Slice) and part.lower is not None and isinstance(part.upper, ast.BinOp) and isinstance(part.upper.op, ast.Add):
+                if ast.dump(part.upper.left) == ast.dump(part.lower):
+                    return part.upper.right
+                if ast.dump(part.upper.right) == ast.dump(part.lower):
+                    return part.upper.left
         return size[0] if size is not None else None
 
     def scaled_on_gradients(self) -> bool:
