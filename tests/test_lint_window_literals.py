@@ -216,3 +216,99 @@ def test_negative_control_k_two_negated_is_the_other_residue_whole_windows():
     # steps at i = 1, 3, 5, 7: windows {0, 1}, {2, 3}, ... of 2, each loss divided by 2
     assert _same(two, 8, 2)
     assert _lint(two, "GG111") == []
+
+
+# --- GG111: windows as slices of the data, the last one short -----------------------------
+SLICED = """\
+import torch
+import torch.nn.functional as F
+
+
+def main(model, data, K=3):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for start in range(0, len(data), K):
+        window = data[start:start + K]
+        opt.zero_grad()
+        for x, y in window:
+            (F.mse_loss(model(x), y) / K).backward()  # DIVISOR
+        opt.step()
+"""
+
+SLICED_METHOD = """\
+import torch
+import torch.nn.functional as F
+
+
+class Windows:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def loss(self, a, b, d):
+        return F.mse_loss(self.net(a), b) / d
+
+    def go(self, items, size):
+        for s in range(0, len(items), size):
+            self.opt.zero_grad()
+            for a, b in items[s:s + size]:
+                self.loss(a, b, size).backward()  # DIVISOR
+            self.opt.step()
+
+
+def main(model, data, K=3):
+    Windows(model).go(data, K)
+"""
+
+OWN_SIZE = {
+    SLICED: ("(F.mse_loss(model(x), y) / K).backward()  # DIVISOR", "(F.mse_loss(model(x), y) / len(window)).backward()"),
+    SLICED_METHOD: ("self.loss(a, b, size).backward()  # DIVISOR", "self.loss(a, b, len(items[s:s + size])).backward()"),
+}
+
+
+def _own_reference(n, k):
+    """SGD over windows of k, the last one of n % k, each loss divided by its window's size."""
+    model, data = _model(), _data()[:n]
+    params = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    for start in range(0, n, k):
+        part = data[start:start + k]
+        grads = [torch.zeros_like(p) for p in params]
+        for x, y in part:
+            out = torch.nn.functional.linear(x, params[0], params[1])
+            for g, d in zip(grads, torch.autograd.grad(((out - y) ** 2).mean() / len(part), params)):
+                g += d
+        params = [(p - 0.1 * g).detach().requires_grad_() for p, g in zip(params, grads)]
+    return params
+
+
+@pytest.mark.parametrize("source", [SLICED, SLICED_METHOD], ids=["function", "method"])
+def test_the_last_short_slice_divided_by_k_is_gg111(source):
+    namespace = {}
+    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
+    model = _model()
+    namespace["main"](model, _data())  # 8 micro-batches, K = 3: windows of 3, 3, 2
+    ref = _own_reference(8, 3)
+    assert not all(torch.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(model.parameters(), ref))
+    assert _lint(source, "GG111") == ["GG111"]
+    old, new = OWN_SIZE[source]
+    twin = source.replace(old, new)
+    assert twin != source
+    namespace = {}
+    exec(compile(textwrap.dedent(twin), "<train>", "exec"), namespace)
+    model = _model()
+    namespace["main"](model, _data())
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(model.parameters(), ref))
+    assert _lint(twin, "GG111") == []
+
+
+def test_negative_control_a_checked_length_is_whole_slices():
+    checked = SLICED.replace("    opt = torch", "    assert len(data) % K == 0\n    opt = torch")
+    assert _lint(checked, "GG111") == []
+    renamed = SLICED.replace("window", "chunk").replace("start", "i0").replace("opt", "o")
+    assert _lint(renamed, "GG111") == ["GG111"]
+
+
+def test_negative_control_slices_of_a_literal_length_k_divides_are_whole():
+    literal = SLICED.replace("def main(model, data, K=3):\n", "def main(model, data):\n    K = 3\n    data = [data[j] for j in range(6)]\n")
+    assert _lint(literal, "GG111") == []
+    short = SLICED.replace("def main(model, data, K=3):\n", "def main(model, data):\n    K = 3\n    data = [data[j] for j in range(7)]\n")
+    assert _lint(short, "GG111") == ["GG111"]

@@ -68,6 +68,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                     loop=loop, optimizer=step.target, step=step.node,
                 )
                 break
+    _short_last_slice(loop, report)
     k = _modulo_window(loop)
     if k is None or not _constant(loop, k) or loop.proves_whole_windows(k):
         return
@@ -81,6 +82,54 @@ def check_loop(loop: Loop, report: Report) -> None:
             f"its gradient is K'/K of the mean.",
             loop=loop, step=call,
         )
+
+
+def _short_last_slice(loop: Loop, report: Report) -> None:
+    """Windows as slices of the data, ``for s in range(0, n, K): for x in data[s : s + K]``: the
+    last slice holds n % K micro-batches when K does not divide n; with every pass divided by K,
+    its step applies K'/K of its mean. Only where the starts run to the data's end (``range(0,
+    len(data), K)`` over ``data[s : s + K]``); not where the function checks that K divides the
+    length."""
+    k = loop.micro_window()
+    node = loop.node
+    if k is None or loop._micro_loop() is node or not isinstance(node, (ast.For, ast.AsyncFor)):
+        return
+    it = node.iter
+    if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and len(it.args) == 3 and isinstance(node.target, ast.Name)):
+        return
+    if ast.dump(it.args[2]) != ast.dump(k):
+        return  # windows that do not advance by the slice's extent
+    sliced = _slice_of(loop._micro_loop(), loop)
+    slice_ = sliced.slice if sliced is not None else None
+    if slice_ is None or not (isinstance(slice_.lower, ast.Name) and slice_.lower.id == node.target.id):
+        return
+    stop = it.args[1]
+    if not (isinstance(stop, ast.Call) and terminal(stop.func) == "len" and len(stop.args) == 1
+            and ast.dump(stop.args[0]) == ast.dump(sliced.value)):
+        return  # starts that stop short of the data's end (`len(x) - K + 1`) slice whole windows only
+    if not _every_pass_divided_by(loop, k) or loop.proves_whole_windows(k):
+        return
+    total, size = literal_length(sliced.value, loop), literal_int(k, loop)
+    if total is not None and size and total % size == 0:
+        return  # literals prove whole slices
+    for step in loop.steps:
+        report(
+            CODE,
+            step.node,
+            f"`{text(step.node.func)}()` also steps the last slice of the data, which holds fewer than "
+            f"`{text(k)}` micro-batches when `{text(k)}` does not divide the length, and whose backward passes "
+            f"were each divided by `{text(k)}`: with K' < K micro-batches the step's gradient is K'/K of their mean.",
+            loop=loop, optimizer=step.target, step=step.node,
+        )
+        return
+
+
+def _slice_of(micro: ast.AST, loop: Loop) -> Optional[ast.Subscript]:
+    it = micro.iter.args[0] if isinstance(micro.iter, ast.Call) and terminal(micro.iter.func) == "enumerate" and micro.iter.args else micro.iter
+    if isinstance(it, ast.Name):
+        values = loop.assignments().get(it.id, ())
+        it = values[0] if len(values) == 1 else None
+    return it if isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice) else None
 
 
 def _whole_literal_windows(loop: Loop, test: ast.expr, k: ast.expr) -> bool:
