@@ -196,7 +196,7 @@ def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
         index = names.index(value.id)
         first_default = len(params) - len(init.args.defaults)
         default = init.args.defaults[index - first_default] if index >= first_default else None
-        calls = [c for c in ast.walk(loop.module.tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == cls.name]
+        calls = [c for c in loop.module._calls_of(cls) if isinstance(c.func, ast.Name)]  # its constructions
         given = set()
         for c in calls:  # what each construction of the class in the file hands in
             if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):

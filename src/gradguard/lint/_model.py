@@ -782,15 +782,16 @@ class Module:
 
     def _calls_of(self, fn: ast.AST) -> list:
         """The calls of function (or method, through ``self.``/``cls.``) ``fn`` by its name in this file."""
-        name = getattr(fn, "name", None)
-        return [
-            n for n in ast.walk(self.tree)
-            if isinstance(n, ast.Call) and (
-                (isinstance(n.func, ast.Name) and n.func.id == name)
-                or (isinstance(n.func, ast.Attribute) and n.func.attr == name and isinstance(n.func.value, ast.Name)
-                    and n.func.value.id in ("self", "cls"))
-            )
-        ]
+        calls = self.__dict__.get("_calls_by_name")
+        if calls is None:  # one walk of the file, kept: every parameter asked about reads it
+            calls = self._calls_by_name = {}
+            for n in ast.walk(self.tree):
+                if isinstance(n, ast.Call):
+                    if isinstance(n.func, ast.Name):
+                        calls.setdefault(n.func.id, []).append(n)
+                    elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id in ("self", "cls"):
+                        calls.setdefault(n.func.attr, []).append(n)
+        return calls.get(getattr(fn, "name", None), [])
 
     def _module_classes(self) -> Dict[str, set]:
         """target text -> the classes of this file every binding of it builds (None in the set for
