@@ -120,3 +120,128 @@ def test_gg114_warm_up_leaf_really_leaves_the_step_unchanged():
     # negative control: a pass through the model does change what the step applies
     model(torch.ones(1, 3, dtype=torch.float64)).sum().backward()
     assert not all(torch.equal(a, p.grad) for a, p in zip(with_warm_up, model.parameters()))
+
+
+GG201_REBUILT = '''\
+import functools
+
+import torch
+
+
+def _backward(scale, loss):
+    (loss * scale).backward()
+
+
+def train(model, opt, batches, k, aux):
+    run = functools.partial(_backward, 1.0 / k)
+    running_loss = 0.0
+    for i in range(k):
+        x = batches[i]
+        main_loss = model(x).pow(2).mean()
+        aux_loss = model(x).abs().mean()
+        objective = main_loss
+        if aux:
+            objective = objective + aux_loss
+        run(objective)
+        running_loss += main_loss.item()
+    opt.step()
+    opt.zero_grad()
+
+
+class Fitter:
+    def __init__(self, net, o):
+        self.net, self.o = net, o
+        self.go = functools.partial(_backward, 0.5)
+
+    def fit(self, chunks, extra):
+        for b in chunks:
+            with torch.enable_grad():
+                sq_loss = self.net(b).square().sum()
+                reg_loss = self.net(b).sum()
+                acc = sq_loss
+            if extra:
+                acc = acc + 0.1 * reg_loss
+            self.go(acc)
+            self.seen_loss += float(sq_loss)
+        self.o.step()
+        self.o.zero_grad()
+'''
+
+GG201_RUNNING = '''\
+import functools
+
+import torch
+
+
+def _backward(scale, loss):
+    (loss * scale).backward()
+
+
+def train(model, opt, batches, k, aux):
+    run = functools.partial(_backward, 1.0 / k)
+    objective = 0.0
+    running_loss = 0.0
+    for i in range(k):
+        x = batches[i]
+        main_loss = model(x).pow(2).mean()
+        aux_loss = model(x).abs().mean()
+        run(main_loss)
+        running_loss += main_loss.item()
+        if aux:
+            objective = objective + aux_loss
+    opt.step()
+    opt.zero_grad()
+    print(float(objective))
+
+
+def epochs(model, opt, chunks, n):
+    run = functools.partial(_backward, 0.5)
+    for epoch in range(n):
+        acc = 0.0
+        seen_loss = 0.0
+        for b in chunks:
+            sq_loss = model(b).pow(2).mean()
+            reg_loss = model(b).sum()
+            run(sq_loss)
+            seen_loss += float(sq_loss)
+            acc = acc + reg_loss
+        opt.step()
+        opt.zero_grad()
+'''
+
+
+def test_gg201_silent_on_a_loss_rebuilt_every_iteration():
+    # `objective = main_loss; if aux: objective = objective + aux_loss`: one iteration's graph, not a total
+    assert _codes(GG201_REBUILT, "GG201") == []
+
+
+def test_gg201_still_reports_totals_carried_across_iterations():
+    # the same sum with no rebinding before it in the iteration, or a binding before a nested loop
+    assert _codes(GG201_RUNNING, "GG201") == [21, 37]
+
+
+def test_gg201_rebuilt_loss_holds_one_iteration_only():
+    """Run the rebuilt form: after the loop the name holds the last iteration's graph only (its
+    autograd history has one AddBackward), while the carried total chains one per iteration."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).double()
+    rebuilt, carried = None, torch.zeros((), dtype=torch.float64)
+    for _ in range(4):
+        y = model(torch.randn(2, 3, dtype=torch.float64))
+        rebuilt = y.pow(2).mean()
+        rebuilt = rebuilt + y.abs().mean()
+        carried = carried + y.abs().mean()
+
+    def adds(t):
+        seen, todo, n = set(), [t.grad_fn], 0
+        while todo:
+            f = todo.pop()
+            if f is None or id(f) in seen:
+                continue
+            seen.add(id(f))
+            n += type(f).__name__ == "AddBackward0"
+            todo += [g for g, _ in f.next_functions]
+        return n
+
+    assert adds(rebuilt) == 1
+    assert adds(carried) == 4  # negative control: the running total links every iteration

@@ -565,6 +565,7 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
     body that runs with gradients enabled, and every ``history.append(x)`` onto a list the loop
     does not build itself (it outlives the iteration, holding each ``x`` as the sum would)."""
     built = {text(t) for n in body_nodes(loop_node) if isinstance(n, ast.Assign) for t in n.targets}
+    parents: Dict[int, ast.AST] = {}
     for node in grad_enabled_statements(loop_node.body):
         if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                 and node.value.func.attr == "append" and len(node.value.args) == 1 and not node.value.keywords
@@ -576,7 +577,36 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
             if t in (text(node.value.left), text(node.value.right)):
-                yield node, node.targets[0], node.value
+                if not parents:
+                    parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
+                if not _rebound_before(node, t, loop_node, parents):
+                    yield node, node.targets[0], node.value
+
+
+def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """``total = total + x`` after ``total = <anything else>`` that runs before it in every iteration
+    (``loss = divergence; if penalty: loss = loss + gp``): the name is rebuilt each iteration, so it
+    holds one iteration's graph, not a running total. A binding before a nested loop does not count:
+    the nested loop adds into it many times."""
+    node = stmt
+    while node is not loop_node:
+        parent = parents.get(id(node))
+        if parent is None:
+            return False
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(s is node for s in block):
+                earlier = block[: next(i for i, s in enumerate(block) if s is node)]
+                for s in earlier:
+                    for a in [s] + (s.body if isinstance(s, (ast.With, ast.AsyncWith)) else []):
+                        if isinstance(a, ast.Assign) and any(text(t) == total for t in a.targets) and not any(
+                            text(n) == total for n in ast.walk(a.value) if isinstance(n, (ast.Name, ast.Attribute))
+                        ):
+                            return True
+        if parent is not loop_node and not isinstance(parent, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.ExceptHandler)):
+            return False  # a nested loop (or function): its iterations add into the binding before it
+        node = parent
+    return False
 
 
 # --- the fix ---------------------------------------------------------------------
