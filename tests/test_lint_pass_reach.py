@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import gradguard as gg
+from gradguard.lint.autofix import fix_source
 
 
 def _codes(source, code):
@@ -245,3 +246,152 @@ def test_gg201_rebuilt_loss_holds_one_iteration_only():
 
     assert adds(rebuilt) == 1
     assert adds(carried) == 4  # negative control: the running total links every iteration
+
+
+GG101_TWICE = '''\
+import torch
+
+
+class TwoLosses:
+    """One optimizer stepped twice per iteration; its only clearing runs before the second loss."""
+
+    def __init__(self, net, critic, lr):
+        self.net, self.critic = net, critic
+        self.o = torch.optim.SGD(net.parameters(), lr=lr)
+        self.oc = torch.optim.SGD(critic.parameters(), lr=lr)
+
+    def run(self, xs):
+        for x in xs:
+            self.critic.zero_grad()
+            self.critic(x.detach()).pow(2).mean().backward()
+            self.oc.step()
+            self.net(x).pow(2).mean().backward()
+            self.o.step()
+            self.net.zero_grad()
+            self.critic(self.net(x)).mean().backward()
+            self.o.step()
+
+
+def _recon(enc_dec, x):
+    return (enc_dec(x) - x).pow(2).mean()
+
+
+def alternate(g, d, stream, sched):
+    og = torch.optim.Adam(g.parameters())
+    od = torch.optim.Adam(d.parameters())
+    log = []
+    for x in stream:
+        d.zero_grad()
+        d(x).mean().backward()
+        od.step()
+        _recon(g, x).backward()
+        og.step()
+        log.append(float(x.sum()))
+        g.zero_grad()
+        d(g(x)).mean().backward()
+        og.step()
+        sched.step()
+'''
+
+GG101_CLEARED = '''\
+import torch
+
+
+class TwoLosses:
+    def __init__(self, net, critic, lr):
+        self.net, self.critic = net, critic
+        self.o = torch.optim.SGD(net.parameters(), lr=lr)
+        self.oc = torch.optim.SGD(critic.parameters(), lr=lr)
+
+    def run(self, xs):
+        for x in xs:
+            self.critic.zero_grad()
+            self.critic(x.detach()).pow(2).mean().backward()
+            self.oc.step()
+            self.net.zero_grad()
+            self.net(x).pow(2).mean().backward()
+            self.o.step()
+            self.net.zero_grad()
+            self.critic(self.net(x)).mean().backward()
+            self.o.step()
+
+
+def _second(model, x, opt):
+    model(x).abs().mean().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def fit(model, data, o):
+    for x in data:
+        model(x).pow(2).sum().backward()
+        o.step()
+        o.zero_grad()
+        _second(model, x, o)
+
+
+def window(model, data, o, k):
+    for i, x in enumerate(data):
+        model(x).pow(2).sum().backward()
+        if (i + 1) % k == 0:
+            o.step()
+            o.zero_grad()
+
+
+def _recon(enc_dec, x):
+    return (enc_dec(x) - x).pow(2).mean()
+
+
+def alternate(g, d, stream, sched):
+    og = torch.optim.Adam(g.parameters())
+    od = torch.optim.Adam(d.parameters())
+    log = []
+    for x in stream:
+        d.zero_grad()
+        d(x).mean().backward()
+        od.step()
+        g.zero_grad()
+        _recon(g, x).backward()
+        og.step()
+        log.append(float(x.sum()))
+        g.zero_grad()
+        d(g(x)).mean().backward()
+        og.step()
+        sched.step()
+'''
+
+
+def test_gg101_one_optimizer_stepped_twice_with_its_clearing_elsewhere():
+    # a method with self.o (the critic's clearing clears another optimizer's module) and a script form
+    assert _codes(GG101_TWICE, "GG101") == [18, 37]
+
+
+def test_gg101_silent_when_each_step_of_the_optimizer_is_cleared_for():
+    assert _codes(GG101_CLEARED, "GG101") == []
+
+
+def _alternate(source, steps=3):
+    """Run ``alternate`` of ``source`` in float64 and return the generator's parameters."""
+    ns: dict = {}
+    exec(compile(source, "<prog>", "exec"), ns)
+    torch.manual_seed(0)
+    g = torch.nn.Linear(3, 3).double()
+    d = torch.nn.Linear(3, 1).double()
+    stream = [torch.randn(4, 3, dtype=torch.float64) for _ in range(steps)]
+
+    class NoSchedule:
+        def step(self):
+            pass
+
+    ns["alternate"](g, d, stream, NoSchedule())
+    return [p.detach().clone() for p in g.parameters()]
+
+
+def test_gg101_fix_trains_like_the_correct_program():
+    """The fix (a clearing right after the step that already applied the gradient) gives, in float64,
+    the parameters of the correct program; the program as written does not (negative control)."""
+    fixed = fix_source(GG101_TWICE)
+    assert [f.code for f in fixed.fixed] == ["GG101", "GG101"] and _codes(fixed.text, "GG101") == []
+    reference = _alternate(GG101_CLEARED)
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(_alternate(fixed.text), reference))
+    assert not all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(_alternate(GG101_TWICE), reference))
