@@ -395,3 +395,101 @@ def test_gg101_fix_trains_like_the_correct_program():
     reference = _alternate(GG101_CLEARED)
     assert all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(_alternate(fixed.text), reference))
     assert not all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(_alternate(GG101_TWICE), reference))
+
+
+GG201_RETURNED = '''\
+import torch
+
+
+def step_fn(net, batch, opt):
+    out = net(batch[0])
+    objective = torch.nn.functional.mse_loss(out, batch[1])
+    (objective / 2).backward()
+    return objective
+
+
+def fit(net, batches, opt):
+    running = torch.zeros(())
+    for b in batches:
+        running = running + step_fn(net, b, opt) / len(batches)
+        opt.step()
+        opt.zero_grad()
+    print(float(running))
+
+
+class Loop:
+    def __init__(self, model, optim):
+        self.model, self.optim = model, optim
+
+    def _one(self, x, y):
+        err = (self.model(x) - y).abs().mean()
+        err.backward()
+        return err
+
+    def epoch(self, pairs):
+        seen = 0.0
+        for x, y in pairs:
+            seen += self._one(x, y).float()
+            self.optim.step()
+            self.optim.zero_grad()
+        print(seen)
+'''
+
+GG201_RETURNED_CUT = '''\
+import torch
+
+
+def step_fn(net, batch, opt):
+    out = net(batch[0])
+    objective = torch.nn.functional.mse_loss(out, batch[1])
+    (objective / 2).backward()
+    return objective.detach()
+
+
+def fit(net, batches, opt):
+    running = torch.zeros(())
+    for b in batches:
+        running = running + step_fn(net, b, opt) / len(batches)
+        opt.step()
+        opt.zero_grad()
+    print(float(running))
+
+
+class Loop:
+    def __init__(self, model, optim):
+        self.model, self.optim = model, optim
+
+    def _one(self, x, y):
+        err = (self.model(x) - y).abs().mean()
+        err.backward()
+        return err
+
+    def epoch(self, pairs):
+        seen = 0.0
+        for x, y in pairs:
+            seen += self._one(x, y).item()
+            self.optim.step()
+            self.optim.zero_grad()
+        print(seen)
+'''
+
+
+def test_gg201_sum_of_the_tensor_a_helper_back_propagated_and_returned():
+    # `running = running + step_fn(...) / n` (a function) and `seen += self._one(x, y).float()` (a method)
+    assert _codes(GG201_RETURNED, "GG201") == [14, 32]
+
+
+def test_gg201_silent_when_the_helper_or_the_sum_cuts_the_graph():
+    assert _codes(GG201_RETURNED_CUT, "GG201") == []
+
+
+@pytest.mark.parametrize("source,graph", [(GG201_RETURNED, True), (GG201_RETURNED_CUT, False)], ids=["kept", "cut"])
+def test_gg201_returned_total_really_holds_a_graph(source, graph, capsys):
+    """Run ``fit``: the total holds a graph (``grad_fn``) exactly where reported."""
+    ns: dict = {}
+    exec(compile(source.replace("    print(float(running))", "    return running"), "<prog>", "exec"), ns)
+    torch.manual_seed(0)
+    net = torch.nn.Linear(2, 1)
+    batches = [(torch.randn(3, 2), torch.randn(3, 1)) for _ in range(3)]
+    running = ns["fit"](net, batches, torch.optim.SGD(net.parameters(), lr=0.1))
+    assert (running.grad_fn is not None) is graph

@@ -45,7 +45,9 @@ def check_loop(loop: Loop, report: Report) -> None:
     assigns = loop.assignments()
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
-    if not losses:
+    # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
+    returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
+    if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
@@ -53,7 +55,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) and not (
+        carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
+        if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
         ):
             report(
@@ -419,6 +422,25 @@ def _loss_parts(loop: Loop, losses: set) -> set:
                     value = n.target.elts[-1] if method == "items" and isinstance(n.target, ast.Tuple) else n.target
                     parts.update(target_names(value))
     return parts
+
+
+def _carries_call(expr: ast.AST, calls: set) -> bool:
+    """``expr`` is one of ``calls`` (ids of call nodes) or carries it with its graph: ``call``,
+    ``call / n``, ``call * w``, ``a + call``, ``call.float()`` (not ``call.item()``)."""
+    if not calls or not isinstance(expr, ast.AST):
+        return False
+    if isinstance(expr, ast.Call):
+        if id(expr) in calls:
+            return True
+        func = expr.func
+        return isinstance(func, ast.Attribute) and func.attr in _GRAPH_METHODS and _carries_call(func.value, calls)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
+            return _carries_call(expr.left, calls)
+        return isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult)) and (_carries_call(expr.left, calls) or _carries_call(expr.right, calls))
+    if isinstance(expr, ast.UnaryOp):
+        return _carries_call(expr.operand, calls)
+    return False
 
 
 def _returns_backwarded(fn: ast.AST) -> bool:
