@@ -493,3 +493,63 @@ def test_gg201_returned_total_really_holds_a_graph(source, graph, capsys):
     batches = [(torch.randn(3, 2), torch.randn(3, 1)) for _ in range(3)]
     running = ns["fit"](net, batches, torch.optim.SGD(net.parameters(), lr=0.1))
     assert (running.grad_fn is not None) is graph
+
+
+GG108_RETURNED = '''\
+import torch
+
+
+class Penalised:
+    def __init__(self, head, opt):
+        self.head, self.opt = head, opt
+
+    def _per_param(self, logits, y):
+        self.opt.zero_grad()
+        objective = torch.nn.functional.cross_entropy(logits, y)
+        objective.backward(inputs=list(self.head.parameters()), retain_graph=True, create_graph=True)
+        found = {name: w.grad.clone() for name, w in self.head.named_parameters()}
+        return found
+
+
+def grads_for_penalty(net, x, y):
+    ((net(x) - y) ** 2).mean().backward(create_graph=True)
+    return [q.grad for q in net.parameters()]
+'''
+
+GG108_KEPT = '''\
+import torch
+
+
+def only_the_loss(net, x, y):
+    loss = ((net(x) - y) ** 2).mean()
+    loss.backward(create_graph=True)
+    grads = [q.grad.detach() for q in net.parameters()]
+    return loss
+
+
+def read_data_only(net, x, y):
+    ((net(x) - y) ** 2).mean().backward(create_graph=True)
+    return [q.data for q in net.parameters()]
+'''
+
+
+def test_gg108_silent_where_the_gradients_leave_with_their_graph_for_the_caller():
+    assert _codes(GG108_RETURNED, "GG108") == []
+
+
+def test_gg108_still_reports_a_pass_whose_gradients_are_not_handed_on():
+    assert _codes(GG108_KEPT, "GG108") == [6, 12]
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_gg108_returned_gradients_are_differentiable():
+    """What the silence rests on: gradients read after create_graph=True carry a graph the caller can
+    differentiate (a gradient penalty); after a plain backward they do not (negative control)."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(2, 1).double()
+    x, y = torch.randn(4, 2, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)
+    ((net(x) - y) ** 2).mean().backward(create_graph=True)
+    assert all(q.grad.grad_fn is not None for q in net.parameters())
+    net.zero_grad(set_to_none=True)
+    ((net(x) - y) ** 2).mean().backward()
+    assert all(q.grad.grad_fn is None for q in net.parameters())
