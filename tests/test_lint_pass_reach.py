@@ -553,3 +553,95 @@ def test_gg108_returned_gradients_are_differentiable():
     net.zero_grad(set_to_none=True)
     ((net(x) - y) ** 2).mean().backward()
     assert all(q.grad.grad_fn is None for q in net.parameters())
+
+
+GG201_NO_GRAD_INPUTS = '''\
+import torch
+import torch.nn.functional as F
+
+
+def _log_probs(logits, labels):
+    return torch.gather(logits.log_softmax(-1), 1, labels[:, None]).squeeze(1)
+
+
+def evaluate(policy, reference, loader, beta):
+    total_loss = 0
+    for x, y in loader:
+        with torch.no_grad():
+            out = policy(x)
+            ref = reference(x)
+        margin = beta * (_log_probs(out, y) - _log_probs(ref, y))
+        loss = F.logsigmoid(-margin).mean()
+        total_loss += loss
+    print(float(total_loss) / len(loader))
+
+
+class Scorer:
+    def __init__(self, net):
+        self.net = net
+        self.acc = 0.0
+
+    def run(self, batches):
+        for b in batches:
+            inputs = b[0].float()
+            with torch.no_grad():
+                pred = self.net(inputs)
+            val_loss = torch.nn.functional.mse_loss(pred, b[1])
+            self.acc += val_loss
+'''
+
+GG201_GRAPH_INPUTS = '''\
+import torch
+import torch.nn.functional as F
+
+
+def _log_probs(logits, labels):
+    return torch.gather(logits.log_softmax(-1), 1, labels[:, None]).squeeze(1)
+
+
+def evaluate(policy, reference, loader, beta):
+    total_loss = 0
+    for x, y in loader:
+        out = policy(x)
+        with torch.no_grad():
+            ref = reference(x)
+        margin = beta * (_log_probs(out, y) - _log_probs(ref, y))
+        loss = F.logsigmoid(-margin).mean()
+        total_loss += loss
+    print(float(total_loss) / len(loader))
+
+
+class Scorer:
+    def __init__(self, net):
+        self.net = net
+        self.acc = 0.0
+
+    def run(self, batches):
+        for b in batches:
+            inputs = b[0].float()
+            with torch.no_grad():
+                inputs = inputs * 2
+            pred = self.net(inputs)
+            val_loss = torch.nn.functional.mse_loss(pred, b[1])
+            self.acc += val_loss
+'''
+
+
+def test_gg201_silent_on_a_loss_built_from_what_no_grad_blocks_computed():
+    # evaluation: the models run under `with torch.no_grad():`; the loss is computed after the block
+    assert _codes(GG201_NO_GRAD_INPUTS, "GG201") == []
+
+
+def test_gg201_still_reports_a_loss_built_from_a_model_called_outside_the_block():
+    assert _codes(GG201_GRAPH_INPUTS, "GG201") == [17, 33]
+
+
+@pytest.mark.parametrize("source,graph", [(GG201_GRAPH_INPUTS, True), (GG201_NO_GRAD_INPUTS, False)], ids=["graph", "no-graph"])
+def test_gg201_no_grad_inputs_really_hold_no_graph(source, graph):
+    """Run ``Scorer.run``: ``self.acc`` holds a graph exactly where the linter reports it."""
+    ns: dict = {}
+    exec(compile(source, "<prog>", "exec"), ns)
+    torch.manual_seed(0)
+    scorer = ns["Scorer"](torch.nn.Linear(2, 1))
+    scorer.run([(torch.randn(3, 2), torch.randn(3, 1)) for _ in range(3)])
+    assert (scorer.acc.grad_fn is not None) is graph

@@ -145,6 +145,8 @@ def check_module(module: Module, report: Report) -> None:
             and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
             and not all(_returns_cut(module, v, scope) for v in values)
         }
+        if losses and quiet:
+            losses -= _graph_free(module, assigns, quiet, items, loop_node)
         if not losses:
             continue
         for node, total, value in running_sums(loop_node):
@@ -161,6 +163,62 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+_PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
+
+
+def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
+    """Names of an evaluation loop whose values are computed, through the loop's own names, only from what
+    ``with torch.no_grad():`` blocks of the loop computed, the batch it iterates over, constants and values
+    from outside the loop, by torch's functions, this file's functions, builtins and methods of those values
+    (``with torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``): they hold no graph.
+    A call of anything else (``model(x)`` outside the block) may build one."""
+    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
+    # a nested loop's target takes its values from what it iterates over
+    iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
+                for name in target_names(n.target)}
+    free = set(items) | {name for name, values in assigns.items() if values and all(isinstance(v, ast.AST) and id(v) in quiet for v in values)}
+
+    def ok(e) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Name):
+            return e.id in free or e.id not in assigns
+        if isinstance(e, ast.Call):
+            func = e.func
+            if isinstance(func, ast.Name):  # a function of this file, a builtin
+                callee = func.id in module.functions or func.id in _PLAIN_BUILTINS
+            elif isinstance(func, ast.Attribute):  # torch.f(...), or a method of a value the loop computed without graph
+                root = func.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                # (a method of an object from outside the loop, `self.net(x)`, may be a model's)
+                callee = isinstance(root, ast.Name) and (root.id in modules or root.id in free) and ok(func.value) or (
+                    not isinstance(root, ast.Name) and ok(func.value))
+            else:
+                callee = False
+            return callee and all(ok(a) for a in e.args) and all(ok(k.value) for k in e.keywords)
+        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple, ast.List,
+                          ast.IfExp, ast.Slice, ast.Starred)):
+            return all(ok(c) for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr))
+        return False
+
+    def value_ok(name, v) -> bool:
+        if v is None:
+            return name in iterated and ok(iterated[name])
+        if isinstance(v, tuple):  # ("aug", op, node): `x += value`
+            return ok(v[2].value)
+        return id(v) in quiet or ok(v)
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in assigns.items():
+            if name not in free and values and all(value_ok(name, v) for v in values):
+                free.add(name)
+                changed = True
+    return free
 
 
 def _returns_cut(module: Module, call, scope) -> bool:
