@@ -645,3 +645,36 @@ def test_gg201_no_grad_inputs_really_hold_no_graph(source, graph):
     scorer = ns["Scorer"](torch.nn.Linear(2, 1))
     scorer.run([(torch.randn(3, 2), torch.randn(3, 1)) for _ in range(3)])
     assert (scorer.acc.grad_fn is not None) is graph
+
+
+OTHER_AUTOGRAD = '''\
+from mxnet import autograd, gluon
+
+
+class Fit:
+    def __init__(self, net, loss):
+        self.net, self.loss = net, loss
+        self.optim = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+
+    def epoch(self, train_iter):
+        for X, y in train_iter:
+            with autograd.record():
+                l = self.loss(self.net(X), y)
+            l.backward()
+            self.optim.step(1)
+'''
+
+SAME_LOOP_IN_TORCH = OTHER_AUTOGRAD.replace("from mxnet import autograd, gluon", "import torch\nfrom torch import autograd").replace(
+    'gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})', "torch.optim.SGD(net.parameters(), lr=0.1)").replace(
+    "self.optim.step(1)", "self.optim.step()")
+BOTH = "import torch\n" + OTHER_AUTOGRAD
+
+
+def test_no_buffer_findings_in_a_file_that_differentiates_with_another_library():
+    # MXNet's backward() writes fresh gradients (grad_req="write"): nothing accumulates between steps
+    assert _codes(OTHER_AUTOGRAD, "GG101") == []
+
+
+@pytest.mark.parametrize("source", [SAME_LOOP_IN_TORCH, BOTH], ids=["torch-autograd", "imports-torch-too"])
+def test_the_same_loop_under_torch_is_still_stale(source):
+    assert _codes(source, "GG101") == [15]
