@@ -678,3 +678,39 @@ def test_no_buffer_findings_in_a_file_that_differentiates_with_another_library()
 @pytest.mark.parametrize("source", [SAME_LOOP_IN_TORCH, BOTH], ids=["torch-autograd", "imports-torch-too"])
 def test_the_same_loop_under_torch_is_still_stale(source):
     assert _codes(source, "GG101") == [15]
+
+
+NESTED_CLASS = '''\
+import torch
+
+
+def _(nn, optim):
+    class Agent:
+        def __init__(self, net):
+            self.net = net
+            self.optimizer = optim.Adam(net.parameters())
+
+        def update_model(self, x):
+            loss = self.net(x).pow(2).mean()
+            loss.backward()
+            self.optimizer.step()
+            return loss.item()
+
+        def train(self, frames):
+            for x in frames:
+                self.update_model(x)
+    return (Agent,)
+'''
+
+GUARDED_CLASS = NESTED_CLASS.replace("def _(nn, optim):", "if True:\n    optim = torch.optim").replace("    return (Agent,)\n", "")
+NESTED_CLEARED = NESTED_CLASS.replace("            loss.backward()", "            self.optimizer.zero_grad()\n            loss.backward()")
+
+
+@pytest.mark.parametrize("source", [NESTED_CLASS, GUARDED_CLASS], ids=["class-in-a-function", "class-under-if"])
+def test_gg101_in_methods_of_a_class_not_at_module_level(source):
+    # a notebook cell's function (marimo) or an `if` holding the class: its loop calls the update through self.
+    assert _codes(source, "GG101") == [13 if source is NESTED_CLASS else 14]
+
+
+def test_gg101_nested_class_that_clears_is_silent():
+    assert _codes(NESTED_CLEARED, "GG101") == []
