@@ -714,3 +714,59 @@ def test_gg101_in_methods_of_a_class_not_at_module_level(source):
 
 def test_gg101_nested_class_that_clears_is_silent():
     assert _codes(NESTED_CLEARED, "GG101") == []
+
+
+ACCUMULATOR_FORMS = '''\
+import torch
+from gradguard import Accumulator
+
+
+class Fitter:
+    def __init__(self, net, k):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        self.window = Accumulator(self.opt, steps=k)
+
+    def _loss(self, x, y):
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def fit(self, pairs):
+        for x, y in pairs:
+            self.opt.zero_grad()
+            self.window.backward(self._loss(x, y), count=len(y))
+            self.window.step()
+
+
+def _clear(o):
+    o.zero_grad(set_to_none=True)
+
+
+def run(net, pairs, k):
+    o = torch.optim.SGD(net.parameters(), lr=0.1)
+    w = Accumulator(o, k)
+    for x, y in pairs:
+        _clear(o)
+        w.backward(torch.nn.functional.mse_loss(net(x), y), count=len(y))
+        w.step()
+
+
+class Named:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        self.acc = object()
+
+    def fit(self, pairs):
+        for x, y in pairs:
+            self.opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(self.net(x), y)
+            loss.backward()
+            self.opt.step()
+'''
+
+
+def test_gg102_zero_grad_before_an_accumulator_backward_in_a_method_and_through_a_helper():
+    """The Accumulator is known from its binding to ``Accumulator(...)`` (here imported by name, held as
+    ``self.window`` or ``w``); a class holding an unrelated ``self.acc`` that steps its own optimizer is no
+    window (negative control)."""
+    assert _codes(ACCUMULATOR_FORMS, "GG102") == [16, 22]
