@@ -770,3 +770,37 @@ def test_gg102_zero_grad_before_an_accumulator_backward_in_a_method_and_through_
     ``self.window`` or ``w``); a class holding an unrelated ``self.acc`` that steps its own optimizer is no
     window (negative control)."""
     assert _codes(ACCUMULATOR_FORMS, "GG102") == [16, 22]
+
+
+FACTORY_OPTIMIZER = '''\
+import torch
+
+
+class Agent:
+    def __init__(self, config, network):
+        self.config = config
+        self.network = network
+        self.optimizer = config.optimizer_fn(self.network.parameters())
+
+    def step(self, batch):
+        loss = self.network(batch).pow(2).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.network.parameters(), self.config.gradient_clip)
+        self.optimizer.step()
+'''
+
+FACTORY_RENAMED = FACTORY_OPTIMIZER.replace("config.optimizer_fn", "config.make").replace("self.optimizer", "self.o").replace(
+    "self.network", "self.q").replace("def step(self, batch)", "def learn(self, batch)")
+FACTORY_CLEARED = FACTORY_OPTIMIZER.replace("        loss.backward()", "        self.optimizer.zero_grad()\n        loss.backward()")
+FACTORY_HANDED_ON = FACTORY_OPTIMIZER.replace("        self.optimizer = ", "        config.register(self.network)\n        self.optimizer = ")
+
+
+@pytest.mark.parametrize("source", [FACTORY_OPTIMIZER, FACTORY_RENAMED], ids=["config.optimizer_fn", "renamed"])
+def test_gg101_per_update_method_with_an_optimizer_from_a_configured_factory(source):
+    # `self.optimizer = config.optimizer_fn(self.network.parameters())`, stepped after backward, never cleared
+    assert _codes(source, "GG101") == [14]
+
+
+@pytest.mark.parametrize("source", [FACTORY_CLEARED, FACTORY_HANDED_ON], ids=["cleared", "module-handed-on"])
+def test_gg101_factory_optimizer_silent_when_cleared_or_when_code_elsewhere_may_clear(source):
+    assert _codes(source, "GG101") == []

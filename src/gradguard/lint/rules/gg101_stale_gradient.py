@@ -317,7 +317,9 @@ _GRAD_WRITE = re.compile(
 
 
 def check_module(module, report: Report) -> None:
-    if "backward" not in module.source or ".step(" not in module.source or "optim" not in module.source:
+    # (a cheap gate: an optimizer is built from torch.optim or handed a module's parameters)
+    if "backward" not in module.source or ".step(" not in module.source or (
+            "optim" not in module.source and "parameters()" not in module.source):
         return
     for cls in _classes(module.tree.body):
         for name, modules, ctor in _held_optimizers(module, cls):
@@ -367,7 +369,12 @@ def _held_optimizers(module, cls: ast.ClassDef):
         for t in _self_targets(n):
             written = _dotted(n.value.func)
             qualified = written and module.project.qualified(written, module.filename)
-            if not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
+            # or a factory the configuration holds (`config.optimizer_fn(self.network.parameters())`): an
+            # attribute of an object no import binds and the file does not define, handed the parameters
+            factory = (qualified is None and isinstance(n.value.func, ast.Attribute) and written
+                       and written.split(".")[0] not in module.functions and written.split(".")[0] not in module.classes
+                       and written.split(".")[0] != "self")
+            if not factory and (not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified):
                 continue
             params = n.value.args[0] if n.value.args else next((k.value for k in n.value.keywords if k.arg == "params"), None)
             sources = [c.func.value for c in ast.walk(params) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
