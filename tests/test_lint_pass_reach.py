@@ -804,3 +804,79 @@ def test_gg101_per_update_method_with_an_optimizer_from_a_configured_factory(sou
 @pytest.mark.parametrize("source", [FACTORY_CLEARED, FACTORY_HANDED_ON], ids=["cleared", "module-handed-on"])
 def test_gg101_factory_optimizer_silent_when_cleared_or_when_code_elsewhere_may_clear(source):
     assert _codes(source, "GG101") == []
+
+
+GG201_SIBLING = '''\
+import torch
+
+
+def chunks_step(model, chunks, opt):
+    total, extras = 0.0, []
+    for x in chunks:
+        out = model(x)
+        loss, side = out
+        extras.append(side)
+        total += loss.item()
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return total, torch.stack(extras)
+
+
+class Wrapper:
+    def __init__(self, net, optim):
+        self.net, self.optim = net, optim
+
+    def forward(self, pieces):
+        kept = []
+        for p in pieces:
+            pair = self.net(p)
+            objective, image = pair
+            objective.backward()
+            kept.append(image)
+        self.optim.step()
+        self.optim.zero_grad()
+        return kept
+'''
+
+GG201_SIBLING_LOSS = '''\
+import torch
+
+
+def chunks_step(model, chunks, opt):
+    total, extras = 0.0, []
+    for x in chunks:
+        out = model(x)
+        loss, side = out
+        extras.append(loss)
+        total += loss.item()
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return total, torch.stack(extras)
+
+
+class Wrapper:
+    def __init__(self, net, optim):
+        self.net, self.optim = net, optim
+
+    def forward(self, pieces):
+        kept = []
+        for p in pieces:
+            pair = self.net(p)
+            objective, image = pair
+            objective.backward()
+            kept.append(objective)
+        self.optim.step()
+        self.optim.zero_grad()
+        return kept
+'''
+
+
+def test_gg201_an_element_unpacked_beside_the_loss_is_not_the_loss():
+    # `loss, side = out; extras.append(side)`: the other element of the model's tuple (a function and a method)
+    assert _codes(GG201_SIBLING, "GG201") == []
+
+
+def test_gg201_the_unpacked_loss_itself_appended_is_still_reported():
+    assert _codes(GG201_SIBLING_LOSS, "GG201") == [9, 27]

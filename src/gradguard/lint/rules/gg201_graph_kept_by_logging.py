@@ -391,13 +391,19 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
                 losses.add(n)
                 pending.append(n)
     losses |= _loss_parts(loop, losses)
-    # forward: names assigned from a loss tensor with its graph kept (not running totals)
+    # forward: names assigned from a loss tensor with its graph kept (not running totals); an element
+    # unpacked from a tuple (`loss, cond_image = out`) is not the loss because its sibling is
+    unpacked = {
+        id(n.value) for n in body_nodes(loop.node)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+        and any(isinstance(t, (ast.Tuple, ast.List)) for t in n.targets)
+    }
     sources = [
         (name, v, loss_carriers(v, loop_names))
         for name, values in assigns.items()
         if name not in losses
         for v in values
-        if isinstance(v, ast.AST) and not self_ref(v, name)
+        if isinstance(v, ast.AST) and not self_ref(v, name) and id(v) not in unpacked
     ]
     sources = [entry for entry in sources if entry[2]]
     changed = True
