@@ -69,6 +69,7 @@ condition. Where none of that decides, these names are read, as a last resort:
 | GG104 `_LOSS_OBJECT`, `_MODEL_OBJECT` | `loss`, `criterion`; `model`, `net`, `module`, ... | `self.X(...)` returns a mean loss (any other `self.` method may scale it) |
 | GG104 `loss_scale` | a call named `sum`, `item`, or with `scale`, `norm`, `weight`, `accum` in its name | the loss's reduction is not known |
 | `_model.steps_after` | `self.<method>()` that no class of the file defines, with `step` or `flush` in its name | an inherited method steps the remainder (GG103) |
+| `_checker._other_autograd` | `autograd` imported by `from X import autograd` with `X` not `torch`, in a file that imports nothing of torch | the file differentiates with another library (MXNet writes fresh gradients): it is not read |
 """
 
 

@@ -104,6 +104,16 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 m.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
                 m.classes[stmt.name] = stmt
+        # a class defined in a function or under an `if` (a notebook cell's function, a factory) has
+        # methods the loops of the file call through `self.` as well; a top-level class of the name wins
+        if "class " in m.source:
+            todo = list(m.tree.body)
+            while todo:  # statements only: a class is never inside an expression
+                node = todo.pop()
+                if isinstance(node, ast.ClassDef):
+                    m.classes.setdefault(node.name, node)
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    todo.extend(getattr(node, field, None) or [])
         for cls in m.classes.values():
             m.methods[id(cls)] = self._class_methods(cls)
         if m.project.texts:

@@ -29,6 +29,21 @@ from .rules import FIXES, LOOP_RULES, MODULE_RULES
 _TRIGGERS = ("backward", "zero_grad", "num_items_in_batch")
 
 
+def _other_autograd(tree: ast.Module) -> bool:
+    """The file differentiates with another library's autograd (``from mxnet import autograd``, whose
+    ``backward()`` writes fresh gradients, grad_req="write") and imports nothing of torch: its
+    ``backward()``/``step()`` calls do not follow PyTorch's accumulate-into-``.grad`` contract."""
+    other, torch = False, False
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            torch = torch or any(a.name.split(".")[0] == "torch" for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            top = node.module.split(".")[0]
+            torch = torch or top == "torch"
+            other = other or (top != "torch" and any(a.name == "autograd" for a in node.names))
+    return other and not torch
+
+
 def _calls_conditional_step(tree: ast.Module, source: str) -> bool:
     """Some line with ``%`` calls :func:`~._events.conditional_step`'s shape (only those lines are walked)."""
     lines = lines_of(source, find_all(source, ("%",)))
@@ -63,6 +78,8 @@ class Checker:
             or ("%" in source and _calls_conditional_step(self.tree, source))
         )
         if not own_words and not (self.project is not None and self.project.imports_event_class(source)):
+            return []
+        if _other_autograd(self.tree):
             return []
         diagnostics: List[Diagnostic] = []
         try:

@@ -465,7 +465,8 @@ class Loop:
         # the modules of the optimizers this loop can see (never a same-named one of another function)
         others = {m for mods in self._visible_optimizers().values() for m in mods[:1]}
         others |= {self.optimizer_model(s.target) for s in self.steps}
-        if model is not None and clear.target in others:
+        # (`self.oc = SGD(critic.parameters())` in __init__ holds `self.critic`, as in related())
+        if model is not None and (clear.target in others or clear.target in {"self." + m for m in others if m}):
             return False  # netD.zero_grad() does not clear netG, the model of optG
         return True
 

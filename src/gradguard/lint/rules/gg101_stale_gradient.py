@@ -40,6 +40,18 @@ def check_loop(loop: Loop, report: Report) -> None:
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
             if any(loop.may_clear_for(c, step) for c in on_path):
+                earlier = _applied_by_an_earlier_step(loop, p, step, nested)
+                if earlier is not None:
+                    step.node.gg_applied_by = earlier.node  # the fix clears right after that step
+                    report(
+                        CODE,
+                        step.node,
+                        f"{describe(step, 'step')} reuses gradients an earlier step already applied: the step at line "
+                        f"{earlier.node.lineno} applied them and nothing clears `{step.target}`'s gradients between the "
+                        "two steps (the clearing in this loop runs elsewhere in the iteration).",
+                        loop=loop, optimizer=step.target, step=step.node,
+                    )
+                    continue
                 uncleared = _modules_left(loop, step, on_path)
                 if uncleared:
                     at = p.events.index(step)
@@ -83,6 +95,25 @@ def check_loop(loop: Loop, report: Report) -> None:
                 step=step.node,
                 backward=backward.node,
             )
+
+
+def _applied_by_an_earlier_step(loop: Loop, p: Path, step: Event, nested: list) -> Optional[Event]:
+    """The step of the same optimizer that ran last before ``step`` (earlier on the path, or later on it:
+    in the previous iteration), when a backward pass and no clearing that may wipe that optimizer's
+    gradients lie between the two: ``step`` then applies again what that step applied (one optimizer
+    stepped twice per iteration, with its only clearing before the second step's pass). None when a
+    clearing sits in a nested loop (its place on the path is not known) or the step is alone."""
+    if any(loop.may_clear_for(c, step) for c in nested):
+        return None
+    at = p.events.index(step)
+    backward = False
+    for e in list(reversed(p.events[:at])) + list(reversed(p.events[at + 1 :])):
+        if e.kind in (CLEAR, MAYBE_CLEAR) and loop.may_clear_for(e, step):
+            return None
+        backward = backward or e.kind == BACKWARD
+        if e.kind == STEP and e.target == step.target:
+            return e if backward else None
+    return None
 
 
 def _shared_steps(loop: Loop, report: Report) -> None:
@@ -286,7 +317,9 @@ _GRAD_WRITE = re.compile(
 
 
 def check_module(module, report: Report) -> None:
-    if "backward" not in module.source or ".step(" not in module.source or "optim" not in module.source:
+    # (a cheap gate: an optimizer is built from torch.optim or handed a module's parameters)
+    if "backward" not in module.source or ".step(" not in module.source or (
+            "optim" not in module.source and "parameters()" not in module.source):
         return
     for cls in _classes(module.tree.body):
         for name, modules, ctor in _held_optimizers(module, cls):
@@ -336,7 +369,12 @@ def _held_optimizers(module, cls: ast.ClassDef):
         for t in _self_targets(n):
             written = _dotted(n.value.func)
             qualified = written and module.project.qualified(written, module.filename)
-            if not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
+            # or a factory the configuration holds (`config.optimizer_fn(self.network.parameters())`): an
+            # attribute of an object no import binds and the file does not define, handed the parameters
+            factory = (qualified is None and isinstance(n.value.func, ast.Attribute) and written
+                       and written.split(".")[0] not in module.functions and written.split(".")[0] not in module.classes
+                       and written.split(".")[0] != "self")
+            if not factory and (not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified):
                 continue
             params = n.value.args[0] if n.value.args else next((k.value for k in n.value.keywords if k.arg == "params"), None)
             sources = [c.func.value for c in ast.walk(params) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
@@ -503,6 +541,15 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     closure = _closure(d, call) if opt is call.func.value and call.args else None
     if closure is not None:
         return Fix(f"{message} at the top of the closure `{closure.name}`", (t.insert_before(closure.body[0], clear),))
+    applied_by = getattr(call, "gg_applied_by", None)
+    if applied_by is not None:
+        # one optimizer stepped twice per iteration: what the earlier step applied is spent, so clearing
+        # right after it removes only that (unless the loop reads or writes .grad, or a call may clear it)
+        earlier = t.statement_of(applied_by)
+        if (d.loop.reads or _writes_grad(d.loop.node) or any(e.kind == MAYBE_CLEAR for e in d.loop.events)
+                or not t.alone(earlier)):
+            return None
+        return Fix(f"{message} right after the step at line {applied_by.lineno}", (t.insert_after(earlier, clear),))
     backward = t.statement_of(d.backward)
     if _writes_grad(d.loop.node) or any(e.kind == MAYBE_CLEAR for e in d.loop.events):
         # .grad is assigned (`p.grad = meta_delta`: Reptile's meta step) or maybe cleared by a call

@@ -36,7 +36,46 @@ def _computes_higher_order(module: Module, scope: Optional[ast.AST]) -> bool:
     """A call of ``torch.autograd.grad`` (``torch.func``, ``hvp``, ...) written in ``scope`` itself:
     a comment naming one is no call, and for code at module level, a helper function of the file
     that differentiates the ``.grad`` the backward pass left there is the leak, not its excuse."""
-    return any(_HIGHER_ORDER.search(text(call.func)) for call in _calls(scope if scope is not None else module.tree, scope is None))
+    return any(_HIGHER_ORDER.search(text(call.func)) for call in _calls(scope if scope is not None else module.tree, scope is None)) or (
+        _returns_parameter_gradients(scope))
+
+
+def _returns_parameter_gradients(scope: Optional[ast.AST]) -> bool:
+    """A function that returns what it read from its parameters after the pass (``[p.grad for p in
+    net.parameters()]``, per-sample ``grad_batch`` of each named parameter): the gradients leave it with
+    their graph for the caller to differentiate (a gradient penalty), which is what create_graph is for."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    reads = []  # comprehensions over a module's parameters that read an attribute of each
+    for n in ast.walk(scope):
+        if isinstance(n, (ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
+            for g in n.generators:
+                it = g.iter
+                if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("parameters", "named_parameters"):
+                    targets = {t.id for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+                    elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]
+                    if any(isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id in targets and a.attr != "data"
+                           for e in elts for a in ast.walk(e)):
+                        reads.append(n)
+    if not reads:
+        return False
+    held = {id(r) for r in reads}
+    names = set()
+    changed = True
+    while changed:  # names bound to something holding one of those reads
+        changed = False
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Assign) and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in ast.walk(n.value)):
+                for t in n.targets:
+                    for x in ast.walk(t):
+                        if isinstance(x, ast.Name) and x.id not in names:
+                            names.add(x.id)
+                            changed = True
+    return any(
+        isinstance(r, ast.Return) and r.value is not None
+        and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in ast.walk(r.value))
+        for r in ast.walk(scope)
+    )
 
 
 def _calls(node: ast.AST, top_level: bool) -> Iterator[ast.Call]:

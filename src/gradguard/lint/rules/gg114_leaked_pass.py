@@ -19,7 +19,7 @@ from ...findings import Fix
 from .._ast import text
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, READ, STEP, classify_call, classify_statement
-from .._model import Diagnostic, Loop, Report
+from .._model import Diagnostic, Loop, Report, backward_tensor
 
 CODE = "GG114"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -42,7 +42,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     module = loop.module
     parents = _parents(loop.scope if loop.scope is not None else module.tree)
     stray = _before(loop.node, parents, module)
-    if stray is None:
+    if stray is None or _reaches_no_parameter(stray, loop.scope if loop.scope is not None else module.tree, module):
         return
     report(
         CODE,
@@ -109,6 +109,56 @@ def _events(stmt: ast.stmt, module, depth: int = 0) -> Iterator[tuple]:
                 yield "other", node
             elif any(k == BACKWARD for k, _ in inner):
                 yield BACKWARD, node
+
+
+def _reaches_no_parameter(call: ast.Call, scope: ast.AST, module) -> bool:
+    """The pass differentiates only tensors it makes itself (``torch.empty(1, requires_grad=True).backward()``,
+    a warm-up of autograd): built from constants by torch's factories, through names assigned that way and
+    used nowhere else, so no optimizer can hold the leaves its gradient lands on and no step applies it."""
+    fn = module.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if fn is not None:  # a helper of the file that back-propagates: every pass in it
+        inner = [n for n in _walk(fn) if isinstance(n, ast.Call) and n is not call
+                 and (classify_call(n, frozenset(module.optimizer_names)) or ("",))[0] == BACKWARD]
+        return bool(inner) and all(_reaches_no_parameter(n, fn, module) for n in inner)
+    tensor = backward_tensor(call)
+    if tensor is None:
+        return False
+    # modules bound by `import` (torch's factories, `os.environ` for a device string): no parameters
+    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
+    assigned: Dict[str, list] = {}
+    for n in _walk(scope):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(n)
+    names: set = set()
+
+    def closed(e: ast.AST, depth: int) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Name):
+            if e.id in modules:
+                return True
+            binds = assigned.get(e.id, [])
+            if not binds or depth > 4:
+                return False  # a parameter, a global or a loop variable: it may be a model's
+            names.add(e.id)
+            return all(len(b.targets) == 1 and closed(b.value, depth + 1) for b in binds)
+        if isinstance(e, ast.Call):
+            return closed(e.func, depth) and all(closed(a, depth) for a in e.args) and all(closed(k.value, depth) for k in e.keywords)
+        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Starred, ast.Slice,
+                          ast.JoinedStr, ast.FormattedValue)):
+            return all(closed(c, depth) for c in ast.iter_child_nodes(e) if not isinstance(c, (ast.expr_context, ast.operator, ast.unaryop)))
+        return False
+
+    if not closed(tensor, 0):
+        return False
+    # every use of those names is its own binding or this pass: no optimizer or model is given one
+    binds = {id(t) for name in names for b in assigned[name] for t in b.targets}
+    inside = {id(n) for root in [call] + [b.value for name in names for b in assigned[name]] for n in ast.walk(root)}
+    return not any(
+        isinstance(n, ast.Name) and n.id in names and id(n) not in binds and id(n) not in inside for n in _walk(scope)
+    )
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -45,7 +45,9 @@ def check_loop(loop: Loop, report: Report) -> None:
     assigns = loop.assignments()
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
-    if not losses:
+    # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
+    returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
+    if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
@@ -53,7 +55,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) and not (
+        carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
+        if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
         ):
             report(
@@ -142,6 +145,8 @@ def check_module(module: Module, report: Report) -> None:
             and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
             and not all(_returns_cut(module, v, scope) for v in values)
         }
+        if losses and quiet:
+            losses -= _graph_free(module, assigns, quiet, items, loop_node)
         if not losses:
             continue
         for node, total, value in running_sums(loop_node):
@@ -158,6 +163,62 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+_PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
+
+
+def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
+    """Names of an evaluation loop whose values are computed, through the loop's own names, only from what
+    ``with torch.no_grad():`` blocks of the loop computed, the batch it iterates over, constants and values
+    from outside the loop, by torch's functions, this file's functions, builtins and methods of those values
+    (``with torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``): they hold no graph.
+    A call of anything else (``model(x)`` outside the block) may build one."""
+    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
+    # a nested loop's target takes its values from what it iterates over
+    iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
+                for name in target_names(n.target)}
+    free = set(items) | {name for name, values in assigns.items() if values and all(isinstance(v, ast.AST) and id(v) in quiet for v in values)}
+
+    def ok(e) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Name):
+            return e.id in free or e.id not in assigns
+        if isinstance(e, ast.Call):
+            func = e.func
+            if isinstance(func, ast.Name):  # a function of this file, a builtin
+                callee = func.id in module.functions or func.id in _PLAIN_BUILTINS
+            elif isinstance(func, ast.Attribute):  # torch.f(...), or a method of a value the loop computed without graph
+                root = func.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                # (a method of an object from outside the loop, `self.net(x)`, may be a model's)
+                callee = isinstance(root, ast.Name) and (root.id in modules or root.id in free) and ok(func.value) or (
+                    not isinstance(root, ast.Name) and ok(func.value))
+            else:
+                callee = False
+            return callee and all(ok(a) for a in e.args) and all(ok(k.value) for k in e.keywords)
+        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple, ast.List,
+                          ast.IfExp, ast.Slice, ast.Starred)):
+            return all(ok(c) for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr))
+        return False
+
+    def value_ok(name, v) -> bool:
+        if v is None:
+            return name in iterated and ok(iterated[name])
+        if isinstance(v, tuple):  # ("aug", op, node): `x += value`
+            return ok(v[2].value)
+        return id(v) in quiet or ok(v)
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in assigns.items():
+            if name not in free and values and all(value_ok(name, v) for v in values):
+                free.add(name)
+                changed = True
+    return free
 
 
 def _returns_cut(module: Module, call, scope) -> bool:
@@ -330,13 +391,19 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
                 losses.add(n)
                 pending.append(n)
     losses |= _loss_parts(loop, losses)
-    # forward: names assigned from a loss tensor with its graph kept (not running totals)
+    # forward: names assigned from a loss tensor with its graph kept (not running totals); an element
+    # unpacked from a tuple (`loss, cond_image = out`) is not the loss because its sibling is
+    unpacked = {
+        id(n.value) for n in body_nodes(loop.node)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+        and any(isinstance(t, (ast.Tuple, ast.List)) for t in n.targets)
+    }
     sources = [
         (name, v, loss_carriers(v, loop_names))
         for name, values in assigns.items()
         if name not in losses
         for v in values
-        if isinstance(v, ast.AST) and not self_ref(v, name)
+        if isinstance(v, ast.AST) and not self_ref(v, name) and id(v) not in unpacked
     ]
     sources = [entry for entry in sources if entry[2]]
     changed = True
@@ -419,6 +486,25 @@ def _loss_parts(loop: Loop, losses: set) -> set:
                     value = n.target.elts[-1] if method == "items" and isinstance(n.target, ast.Tuple) else n.target
                     parts.update(target_names(value))
     return parts
+
+
+def _carries_call(expr: ast.AST, calls: set) -> bool:
+    """``expr`` is one of ``calls`` (ids of call nodes) or carries it with its graph: ``call``,
+    ``call / n``, ``call * w``, ``a + call``, ``call.float()`` (not ``call.item()``)."""
+    if not calls or not isinstance(expr, ast.AST):
+        return False
+    if isinstance(expr, ast.Call):
+        if id(expr) in calls:
+            return True
+        func = expr.func
+        return isinstance(func, ast.Attribute) and func.attr in _GRAPH_METHODS and _carries_call(func.value, calls)
+    if isinstance(expr, ast.BinOp):
+        if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
+            return _carries_call(expr.left, calls)
+        return isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult)) and (_carries_call(expr.left, calls) or _carries_call(expr.right, calls))
+    if isinstance(expr, ast.UnaryOp):
+        return _carries_call(expr.operand, calls)
+    return False
 
 
 def _returns_backwarded(fn: ast.AST) -> bool:
@@ -565,6 +651,7 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
     body that runs with gradients enabled, and every ``history.append(x)`` onto a list the loop
     does not build itself (it outlives the iteration, holding each ``x`` as the sum would)."""
     built = {text(t) for n in body_nodes(loop_node) if isinstance(n, ast.Assign) for t in n.targets}
+    parents: Dict[int, ast.AST] = {}
     for node in grad_enabled_statements(loop_node.body):
         if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                 and node.value.func.attr == "append" and len(node.value.args) == 1 and not node.value.keywords
@@ -576,7 +663,36 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
             if t in (text(node.value.left), text(node.value.right)):
-                yield node, node.targets[0], node.value
+                if not parents:
+                    parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
+                if not _rebound_before(node, t, loop_node, parents):
+                    yield node, node.targets[0], node.value
+
+
+def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """``total = total + x`` after ``total = <anything else>`` that runs before it in every iteration
+    (``loss = divergence; if penalty: loss = loss + gp``): the name is rebuilt each iteration, so it
+    holds one iteration's graph, not a running total. A binding before a nested loop does not count:
+    the nested loop adds into it many times."""
+    node = stmt
+    while node is not loop_node:
+        parent = parents.get(id(node))
+        if parent is None:
+            return False
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(s is node for s in block):
+                earlier = block[: next(i for i, s in enumerate(block) if s is node)]
+                for s in earlier:
+                    for a in [s] + (s.body if isinstance(s, (ast.With, ast.AsyncWith)) else []):
+                        if isinstance(a, ast.Assign) and any(text(t) == total for t in a.targets) and not any(
+                            text(n) == total for n in ast.walk(a.value) if isinstance(n, (ast.Name, ast.Attribute))
+                        ):
+                            return True
+        if parent is not loop_node and not isinstance(parent, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.ExceptHandler)):
+            return False  # a nested loop (or function): its iterations add into the binding before it
+        node = parent
+    return False
 
 
 # --- the fix ---------------------------------------------------------------------
