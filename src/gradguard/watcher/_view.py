@@ -83,6 +83,15 @@ class StepView:
             self._factor = self.measure() if self.measure is not None else None
         return self._factor
 
+    @property
+    def grad_factor_unsynced(self) -> Optional[float]:
+        """:attr:`grad_factor` where it needs no device sync: for a question asked at every step. A
+        buffer on an accelerator that no in-place operation changed since the last pass (its version)
+        is taken as not rescaled (1.0) without reading it."""
+        if self._factor is not False:
+            return self._factor
+        return self.measure(True) if self.measure is not None else None
+
     def _list(self, mask: list) -> List[torch.Tensor]:
         key = id(mask)
         out = self._lists.get(key)

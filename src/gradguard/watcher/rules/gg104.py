@@ -44,6 +44,8 @@ def at_window(view: StepView, site, group) -> None:
         loss = max(abs(ps.info.factor) if ps.info.scaled and ps.info.factor is not None else 1.0 for ps in group)
         if abs(factor * loss * len(group) - 1.0) <= 1e-3:
             return
+        if len(group) > 1 and abs(factor * loss * len(group) ** 2 - 1.0) <= 1e-3:
+            return  # divided by K twice on its gradients: scaled down, too much (GG113's)
     if all(_not_scaled_down(ps) for ps in group):
         terms = max(ps.info.terms for ps in group)
         what = "mean-reduced loss" if terms == 1 else f"loss adding up {terms} mean-reduced terms"
