@@ -30,6 +30,8 @@ def _not_scaled_down(ps) -> bool:
 def at_window(view: StepView, site, group) -> None:
     if any(ps.managed for ps in group):
         return  # gradguard weights these losses itself
+    if any(view.memory["GG114"].evaluation(view.ost, ps.index) for ps in group):
+        return  # evaluation passes leaked into this step (GG114's): not a window the loop accumulates
     if not all(ps.info.kind == "mean" for ps in group):
         return
     if not all(_not_scaled_down(ps) for ps in group):

@@ -49,6 +49,8 @@ def at_window(view: StepView, site, group) -> None:
         return
     if k < 2 or any(ps.managed or ps.info.amp for ps in group):
         return
+    if any(view.memory["GG114"].evaluation(view.ost, ps.index) for ps in group):
+        return  # evaluation passes leaked into this step (GG114's): not a window the loop accumulates
     full = view.memory["GG111"].full.get((site, id(view.ost)))
     if full is not None and full != k:
         return  # a short window of a line whose full windows hold ``full`` passes: GG111's (1/k² = 1/full)
