@@ -54,6 +54,9 @@ class State:
         # key -> {K: (step, passes, with_grad)}: the first step fed by fewer than K passes each times 1/K
         self.waiting: Dict[tuple, Dict[int, tuple]] = {}
         self.declared: Dict[int, tuple] = {}  # pass index -> (K, origin, advice) from the framework
+        # (optimizer, K) -> {number of passes: (step, with_grad, site)} of its steps fed only by passes times 1/K
+        self.sizes: Dict[tuple, Dict[int, tuple]] = {}
+        self.sized_full: set = set()  # (optimizer, K) with a step of K passes or more
 
     def before_pass(self, ps) -> None:
         mark = _channel.framework_window()
@@ -92,10 +95,58 @@ def _detail(view_name: str, n: int, k: int, full: int, site, here, seen: str) ->
             f"gradient is {k}/{full} of the mean over its items.")
 
 
+def _uneven(view: StepView, state: State) -> None:
+    """Steps of one optimizer fed by different numbers of passes, every pass (of any line) times the same
+    1/K, none of them by K: the windows are not the K micro-batches their losses were divided for (a step
+    condition that closes them at the wrong micro-batches). Each is k/K of the mean over its items, and two
+    sizes cannot both be right; a constant divisor for another reason with one pass per step shows one size
+    only. Reported once, at the first such step, when a second size shows."""
+    group = list(view.passes.values())
+    if not group or any(i in state.declared for i in view.passes):
+        return
+    for ps in group:  # (a framework's backward is judged by the factor it gave the graph, as the user's)
+        info = ps.info
+        if ps.managed or ps.retained or info.amp or info.kind != "mean" or info.factor is None:
+            return
+    f = group[0].info.factor
+    if f <= 0 or any(abs(ps.info.factor - f) > _TOL * f for ps in group):
+        return
+    full = _divisor(f)
+    if full is None:
+        return
+    key = (id(view.ost), full)
+    k = len(group)
+    if k >= full:
+        state.sized_full.add(key)
+        state.sizes.pop(key, None)
+        return
+    if key in state.sized_full:
+        return  # short windows after full ones: the per-line judgement above
+    sizes = state.sizes.setdefault(key, {})
+    if sizes is None or k in sizes:
+        return
+    sizes[k] = (view.n, view.with_grad, group[0].site)
+    if len(sizes) < 2 or max(sizes) < 2:
+        return
+    n, params, site = min(sizes.values(), key=lambda v: v[0])
+    state.sizes[key] = None  # once
+    counts = " and ".join(str(c) for c in sorted(sizes, reverse=True))
+    view.report(
+        CODE,
+        f"{view.name}.step() closed windows of {counts} backward passes (from step {n}; step {view.n} is "
+        f"the second size), every loss divided by {full} as if each window held {full}: each update is only "
+        f"k/{full} of the mean over its micro-batches, and no window holds {full} passes. The step runs on the "
+        f"wrong micro-batches.",
+        site, n, params,
+    )
+
+
 def at_step(view: StepView) -> None:
     state = view.memory[CODE]
     if state.declared:
         _framework_step(view, state)
+    else:
+        _uneven(view, state)
     for site, group in view.by_site().items():
         f = _factor(group)
         if f is None:

@@ -5,7 +5,9 @@ both is the loop's. A line whose passes fed the first step only, all of them
 made before the first of that window's loop-line passes, is a pass from before
 the loop (or from evaluation code run before training) that nothing cleared.
 Judged once per optimizer, at its second step, and reported as of step 1 at
-the stray pass's line. Passes weighted by gradguard or made through a
+the stray pass's line once that line has stayed out of the next steps too (or
+at the end): a line in one branch of a step condition that closes windows at the
+wrong micro-batches also feeds step 1 alone, then comes back. Passes weighted by gradguard or made through a
 framework's code are left out (a framework's own passes are its business).
 
 Evaluation code leaking into a later step (a loss function that back-propagates
@@ -30,7 +32,8 @@ from .._view import StepView, at, plural
 
 CODE = "GG114"
 #: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
-EVENTS = {"at_step": 60}
+EVENTS = {"at_step": 60, "at_end": 15}
+_WAIT = 4  # later steps a stray line must stay out of before it is reported (else at the end)
 
 
 class State:
@@ -44,6 +47,7 @@ class State:
         self.mode: Dict[int, frozenset] = {}  # pass index -> ids of the models in eval() mode when it started
         self.applied: Dict[int, set] = {}  # id(optimizer state) -> the modes its steps applied
         self.eval_done: set = set()
+        self.pending: dict = {}  # id(optimizer state) -> (stray lines, detail, site, params): to be confirmed
 
     def evaluation(self, ost, index, mode: bool = False) -> bool:
         """Pass ``index`` (with ``mode``: a pass's mode) was made with more models in eval() mode than any pass
@@ -115,6 +119,13 @@ def at_step(view: StepView) -> None:
     if state.mode:
         _evaluation_passes(view, state)
     key = id(view.ost)
+    waiting = state.pending.get(key)
+    if waiting is not None:
+        if any(ps.site in waiting[0] for ps in view.passes.values()):
+            del state.pending[key]  # the line runs inside the loop after all (a branch of the step condition)
+        elif view.n >= 2 + _WAIT:
+            _report(view.report, state.pending.pop(key))
+        return
     if view.n != 2 or key in state.done or key not in state.first:
         return
     state.done.add(key)
@@ -129,10 +140,21 @@ def at_step(view: StepView) -> None:
         return  # a line that also ran inside the window (an extra loss on the first iteration): not judged
     site = stray[0][1]
     loop_site = next(s for i, s in first if i == start)
-    view.report(
-        CODE,
-        f"{view.name}.step() (step 1) applied {plural(len(stray), 'backward pass', 'backward passes')} made at "
-        f"{at(site, site)} before the loop's own passes (at {at(loop_site, site)}), which no later step applies: "
-        "nothing cleared .grad between them.",
-        site, 1, view.with_grad,
-    )
+    detail = (f"{view.name}.step() (step 1) applied {plural(len(stray), 'backward pass', 'backward passes')} made at "
+              f"{at(site, site)} before the loop's own passes (at {at(loop_site, site)}), which no later step applies: "
+              "nothing cleared .grad between them.")
+    # Decided once the line has stayed out of the loop's steps for a while (or at the end): a line in one
+    # branch of a step condition that closes windows at the wrong micro-batches feeds step 1, skips step 2,
+    # and comes back.
+    state.pending[key] = ({s for _, s in stray}, detail, site, list(view.with_grad))
+
+
+def _report(report, pending) -> None:
+    _, detail, site, params = pending
+    report(CODE, detail, site, 1, params)
+
+
+def at_end(view) -> None:
+    state: State = view.memory[CODE]
+    for key in list(state.pending):
+        _report(view.report, state.pending.pop(key))
