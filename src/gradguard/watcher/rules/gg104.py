@@ -48,6 +48,9 @@ def at_window(view: StepView, site, group) -> None:
             return
         if len(group) > 1 and abs(factor * loss * len(group) ** 2 - 1.0) <= 1e-3:
             return  # divided by K twice on its gradients: scaled down, too much (GG113's)
+        full = view.memory["GG111"].full.get((site, id(view.ost)))
+        if full is not None and len(group) < full and abs(factor * loss * full - 1.0) <= 1e-3:
+            return  # a short window divided by the full windows' K on its gradients: GG111's
     if all(_not_scaled_down(ps) for ps in group):
         terms = max(ps.info.terms for ps in group)
         what = "mean-reduced loss" if terms == 1 else f"loss adding up {terms} mean-reduced terms"

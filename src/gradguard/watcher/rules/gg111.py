@@ -41,6 +41,7 @@ CODE = "GG111"
 EVENTS = {"at_step": 40}
 
 _TOL = 1e-6
+_MEASURED = 1e-4  # a weight that includes a rescaling of .grad, measured from two float32 norms
 # Short windows kept per (line, optimizer) while no full window has shown their divisor.
 _MAX_WAITING = 8
 
@@ -69,14 +70,22 @@ class State:
             self.declared = {i: m for i, m in self.declared.items() if i > last}
 
 
-def _factor(group) -> Optional[float]:
-    """The one known factor of every pass in ``group`` (mean-reduced losses), else None."""
+def _factor(group, grad: Optional[float] = None) -> Optional[float]:
+    """The one known weight of every pass in ``group`` (mean-reduced losses), else None: its loss's factor,
+    times ``grad``, the factor by which the waiting ``.grad`` was rescaled before the step (``p.grad /= K``)."""
     factors = []
     for ps in group:
         info = ps.info
         if ps.managed or ps.framework or ps.retained or info.amp or info.kind != "mean" or info.factor is None:
             return None
         factors.append(info.factor)
+    if grad is not None and grad != 1.0:
+        if any(abs(abs(f) - 1.0) > _TOL for f in factors):
+            return None  # divided on the loss and rescaled on .grad: GG113's or a clip's, not judged here
+        n = round(1.0 / grad) if grad > 0 else 0
+        if n >= 1 and abs(grad * n - 1.0) <= _MEASURED:
+            grad = 1.0 / n  # measured (float32 norms): a division by the integer n
+        factors = [f * grad for f in factors]
     f = factors[0]
     if f <= 0 or any(abs(g - f) > _TOL * abs(f) for g in factors):
         return None
@@ -147,8 +156,11 @@ def at_step(view: StepView) -> None:
         _framework_step(view, state)
     else:
         _uneven(view, state)
+    grad = None
     for site, group in view.by_site().items():
-        f = _factor(group)
+        if grad is None and not any(ps.info.amp for ps in group):
+            grad = view.grad_factor_unsynced  # (a window averaged on its gradients: `p.grad /= K`)
+        f = _factor(group, grad)
         if f is None:
             continue
         key = (site, id(view.ost))
