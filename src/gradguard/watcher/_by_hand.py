@@ -21,6 +21,10 @@ from ._columns import Subset, grads_of, versions_of, where
 from ._source import Site
 
 
+#: :meth:`ByHand.rescaled`'s answer where it did not read the buffer (taken as 1.0, not rescaled)
+UNREAD = 1.0
+
+
 class ByHand:
     """The checks of :class:`_tracker.Tracker` that read values (see the module's docstring)."""
 
@@ -52,6 +56,12 @@ class ByHand:
         changed = self.changed_since_pass(sub, grads)
         if not changed:
             return []
+        return self._cleared_if_zero(sub, grads, changed)
+
+    def _cleared_if_zero(self, sub: Subset, grads: list, changed: List[int]) -> List[int]:
+        """``changed`` (indices into ``grads``): buffers changed by the user's code since the last pass. If
+        they are every buffer holding waiting gradient and all hold only zeros: a clearing (see
+        :meth:`zeroed_by_hand`). Returns those of ``changed`` that are not zero."""
         try:
             norms = torch._foreach_norm([grads[j] for j in changed], float("inf"))
             device = norms[0].device
@@ -71,12 +81,60 @@ class ByHand:
             return []
         return [j for j, z in zip(changed, zero) if not z]
 
-    def rescaled(self, sub: Subset, grads: list) -> Optional[float]:
+    def zeroed_through_data(self, sub: Subset, grads: list) -> None:
+        """Before a pass or a step: waiting gradient zeroed through ``.data`` (``p.grad.data.zero_()``,
+        ``.data.fill_(0)``, ``.data.mul_(0)``), which no version counter shows (``.data`` has its own).
+
+        The observation is one value: the reference buffer (:attr:`ref_norm`, the smallest buffer the
+        last pass reached), still the same tensor at the version the pass left, holds only zeros now
+        although the pass left a non-zero norm there. Only then are the other waiting buffers read (one
+        foreach max-norm) and, if every one holds only zeros, it is a clearing. Read in place on the
+        host only where the buffer lives in host memory (no device sync); on an accelerator this
+        check is not made: reading a value there at every step would stall the host on the device."""
+        ref = self.ref_norm
+        if ref is None:
+            return
+        pos, ver, norm = ref
+        if pos >= len(self.params):
+            return
+        sl = sub.sl
+        if sl is not None:
+            if not sl.start <= pos < sl.stop:
+                return
+            j = pos - sl.start
+        else:
+            try:
+                j = sub.idx.index(pos)
+            except ValueError:
+                return
+        g = grads[j]
+        if g is None or g._version != ver or g is not _at(self, "buf", pos) or g.device.type != "cpu":
+            return  # gone, or changed in place where the version shows it (zeroed_by_hand, sync)
+        if not _at(self, "last", pos) > _at(self, "since", pos):
+            return  # no waiting gradient there
+        try:
+            if g.any() or not float(norm) > 0:
+                return
+        except Exception:
+            return
+        self.ref_norm = None  # observed once
+        pending, _ = self._pending(sub, len(grads))
+        buf = sub.get(self.buf)
+        changed = where(list(map(and_, pending, map(_same_buffer, grads, buf))))
+        if changed:
+            self._cleared_if_zero(sub, grads, changed)
+
+    def rescaled(self, sub: Subset, grads: list, unsynced: bool = False) -> Optional[float]:
         """The factor by which the user's code rescaled the waiting gradient in place since the last
         pass (``p.grad /= K``, ``div_``, ``.data.mul_``, ``_foreach_div_``, a wrapper's), measured on
         the reference buffer (:attr:`ref_norm`, the same tensor still in ``.grad``); None when it
         cannot be measured. One norm and a sync: asked only where a finding depends on it.
-        (Clipping and GradScaler.unscale_ rescale in place too.)"""
+        (Clipping and GradScaler.unscale_ rescale in place too.)
+
+        ``unsynced``: for a question asked at every step (is a correctly divided window divided
+        again on its gradients?): a buffer off the host whose version did not move since the pass
+        is taken as not rescaled (:data:`UNREAD`) instead of read; only a ``.data`` rescaling on an
+        accelerator goes unseen that way."""
         ref = self.ref_norm
         if ref is None:
             return None
@@ -85,6 +143,8 @@ class ByHand:
         buf = self.buf[pos] if pos < len(self.params) else None
         if j is None or buf is None or grads[j] is not buf:
             return None
+        if unsynced and buf._version == ver and buf.device.type != "cpu":
+            return UNREAD
         try:
             before = float(norm)
             now = float(torch.linalg.vector_norm(buf.detach().float()))
@@ -134,6 +194,16 @@ class ByHand:
             if pv >= 0 and (moved[i] or p._version != pv) and p.grad is not None:
                 out.append(i)
         return out
+
+
+def _at(tracker, name: str, i: int):
+    """Column ``name`` at position ``i``, without making a list of a column held as one value."""
+    col = tracker.__dict__["_" + name]
+    return tracker.__dict__["flat_" + name] if col is None else col[i]
+
+
+def _same_buffer(g, b) -> bool:
+    return g is not None and g is b
 
 
 def _fingerprint(params: List[torch.Tensor]) -> Optional[torch.Tensor]:

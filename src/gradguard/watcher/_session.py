@@ -180,7 +180,9 @@ class Session:
             everything = tracker.everything()
             # a clearing by hand of waiting gradient since the last pass (p.grad.zero_() on every
             # micro-batch), then one of applied gradient that no version shows (.data.zero_())
-            tracker.zeroed_by_hand(everything, grads_of(tracker.params), None)
+            grads = grads_of(tracker.params)
+            tracker.zeroed_by_hand(everything, grads, None)
+            tracker.zeroed_through_data(everything, grads)  # the same, by .data (no version shows it)
             tracker.sync(everything, refresh=True)
             tracker.zeroed_unseen(everything)
         finally:
@@ -355,11 +357,12 @@ class Session:
         grads = grads_of(ost.params)
         # a clearing by hand between the last pass and this step (p.grad.zero_() in a helper or not)
         tracker.zeroed_by_hand(sub, grads, site)
+        tracker.zeroed_through_data(sub, grads)
         tracker.sync(sub, grads=grads)  # first: a clearing found now decides GG110 vs GG102
         with_grad, stale, zero_only, by_hand, fed = tracker.step_view(ost, grads)
         view = StepView(ost, site, self.report, self.memory, self.clock, ost.params, grads,
                         with_grad, stale, zero_only, by_hand, fed, self.reporter.modules())
-        view.measure = lambda: tracker.rescaled(sub, grads)
+        view.measure = lambda unsynced=False: tracker.rescaled(sub, grads, unsynced)
         self._fed[id(ost)] = view
         rules.at_step(view)
 

@@ -106,6 +106,8 @@ class Tracker(ColumnStore, ByHand):
         self._ref: Optional[int] = None  # the position whose buffer's norm is kept after each pass
         #: (position, its buffer's _version, its norm as a 0-d tensor) right after the last pass
         self.ref_norm: Optional[tuple] = None
+        #: (pass, positions, site): passes cleared unused before any optimizer held what they reached
+        self.unowned: List[tuple] = []
 
     # ------------------------------------------------------------ who
     def add(self, p: torch.Tensor) -> int:
@@ -166,6 +168,8 @@ class Tracker(ColumnStore, ByHand):
             self._all_owned = None
             self._reorder()
             self.manual = [i for i in self.manual if self.owner[i] is None]
+            if self.unowned:
+                self._judge_unowned(ost)
         return ost
 
     def _reorder(self) -> None:
@@ -362,6 +366,21 @@ class Tracker(ColumnStore, ByHand):
         if watch_for:
             self._judge(watch_for, positions, site)
 
+    def _judge_unowned(self, ost: OptState) -> None:
+        """``ost`` was just registered (at its first step or zero_grad): passes cleared unused before it held
+        their parameters were discarded in its first interval (a clearing before every backward pass, from
+        the first micro-batch on, when the optimizer is seen only at its first step)."""
+        left = []
+        for ps, params, site in self.unowned:
+            if ps.used or ps.judged:
+                continue
+            if any(id(p) in ost.ids for p in params):  # (by identity: positions move in _reorder)
+                ps.judged = True
+                self.on_discard(ps, ost, site)
+            else:
+                left.append((ps, params, site))
+        self.unowned = left
+
     def all_owned(self) -> bool:
         if self._all_owned is None:
             self._all_owned = all(self.owned)
@@ -381,7 +400,11 @@ class Tracker(ColumnStore, ByHand):
             mask = ps.reached
             hit = [i for i in cleared if i < len(mask) and mask[i] and self.owner[i] is not None]
             if not hit:
-                continue  # only parameters no optimizer holds: "used by a step" means nothing there
+                # only parameters no optimizer holds (yet): "used by a step" means nothing there, unless an
+                # optimizer that holds them shows up later (registered at its first step): judged then
+                if not self.own and not ps.info.amp and len(self.unowned) < MAX_PENDING:
+                    self.unowned.append((ps, [self.params[i] for i in cleared if i < len(mask) and mask[i]][:4], site))
+                continue
             if self.own or ps.info.amp:
                 # gradguard's own clearing discards nothing; a GradScaler skips the step on
                 # inf/NaN unseen (it only calls step() or not), so its passes are never judged.

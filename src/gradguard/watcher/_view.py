@@ -48,7 +48,7 @@ class StepView:
 
     __slots__ = ("ost", "opt", "name", "n", "site", "params", "grads", "moves_zero", "with_grad_mask", "stale_mask",
                  "zero_mask", "by_hand", "passes", "discarded", "report", "memory", "clock", "modules", "_lists",
-                 "measure", "_factor")
+                 "measure", "_factor", "_unsynced")
 
     def __init__(self, ost: OptState, site: Site, report: Report, memory: dict, clock: int, params: list,
                  grads: list, with_grad: list, stale: list, zero_only: list, by_hand: bool, passes: Dict[int, Pass],
@@ -67,6 +67,7 @@ class StepView:
         #: () -> the factor the user's code rescaled the waiting .grad by since the last pass (None: not known)
         self.measure = None
         self._factor = False
+        self._unsynced = False
         self.passes = passes
         self.report = report
         self.memory = memory
@@ -82,6 +83,17 @@ class StepView:
         if self._factor is False:
             self._factor = self.measure() if self.measure is not None else None
         return self._factor
+
+    @property
+    def grad_factor_unsynced(self) -> Optional[float]:
+        """:attr:`grad_factor` where it needs no device sync: for a question asked at every step. A
+        buffer on an accelerator that no in-place operation changed since the last pass (its version)
+        is taken as not rescaled (1.0) without reading it."""
+        if self._factor is not False:
+            return self._factor
+        if self._unsynced is False:
+            self._unsynced = self.measure(True) if self.measure is not None else None
+        return self._unsynced
 
     def _list(self, mask: list) -> List[torch.Tensor]:
         key = id(mask)

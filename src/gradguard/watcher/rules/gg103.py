@@ -5,7 +5,9 @@ window dropped), and an optimizer that never stepped at all while two or more
 backward passes accumulated into its parameters (a step condition that is
 never met). A program that only computes gradients (saliency, a gradient
 check) is not reported: it has no optimizer holding those parameters, or
-inspects one backward pass, not an accumulation of several.
+inspects one backward pass, not an accumulation of several. Passes made with the
+model in ``eval()`` mode where the optimizer's steps applied passes in training
+mode (evaluation code that back-propagates; see GG114) are no window of the loop.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ def at_every_step(view) -> None:
 
 def _group(view: EndView, osts) -> Dict[tuple, Tuple[dict, List, object]]:
     waiting: Dict[tuple, Tuple[dict, List, object]] = {}
+    leaked = view.memory["GG114"]
     for ost in osts:
         for ps, params in view.unapplied(ost):
+            if leaked.evaluation(ost, ps.index):
+                continue  # evaluation code's pass (the model in eval() mode), not a window of the loop
             entry = waiting.setdefault(ps.site, ({}, [], ost))
             entry[0][ps.index] = ps
             seen = set(map(id, entry[1]))

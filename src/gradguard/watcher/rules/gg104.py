@@ -30,6 +30,8 @@ def _not_scaled_down(ps) -> bool:
 def at_window(view: StepView, site, group) -> None:
     if any(ps.managed for ps in group):
         return  # gradguard weights these losses itself
+    if any(view.memory["GG114"].evaluation(view.ost, ps.index) for ps in group):
+        return  # evaluation passes leaked into this step (GG114's): not a window the loop accumulates
     if not all(ps.info.kind == "mean" for ps in group):
         return
     if not all(_not_scaled_down(ps) for ps in group):
@@ -44,6 +46,11 @@ def at_window(view: StepView, site, group) -> None:
         loss = max(abs(ps.info.factor) if ps.info.scaled and ps.info.factor is not None else 1.0 for ps in group)
         if abs(factor * loss * len(group) - 1.0) <= 1e-3:
             return
+        if len(group) > 1 and abs(factor * loss * len(group) ** 2 - 1.0) <= 1e-3:
+            return  # divided by K twice on its gradients: scaled down, too much (GG113's)
+        full = view.memory["GG111"].full.get((site, id(view.ost)))
+        if full is not None and len(group) < full and abs(factor * loss * full - 1.0) <= 1e-3:
+            return  # a short window divided by the full windows' K on its gradients: GG111's
     if all(_not_scaled_down(ps) for ps in group):
         terms = max(ps.info.terms for ps in group)
         what = "mean-reduced loss" if terms == 1 else f"loss adding up {terms} mean-reduced terms"

@@ -41,6 +41,7 @@ CODE = "GG111"
 EVENTS = {"at_step": 40}
 
 _TOL = 1e-6
+_MEASURED = 1e-4  # a weight that includes a rescaling of .grad, measured from two float32 norms
 # Short windows kept per (line, optimizer) while no full window has shown their divisor.
 _MAX_WAITING = 8
 
@@ -54,6 +55,9 @@ class State:
         # key -> {K: (step, passes, with_grad)}: the first step fed by fewer than K passes each times 1/K
         self.waiting: Dict[tuple, Dict[int, tuple]] = {}
         self.declared: Dict[int, tuple] = {}  # pass index -> (K, origin, advice) from the framework
+        # (optimizer, K) -> {number of passes: (step, with_grad, site)} of its steps fed only by passes times 1/K
+        self.sizes: Dict[tuple, Dict[int, tuple]] = {}
+        self.sized_full: set = set()  # (optimizer, K) with a step of K passes or more
 
     def before_pass(self, ps) -> None:
         mark = _channel.framework_window()
@@ -66,14 +70,22 @@ class State:
             self.declared = {i: m for i, m in self.declared.items() if i > last}
 
 
-def _factor(group) -> Optional[float]:
-    """The one known factor of every pass in ``group`` (mean-reduced losses), else None."""
+def _factor(group, grad: Optional[float] = None) -> Optional[float]:
+    """The one known weight of every pass in ``group`` (mean-reduced losses), else None: its loss's factor,
+    times ``grad``, the factor by which the waiting ``.grad`` was rescaled before the step (``p.grad /= K``)."""
     factors = []
     for ps in group:
         info = ps.info
         if ps.managed or ps.framework or ps.retained or info.amp or info.kind != "mean" or info.factor is None:
             return None
         factors.append(info.factor)
+    if grad is not None and grad != 1.0:
+        if any(abs(abs(f) - 1.0) > _TOL for f in factors):
+            return None  # divided on the loss and rescaled on .grad: GG113's or a clip's, not judged here
+        n = round(1.0 / grad) if grad > 0 else 0
+        if n >= 1 and abs(grad * n - 1.0) <= _MEASURED:
+            grad = 1.0 / n  # measured (float32 norms): a division by the integer n
+        factors = [f * grad for f in factors]
     f = factors[0]
     if f <= 0 or any(abs(g - f) > _TOL * abs(f) for g in factors):
         return None
@@ -92,12 +104,63 @@ def _detail(view_name: str, n: int, k: int, full: int, site, here, seen: str) ->
             f"gradient is {k}/{full} of the mean over its items.")
 
 
+def _uneven(view: StepView, state: State) -> None:
+    """Steps of one optimizer fed by different numbers of passes, every pass (of any line) times the same
+    1/K, none of them by K: the windows are not the K micro-batches their losses were divided for (a step
+    condition that closes them at the wrong micro-batches). Each is k/K of the mean over its items, and two
+    sizes cannot both be right; a constant divisor for another reason with one pass per step shows one size
+    only. Reported once, at the first such step, when a second size shows."""
+    group = list(view.passes.values())
+    if not group or any(i in state.declared for i in view.passes):
+        return
+    for ps in group:  # (a framework's backward is judged by the factor it gave the graph, as the user's)
+        info = ps.info
+        if ps.managed or ps.retained or info.amp or info.kind != "mean" or info.factor is None:
+            return
+    f = group[0].info.factor
+    if f <= 0 or any(abs(ps.info.factor - f) > _TOL * f for ps in group):
+        return
+    full = _divisor(f)
+    if full is None:
+        return
+    key = (id(view.ost), full)
+    k = len(group)
+    if k >= full:
+        state.sized_full.add(key)
+        state.sizes.pop(key, None)
+        return
+    if key in state.sized_full:
+        return  # short windows after full ones: the per-line judgement above
+    sizes = state.sizes.setdefault(key, {})
+    if sizes is None or k in sizes:
+        return
+    sizes[k] = (view.n, view.with_grad, group[0].site)
+    if len(sizes) < 2 or max(sizes) < 2:
+        return
+    n, params, site = min(sizes.values(), key=lambda v: v[0])
+    state.sizes[key] = None  # once
+    counts = " and ".join(str(c) for c in sorted(sizes, reverse=True))
+    view.report(
+        CODE,
+        f"{view.name}.step() closed windows of {counts} backward passes (from step {n}; step {view.n} is "
+        f"the second size), every loss divided by {full} as if each window held {full}: each update is only "
+        f"k/{full} of the mean over its micro-batches, and no window holds {full} passes. The step runs on the "
+        f"wrong micro-batches.",
+        site, n, params,
+    )
+
+
 def at_step(view: StepView) -> None:
     state = view.memory[CODE]
     if state.declared:
         _framework_step(view, state)
+    else:
+        _uneven(view, state)
+    grad = None
     for site, group in view.by_site().items():
-        f = _factor(group)
+        if grad is None and not any(ps.info.amp for ps in group):
+            grad = view.grad_factor_unsynced  # (a window averaged on its gradients: `p.grad /= K`)
+        f = _factor(group, grad)
         if f is None:
             continue
         key = (site, id(view.ost))

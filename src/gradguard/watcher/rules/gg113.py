@@ -1,7 +1,9 @@
 """GG113 overscaled window: a full window whose every pass was divided by its size twice.
 
 A step fed by K >= 2 passes of one backward line, each a mean-reduced loss
-multiplied by exactly 1/K² (read from the loss's autograd graph), applies 1/K of
+weighted exactly 1/K² in the step (its factor read from the loss's autograd graph,
+times the factor by which the code rescaled the waiting ``.grad`` before the step:
+``loss / K`` then ``p.grad /= K`` weighs 1/K² as ``loss / K / K`` does), applies 1/K of
 the window mean: the loss was divided by K by the user and again by K by the
 code around it (a helper that already divides, or a framework whose backward
 divides by its accumulation steps: Accelerate's ``accelerator.backward`` inside
@@ -24,6 +26,7 @@ CODE = "GG113"
 #: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
 EVENTS = {"at_window": 40}
 _TOL = 1e-9
+_MEASURED = 1e-4  # a rescaling of .grad is measured from two float32 norms
 
 
 class State:
@@ -46,19 +49,33 @@ def at_window(view: StepView, site, group) -> None:
         return
     if k < 2 or any(ps.managed or ps.info.amp for ps in group):
         return
+    if any(view.memory["GG114"].evaluation(view.ost, ps.index) for ps in group):
+        return  # evaluation passes leaked into this step (GG114's): not a window the loop accumulates
     full = view.memory["GG111"].full.get((site, id(view.ost)))
     if full is not None and full != k:
         return  # a short window of a line whose full windows hold ``full`` passes: GG111's (1/k² = 1/full)
+    factors = []
     for ps in group:
         info = ps.info
-        if info.kind != "mean" or info.terms != 1 or not info.scaled or info.factor is None:
+        if info.kind != "mean" or info.terms != 1 or (info.scaled and info.factor is None):
             return
-        if abs(info.factor * k * k - 1.0) > _TOL * k * k:
-            return
+        factors.append(info.factor if info.scaled else 1.0)
+    # Each pass's weight in the step: its loss's factor times the factor the code rescaled the waiting
+    # .grad by before the step (`p.grad /= K` after `loss / K`; read without a device sync where no
+    # version shows an in-place change on an accelerator: asked at every window).
+    grad = view.grad_factor_unsynced
+    tol = _TOL if grad is None or grad == 1.0 else _MEASURED
+    grad = 1.0 if grad is None else grad
+    if any(abs(f * grad * k * k - 1.0) > tol * k * k for f in factors):
+        return
+    how = (f"each multiplied by 1/{k * k} = 1/{k} twice" if all(abs(f * k * k - 1.0) <= _TOL * k * k for f in factors)
+           else f"each divided by {k} on the loss and its gradient divided by {k} again before the step"
+           if all(abs(f * k - 1.0) <= _TOL * k for f in factors)
+           else f"each weighted 1/{k * k} in all (the loss's factor times the gradients' rescaling)")
     view.report(
         CODE,
         f"{view.name}.step() (step {view.n}) used {plural(k, 'backward pass', 'backward passes')} of the mean-reduced "
-        f"loss at {at(site, site)}, each multiplied by 1/{k * k} = 1/{k} twice: the step applies 1/{k} of the "
+        f"loss at {at(site, site)}, {how}: the step applies 1/{k} of the "
         "window's mean gradient.",
         site, view.n, view.with_grad,
     )
