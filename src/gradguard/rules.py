@@ -637,6 +637,57 @@ for step in range(num_steps):
 """,
     ),
     Rule(
+        code="GG115",
+        name="clip-inside-window",
+        severity="warning",
+        summary="Gradients were clipped while an accumulation window was still open: a later micro-batch's backward pass added to the clipped gradient before the step.",
+        consequence="The step applies neither the window's gradient nor its clipped value: each partial sum is clipped in turn (early micro-batches shrunk most, the last one never), so the update is biased and its norm can exceed the threshold up to K times, with no error.",
+        fix="Clip once per window, after its last backward pass and before the step: under the step's own condition (if (i + 1) % K == 0:) or under if accelerator.sync_gradients:.",
+        what=(
+            "Flags a gradient clip (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `accelerator.clip_grad_norm_`\n"
+            "and the like) that runs while an accumulation window is open: after a micro-batch's backward pass that\n"
+            "is not the window's last, so that a later backward pass adds to the clipped gradient before the step.\n"
+            "Run time: the watch notes each clip of parameters and the backward passes made so far; the optimizer\n"
+            "step that applies passes from both before and after a clip of its parameters is reported at the\n"
+            "clip's line (a clearing in between drops the earlier passes, so a clip of one micro-batch's gradient\n"
+            "that is then moved elsewhere, as in per-example clipping, is not reported).\n"
+            "Lint: in a loop whose iterations back-propagate and step only on some of them (a step under\n"
+            "`if (i + 1) % K == 0`, or `with accelerator.accumulate(model):`), or a micro-batch loop that does not\n"
+            "step, followed by a step, a clip reached in the loop's body (also through helpers and methods of the\n"
+            "same file) that is not under the step's own condition or a window-boundary test\n"
+            "(`accelerator.sync_gradients`, a modulo) is reported. A clip once after the window's last backward,\n"
+            "or with no window at all (one backward per step), is not."
+        ),
+        why=(
+            "Gradient accumulation sums K micro-batches' gradients in `.grad` and steps once, so the step should\n"
+            "apply the window's gradient, clipped once: clip(g1 + ... + gK). A clip after every micro-batch\n"
+            "instead clips each partial sum: clip(clip(clip(g1) + g2) + ...) + gK. Early micro-batches are\n"
+            "shrunk more than late ones, the last micro-batch is never clipped, and the result is neither the\n"
+            "window mean nor its clipped value; with a small max_norm the step's norm can reach K times the\n"
+            "threshold. No error is raised and the loss still falls. The bug was published in diffusers'\n"
+            "train_unconditional (accelerator.clip_grad_norm_ on every micro-step inside\n"
+            "accelerator.accumulate), fixed by clipping only when `accelerator.sync_gradients` is true."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / K
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # clips a partial sum, K times a window
+    if (i + 1) % K == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        instead="""
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / K
+    loss.backward()
+    if (i + 1) % K == 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # once, on the whole window
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
