@@ -142,6 +142,14 @@ for x, y in data:
     optimizer.step()
     optimizer.zero_grad()
 """,
+    "step_skipped_on_a_nonfinite_norm": """
+for x, y in data:
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if torch.isfinite(norm):
+        optimizer.step()
+        optimizer.zero_grad()
+""",
     "per_example_clip_then_clear": """
 sums = [torch.zeros_like(p) for p in model.parameters()]
 for i, (x, y) in enumerate(data):

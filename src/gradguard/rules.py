@@ -726,6 +726,65 @@ for x, y in loader:
         runtime=False,
     ),
     Rule(
+        code="GG202",
+        name="graph-in-buffer",
+        severity="warning",
+        summary="A module's buffer or tensor attribute was updated from a tensor that carries the autograd graph, from its own previous value: the graphs of all steps stay chained in it.",
+        consequence="Every step's graph, and the activations it saved, stays alive through the buffer, so memory grows each step until the run is killed (or the next backward fails with 'Trying to backward through the graph a second time').",
+        fix="Update the statistic without the graph: under with torch.no_grad():, or from .detach()ed values (.item() for a Python number).",
+        what=(
+            "Flags a running statistic kept on a module (a registered buffer or a tensor attribute) that is\n"
+            "updated from a tensor carrying the autograd graph, so that each step's value holds the previous\n"
+            "step's graph: `self.mean = m * self.mean + (1 - m) * x.mean(0)` or\n"
+            "`self.running_mean.mul_(1 - m).add_(m * mean)` in `forward` without `torch.no_grad()` or `.detach()`.\n"
+            "Run time: at each optimizer step the watch reads the buffers and tensor attributes of the modules\n"
+            "it saw run; one that holds a tensor with a `grad_fn` is marked, and when at a later step its graph\n"
+            "still reaches the mark (the new value was computed from the old one, graph and all), it is reported\n"
+            "at that step. A graph kept for one step and replaced by the next forward (an activation cached for a\n"
+            "loss) does not grow and is not reported.\n"
+            "Lint: in a method of a class (its `forward`, or a helper the method calls), an assignment to\n"
+            "`self.X` (or an in-place update of it) whose value is computed from `self.X` itself and from the\n"
+            "method's inputs (a tensor derived from them, also through a function of the file that returns it),\n"
+            "outside `torch.no_grad()` and without `.detach()`, `.data` or `.item()` on the way, is reported.\n"
+            "BatchNorm's own statistics (updated by PyTorch without a graph) are not."
+        ),
+        why=(
+            "A tensor computed from the inputs of a training step carries the autograd graph back to them.\n"
+            "Stored into a buffer that the next step updates from its old value, it chains the graphs of all\n"
+            "steps together: the nodes, and every tensor they saved for backward, stay alive for the whole run,\n"
+            "so memory grows each step until the process is killed, often days into a run; or, when the buffer\n"
+            "also enters the loss, the next backward fails with \"Trying to backward through the graph a second\n"
+            "time\". A running statistic is no part of what the loss differentiates, so it should be updated\n"
+            "without the graph. Published in nflows' BatchNorm transform, SynSin's custom batch-norm and the\n"
+            "d2l.ai batch-norm from scratch, each fixed by detaching the statistics."
+        ),
+        example="""
+class RunningNorm(torch.nn.Module):
+    def __init__(self, n, momentum=0.1):
+        super().__init__()
+        self.momentum = momentum
+        self.register_buffer("mean", torch.zeros(n))
+
+    def forward(self, x):
+        m = self.momentum
+        self.mean = (1 - m) * self.mean + m * x.mean(0)   # carries x's graph into the next step
+        return x - self.mean
+""",
+        instead="""
+class RunningNorm(torch.nn.Module):
+    def __init__(self, n, momentum=0.1):
+        super().__init__()
+        self.momentum = momentum
+        self.register_buffer("mean", torch.zeros(n))
+
+    def forward(self, x):
+        m = self.momentum
+        with torch.no_grad():                              # the statistic is no part of the loss
+            self.mean = (1 - m) * self.mean + m * x.mean(0)
+        return x - self.mean
+""",
+    ),
+    Rule(
         code="GG301",
         name="ignored-num-items-in-batch",
         severity="warning",

@@ -10,7 +10,8 @@ In such a loop, a clip (``clip_grad_norm_``, ``clip_grad_value_``, ``clip_gradie
 ``accelerator.clip_grad_norm_``) in the body, or in a helper function or method of
 the file that the body calls (three deep), is reported unless a test around it
 (an ``if`` it is under, or an ``if ...: continue`` before it) is one of the step's
-own tests or decides a window's boundary (a modulo, ``accelerator.sync_gradients``).
+own tests or decides a window's boundary (a modulo, ``accelerator.sync_gradients``), or unless the
+step's test reads what the clip returned (``if torch.isfinite(norm): step()`` skips a bad step).
 A loop with one backward pass per step holds no window and is left alone.
 """
 
@@ -46,10 +47,15 @@ def check_loop(loop: Loop, report: Report) -> None:
             return
     elif loop.clears or not steps_after(loop):
         return
-    step_tests = {ast.dump(test) for e in loop.steps for test, _ in tests(e) if isinstance(test, ast.AST)}
-    for clip, guards in _clips(loop.node.body, loop, (), 0, set()):
-        if any(is_boundary_test(t) or ast.dump(t) in step_tests for t in guards):
+    step_tests = [test for e in loop.steps for test, _ in tests(e) if isinstance(test, ast.AST)]
+    dumps = {ast.dump(t) for t in step_tests}
+    read = {n.id for t in step_tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for clip, guards, stmt in _clips(loop.node.body, loop, (), 0, set()):
+        if any(is_boundary_test(t) or ast.dump(t) in dumps for t in guards):
             continue
+        if isinstance(stmt, ast.Assign) and stmt.value is clip and read & {
+                n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+            continue  # `norm = clip(...); if isfinite(norm): step()`: an iteration that skips a bad step, not a window
         where = "inside `with accelerator.accumulate(...)`, whose steps wait for the window's last micro-batch" if loop.accumulate else (
             f"in the loop at line {loop.node.lineno}, which back-propagates on iterations that do not step")
         report(
@@ -62,7 +68,7 @@ def check_loop(loop: Loop, report: Report) -> None:
 
 
 def _clips(stmts: List[ast.stmt], loop: Loop, guards: Tuple[ast.expr, ...], depth: int, seen: set) -> Iterator[tuple]:
-    """(clip call, the tests guarding it) for the clips reached from ``stmts``, helpers followed."""
+    """(clip call, the tests guarding it, its statement) for the clips reached from ``stmts``, helpers followed."""
     for stmt in stmts:
         if isinstance(stmt, _DEFS):
             continue
@@ -76,14 +82,14 @@ def _clips(stmts: List[ast.stmt], loop: Loop, guards: Tuple[ast.expr, ...], dept
         blocks += [h.body for h in getattr(stmt, "handlers", [])]
         heads = [n for f, n in ast.iter_fields(stmt) if f not in ("body", "orelse", "finalbody", "handlers")]
         for node in _calls(heads if blocks else [stmt]):
-            yield from _call(node, loop, guards, depth, seen)
+            yield from _call(node, stmt, loop, guards, depth, seen)
         for block in blocks:
             yield from _clips(block, loop, guards, depth, seen)
 
 
-def _call(node: ast.Call, loop: Loop, guards, depth: int, seen: set) -> Iterator[tuple]:
+def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: set) -> Iterator[tuple]:
     if terminal(node.func) in _CLIPS:
-        yield node, guards
+        yield node, guards, stmt
         return
     if depth >= _MAX_DEPTH:
         return
