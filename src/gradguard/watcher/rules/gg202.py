@@ -1,8 +1,9 @@
 """GG202 graph in buffer: a module's buffer or tensor attribute holds a graph that reaches an earlier step's.
 
 At every optimizer step the rule reads the buffers and the plain tensor
-attributes of the modules the watch saw run (their own, not their children's:
-each module is read once). A tensor there with a ``grad_fn`` carries an autograd
+attributes of the modules the watch saw run whose class is the user's (torch's
+own layers keep their statistics without a graph), each module's own, not its
+children's, so that each is read once. A tensor there with a ``grad_fn`` carries an autograd
 graph; its node is marked (in the node's ``metadata``, which holds no reference
 to anything) with the step it was seen at. When at a later step the tensor found
 there has a graph that reaches a marked node within a few hundred nodes, its
@@ -43,8 +44,18 @@ def _tensors(module: torch.nn.Module):
         if t is not None:
             yield name, t
     for name, t in vars(module).items():
-        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+        if type(t) is torch.Tensor:  # (a Parameter is a subclass: left out)
             yield name, t
+
+
+def _own_code(cls, cache={}) -> bool:  # noqa: B006  (one cache for the process: classes do not change module)
+    """Whether ``cls`` is defined outside torch: torch's own layers update their statistics without a graph
+    (BatchNorm's through ``F.batch_norm``), so only the user's classes are read, which keeps a step's cost
+    in proportion to them rather than to the model's size."""
+    own = cache.get(cls)
+    if own is None:
+        own = cache[cls] = not (cls.__module__ or "").startswith("torch.")
+    return own
 
 
 def _marked(node) -> Optional[int]:
@@ -68,6 +79,8 @@ def _marked(node) -> Optional[int]:
 def at_every_step(view: StepView) -> None:
     state: State = view.memory[CODE]
     for module in view.modules:
+        if not _own_code(type(module)):
+            continue
         for name, t in _tensors(module):
             node = t.grad_fn
             if node is None or (id(module), name) in state.reported:
