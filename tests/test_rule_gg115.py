@@ -57,6 +57,15 @@ for i, (x, y) in enumerate(data):
         optimizer.step()
         optimizer.zero_grad()
 """),
+    "norm_then_clip": (True, """
+for i, (x, y) in enumerate(data):
+    (torch.nn.functional.mse_loss(model(x), y) / K).backward()
+    total = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+    torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total)  # as Accelerate clips
+    if (i + 1) % K == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
     "helper": (True, """
 def micro_step(net, batch, scale):
     inputs, target = batch

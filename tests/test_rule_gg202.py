@@ -244,3 +244,12 @@ def test_lint_names_the_line_of_the_update():
     lines = [f.line for f in gg.lint_source(source, "train.py") if f.code == "GG202"]
     assert [source.split("\n")[n - 1].strip() for n in lines] == [
         "self.running.mul_(1 - self.momentum).add_(mean * self.momentum)"]
+
+
+def test_a_file_of_model_classes_alone_is_read():
+    # The layer lives in models.py, the loop in train.py: the linter must read the models file by itself.
+    source = "import torch\n" + textwrap.dedent(LAYERS["rebind"][1])
+    assert "backward" not in source and "zero_grad" not in source
+    assert [f.code for f in gg.lint_source(source, "models.py")] == ["GG202"]
+    fixed = "import torch\n" + textwrap.dedent(LAYERS["rebind_no_grad"][1])
+    assert [f.code for f in gg.lint_source(fixed, "models.py")] == []

@@ -31,7 +31,7 @@ FIXTURES = ("gg115_clip_inside_window_bad.py", "gg115_clip_inside_window_good.py
 FIX_SAFETY = None
 
 # Functions that clip gradients in place (the norm read alone, get_total_norm, changes nothing).
-_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_gradients"})
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "clip_gradients"})
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _MAX_DEPTH = 3
