@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, FrozenSet, List, Optional
 
-from .._ast import no_grad_function, no_grad_with, terminal, text
+from .._ast import no_grad_function, no_grad_with, terminal
 from .._model import Module, Report
 
 CODE = "GG202"
@@ -35,7 +35,7 @@ _NONE: FrozenSet[str] = frozenset()
 # Attributes and calls whose value carries no graph.
 _CUT_ATTRS = frozenset({"data", "shape", "dtype", "device", "ndim", "requires_grad", "grad_fn", "is_cuda"})
 _CUT_CALLS = frozenset({"detach", "item", "tolist", "numpy", "size", "dim", "numel", "nelement", "argmax", "argmin",
-                        "detach_", "cpu_numpy"})
+                        "detach_"})
 _CUT_FUNCS = frozenset({"len", "int", "float", "bool", "isinstance", "range", "str", "print", "round"})
 _MAX_DEPTH = 2
 Labels = FrozenSet[str]
