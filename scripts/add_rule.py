@@ -1,8 +1,8 @@
 """Scaffold a new rule: its modules, its fixture pairs, its catalogue entry, and the docs.
 
-    python scripts/add_rule.py GG115 kebab-name --severity warning            # the watch and the linter
-    python scripts/add_rule.py GG115 kebab-name --severity error --watch      # the watch only
-    python scripts/add_rule.py GG115 kebab-name --severity warning --lint     # the linter only
+    python scripts/add_rule.py GG116 kebab-name --severity warning            # the watch and the linter
+    python scripts/add_rule.py GG116 kebab-name --severity error --watch      # the watch only
+    python scripts/add_rule.py GG116 kebab-name --severity warning --lint     # the linter only
 
 It creates, for the linter, ``src/gradguard/lint/rules/ggNNN_<name>.py`` (an empty check, its
 ``FIXTURES`` and ``FIX_SAFETY``); for the watch, ``src/gradguard/watcher/rules/ggNNN.py`` (an
@@ -283,7 +283,7 @@ def add_rule(code: str, name: str, severity: str, watch: bool, lint: bool, root:
     texts = {f: _text(f, (texts or {}).get(f)) for f in FIELDS}
     code = code.upper()
     if not _CODE.fullmatch(code):
-        raise Refusal(f"rule code {code!r} is not of the form GGnnn (three digits, e.g. GG115)")
+        raise Refusal(f"rule code {code!r} is not of the form GGnnn (three digits, e.g. GG116)")
     if not _NAME.fullmatch(name):
         raise Refusal(f"rule name {name!r} is not kebab-case (lower-case words joined by '-', e.g. clip-before-unscale)")
     text, _, entries = _catalogue(root)

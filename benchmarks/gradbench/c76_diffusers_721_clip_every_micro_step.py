@@ -4,8 +4,8 @@ source: huggingface/diffusers#721 (https://github.com/huggingface/diffusers/pull
 family: clip-in-accumulation
 shape: with accelerator.accumulate(model): noise_pred = model(noisy_images, timesteps); loss = F.mse_loss(noise_pred, noise); accelerator.backward(loss); accelerator.clip_grad_norm_(model.parameters(), 1.0); optimizer.step(); lr_scheduler.step(); optimizer.zero_grad(). Fixed: the clip only under `if accelerator.sync_gradients:`. Accelerate 1.x on the CPU, gradient_accumulation_steps=4
 numeric: each partial sum of the window is clipped to norm 1 before the next micro-batch is added, so the applied gradient is neither the window mean nor its clipped value
-watch: out: clipping a window before its last backward pass changes the sum, but no rule covers a clip's position inside a window
-lint: out: no rule covers a clip's position inside an accumulation window
+watch: GG115
+lint: GG115
 bug-step: 1
 """
 import torch

@@ -4,8 +4,8 @@ source: bayesiains/nflows#11 (https://github.com/bayesiains/nflows/pull/11), "Fi
 family: graph-in-buffer
 shape: nflows/transforms/normalization.py BatchNorm.forward(inputs): if self.training: mean, var = inputs.mean(0), inputs.var(0); self.running_mean.mul_(1 - self.momentum).add_(mean * self.momentum); self.running_var.mul_(1 - self.momentum).add_(var * self.momentum); outputs = self.weight * (inputs - mean) / torch.sqrt(var + self.eps) + self.bias. Used between the layers of a flow (batch_norm_between_layers=True) trained on -log_prob
 numeric: each running statistic reaches every training step's batch statistics through the in-place updates: the graph (and RAM, "of order GB" per the issue) grows every step
-watch: out: a buffer holding graph nodes is not a gradient buffer; the watch follows .grad
-lint: out: no rule covers a module buffer updated from a tensor that carries the graph
+watch: GG202
+lint: GG202
 bug-step: end
 """
 import math

@@ -4,8 +4,8 @@ source: facebookresearch/synsin#20 (https://github.com/facebookresearch/synsin/p
 family: graph-in-buffer
 shape: class myBN(nn.Module) (the BigGAN-style batch-norm of ResNetEncoder/ResNetDecoder): forward(x, gain, bias): if self.training: out, mean, var = manual_bn(x, gain, bias, return_mean_var=True, eps=self.eps); self.stored_mean = self.stored_mean * (1 - self.momentum) + mean * self.momentum; self.stored_var = self.stored_var * (1 - self.momentum) + var * self.momentum; return out. Fixed: the running statistics computed without the graph (detached)
 numeric: stored_mean and stored_var reach every training step's batch statistics: the graph grows at every forward
-watch: out: a buffer holding graph nodes is not a gradient buffer; the watch follows .grad
-lint: out: no rule covers a module buffer updated from a tensor that carries the graph
+watch: GG202
+lint: GG202
 bug-step: end
 """
 import torch

@@ -4,8 +4,8 @@ source: d2l-ai/d2l-en#1342 (https://github.com/d2l-ai/d2l-en/pull/1342), "[PyTor
 family: graph-in-buffer
 shape: def batch_norm(X, gamma, beta, moving_mean, moving_var, eps, momentum): if not torch.is_grad_enabled(): X_hat = (X - moving_mean) / torch.sqrt(moving_var + eps); else: mean = X.mean(dim=0); var = ((X - mean) ** 2).mean(dim=0); X_hat = (X - mean) / torch.sqrt(var + eps); moving_mean = momentum * moving_mean + (1.0 - momentum) * mean; moving_var = momentum * moving_var + (1.0 - momentum) * var; Y = gamma * X_hat + beta; return Y, moving_mean, moving_var. class BatchNorm(nn.Module).forward: Y, self.moving_mean, self.moving_var = batch_norm(X, self.gamma, self.beta, self.moving_mean, self.moving_var, eps=1e-5, momentum=0.9)
 numeric: the moving statistics reach every batch's X and statistics of the run ("The memory would not be freed and accumulate every epochs to explode finally")
-watch: out: a buffer holding graph nodes is not a gradient buffer; the watch follows .grad
-lint: out: no rule covers a module buffer updated from a tensor that carries the graph
+watch: GG202
+lint: GG202
 bug-step: end
 """
 import torch

@@ -657,6 +657,58 @@ for step in range(num_steps):
 """,
     ),
     Rule(
+        code="GG115",
+        name="clip-inside-window",
+        severity="warning",
+        summary="Gradients were clipped while an accumulation window was still open: a later micro-batch's backward pass added to the clipped gradient before the step.",
+        consequence="The step applies neither the window's gradient nor its clipped value: each partial sum is clipped in turn (early micro-batches shrunk most, the last one never), so the update is biased and its norm can exceed the threshold up to K times, with no error.",
+        fix="Clip once per window, after its last backward pass and before the step: under the step's own condition (if (i + 1) % K == 0:) or under if accelerator.sync_gradients:.",
+        what=(
+            "Flags a gradient clip (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `accelerator.clip_grad_norm_`\n"
+            "and the like) that runs while an accumulation window is open: after a micro-batch's backward pass that\n"
+            "is not the window's last, so that a later backward pass adds to the clipped gradient before the step.\n"
+            "Run time: the watch notes each clip of parameters and the backward passes made so far; the optimizer\n"
+            "step that applies passes from both before and after a clip of its parameters is reported at the\n"
+            "clip's line (a clearing in between drops the earlier passes, so a clip of one micro-batch's gradient\n"
+            "that is then moved elsewhere, as in per-example clipping, is not reported).\n"
+            "Lint: in a loop whose iterations back-propagate and step only on some of them (a step under\n"
+            "`if (i + 1) % K == 0`, or `with accelerator.accumulate(model):`), or a micro-batch loop that does not\n"
+            "step, followed by a step, a clip reached in the loop's body (also through helpers and methods of the\n"
+            "same file) that is not under the step's own condition or a window-boundary test\n"
+            "(`accelerator.sync_gradients`, a modulo) is reported, unless the step's test reads what the clip\n"
+            "returned (`norm = clip_grad_norm_(...)`, `if torch.isfinite(norm): step()` skips a bad step). A clip\n"
+            "once after the window's last backward, or with no window at all (one backward per step), is not."
+        ),
+        why=(
+            "Gradient accumulation sums K micro-batches' gradients in `.grad` and steps once, so the step should\n"
+            "apply the window's gradient, clipped once: clip(g1 + ... + gK). A clip after every micro-batch\n"
+            "instead clips each partial sum: clip(clip(clip(g1) + g2) + ...) + gK. Early micro-batches are\n"
+            "shrunk more than late ones, the last micro-batch is never clipped, and the result is neither the\n"
+            "window mean nor its clipped value; with a small max_norm the step's norm can reach K times the\n"
+            "threshold. No error is raised and the loss still falls. The bug was published in diffusers'\n"
+            "train_unconditional (accelerator.clip_grad_norm_ on every micro-step inside\n"
+            "accelerator.accumulate), fixed by clipping only when `accelerator.sync_gradients` is true."
+        ),
+        example="""
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / K
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # clips a partial sum, K times a window
+    if (i + 1) % K == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        instead="""
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / K
+    loss.backward()
+    if (i + 1) % K == 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # once, on the whole window
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",
@@ -693,6 +745,69 @@ for x, y in loader:
     total_loss += loss.item()
 """,
         runtime=False,
+    ),
+    Rule(
+        code="GG202",
+        name="graph-in-buffer",
+        severity="warning",
+        summary="A module's buffer or tensor attribute was updated from a tensor that carries the autograd graph, from its own previous value: the graphs of all steps stay chained in it.",
+        consequence="Every step's graph, and the activations it saved, stays alive through the buffer, so memory grows each step until the run is killed (or the next backward fails with 'Trying to backward through the graph a second time').",
+        fix="Update the statistic without the graph: under with torch.no_grad():, or from .detach()ed values (.item() for a Python number).",
+        what=(
+            "Flags a running statistic kept on a module (a registered buffer or a tensor attribute) that is\n"
+            "updated from a tensor carrying the autograd graph, so that each step's value holds the previous\n"
+            "step's graph: `self.mean = m * self.mean + (1 - m) * x.mean(0)` or\n"
+            "`self.running_mean.mul_(1 - m).add_(m * mean)` in `forward` without `torch.no_grad()` or `.detach()`.\n"
+            "Run time: at each optimizer step the watch reads the buffers and tensor attributes of the modules\n"
+            "it saw run whose class is not torch's own (torch's layers keep their statistics without a graph);\n"
+            "one that holds a tensor with a `grad_fn` is marked, and when at a later step its graph\n"
+            "still reaches the mark (the new value was computed from the old one, graph and all), it is reported\n"
+            "at that step. A graph kept for one step and replaced by the next forward (an activation cached for a\n"
+            "loss) does not grow and is not reported.\n"
+            "Lint: in the `forward` of a class deriving from a torch `Module` (and the methods of the class it\n"
+            "calls), an assignment to `self.X` whose value is computed from `self.X` itself and from the inputs\n"
+            "of `forward` or the module's own parameters (also through a function of the file that returns it,\n"
+            "element by element for a tuple), or an augmented assignment or in-place call on `self.X`\n"
+            "(`mul_().add_()`, `copy_`, `self.X[i] = ...`) with such a value, outside `torch.no_grad()` and\n"
+            "without `.detach()`, `.data` or `.item()` on the way, is reported. Not reported: a class that cuts\n"
+            "`self.X`'s graph itself (`self.X = self.X.detach()`, as a recurrent state is cut between sequences),\n"
+            "BatchNorm's own statistics (updated by PyTorch without a graph)."
+        ),
+        why=(
+            "A tensor computed from the inputs of a training step carries the autograd graph back to them.\n"
+            "Stored into a buffer that the next step updates from its old value, it chains the graphs of all\n"
+            "steps together: the nodes, and every tensor they saved for backward, stay alive for the whole run,\n"
+            "so memory grows each step until the process is killed, often days into a run; or, when the buffer\n"
+            "also enters the loss, the next backward fails with \"Trying to backward through the graph a second\n"
+            "time\". A running statistic is no part of what the loss differentiates, so it should be updated\n"
+            "without the graph. Published in nflows' BatchNorm transform, SynSin's custom batch-norm and the\n"
+            "d2l.ai batch-norm from scratch, each fixed by detaching the statistics."
+        ),
+        example="""
+class RunningNorm(torch.nn.Module):
+    def __init__(self, n, momentum=0.1):
+        super().__init__()
+        self.momentum = momentum
+        self.register_buffer("mean", torch.zeros(n))
+
+    def forward(self, x):
+        m = self.momentum
+        self.mean = (1 - m) * self.mean + m * x.mean(0)   # carries x's graph into the next step
+        return x - self.mean
+""",
+        instead="""
+class RunningNorm(torch.nn.Module):
+    def __init__(self, n, momentum=0.1):
+        super().__init__()
+        self.momentum = momentum
+        self.register_buffer("mean", torch.zeros(n))
+
+    def forward(self, x):
+        m = self.momentum
+        with torch.no_grad():                              # the statistic is no part of the loss
+            self.mean = (1 - m) * self.mean + m * x.mean(0)
+        return x - self.mean
+""",
     ),
     Rule(
         code="GG301",

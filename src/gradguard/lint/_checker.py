@@ -25,8 +25,9 @@ from ._model import Diagnostic, Module, Report, Skipped
 from ._project import Project
 from .rules import FIXES, LOOP_RULES, MODULE_RULES
 
-# Without one of these words a file holds nothing any rule looks at.
-_TRIGGERS = ("backward", "zero_grad", "num_items_in_batch")
+# Without one of these words a file holds nothing any rule looks at ("def forward": a file of model
+# classes alone, whose statistics GG202 reads).
+_TRIGGERS = ("backward", "zero_grad", "num_items_in_batch", "def forward")
 
 
 def _other_autograd(tree: ast.Module) -> bool:

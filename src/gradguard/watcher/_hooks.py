@@ -151,8 +151,8 @@ def _make_clip(grads: bool):
                 if not isinstance(tensors, torch.Tensor):
                     tensors = list(tensors)  # a generator: read once here, handed on as a list
                 name = orig.__name__.lstrip("_")
-                if grads and sys._getframe(1).f_code.co_name == "clip_grad_norm_":
-                    name = "clip_grad_norm_"  # the norm clip_grad_norm_ reads before it clips
+                if sys._getframe(1).f_code.co_name == "clip_grad_norm_":
+                    name = "clip_grad_norm_"  # the norm clip_grad_norm_ reads, and the clip it makes with it
                 for s in sessions:
                     s.clipping(name, tensors, grads)
             return orig(tensors, *args, **kwargs)
@@ -178,7 +178,9 @@ def _patches() -> List[_Patch]:
         from torch.nn.utils import clip_grad
 
         for owner, name, grads in ((clip_grad, "_get_total_norm", True), (clip_grad, "clip_grad_value_", False),
-                                   (utils, "clip_grad_value_", False), (utils, "get_total_norm", True)):
+                                   (utils, "clip_grad_value_", False), (utils, "get_total_norm", True),
+                                   # the clip given a norm (clip_grad_norm_'s second half; Accelerate calls it alone)
+                                   (clip_grad, "_clip_grads_with_norm_", False), (utils, "clip_grads_with_norm_", False)):
             if callable(owner.__dict__.get(name)):  # (as this torch version names them)
                 _PATCHES.append(_Patch(owner, name, _make_clip(grads)))
     return _PATCHES

@@ -1,0 +1,123 @@
+"""GG115 clip-inside-window: a gradient clip reached while the loop's accumulation window is open.
+
+A loop holds a window when some of its iterations back-propagate and do not step
+(the step under ``if (i + 1) % K == 0:``, read from the program model's paths), or
+when its steps run inside ``with accelerator.accumulate(model):`` (the framework
+skips them until the window's last micro-batch), or when it back-propagates, never
+steps and a step follows it (an inner micro-batch loop). A path that clears
+``.grad`` without stepping holds no window (per-example clipping moves and clears).
+In such a loop, a clip (``clip_grad_norm_``, ``clip_grad_value_``, ``clip_gradients``,
+``accelerator.clip_grad_norm_``) in the body, or in a helper function or method of
+the file that the body calls (three deep), is reported unless a test around it
+(an ``if`` it is under, or an ``if ...: continue`` before it) is one of the step's
+own tests or decides a window's boundary (a modulo, ``accelerator.sync_gradients``), or unless the
+step's test reads what the clip returned (``if torch.isfinite(norm): step()`` skips a bad step).
+A loop with one backward pass per step holds no window and is left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, List, Tuple
+
+from .._ast import terminal, text
+from .._events import CLEAR, MANAGED, MAYBE_CLEAR
+from .._model import Loop, Report, is_boundary_test, steps_after, tests
+
+CODE = "GG115"
+#: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
+FIXTURES = ("gg115_clip_inside_window_bad.py", "gg115_clip_inside_window_good.py")
+#: No automatic fix: where the window ends is the user's loop to say (``fix`` would have to move code).
+FIX_SAFETY = None
+
+# Functions that clip gradients in place (the norm read alone, get_total_norm, changes nothing).
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "clip_gradients"})
+_JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_MAX_DEPTH = 3
+
+
+def check_loop(loop: Loop, report: Report) -> None:
+    if not loop.backwards or loop.managed:
+        return
+    if loop.steps:
+        # paths that back-propagate and neither step nor clear: the window stays open after them
+        open_paths = [p for p in loop.micro_paths if not any(e.kind in (CLEAR, MAYBE_CLEAR, MANAGED) for e in p.events)]
+        if not open_paths and not loop.accumulate:
+            return
+    elif loop.clears or not steps_after(loop):
+        return
+    step_tests = [test for e in loop.steps for test, _ in tests(e) if isinstance(test, ast.AST)]
+    dumps = {ast.dump(t) for t in step_tests}
+    read = {n.id for t in step_tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for clip, guards, stmt in _clips(loop.node.body, loop, (), 0, set()):
+        if any(is_boundary_test(t) or ast.dump(t) in dumps for t in guards):
+            continue
+        if isinstance(stmt, ast.Assign) and stmt.value is clip and read & {
+                n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+            continue  # `norm = clip(...); if isfinite(norm): step()`: an iteration that skips a bad step, not a window
+        where = "inside `with accelerator.accumulate(...)`, whose steps wait for the window's last micro-batch" if loop.accumulate else (
+            f"in the loop at line {loop.node.lineno}, which back-propagates on iterations that do not step")
+        report(
+            CODE,
+            clip,
+            f"`{text(clip.func)}(...)` clips the gradients {where}: each clip acts on a partial sum of the window, "
+            "and a later micro-batch's backward pass adds to it before the step.",
+            loop=loop,
+        )
+
+
+def _clips(stmts: List[ast.stmt], loop: Loop, guards: Tuple[ast.expr, ...], depth: int, seen: set) -> Iterator[tuple]:
+    """(clip call, the tests guarding it, its statement) for the clips reached from ``stmts``, helpers followed."""
+    for stmt in stmts:
+        if isinstance(stmt, _DEFS):
+            continue
+        if isinstance(stmt, ast.If):
+            yield from _clips(stmt.body, loop, guards + (stmt.test,), depth, seen)
+            yield from _clips(stmt.orelse, loop, guards + (stmt.test,), depth, seen)
+            if stmt.body and isinstance(stmt.body[-1], _JUMPS) and not stmt.orelse:
+                guards = guards + (stmt.test,)  # `if not boundary: continue`: what follows runs at the boundary
+            continue
+        blocks = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
+        blocks += [h.body for h in getattr(stmt, "handlers", [])]
+        heads = [n for f, n in ast.iter_fields(stmt) if f not in ("body", "orelse", "finalbody", "handlers")]
+        for node in _calls(heads if blocks else [stmt]):
+            yield from _call(node, stmt, loop, guards, depth, seen)
+        for block in blocks:
+            yield from _clips(block, loop, guards, depth, seen)
+
+
+def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: set) -> Iterator[tuple]:
+    if terminal(node.func) in _CLIPS:
+        yield node, guards, stmt
+        return
+    if depth >= _MAX_DEPTH:
+        return
+    helper = None
+    func = node.func
+    if isinstance(func, ast.Name):
+        helper = loop.functions.get(func.id)
+    elif isinstance(func, ast.Attribute) and text(func.value) == "self":
+        helper = loop.methods.get(func.attr) or next(
+            (ms[func.attr] for ms in loop.module.methods.values() if func.attr in ms), None)
+    elif isinstance(func, ast.Attribute) and text(func.value) in loop.module.instances:
+        helper = loop.module.instances[text(func.value)].get(func.attr)
+    if helper is not None and id(helper) not in seen:
+        seen.add(id(helper))
+        yield from _clips(helper.body, loop, guards, depth + 1, seen)
+        seen.discard(id(helper))
+
+
+def _calls(nodes) -> Iterator[ast.Call]:
+    """The calls in ``nodes`` (expressions or simple statements), nested functions and lambdas left out."""
+    todo = [n for n in nodes if isinstance(n, ast.AST)]
+    for n in list(nodes):
+        if isinstance(n, list):
+            todo.extend(x for x in n if isinstance(x, ast.AST))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _DEFS):
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        todo.extend(ast.iter_child_nodes(n))

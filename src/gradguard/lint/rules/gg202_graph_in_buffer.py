@@ -1,0 +1,293 @@
+"""GG202 graph-in-buffer: a module's ``forward`` updates ``self.X`` from its old value and a tensor carrying the graph.
+
+Each ``forward`` of a class deriving from a torch ``Module`` (directly or through
+classes of the file) is followed statement by statement, the values labelled with
+what they are computed from: ``in`` for the method's inputs and the module's own
+parameters (``self.w = nn.Parameter(...)``), ``self:X`` for the old value of
+``self.X``. ``.detach()``, ``.data``, ``.item()``, shapes, comparisons, ``len`` and
+the body of ``with torch.no_grad():`` cut every label; a function of the file is
+read through its ``return`` (element by element for a tuple), and a method of the
+class called from ``forward`` is followed with its arguments' labels (two deep). An
+assignment ``self.X = value`` whose value is labelled both ``in`` and ``self:X``, an
+augmented ``self.X += value`` or an in-place call on ``self.X`` (``mul_``, ``add_``,
+``copy_``, item assignment) with a value labelled ``in`` is reported: the new value
+holds the old one's graph. Not reported when the class cuts ``self.X``'s graph
+somewhere (``self.X = self.X.detach()`` or ``self.X.detach_()``, as a recurrent
+state is cut between sequences), nor in a method under ``@torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, FrozenSet, List, Optional
+
+from .._ast import no_grad_function, no_grad_with, terminal
+from .._model import Module, Report
+
+CODE = "GG202"
+#: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
+FIXTURES = ("gg202_graph_in_buffer_bad.py", "gg202_graph_in_buffer_good.py")
+#: No automatic fix: a `.detach()` changes nothing but the graph, but which value to detach is the user's to say.
+FIX_SAFETY = None
+
+IN = "in"
+_NONE: FrozenSet[str] = frozenset()
+# Attributes and calls whose value carries no graph.
+_CUT_ATTRS = frozenset({"data", "shape", "dtype", "device", "ndim", "requires_grad", "grad_fn", "is_cuda"})
+_CUT_CALLS = frozenset({"detach", "item", "tolist", "numpy", "size", "dim", "numel", "nelement", "argmax", "argmin",
+                        "detach_"})
+_CUT_FUNCS = frozenset({"len", "int", "float", "bool", "isinstance", "range", "str", "print", "round"})
+_MAX_DEPTH = 2
+Labels = FrozenSet[str]
+
+
+def check_module(module: Module, report: Report) -> None:
+    classes = {c.name: c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef)}
+    for cls in classes.values():
+        if not _is_module(cls, classes, set()):
+            continue
+        methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        forward = methods.get("forward")
+        if forward is None or no_grad_function(forward):
+            continue
+        walker = _Walker(module, methods, _parameters(methods), _cut_somewhere(cls), report)
+        args = forward.args
+        inputs = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs][1:]
+        inputs += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+        walker.run(forward.body, {name: frozenset({IN}) for name in inputs}, 0)
+
+
+def _is_module(cls: ast.ClassDef, classes: Dict[str, ast.ClassDef], seen: set) -> bool:
+    """A torch ``Module`` subclass: a base whose name ends in ``Module``, or a class of the file that is one."""
+    for base in cls.bases:
+        name = terminal(base)
+        if name.endswith("Module"):
+            return True
+        if name in classes and name not in seen:
+            seen.add(name)
+            if _is_module(classes[name], classes, seen):
+                return True
+    return False
+
+
+def _parameters(methods) -> FrozenSet[str]:
+    """The attributes bound to ``nn.Parameter(...)`` in the class: they carry a graph like the inputs."""
+    out = set()
+    for fn in methods.values():
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and terminal(node.value.func) == "Parameter":
+                out.update(t.attr for t in node.targets if _self_attr(t))
+    return frozenset(out)
+
+
+def _cut_somewhere(cls: ast.ClassDef) -> FrozenSet[str]:
+    """The attributes whose graph the class cuts itself: ``self.X = self.X.detach()``, ``self.X.detach_()``."""
+    out = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
+            f = node.value.func
+            if f.attr in ("detach", "clone") and _self_attr(f.value) and terminal(f.value) in {terminal(t) for t in node.targets}:
+                out.add(f.value.attr)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach_" and _self_attr(node.func.value):
+            out.add(node.func.value.attr)
+    return frozenset(out)
+
+
+def _self_attr(node) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+class _Walker:
+    def __init__(self, module: Module, methods, params: FrozenSet[str], cut: FrozenSet[str], report: Report):
+        self.module, self.methods, self.params, self.cut, self.report = module, methods, params, cut, report
+        self.returns: List[List[Labels]] = []
+        self.active: set = set()
+
+    # ------------------------------------------------------------------ statements
+    def run(self, stmts, env: Dict[str, Labels], depth: int, quiet: bool = False) -> Dict[str, Labels]:
+        for stmt in stmts:
+            env = self.stmt(stmt, env, depth, quiet)
+        return env
+
+    def stmt(self, stmt, env, depth, quiet) -> Dict[str, Labels]:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return env
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if stmt.value is None:
+                return env
+            parts = self.elements(stmt.value, env, depth, quiet)
+            env = dict(env)
+            for t in targets:
+                self.bind(t, stmt.value, parts, env, stmt, quiet)
+            return env
+        if isinstance(stmt, ast.AugAssign):
+            labels = self.labels(stmt.value, env, depth, quiet)
+            env = dict(env)
+            if _self_attr(stmt.target):
+                self.judge(stmt, stmt.target.attr, labels | {"self:" + stmt.target.attr}, quiet)
+            elif isinstance(stmt.target, ast.Name):
+                env[stmt.target.id] = env.get(stmt.target.id, _NONE) | labels
+            return env
+        if isinstance(stmt, ast.Expr):
+            self.inplace(stmt, stmt.value, env, depth, quiet)
+            self.labels(stmt.value, env, depth, quiet)
+            return env
+        if isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self.returns.append(self.elements(stmt.value, env, depth, quiet))
+            return env
+        if isinstance(stmt, ast.If):
+            a = self.run(stmt.body, env, depth, quiet)
+            b = self.run(stmt.orelse, env, depth, quiet)
+            return _merge(a, b)
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                env = dict(env)
+                self.bind(stmt.target, stmt.iter, [self.labels(stmt.iter, env, depth, quiet)], env, stmt, quiet)
+            once = self.run(stmt.body, env, depth, quiet)
+            twice = self.run(stmt.body, _merge(env, once), depth, quiet)  # what one iteration leaves to the next
+            return self.run(stmt.orelse, _merge(env, twice), depth, quiet)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            if no_grad_with(stmt):
+                # nothing computed in here carries a graph: the names it binds are clean, nothing is judged
+                out = self.run(stmt.body, env, depth, True)
+                return {k: (v if env.get(k) is v else _NONE) for k, v in out.items()}
+            return self.run(stmt.body, env, depth, quiet)
+        if isinstance(stmt, ast.Try):
+            env = self.run(stmt.body, env, depth, quiet)
+            for h in stmt.handlers:
+                env = _merge(env, self.run(h.body, env, depth, quiet))
+            env = self.run(stmt.orelse, env, depth, quiet)
+            return self.run(stmt.finalbody, env, depth, quiet)
+        return env
+
+    def bind(self, target, value, parts: List[Labels], env, stmt, quiet) -> None:
+        whole = frozenset().union(*parts) if parts else _NONE
+        if isinstance(target, (ast.Tuple, ast.List)):
+            same = len(parts) == len(target.elts) and not any(isinstance(e, ast.Starred) for e in target.elts)
+            for i, t in enumerate(target.elts):
+                self.bind(t, None, [parts[i]] if same else [whole], env, stmt, quiet)
+            return
+        if isinstance(target, ast.Name):
+            env[target.id] = whole
+        elif _self_attr(target):
+            if IN in whole and "self:" + target.attr in whole:
+                self.judge(stmt, target.attr, whole, quiet)
+            env["self." + target.attr] = whole
+        elif isinstance(target, ast.Subscript) and _self_attr(target.value) and IN in whole:
+            self.judge(stmt, target.value.attr, whole, quiet)  # self.X[i] = value: an in-place write into X
+
+    def inplace(self, stmt, call, env, depth, quiet) -> None:
+        """``self.X.mul_(a).add_(b)``: in-place calls on ``self.X`` with an argument that carries the graph."""
+        labels = _NONE
+        node = call
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+                and not node.func.attr.startswith("_") and node.func.attr != "detach_":
+            for a in list(node.args) + [k.value for k in node.keywords]:
+                labels |= self.labels(a, env, depth, quiet)
+            node = node.func.value
+        if node is not call and _self_attr(node) and IN in labels:
+            self.judge(stmt, node.attr, labels, quiet)
+
+    def judge(self, stmt, attr: str, labels: Labels, quiet: bool) -> None:
+        if quiet or IN not in labels or attr in self.cut:
+            return
+        self.report(
+            CODE, stmt,
+            f"`self.{attr}` is updated from its old value and a tensor that carries the autograd graph (computed from "
+            "the module's inputs or parameters), outside `torch.no_grad()` and without `.detach()`: every step's graph "
+            "stays chained in it.",
+        )
+
+    # ------------------------------------------------------------------ expressions
+    def elements(self, value, env, depth, quiet) -> List[Labels]:
+        """The labels of each element of a tuple value (one element for anything else)."""
+        if isinstance(value, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            return [self.labels(e, env, depth, quiet) for e in value.elts]
+        if isinstance(value, ast.IfExp):
+            a = self.elements(value.body, env, depth, quiet)
+            b = self.elements(value.orelse, env, depth, quiet)
+            if len(a) == len(b):
+                return [x | y for x, y in zip(a, b)]
+            other = frozenset().union(*(b if len(a) > 1 else a))
+            return [x | other for x in (a if len(a) > 1 else b)]
+        if isinstance(value, ast.Call):
+            out = self.call(value, env, depth, quiet)
+            if out is not None:
+                return out
+        return [self.labels(value, env, depth, quiet)]
+
+    def labels(self, e, env, depth, quiet) -> Labels:
+        if e is None or isinstance(e, (ast.Constant, ast.Compare, ast.Lambda)):
+            return _NONE
+        if isinstance(e, ast.Name):
+            return env.get(e.id, _NONE)
+        if isinstance(e, ast.Attribute):
+            if e.attr in _CUT_ATTRS:
+                return _NONE
+            if isinstance(e.value, ast.Name) and e.value.id == "self":
+                if "self." + e.attr in env:
+                    return env["self." + e.attr]
+                return frozenset({"self:" + e.attr} | ({IN} if e.attr in self.params else set()))
+            return self.labels(e.value, env, depth, quiet)
+        if isinstance(e, ast.Call):
+            out = self.call(e, env, depth, quiet)
+            if out is not None:
+                return frozenset().union(*out) if out else _NONE
+            func = e.func
+            if isinstance(func, ast.Attribute) and func.attr in _CUT_CALLS or isinstance(func, ast.Name) and func.id in _CUT_FUNCS:
+                return _NONE
+            out = self.labels(func.value, env, depth, quiet) if isinstance(func, ast.Attribute) else _NONE
+            for a in list(e.args) + [k.value for k in e.keywords]:
+                out |= self.labels(a.value if isinstance(a, ast.Starred) else a, env, depth, quiet)
+            return out
+        out = _NONE
+        for child in ast.iter_child_nodes(e):
+            if isinstance(child, ast.expr):
+                out |= self.labels(child, env, depth, quiet)
+        return out
+
+    def call(self, call: ast.Call, env, depth, quiet) -> Optional[List[Labels]]:
+        """The labels of what a function of the file (or a method of the class) returns, its parameters standing
+        for the call's arguments; None for anything else."""
+        func = call.func
+        fn, bound = None, 0
+        if isinstance(func, ast.Name):
+            fn = self.module.functions.get(func.id)
+        elif _self_attr(func) and func.attr in self.methods:
+            fn, bound = self.methods[func.attr], 1
+        if fn is None or depth >= _MAX_DEPTH or id(fn) in self.active or no_grad_function(fn):
+            return None if fn is None or not no_grad_function(fn) else [_NONE]
+        args = fn.args
+        names = [a.arg for a in args.posonlyargs + args.args][bound:]
+        inner: Dict[str, Labels] = {}
+        for name, a in zip(names, call.args):
+            inner[name] = self.labels(a, env, depth, quiet)
+        for k in call.keywords:
+            if k.arg is not None:
+                inner[k.arg] = self.labels(k.value, env, depth, quiet)
+        if bound:  # a method of the class sees the caller's view of self's attributes
+            inner.update({k: v for k, v in env.items() if k.startswith("self.")})
+        saved, self.returns = self.returns, []
+        self.active.add(id(fn))
+        try:
+            # a function of the file is no method: its `self` attributes are not ours to judge
+            self.run(fn.body, inner, depth + 1, quiet or not bound)
+            found = self.returns
+        finally:
+            self.active.discard(id(fn))
+            self.returns = saved
+        if not found:
+            return [_NONE]
+        width = len(found[0])
+        if all(len(r) == width for r in found):
+            return [frozenset().union(*(r[i] for r in found)) for i in range(width)]
+        return [frozenset().union(*(x for r in found for x in r))]
+
+
+def _merge(a: Dict[str, Labels], b: Dict[str, Labels]) -> Dict[str, Labels]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, _NONE) | v
+    return out
