@@ -105,7 +105,7 @@ class SelfCheck:
         found = self._touched()
         if found is None:
             return
-        message = self._touched_message(*found, where)
+        message = self._w.touched or self._touched_message(*found, where)  # the first finding (state_dict() may have)
         if self._sync.world_size > 1:
             # Raising here would leave the other ranks waiting in a collective: the window's header
             # all-reduce carries the finding and every rank refuses there (see _end_window).
