@@ -153,6 +153,11 @@ class LocalSync:
     def settle(self, params: List[torch.Tensor]) -> None:
         pass
 
+    def touched(self) -> Optional[str]:
+        """The message of a change to the window's gradients that this driver saw made behind the Accumulator's back
+        (where they live outside ``.grad``); None: none seen. Read once, at the window's end."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(world_size={self.world_size})"
 
