@@ -496,7 +496,7 @@ class Accumulator(Reach, SelfCheck, Undo):
                 all(map(is_, map(grad_of, self._wparams), seen))
                 and max(map(sub, map(version_of, filter(has_grad, seen)), self._seen_versions), default=0) <= self._since):
             self._check_untouched(f"{caller} that ends the window")
-        if w.touched is None:
+        if w.touched is None and hasattr(sync, "touched"):
             w.touched = sync.touched()  # a change where the driver keeps the window (DeepSpeed ZeRO-3's partitions)
         micro_batches = w.micro + w.has_backward
         params = self._params()
