@@ -31,7 +31,11 @@ def exact(trainer: Trainer) -> Trainer:
     against that token mean on every micro-batch, judged once per window
     before the window's last backward: a model with another loss (another
     ignored label, another reduction) is refused before any update. The first
-    micro-batch with targets tells whether the loss shifts labels.
+    micro-batch with targets tells whether the loss shifts labels. Where the
+    model's loss is taken from the log-softmax of the returned logits (its
+    autograd graph shows that, through reshapes and a float upcast only), the
+    token sum is gathered from those log-probabilities and backpropagated
+    through them: one log-softmax per micro-batch, as the stock Trainer.
 
     A ``compute_loss`` override that divides a token sum by its
     ``num_items_in_batch`` (TRL's ``SFTTrainer``) is kept: exact() gives it
