@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_hf_exact.py [--rounds 60] [--vocab 8000] [--layers 2]
         [--hidden 256]
 
-A Llama-style causal LM (``--layers`` layers of width ``--hidden``, vocabulary ``--vocab``), micro-batches of 4 rows of 128
-tokens (rows of random length, right-padded), ``gradient_accumulation_steps=4``, on the CPU. A stock
+A Llama-style causal LM (``--layers`` layers of width ``--hidden``, vocabulary ``--vocab``), micro-batches of
+4 rows of 128 tokens (rows of random length, right-padded), ``gradient_accumulation_steps=4``, on the CPU. A stock
 trainer and an ``exact()`` one (same model, same data) are built once; each round runs one window
 through each, in alternating order: the trainer's own ``get_batch_samples`` and ``training_step``
 for each of the K micro-batches, as ``train()`` calls them (forward, loss, backward; the optimizer
@@ -72,8 +72,8 @@ def collate(rows_):
 def build(fix, data, vocab, d, layers=2, hidden=256):
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=SEQ))
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQ))
     args = transformers.TrainingArguments(
         output_dir=d, per_device_train_batch_size=MICRO, gradient_accumulation_steps=K, max_steps=1,
         learning_rate=1e-3, optim="sgd", report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
