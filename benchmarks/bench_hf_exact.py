@@ -1,9 +1,10 @@
 """Cost of ``exact(trainer)`` against the stock HF ``Trainer``, side by side in one run.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_hf_exact.py [--rounds 60] [--vocab 8000] [--layers 2]
+        [--hidden 256]
 
-A Llama-style causal LM (2 layers, hidden 256, vocabulary ``--vocab``), micro-batches of 4 rows of 128
-tokens (rows of random length, right-padded), ``gradient_accumulation_steps=4``, on the CPU. A stock
+A Llama-style causal LM (``--layers`` layers of width ``--hidden``, vocabulary ``--vocab``), micro-batches of
+4 rows of 128 tokens (rows of random length, right-padded), ``gradient_accumulation_steps=4``, on the CPU. A stock
 trainer and an ``exact()`` one (same model, same data) are built once; each round runs one window
 through each, in alternating order: the trainer's own ``get_batch_samples`` and ``training_step``
 for each of the K micro-batches, as ``train()`` calls them (forward, loss, backward; the optimizer
@@ -16,7 +17,8 @@ median, quartiles and range.
 
 exact() passes the labels to the model, so each micro-batch computes the model's own cross entropy
 (which the stock Trainer computes too) and gradguard's token sum over the same logits (the one
-backpropagated); the difference is that second cross entropy and the per-window check.
+backpropagated), taken from the log-softmax the model's loss computed where its autograd graph shows one;
+the difference is that gather, the count of the window's targets and the per-window check.
 """
 
 from __future__ import annotations
@@ -67,11 +69,11 @@ def collate(rows_):
     return {"input_ids": pad("input_ids", 0), "attention_mask": mask, "labels": pad("labels", -100)}
 
 
-def build(fix, data, vocab, d, layers=2):
+def build(fix, data, vocab, d, layers=2, hidden=256):
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=vocab, hidden_size=256, intermediate_size=512, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=SEQ))
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQ))
     args = transformers.TrainingArguments(
         output_dir=d, per_device_train_batch_size=MICRO, gradient_accumulation_steps=K, max_steps=1,
         learning_rate=1e-3, optim="sgd", report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
@@ -104,11 +106,12 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=60)
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=256)
     a = p.parse_args(argv)
     data = rows(MICRO * K, a.vocab)
     stock, fixed = [], []
     with tempfile.TemporaryDirectory() as d:
-        trainers = {fix: build(fix, data, a.vocab, d, a.layers) for fix in (False, True)}
+        trainers = {fix: build(fix, data, a.vocab, d, a.layers, a.hidden) for fix in (False, True)}
         for fix in (False, True):
             window(trainers[fix])  # warm-up
         for r in range(a.rounds):
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
             stock.append(got[False])
             fixed.append(got[True])
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {torch.get_num_threads()}, "
-          f"vocab {a.vocab}, layers {a.layers}, K={K}, micro-batch {MICRO}x{SEQ}, {a.rounds} rounds")
+          f"vocab {a.vocab}, layers {a.layers}, hidden {a.hidden}, K={K}, micro-batch {MICRO}x{SEQ}, {a.rounds} rounds")
     for c, clock in enumerate(("wall", "CPU")):
         s, f = [x[c] for x in stock], [x[c] for x in fixed]
         paired = [b / a_ for a_, b in zip(s, f)]

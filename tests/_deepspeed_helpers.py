@@ -320,6 +320,51 @@ def run_accelerate(rank: int, world_size: int, stage: int = 2) -> dict:
     return {"refusal": refusal, "params": params, "distributed_type": str(accelerator.distributed_type)}
 
 
+# A clearing or in-place edit of the window's gradients that the Accumulator did not make, at the top of every
+# iteration (a ported hand loop's zero_grad()), through each object a loop can reach.
+STRAY_KINDS = ("engine.zero_grad", "optimizer.zero_grad", "module.zero_grad", "grad.mul_")
+
+
+def _stray(kind: str, engine) -> None:
+    if kind == "engine.zero_grad":
+        engine.zero_grad()
+    elif kind == "optimizer.zero_grad":  # the ZeRO optimizer deepspeed.initialize returned
+        engine.optimizer.zero_grad()
+    elif kind == "module.zero_grad":
+        engine.module.zero_grad()
+    elif kind == "grad.mul_":
+        for p in engine.module.parameters():
+            if p.grad is not None:
+                p.grad.mul_(2)
+
+
+def run_stray(stage: int, rank: int, world_size: int) -> dict:
+    """Per kind (and None, the control): the same loop with the stray call on the last rank; what each window did."""
+    import gradguard as gg
+
+    schedule = schedule_for(world_size)[:3]
+    out = {}
+    for kind in (None, *STRAY_KINDS):
+        engine = _engine(stage)
+        acc = gg.Accumulator(engine, STEPS)
+        init = full_params(engine)
+        errors = []
+        for w, per_rank in enumerate(schedule):
+            counts = per_rank[rank]
+            for m, count in enumerate(counts):
+                if kind is not None and rank == world_size - 1:
+                    _stray(kind, engine)
+                x, y, mask = _data(w, rank, m, count)
+                acc.backward(h.masked_loss(engine, x, y, mask), count=count)
+                try:
+                    acc.step() if m < len(counts) - 1 or len(counts) == STEPS else acc.flush()
+                except gg.GradguardError as exc:
+                    errors.append((w, str(exc)))
+        out[kind] = {"errors": errors, "steps": acc.optimizer_steps, "skipped": acc.skipped_windows,
+                     "init": init, "params": full_params(engine)}
+    return out
+
+
 def main(out_dir: str, stages: List[int]) -> None:
     import deepspeed
     import torch.distributed as dist
@@ -335,6 +380,7 @@ def main(out_dir: str, stages: List[int]) -> None:
             "exact": run_accumulator(stage, rank, schedule=schedule_for(world_size)),
             "naive": run_engine_default(stage, rank),
             "refusals": refusals(stage, rank),
+            "stray": run_stray(stage, rank, world_size),
         }
         if world_size > 1:  # the rest once, with two processes
             result["gradguard"] = run_accumulator(stage, rank, schedule=h.NAIVE_SCHEDULE)

@@ -365,7 +365,11 @@ def _clear(kind: str, model: nn.Module, opt) -> None:
 
 
 def _stray_run(rank: int, world_size: int, clearing=None, on_ranks=(0, 1), windows=(0, 1, 2),
-               bucket_view: bool = False, microbatch: bool = True, fsdp2_defer=None) -> dict:
+               bucket_view: bool = False, microbatch: bool = True, fsdp2_defer=None, at_micro=None,
+               resume_at=None) -> dict:
+    """``clearing`` at the top of each iteration (``at_micro``: of that micro-batch only) on ``on_ranks`` in
+    ``windows``; ``resume_at=(window, micro)``: after that micro-batch's step(), the Accumulator's state is
+    saved (deep-copied, as torch.save would) and loaded into a new Accumulator, which trains on."""
     if fsdp2_defer is None:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -386,7 +390,7 @@ def _stray_run(rank: int, world_size: int, clearing=None, on_ranks=(0, 1), windo
     errors, at_refusal = [], []
     for w, per_rank in enumerate(SCHEDULE[:3]):
         for m, count in enumerate(per_rank[rank]):
-            if clearing is not None and rank in on_ranks and w in windows:
+            if clearing is not None and rank in on_ranks and w in windows and at_micro in (None, m):
                 _clear(clearing, model, opt)
             x, y, mask = micro_batch(w, rank, m, count)
             with (acc.microbatch() if microbatch else _null()):
@@ -396,6 +400,12 @@ def _stray_run(rank: int, world_size: int, clearing=None, on_ranks=(0, 1), windo
             except gg.GradguardError as exc:
                 errors.append((w, str(exc)))
                 at_refusal.append([_full(p) for p in model.parameters()])
+            if resume_at == (w, m):
+                import copy
+
+                state = copy.deepcopy(acc.state_dict())
+                acc = gg.Accumulator(opt, STEPS, model=sync)
+                acc.load_state_dict(state)
     return {"errors": errors, "steps": acc.optimizer_steps, "skipped": acc.skipped_windows, "at_refusal": at_refusal,
             "params": [_full(p) for p in model.parameters()]}
 

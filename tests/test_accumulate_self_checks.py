@@ -354,3 +354,46 @@ def test_a_grad_replaced_with_no_pass_since_the_record_is_taken_only_when_it_hol
         with pytest.raises(gg.GradguardError, match="was replaced by another tensor"):
             acc.step()
         assert opt.captured == [] and acc.skipped_windows == 1
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_change_found_by_state_dict_is_refused_at_the_windows_end_live_or_resumed(change, resume):
+    """Changed after micro-batch 0, saved after micro-batch 1: the window is refused at its end, once, nothing applied.
+
+    ``resume``: the state (deep-copied, as ``torch.save`` would) is loaded into a new Accumulator, which records
+    ``.grad`` afresh: the finding must travel in the state. The control: the same program without the change
+    (saved and resumed the same way) applies the float64 full-batch gradient.
+    """
+    batches = _data(UNEQUAL[:STEPS])
+    for changed in (False, True):
+        model = _model()
+        opt = CaptureOptimizer(model.parameters())
+        acc = gg.Accumulator(opt, STEPS)
+        before = [p.detach().clone() for p in model.parameters()]
+        for i, (x, y) in enumerate(batches):
+            if changed and i == 1:
+                CHANGES[change](opt, model)
+            acc.backward(F.mse_loss(model(x), y), count=len(x))
+            if i < STEPS - 1:
+                acc.step()
+            if i == 1:
+                state = copy.deepcopy(acc.state_dict())
+                if resume:
+                    acc = gg.Accumulator(opt, STEPS)
+                    acc.load_state_dict(state)
+        if not changed:
+            acc.step()
+            assert rel_error(opt.captured[-1], _reference(_model(), batches)) < 1e-12
+            continue
+        assert state["touched"] is not None  # what travels: the finding, named
+        with pytest.raises(gg.GradguardError, match=WHAT[change] + r" after the backward\(\) of micro-batch 0 of window 0 "
+                                                    r"and before acc\.state_dict\(\)"):
+            acc.step()
+        assert (acc.optimizer_steps, acc.skipped_windows) == (0, 1) and not opt.captured
+        assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+        # The next window starts clean and is exact: nothing found twice.
+        for x, y in batches:
+            acc.backward(F.mse_loss(model(x), y), count=len(x))
+            acc.step()
+        assert acc.optimizer_steps == 1 and rel_error(opt.captured[-1], _reference(model, batches)) < 1e-12

@@ -93,6 +93,37 @@ def test_one_process_window_of_empty_micro_batches_is_dropped_and_the_engine_tra
     assert _rel(out["params"][:1], [[p.detach().double() for p in d.make_model().parameters()]]) == 0  # nothing moved
 
 
+# Where each stray call can reach the window: stages 0 and 1 keep it in .grad (every call empties or edits it);
+# stage 3 in partitions that only the ZeRO optimizer's zero_grad() empties; stage 2 moves each pass out of reach.
+REACHES = {0: set(d.STRAY_KINDS), 1: set(d.STRAY_KINDS), 2: set(), 3: {"optimizer.zero_grad"}}
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_stray_zero_grad_or_edit_is_refused_on_every_rank_or_changes_nothing(one, two, stage, nproc):
+    """The call on the last rank at the top of every iteration: refused on every rank before any update where it
+    reaches the window, else every window exact; the same loop without it is exact (the control)."""
+    runs = one if nproc == 1 else two
+    ref = d.reference(nproc, d.schedule_for(nproc), windows=range(3))["params"]
+    for rank in range(nproc):
+        stray = runs[stage, rank]["stray"]
+        control = stray[None]
+        assert control["errors"] == [] and control["steps"] == 3
+        assert _rel([control["params"]], [ref[-1]]) < REL
+        for kind in d.STRAY_KINDS:
+            out = stray[kind]
+            if kind in REACHES[stage]:
+                assert [w for w, _ in out["errors"]] == [0, 1, 2], (kind, out["errors"])
+                assert (out["steps"], out["skipped"]) == (0, 3)
+                assert all(torch.equal(a, b) for a, b in zip(out["params"], out["init"]))  # nothing moved
+                here = rank == nproc - 1
+                for _, message in out["errors"]:
+                    assert ("Nothing was applied" in message) if here else ("on another rank" in message), message
+            else:
+                assert out["errors"] == [] and out["steps"] == 3, (kind, out["errors"])
+                assert _rel([out["params"]], [ref[-1]]) < REL, kind
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_engine_clips_the_exact_full_window_gradient(two, stage):
     clipped_ref = d.reference(2, h.NAIVE_SCHEDULE, clip=d.CLIP)

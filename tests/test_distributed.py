@@ -272,6 +272,40 @@ def test_ddp_clearing_on_one_rank_in_one_window_is_refused_by_both_and_the_rest_
 
 
 @pytest.fixture(scope="module")
+def stray_resumed():
+    """A clearing on rank 1 at the top of micro-batch 1 of window 1, the state saved and loaded after that step().
+
+    Every pass synchronised (microbatch=False): rank 1 finds the change before micro-batch 1's pass, so the finding
+    is pending when the state is saved. Passes in no_sync (microbatch=True): nothing looked at .grad since the
+    clearing, so state_dict() itself must find it. Beside each, the same program without the clearing (control).
+    """
+    configs = [dict(mode, resume_at=(1, 1), **extra) for mode in _DDP_MODES
+               for extra in ({}, dict(clearing="zero_grad", on_ranks=(1,), windows=(1,), at_micro=1))]
+    ranks = h.run_ranks(h.scenario_ddp_stray_clearing, configs=configs)
+    return [(cfg, [r[i] for r in ranks]) for i, cfg in enumerate(configs)]
+
+
+@pytest.mark.slow  # more than one process
+@pytest.mark.parametrize("mode", _DDP_MODES, ids=lambda m: f"bucket_view={m['bucket_view']}-microbatch={m['microbatch']}")
+def test_ddp_a_finding_survives_state_dict_and_load_state_dict_in_the_middle_of_the_window(stray_resumed, mode):
+    """Resumed mid-window, the window the clearing hit is refused once on both ranks; the others stay exact."""
+    runs = [(c, o) for c, o in stray_resumed if all(c[k] == v for k, v in mode.items())]
+    (_, control), = [(c, o) for c, o in runs if "clearing" not in c]
+    (_, cleared), = [(c, o) for c, o in runs if "clearing" in c]
+    for out in control:  # resuming itself loses nothing: all three windows exact
+        assert out["errors"] == [] and (out["steps"], out["skipped"]) == (3, 0)
+        for p, r in zip(out["params"], h.reference_prefix(range(3))):
+            assert_close(p, r, **TOL)
+    for out in cleared:  # refused once (not lost, not twice), before any update, on both ranks
+        assert [w for w, _ in out["errors"]] == [1] and (out["steps"], out["skipped"]) == (2, 1), out["errors"]
+        for p, r in zip(out["at_refusal"][0], h.reference_prefix([0])):
+            assert_close(p, r, **TOL)
+        for p, r in zip(out["params"], h.reference_prefix([0, 2])):
+            assert_close(p, r, **TOL)
+    assert "'module.0.weight'" in cleared[1]["errors"][0][1] and "on another rank" in cleared[0]["errors"][0][1]
+
+
+@pytest.fixture(scope="module")
 def stray_fsdp2():
     configs = [dict(fsdp2_defer=defer, clearing=kind) for defer in (False, True) for kind in (None, *_STRAY_KINDS)]
     ranks = h.run_ranks(h.scenario_ddp_stray_clearing, configs=configs)

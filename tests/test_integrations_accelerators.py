@@ -154,6 +154,67 @@ def test_two_processes_exact_and_framework_alone_is_not(exact, alone):
         assert S.rel_change_error(control, want) > 1e-4
 
 
+def _stray_loop(acc, model, opt, data, rank, stray):
+    """The exact loop with the ported hand loop's ``opt.zero_grad()`` at the top of every iteration on rank 1."""
+    errors = []
+    for x, y in data:
+        if stray and rank == 1:
+            opt.zero_grad()
+        with acc.microbatch():
+            acc.backward(S.loss_fn(model, x, y), count=len(x))
+        try:
+            acc.step()
+        except gg.GradguardError as exc:
+            errors.append(str(exc))
+    try:
+        acc.flush()  # the final window of 2
+    except gg.GradguardError as exc:
+        errors.append(str(exc))
+    return errors, acc.optimizer_steps, acc.skipped_windows
+
+
+def accelerate_stray(rank, world_size, stray):
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    model = S.make_model()
+    model, opt = accelerator.prepare(model, _opt(model))
+    acc = gg.Accumulator(opt, S.K, model=model, accelerator=accelerator)
+    out = _stray_loop(acc, model, opt, S.batches(rank), rank, stray)
+    return out, [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
+
+
+def _fabric_stray(rank, world_size, stray):
+    fabric = _fabric(world_size)
+    model = S.make_model()
+    model, opt = fabric.setup(model, _opt(model))
+    acc = gg.Accumulator(opt, S.K, model=model, accelerator=fabric)
+    out = _stray_loop(acc, model, opt, S.batches(rank), rank, stray)
+    return out, [p.detach().clone() for p in model.module.parameters()]
+
+
+def fabric_stray(*args):
+    return _float64_outputs(_fabric_stray, *args)
+
+
+def _stray_and_control(rank, world_size, run):
+    return run(rank, world_size, True), run(rank, world_size, False)
+
+
+@pytest.mark.parametrize("run", [accelerate_stray, fabric_stray], ids=["accelerate", "fabric"])
+def test_two_processes_a_stray_zero_grad_on_one_rank_is_refused_on_every_rank_before_any_update(run):
+    """Each of the 3 windows refused on both ranks, parameters as built; the same loop without it is exact."""
+    init = [p.detach().clone() for p in S.make_model().parameters()]
+    want = S.reference_params([S.batches(0), S.batches(1)], None)
+    for rank, (((errors, steps, skipped), params), ((c_errors, c_steps, _), control)) in enumerate(
+            S.spawn(_stray_and_control, 2, run=run)):
+        assert len(errors) == 3 and (steps, skipped) == (0, 3), errors
+        for message in errors:
+            assert ("something other than the Accumulator" if rank == 1 else "on another rank") in message, message
+        assert all(torch.equal(p, q) for p, q in zip(params, init))
+        assert c_errors == [] and c_steps == 3 and S.rel_change_error(control, want) < 1e-10
+
+
 def test_accelerate_equal_counts_skip_the_normalisation():
     """Equal counts: loss / K is already exact, and the result still matches the reference."""
     want = S.reference_params([S.batches(0, equal=True)], None)

@@ -39,9 +39,12 @@ class SelfCheck:
         # is no longer the window's. One read of the parameters' .grad per window beside the
         # window's own, none per micro-batch. Only where every pass writes into .grad and nothing else
         # does: one process, DDP and FSDP2 (see _synced_checks); None: nothing kept.
-        self._checks = self._sync.grads_in_params and (
+        # A driver whose window lives in .grad only part of the way says so itself (DeepSpeed: stages 0 and 1).
+        in_grad = getattr(self._sync, "window_in_grad", self._sync.grads_in_params)
+        self._checks = in_grad and (
             getattr(self._sync, "checks_across_ranks", False)
-            or (self._sync.world_size == 1 and getattr(self._sync, "accumulates_into_params", False)))
+            or (self._sync.world_size == 1 and (getattr(self._sync, "accumulates_into_params", False)
+                                                or getattr(self._sync, "window_in_grad", False))))
         # Several ranks: a synchronised pass rewrites .grad itself (DDP's all-reduce copies the averaged
         # bucket back, or makes .grad a view of it), so the window's .grad is checked before each such
         # pass and recorded again after it; a change found is not raised at once (the other ranks would
@@ -105,7 +108,7 @@ class SelfCheck:
         found = self._touched()
         if found is None:
             return
-        message = self._touched_message(*found, where)
+        message = self._w.touched or self._touched_message(*found, where)  # the first finding (state_dict() may have)
         if self._sync.world_size > 1:
             # Raising here would leave the other ranks waiting in a collective: the window's header
             # all-reduce carries the finding and every rank refuses there (see _end_window).

@@ -60,9 +60,10 @@ class Window:
     in_no_sync: bool = False  # inside microbatch() that defers gradient sync
     last_synced: bool = True  # did the last backward run with gradient sync?
     end_failed: Optional[str] = None  # the exception that interrupted (and undid) this window's end
-    # Several ranks: the error message of the first change to .grad that this rank found behind the
-    # Accumulator's back (refused on every rank at the window's end); None: none found.
-    touched: Optional[str] = None
+    # The error message of the first change to .grad that this rank found behind the Accumulator's back
+    # and has not raised yet (several ranks: refused on every rank at the window's end; a state saved
+    # after the change: refused at the resumed window's end); None: none found.
+    touched: Optional[str] = field(default=None, metadata=_SAVED)
 
     def loss_total(self) -> Optional[torch.Tensor]:
         """Sum of the window's per-item losses (float64, on the device), or None without a loss; no host read."""
@@ -160,6 +161,7 @@ _FIELD_CHECKS: Dict[str, Tuple[Callable[[object], bool], str]] = {
     "bad": (lambda v: v is None or _scalar_tensor(v, _boolean), "None or a 0-dim bool tensor with a value (not on the meta device)"),
     "normalised": (lambda v: isinstance(v, bool), "True or False"),
     "unreached": (lambda v: v is None or (_is_int(v) and v >= 0), "None or an int >= 0"),
+    "touched": (lambda v: v is None or (isinstance(v, str) and v != ""), "None or the message of a change found"),
     "optimizer_steps": (lambda v: _is_int(v) and v >= 0, "an int >= 0"),
     "skipped_windows": (lambda v: _is_int(v) and v >= 0, "an int >= 0"),
     "last_loss": (lambda v: v is None or _is_number(v) or _scalar_tensor(v, _floating),
@@ -193,7 +195,7 @@ def _check_format(sd) -> None:
 
 
 # Keys a state saved by an earlier gradguard of the same format may lack, with the value they mean.
-_DEFAULTS = {"unreached": None}
+_DEFAULTS = {"unreached": None, "touched": None}
 
 
 def _check_keys(sd: dict) -> None:
@@ -241,7 +243,7 @@ def _empty_outside_a_window(sd: dict, steps: int):
         return None
     if sd["total"] != 0:
         return "total", "0 outside a window"
-    for key in ("loss_sum", "bad", "unreached"):
+    for key in ("loss_sum", "bad", "unreached", "touched"):
         if sd[key] is not None:
             return key, "None outside a window"
     return None

@@ -64,6 +64,9 @@ class _AcceleratorSync(LocalSync):
         self.defers_sync = world_size > 1 and model is not None
         # DDP's reducer waits for every rank: a 0-item micro-batch must still run backward.
         self.needs_empty_backward = world_size > 1
+        # Several processes run DDP (the only multi-process mode either driver accepts), so the window's .grad
+        # is checked as under DDPSync: outside a synchronised pass only autograd's accumulation writes it.
+        self.checks_across_ranks = world_size > 1
 
     def empty_backward(self, loss: torch.Tensor, params: List[torch.Tensor]) -> None:
         if zeroed_backward(loss) == 0 and self.model is not None:

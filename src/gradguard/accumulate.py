@@ -496,13 +496,15 @@ class Accumulator(Reach, SelfCheck, Undo):
                 all(map(is_, map(grad_of, self._wparams), seen))
                 and max(map(sub, map(version_of, filter(has_grad, seen)), self._seen_versions), default=0) <= self._since):
             self._check_untouched(f"{caller} that ends the window")
+        if w.touched is None and hasattr(sync, "touched"):
+            w.touched = sync.touched()  # a change where the driver keeps the window (DeepSpeed ZeRO-3's partitions)
         micro_batches = w.micro + w.has_backward
         params = self._params()
         sync.finish_window(params, w.last_synced)
         w.last_synced = True  # a retried end must not reduce again
 
         total, loss_sum, bad, bad_count, unreached, found, touched = self._read_window(params)
-        if touched:  # several ranks: one of them found .grad changed behind the Accumulator (see _check_untouched)
+        if touched:  # a rank found .grad changed behind the Accumulator (see _check_untouched), or a loaded state had
             message = w.touched or self._touched_elsewhere_message()
             self._drop_window()
             raise GradguardError(message)
@@ -615,7 +617,7 @@ class Accumulator(Reach, SelfCheck, Undo):
         losses = [l for _, l, _ in w.losses]
         simple = not (distributed or w.pending_counts or w.loss_sum is not None or w.bad is not None)
         if simple and not losses:
-            return w.total, None, False, False, w.unreached is not None, None, False
+            return w.total, None, False, False, w.unreached is not None, None, w.touched is not None
         device = (losses[0].device if losses else w.loss_sum.device if w.loss_sum is not None
                   else w.pending_counts[0][1].device if w.pending_counts else _device_of(params))
         if simple:  # the window's one host read: the losses, in one transfer
@@ -630,7 +632,7 @@ class Accumulator(Reach, SelfCheck, Undo):
                 loss_sum += alpha * v
                 if found is None and not math.isfinite(v):
                     found = i, v
-            return w.total, loss_sum, found is not None, False, w.unreached is not None, found, False
+            return w.total, loss_sum, found is not None, False, w.unreached is not None, found, w.touched is not None
 
         stacked = torch.stack([_on(l, device) for l in losses]).double() if losses else None
         zero = torch.zeros((), device=device, dtype=torch.float64)
@@ -752,6 +754,13 @@ class Accumulator(Reach, SelfCheck, Undo):
         and scaler state beside it as usual.
         """
         w = self._w
+        if w.in_flight and self._seen is not None and w.touched is None:
+            # A change to .grad not yet found (it is looked for before a synchronised pass and at the window's
+            # end) would be taken as the window's own by the resumed run, which records .grad afresh: the
+            # finding travels in the state instead, and the window is refused at its end, here or resumed.
+            found = self._touched()
+            if found is not None:
+                w.touched = self._touched_message(*found, "state_dict()")
         if w.in_flight:
             # FSDP2 with deferred reduction keeps in-flight gradients inside FSDP:
             # the sync object brings them into .grad (a collective: call on every rank).

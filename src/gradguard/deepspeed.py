@@ -40,9 +40,10 @@ one the user already imported from ``sys.modules``.
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import nullcontext
-from typing import ContextManager, List
+from typing import ContextManager, List, Optional
 
 import torch
 
@@ -135,6 +136,18 @@ class DeepSpeedSync(LocalSync):
         self.grads_in_params = self.stage == 0
         # autograd writes .grad (and fires post-accumulate hooks) only at stage 0; ZeRO 1-3 move it into partitions
         self.accumulates_into_params = self.stage == 0
+        # The Accumulator's self-check of .grad (see _self_check.py): at stages 0 and 1 each rank's window sum
+        # stays in .grad, written by autograd's accumulation alone, until the boundary reduction at the window's
+        # end; a zero_grad() left in the loop (the engine's, its optimizer's or the module's) empties it there.
+        # Stage 2 moves every pass into the engine's partitions, out of reach of each of them (measured exact).
+        self.window_in_grad = self.stage <= 1
+        self.checks_across_ranks = self.stage <= 1
+        # Stage 3 keeps the window in partitions that the ZeRO optimizer's own zero_grad() empties (the engine's
+        # and the module's do not): a call of it in a window is noted here and the window refused at its end.
+        self._own = False  # inside the Accumulator's own step or clearing
+        self._stray: Optional[str] = None
+        if self.stage == 3:
+            self._watch_zero_grad(engine.optimizer)
         self.optimizer = _EngineOptimizer(self)
         self._window_reduced = False
         # Whether the engine ran a backward pass in this window: one process at stages 0-2 runs none
@@ -231,24 +244,60 @@ class DeepSpeedSync(LocalSync):
                 torch._foreach_mul_(fragments, factor)
 
     def step(self, optimizer, scaler=None) -> None:
-        self.engine.step()  # clipping, unscaling, optimizer, LR scheduler: once per window
+        self._own = True
+        try:
+            self.engine.step()  # clipping, unscaling, optimizer, LR scheduler: once per window
+        finally:
+            self._own = False
         self.engine.set_gradient_accumulation_boundary(False)
 
     def clear(self) -> None:
         """Drop the window's gradients without stepping (also called after each step, when there is nothing left)."""
         engine = self.engine
-        if self.stage == 0:
-            engine.zero_grad()
-        else:
-            engine.optimizer.zero_grad(set_to_none=True)
-            # The reduced partition a dropped window leaves behind (engine.step() clears it itself).
-            averaged = getattr(engine.optimizer, "averaged_gradients", None)
-            if isinstance(averaged, dict):
-                for key in averaged:
-                    averaged[key] = None
+        self._own = True
+        try:
+            if self.stage == 0:
+                engine.zero_grad()
+            else:
+                engine.optimizer.zero_grad(set_to_none=True)
+                # The reduced partition a dropped window leaves behind (engine.step() clears it itself).
+                averaged = getattr(engine.optimizer, "averaged_gradients", None)
+                if isinstance(averaged, dict):
+                    for key in averaged:
+                        averaged[key] = None
+        finally:
+            self._own = False
         engine.set_gradient_accumulation_boundary(False)
         self._window_reduced = False
         self._window_backward = False
+        self._stray = None
+
+    def touched(self) -> Optional[str]:
+        return self._stray
+
+    def _watch_zero_grad(self, zero_optimizer) -> None:
+        """Note a call of the ZeRO optimizer's ``zero_grad()`` in a window that is not the Accumulator's own."""
+        original = zero_optimizer.zero_grad
+        sync = self
+
+        @functools.wraps(original)
+        def zero_grad(*args, **kwargs):
+            if sync._window_backward and not sync._own and sync._stray is None:
+                from ._self_check import _caller_site
+
+                site = _caller_site()
+                sync._stray = (
+                    f"the in-flight gradients of the window were emptied by {type(zero_optimizer).__name__}.zero_grad()"
+                    f"{' at ' + site if site else ''} after the window's first backward(): under ZeRO stage 3 the "
+                    "engine's partitions hold the window's sum, so stepping would apply only the micro-batches after "
+                    "that call. Nothing was applied"
+                    + (f" on any of the {sync.world_size} ranks" if sync.world_size > 1 else "")
+                    + " and the window was discarded (skipped_windows + 1). The Accumulator clears the gradients "
+                    "itself after each step: remove the zero_grad() from the loop"
+                )
+            return original(*args, **kwargs)
+
+        zero_optimizer.zero_grad = zero_grad
 
     def settle(self, params: List[torch.Tensor]) -> None:
         if not self.grads_in_params:

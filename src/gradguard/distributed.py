@@ -33,7 +33,14 @@ The contract a sync object honours (the accumulator calls nothing else):
 * ``checks_across_ranks``: True when, on several ranks, the Accumulator can check
   the window's ``.grad`` between passes (DDP, FSDP2: outside a synchronised pass
   only autograd's accumulation writes into ``.grad``); the finding then rides the
-  window's header all-reduce. Default False: on several ranks, not checked.
+  window's header all-reduce (also Accelerate and Fabric on several processes, which run DDP, and
+  DeepSpeed at stages 0 and 1). Default False: on several ranks, not checked.
+* ``window_in_grad`` (optional): overrides ``grads_in_params`` for the self-check alone, where the
+  window lives in ``.grad`` until its end but not after (DeepSpeed stage 1: its boundary reduction
+  moves it into partitions).
+* ``touched()``: the message of a change to the window that the driver saw made outside ``.grad``
+  (DeepSpeed stage 3: a call of the ZeRO optimizer's ``zero_grad()`` in a window), read at the
+  window's end; None by default.
 * ``microbatch(ends_window)``: context manager around one micro-batch's
   forward and backward; suppresses gradient sync unless ``ends_window``.
 * ``empty_backward(loss, params)``: called (when ``needs_empty_backward``)
@@ -152,6 +159,11 @@ class LocalSync:
 
     def settle(self, params: List[torch.Tensor]) -> None:
         pass
+
+    def touched(self) -> Optional[str]:
+        """The message of a change to the window's gradients that this driver saw made behind the Accumulator's back
+        (where they live outside ``.grad``); None: none seen. Read once, at the window's end."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(world_size={self.world_size})"

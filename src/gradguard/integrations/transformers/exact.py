@@ -31,7 +31,11 @@ def exact(trainer: Trainer) -> Trainer:
     against that token mean on every micro-batch, judged once per window
     before the window's last backward: a model with another loss (another
     ignored label, another reduction) is refused before any update. The first
-    micro-batch with targets tells whether the loss shifts labels.
+    micro-batch with targets tells whether the loss shifts labels. Where the
+    model's loss is taken from the log-softmax of the returned logits (its
+    autograd graph shows that, through reshapes and a float upcast only), the
+    token sum is gathered from those log-probabilities and backpropagated
+    through them: one log-softmax per micro-batch, as the stock Trainer.
 
     A ``compute_loss`` override that divides a token sum by its
     ``num_items_in_batch`` (TRL's ``SFTTrainer``) is kept: exact() gives it
@@ -167,26 +171,34 @@ class _ExactLoss:
                 "{'loss': ..., 'logits': ...} from forward when labels are given"
             )
         logits, targets = _logits(outputs), self._targets(inputs)
+        # The log-softmax of these logits that the model's own loss just computed, where its autograd graph shows
+        # one: the token sum below is taken from it (a gather), not from a second pass over the logits.
+        logp = _saved_log_probs(own, logits)
         if self.shifted and "shift_labels" not in inputs:
             if logits.shape[:-1] == inputs["labels"].shape:
                 # The targets moved, not the logits (as the models' own losses do): slicing the logits would copy
                 # them, and their gradient, once per micro-batch (a third of this loss's time on a small LM).
                 targets = F.pad(targets, (0, 1), value=self.ignore)
             else:
-                logits = logits[..., :-1, :]
+                logits, logp = logits[..., :-1, :], None
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()  # as the models' own losses and the Trainer's label smoother do
         flat, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).to(logits.device)
+        if logp is not None:
+            logp = logp.reshape(flat.shape) if logp.numel() == flat.numel() else None
         kept = targets.ne(self.ignore)
         # A window without any target (all labels ignored) has no direction: a zero loss, not 0/0.
         total = num_items_in_batch.clamp(min=1) if torch.is_tensor(num_items_in_batch) else max(num_items_in_batch, 1)
-        if self.smoother is not None:
-            # The Trainer's LabelSmoother, with the count of the targets it sums over.
-            logp = F.log_softmax(flat, dim=-1)
+        if self.smoother is not None or logp is not None:
+            if logp is None:
+                logp = F.log_softmax(flat, dim=-1)
             nll = -logp.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1).masked_fill(~kept, 0.0).sum()
-            smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
-            eps = self.smoother.epsilon
-            loss = ((1 - eps) * nll + eps * smooth) / total
+            loss = nll / total
+            if self.smoother is not None:
+                # The Trainer's LabelSmoother, with the count of the targets it sums over.
+                smooth = -logp.sum(-1).masked_fill(~kept, 0.0).sum() / flat.shape[-1]
+                eps = self.smoother.epsilon
+                loss = ((1 - eps) * nll + eps * smooth) / total
         else:
             nll = F.cross_entropy(flat, targets, ignore_index=self.ignore, reduction="sum")
             loss = nll / total
@@ -383,6 +395,60 @@ class _WindowCheck(TrainerCallback):
         self.fix.check()
 
 
+
+
+# Autograd nodes that move no value: a log-softmax reached from the logits through these alone is over their rows.
+_SAME_VALUES = ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "ToCopyBackward0")
+
+
+def _saved_log_probs(loss, logits):
+    """The log-softmax over ``logits``' last dimension that ``loss`` (the model's own) was computed from, or None.
+
+    Read from the loss's autograd graph: a ``LogSoftmaxBackward0`` over the last dimension whose input is
+    ``logits`` itself through reshapes and a float upcast only, so its saved result holds the log-probabilities
+    of ``logits``' rows in their order (what a second ``log_softmax(logits)`` would compute, in float32 for
+    half logits). The tensor returned backpropagates through that node into the logits. None wherever the
+    graph shows anything else (another op between, a fused or compiled loss, a torch without the saved
+    result): the caller then computes the log-softmax itself. What the model's loss does with these
+    log-probabilities (its targets, ignored labels, shift, smoothing, reduction) is not assumed: the caller's
+    token sum over its own targets is checked against the loss's value.
+    """
+    start, end = getattr(loss, "grad_fn", None), logits.grad_fn
+    if start is None or end is None:
+        return None
+    want = torch.float32 if logits.dtype in (torch.float16, torch.bfloat16) else logits.dtype
+    seen, stack = set(), [start]
+    while stack and len(seen) < 64:  # the loss's own few nodes; never a walk through the model
+        node = stack.pop()
+        if node is None or node is end or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ != "LogSoftmaxBackward0":
+            stack.extend(n for n, _ in node.next_functions)
+            continue
+        try:
+            logp = node._saved_result
+            dim = node._saved_dim
+            dim = dim - 2 ** 64 if dim >= 2 ** 63 else dim  # a negative dim comes back as its unsigned 64-bit value
+        except (AttributeError, RuntimeError):  # an older torch, or the result edited in place since
+            return None
+        if (logp.dtype != want or logp.numel() != logits.numel() or logp.shape[-1] != logits.shape[-1]
+                or dim % logp.dim() != logp.dim() - 1):
+            continue
+        step = node.next_functions[0] if len(node.next_functions) == 1 else (None, 0)
+        copies = 0  # one cast at most: from the logits' dtype to the log-probabilities' (two could round between)
+        for _ in range(8):
+            fn, nr = step
+            if fn is end:
+                if nr == logits.output_nr:
+                    return logp
+                break
+            name = type(fn).__name__
+            copies += name == "ToCopyBackward0"
+            if name not in _SAME_VALUES or copies > 1 or len(fn.next_functions) != 1:
+                break
+            step = fn.next_functions[0]
+    return None
 
 
 def _source_of(fn):
