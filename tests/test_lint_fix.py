@@ -350,6 +350,7 @@ def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     assert checked >= 30 and trained >= 8, (checked, trained)
 
 
+@pytest.mark.slow
 def test_gg101_fix_of_a_step_reached_through_a_call_keeps_the_helpers_micro_batch_loop():
     """A loop calls a helper that accumulates over its own micro-batch loop and steps the last,
     partial window after it (the corpus's run_accum_last_window.py, its clearings removed). The
