@@ -42,3 +42,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "bench" in item.keywords:
             item.add_marker(skip)
+
+
+# The fast loop (`pytest -m "not slow"`) stays fast only while every test over about a second is
+# marked slow. In a run whose -m expression names "slow" (the fast loop), the tests that took over
+# 2 s (setup included: a slow fixture counts) are named at the end: a report, never a failure, since
+# a busy machine slows everything.
+SLOW_UNMARKED_S = 2.0
+_unmarked_durations: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    if "slow" not in report.keywords and "bench" not in report.keywords:
+        _unmarked_durations[report.nodeid] = _unmarked_durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if "slow" not in (config.getoption("markexpr", "") or ""):
+        return
+    over = sorted(((d, n) for n, d in _unmarked_durations.items() if d > SLOW_UNMARKED_S), reverse=True)
+    if over:
+        terminalreporter.section("tests over 2 s without @pytest.mark.slow (mark them: docs/contributing.md)")
+        for d, n in over:
+            terminalreporter.write_line(f"{d:6.2f}s {n}")
