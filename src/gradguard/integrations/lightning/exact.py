@@ -262,13 +262,7 @@ class ExactAccumulation(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
         if factor != 1.0 and grads:
-            # A 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
-            # is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once
-            # (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 %
-            # off in bfloat16), and about half the time on a CPU (the tensor made included).
-            device = grads[0].device
-            torch._foreach_mul_(grads, torch.full((), factor, device=device,
-                                                  dtype=torch.float32 if device.type == "mps" else torch.float64))
+            _rescale(grads, factor)
         if total > 0:
             # The next windows' reference: a power of two near this window's global mean count, kept while the
             # mean stays within a factor 2 of it (so the cached weights last; the same on every rank).
@@ -412,6 +406,36 @@ def _power_of_two(count: float) -> float:
     """The power of two nearest ``count`` (> 0) on a log scale: a reference count that keeps gradient magnitudes
     near a plain mean's and divides every count exactly."""
     return 2.0 ** round(math.log2(count))
+
+
+def _rescale(grads: list, factor: float) -> None:
+    """Multiply every gradient in ``grads`` by ``factor`` in place.
+
+    The factor is a 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
+    is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once (with a Python
+    float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in bfloat16), and about
+    half the time on a CPU (the tensor made included). A 0-dim tensor must sit on the device of the gradients it
+    multiplies, and a model split over devices (model parallel, a layer on the CPU) has gradients on several: one
+    factor per device, one call per (device, dtype) group (a mixed list would leave foreach's fused path).
+    """
+    first = grads[0]
+    device, dtype = first.device, first.dtype
+    if all(g.device == device and g.dtype == dtype for g in grads):  # one device, one dtype: the common case
+        torch._foreach_mul_(grads, _factor(factor, device))
+        return
+    groups: dict = {}
+    for g in grads:
+        groups.setdefault((g.device, g.dtype), []).append(g)
+    factors: dict = {}
+    for (device, _), group in groups.items():
+        if device not in factors:
+            factors[device] = _factor(factor, device)
+        torch._foreach_mul_(group, factors[device])
+
+
+def _factor(factor: float, device: torch.device) -> torch.Tensor:
+    """``factor`` as a 0-dim tensor on ``device``: float64, float32 on MPS (which has no float64)."""
+    return torch.full((), factor, device=device, dtype=torch.float32 if device.type == "mps" else torch.float64)
 
 
 def _weighted_sum(parts: list) -> torch.Tensor:
