@@ -141,3 +141,39 @@ def test_heads_on_the_cpu_and_a_gpu(tmp_path, order):
 def test_heads_on_two_gpus(tmp_path):
     check([(torch.float32, "cuda:0"), (torch.float64, "cuda:1"), (torch.bfloat16, "cuda:1"), (torch.float64, "cuda:0")],
           tmp_path)
+
+
+# ------------------------------------------------------------ the hooks it leaves to Lightning
+class Seen(L.Callback):
+    """Records, at every micro-batch, whether the ExactAccumulation's per-step hooks are callable."""
+
+    def __init__(self, cb):
+        self.cb, self.seen = cb, []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.seen.append(tuple(callable(getattr(self.cb, name)) for name in ExactAccumulation._UNUSED_STEP_HOOKS))
+
+
+def test_unused_step_hooks_are_skipped_during_a_fit_and_restored_after(tmp_path):
+    """The per-step hooks ExactAccumulation leaves to Callback are None during a fit (Lightning skips them) and
+    methods again after it; a subclass that overrides one keeps it, and it runs on every micro-batch."""
+    placement = [(torch.float64, "cpu")]
+    want = reference(S.batches(0))
+    cb = ExactAccumulation()
+    seen = Seen(cb)
+    fit(placement, [cb, seen], str(tmp_path))
+    assert seen.seen and set(seen.seen) == {(False, False, False)}
+    assert all(callable(getattr(cb, name)) for name in ExactAccumulation._UNUSED_STEP_HOOKS)
+
+    class Counting(ExactAccumulation):
+        calls = 0
+
+        def on_after_backward(self, trainer, pl_module):
+            Counting.calls += 1
+
+    cb = Counting()
+    seen = Seen(cb)
+    module = fit(placement, [cb, seen], str(tmp_path))
+    assert Counting.calls == len(S.batches(0))  # one per micro-batch: the override was not muted
+    assert set(seen.seen) == {(False, True, False)}
+    assert errors(module, want)[0] < TOLERANCE[torch.float64]
