@@ -548,6 +548,7 @@ def _full_batch_windows():
     return [p.detach().clone() for p in model.parameters()]
 
 
+@pytest.mark.slow
 def test_gg103_fix_steps_the_last_window_at_its_true_weight():
     [f] = gg.lint_source(DROPPED_LAST_WINDOW)
     assert f.code == "GG103" and f.fix is not None and f.fix.applicability == "safe"
@@ -594,6 +595,7 @@ def test_gg103_no_fix_where_the_model_cannot_prove_the_weights(change):
 # --- what --fix writes: links, permissions ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fix_through_a_symlink_edits_the_target_and_keeps_the_link(tmp_path):
     real = tmp_path / "src" / "train.py"
     real.parent.mkdir()

@@ -407,6 +407,7 @@ def test_frozen_backbone_and_manual_zero_are_clean():
     assert w.findings == []
 
 
+@pytest.mark.slow
 def test_validation_pass_and_eval_are_clean():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
