@@ -4,6 +4,19 @@ import sys
 # Tests import the independent reference helpers as a plain module.
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Torch on one thread unless the user set OMP_NUM_THREADS: the tests' tensors are tiny, so intra-op
+# threads only add synchronisation, and on a busy machine an op waits until both of its threads get
+# a core (the fast loop took twice the CPU time with two). The variable reaches the Python processes
+# that tests start; this process's torch is set once the test modules have imported it.
+_USER_THREADS = "OMP_NUM_THREADS" in os.environ
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_collection_finish(session):
+    torch = sys.modules.get("torch")
+    if torch is not None and not _USER_THREADS:
+        torch.set_num_threads(1)
+
 # Hypothesis: deterministic in CI, no example database in the checkout.
 try:
     from hypothesis import HealthCheck, settings
