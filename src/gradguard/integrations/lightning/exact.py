@@ -437,9 +437,9 @@ def _rescale(grads: list, factor: float) -> None:
     The factor is a 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
     is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once (with a Python
     float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in bfloat16), and about
-    half the time on a CPU (the tensor made included). A 0-dim tensor must sit on the device of the gradients it
-    multiplies, and a model split over devices (model parallel, a layer on the CPU) has gradients on several: one
-    factor per device, one call per (device, dtype) group (a mixed list would leave foreach's fused path).
+    half the time on a CPU (the tensor made included). A model split over devices (model parallel, a layer on the
+    CPU) has gradients on several, and a factor made on one device is not for another's gradients: one factor per
+    device, one call per (device, dtype) group (a mixed list would leave foreach's fused path).
     """
     first = grads[0]
     device, dtype = first.device, first.dtype
@@ -473,12 +473,12 @@ def _lightning_skips_none_hooks() -> bool:
     if _SKIPS_NONE_HOOKS is None:
         from types import SimpleNamespace
 
-        from lightning.pytorch.profilers import PassThroughProfiler
-        from lightning.pytorch.trainer import call
-
         probe = Callback()
         probe.on_before_zero_grad = None
         try:
+            from lightning.pytorch.profilers import PassThroughProfiler
+            from lightning.pytorch.trainer import call
+
             call._call_callback_hooks(SimpleNamespace(lightning_module=None, callbacks=[probe],
                                                       profiler=PassThroughProfiler()), "on_before_zero_grad", None)
             _SKIPS_NONE_HOOKS = True
