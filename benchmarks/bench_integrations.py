@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/bench_integrations.py [--rounds 5] [--no-ddp]
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 15
+    PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --compare /tmp/old/src
 
 1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
    with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
@@ -14,7 +15,8 @@
 5. ``--tiny``: only the Lightning step on a tiny MLP, where the step is mostly
    Lightning's own work: stock vs a callback whose hooks do nothing (Lightning's
    cost of one more callback) vs ``ExactAccumulation()`` (which logs the window
-   loss) vs ``ExactAccumulation(log_name=None)``.
+   loss) vs ``ExactAccumulation(log_name=None)``. With ``--compare SRC`` (another checkout's
+   ``src`` folder), that checkout's ``ExactAccumulation()`` runs in the same rounds too.
 
 A model big enough that the step is not all framework overhead (an MLP of
 about 1.1 M parameters, micro-batches of 64 rows).
@@ -100,6 +102,8 @@ def lightning_fit(batches, exact, world_size=1, comm_hook=None):
 # Where a step is mostly Lightning's own overhead, what the callback adds per micro-batch shows in
 # full: the worst case for ExactAccumulation's relative cost.
 TINY_VARIANTS = ("stock", "a callback doing nothing", "exact", "exact, log_name=None")
+BEFORE = "exact, --compare checkout"
+_before_package = None  # the gradguard package of --compare's checkout, loaded under another name
 
 
 def tiny_batches(n=256):
@@ -161,6 +165,8 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
     callbacks = [clock]
     if variant == "a callback doing nothing":
         callbacks.append(Nothing())
+    elif variant == BEFORE:
+        callbacks.append(_before_package.integrations.lightning.ExactAccumulation())
     elif variant != "stock":
         callbacks.append(ExactAccumulation(log_name=None) if variant.endswith("None") else ExactAccumulation())
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=K, callbacks=callbacks,
@@ -172,17 +178,18 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
     return statistics.median(w for w, _ in windows), statistics.median(c for _, c in windows)
 
 
-def tiny_rounds(rounds):
+def tiny_rounds(rounds, variants=TINY_VARIANTS):
     """Per variant and clock (wall, CPU): the median time per step, and the median over rounds of its ratio to
     stock in the same round (the variants run in a new seeded order each round, so none always runs first)."""
     import random
 
     batches = tiny_batches()
-    lightning_tiny_fit(batches[:16], "exact")  # warm-up: imports, first-call costs
+    for v in variants:
+        lightning_tiny_fit(batches[:16], v)  # warm-up: imports, first-call costs
     order = random.Random(0)
-    times = {v: [] for v in TINY_VARIANTS}
+    times = {v: [] for v in variants}
     for _ in range(rounds):
-        for v in order.sample(TINY_VARIANTS, len(TINY_VARIANTS)):
+        for v in order.sample(variants, len(variants)):
             times[v].append(lightning_tiny_fit(batches, v))
     out = {}
     for v, t in times.items():
@@ -311,8 +318,16 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true",
                    help="only the Lightning step on a tiny model: stock vs ExactAccumulation (default logging, "
                         "and log_name=None)")
+    p.add_argument("--compare", metavar="SRC", default=None,
+                   help="with --tiny: also time the ExactAccumulation of another checkout's src folder, same rounds")
     args = p.parse_args(argv)
+    if args.compare and not os.path.isfile(os.path.join(args.compare, "gradguard", "__init__.py")):
+        p.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
+    if args.compare and not args.tiny:
+        p.error("--compare works with --tiny only")
     torch.set_num_threads(1)
+    if args.tiny:
+        import lightning.pytorch  # noqa: F401  (first: its import sets its logger's level, overridden next)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
 
@@ -321,7 +336,17 @@ def main(argv=None) -> int:
               f"log_every_n_steps=50, {args.rounds} rounds (variants in a seeded new order each round)")
         print(f"  {'':26s} {'wall':>9s} {'ratio':>6s}   {'CPU':>9s} {'ratio':>6s}   "
               "(median window of K micro-batches and its step; ratio to stock: median of the per-round ratios)")
-        for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds).items():
+        variants = TINY_VARIANTS
+        if args.compare:
+            global _before_package
+            sys.path.insert(0, os.path.dirname(__file__))
+            from _compare import load_copy
+
+            _before_package = load_copy(args.compare, "gradguard_before")
+            import gradguard_before.integrations.lightning  # noqa: F401  (the submodule, imported by name)
+
+            variants = TINY_VARIANTS + (BEFORE,)
+        for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds, variants).items():
             print(f"  {v:26s} {wall * 1e3:6.2f} ms {wall_ratio:6.3f}   {cpu * 1e3:6.2f} ms {cpu_ratio:6.3f}")
         return 0
 

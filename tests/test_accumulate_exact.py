@@ -66,6 +66,7 @@ split_cases = st.integers(min_value=2, max_value=24).flatmap(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(
     kind=st.sampled_from(["linear", "mlp", "tied"]),

@@ -120,6 +120,7 @@ def test_accumulate_batch_normalises_a_trainable_tensor_outside_the_model(oom_ab
     assert rel_error(got, list(want)) < 1e-12
 
 
+@pytest.mark.slow
 def test_accumulate_batch_retries_a_real_cpu_out_of_memory():
     torch.manual_seed(0)
     model = nn.Linear(3, 1).double()

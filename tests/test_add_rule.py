@@ -83,6 +83,7 @@ def test_bad_input_is_refused_in_one_line(tmp_path, args, words):
     assert _snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_a_target_that_is_not_clean_is_refused(tmp_path):
     add_rule = _load()
     root = _copy(tmp_path)
@@ -122,6 +123,7 @@ def test_uncommitted_changes_to_the_catalogue_are_refused(tmp_path):
     assert _snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_the_entry_holds_the_texts_as_given(tmp_path):
     # quotes, backslashes, a triple quote in an excerpt, non-ASCII: the catalogue reads back each text
     # as given; the fields not given stay marked, so the docs test still refuses the entry
@@ -138,6 +140,7 @@ def test_the_entry_holds_the_texts_as_given(tmp_path):
     assert all(entry[f].startswith(TODO) for f in ("consequence", "fix", "why"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, side, other", [("--lint", "lint", "watch"), ("--watch", "watch", "lint")])
 def test_one_side_only(tmp_path, flag, side, other):
     root = _copy(tmp_path)

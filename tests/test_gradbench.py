@@ -65,6 +65,7 @@ def test_a_handful_of_cases_are_caught_as_declared_and_their_twins_are_clean(tmp
             assert e["update_error"] > 0.05
 
 
+@pytest.mark.slow
 def test_the_linter_reports_nothing_on_any_twin_and_still_catches_the_bugs(tmp_path):
     # every fixed twin is correct code: no finding at all (the bug and the twin linted together,
     # as the runner does, so a class of one cannot speak for the other); and the cases whose

@@ -229,6 +229,7 @@ def _loop(header, body_lines):
     return f"{header}\n{body}\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     header=st.sampled_from(["for x, y in loader:", "for step, (x, y) in enumerate(loader):", "while True:"]),

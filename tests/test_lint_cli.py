@@ -415,6 +415,7 @@ def test_no_python_files_is_a_warning_not_no_findings(project, capsys):
     assert "train.py:6:5: GG101" in out and "no Python files found under 'docs'" in err
 
 
+@pytest.mark.slow
 def test_fifo_in_a_folder_is_skipped_and_named_fifo_or_link_is_explained(project):
     """Reading a named pipe would wait forever: the walk skips it with a note (bounded in time here)."""
     import os

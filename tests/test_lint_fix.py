@@ -350,6 +350,7 @@ def test_fixed_mutants_lint_clean_parse_and_train_like_the_original():
     assert checked >= 30 and trained >= 8, (checked, trained)
 
 
+@pytest.mark.slow
 def test_gg101_fix_of_a_step_reached_through_a_call_keeps_the_helpers_micro_batch_loop():
     """A loop calls a helper that accumulates over its own micro-batch loop and steps the last,
     partial window after it (the corpus's run_accum_last_window.py, its clearings removed). The
@@ -547,6 +548,7 @@ def _full_batch_windows():
     return [p.detach().clone() for p in model.parameters()]
 
 
+@pytest.mark.slow
 def test_gg103_fix_steps_the_last_window_at_its_true_weight():
     [f] = gg.lint_source(DROPPED_LAST_WINDOW)
     assert f.code == "GG103" and f.fix is not None and f.fix.applicability == "safe"
@@ -593,6 +595,7 @@ def test_gg103_no_fix_where_the_model_cannot_prove_the_weights(change):
 # --- what --fix writes: links, permissions ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fix_through_a_symlink_edits_the_target_and_keeps_the_link(tmp_path):
     real = tmp_path / "src" / "train.py"
     real.parent.mkdir()

@@ -78,6 +78,7 @@ def test_program_fixture_with_all_rules(fixture):
     _check(fixture, gg.lint_paths([str(fixture)]), _expected(fixture))
 
 
+@pytest.mark.slow
 def test_a_rule_alone_is_what_is_checked(tmp_path):
     # Negative controls: a good twin that fires its own rule fails; a finding of another rule on it
     # is not its pair's business; a bad fixture whose mark names the wrong line fails.

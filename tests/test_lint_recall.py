@@ -48,6 +48,7 @@ def test_corpus_is_large_and_varied():
     assert counts["drop-last-window"] >= 2, counts
 
 
+@pytest.mark.slow
 def test_mutants_parse_and_differ():
     for name, source in PROGRAMS:
         for m in lint_recall.mutants(name, source):

@@ -36,6 +36,7 @@ def test_every_module_is_registered_and_has_a_table_entry():
         assert hasattr(module, "check_loop") or hasattr(module, "check_module") or module.CODE == "GG000"
 
 
+@pytest.mark.slow
 def test_the_registries_come_from_the_modules():
     assert [c for c, _ in rules.LOOP_RULES] == [m.CODE for m in rules.RULE_MODULES if hasattr(m, "check_loop")]
     assert set(rules.FIXES) == {m.CODE for m in rules.RULE_MODULES if hasattr(m, "fix")}

@@ -79,6 +79,7 @@ def _region_text(lines, region):
                       lines[last][: region["endColumn"] - 1]])
 
 
+@pytest.mark.slow
 def test_regions_end_where_the_flagged_code_ends():
     """Every lint result's region (start inclusive, end exclusive, in characters) holds a whole piece of
     code: an expression or statement that parses, a compound statement's header up to its colon, or the

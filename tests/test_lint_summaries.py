@@ -9,6 +9,8 @@ import ast
 import random
 from pathlib import Path
 
+import pytest
+
 import gradguard as gg
 from gradguard.lint import _flow, check_paths
 
@@ -43,6 +45,7 @@ def _random_loop(rng: random.Random, n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_merging_keeps_exactly_the_event_orders_of_plain_enumeration(monkeypatch):
     rng = random.Random(0)
     differing = 0
@@ -81,6 +84,7 @@ def _random_program(rng: random.Random) -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.slow
 def test_helper_summaries_keep_exactly_the_event_orders_of_walking_the_helper_per_path(monkeypatch):
     # reference: the helper's body walked again from every path that reaches the call
     rng = random.Random(1)

@@ -70,6 +70,7 @@ def torch_sources(limit: int = 40):
     return [p.read_text(encoding="utf-8") for p in sorted((root / "nn" / "modules").glob("*.py"))[:limit]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("one_at_a_time", [0, 3, 10**6])  # one pass at once, after three names, never
 def test_call_sites_match_the_plain_search_by_name_and_in_one_pass(one_at_a_time, monkeypatch):
     monkeypatch.setattr(_CallSites, "ONE_AT_A_TIME", one_at_a_time)
@@ -114,6 +115,7 @@ def test_matches_at_skips_starts_inside_the_match_before():
     assert [m.span() for m in matches_at(pattern, text, [5])] == [(5, 7)]  # a start not given is not tried
 
 
+@pytest.mark.slow
 def test_subtree_and_child_nodes_are_ast_walk_and_iter_child_nodes():
     for source in [TRICKY] + torch_sources(10):
         tree = ast.parse(source)

@@ -160,6 +160,7 @@ def test_oom_halves_and_the_gradient_is_exact():
     assert model.calls - calls == 5
 
 
+@pytest.mark.slow
 def test_oom_after_some_micro_batches_counts_nothing_twice():
     # Size 4: micro-batch 1 back-propagates, micro-batch 2 fails; the retry at 2 must not add micro-batch 1 again.
     model = OOMAbove(threshold=100, fail_calls={2})

@@ -202,6 +202,7 @@ def test_truth_sees_a_scaling_that_the_spec_does_not_name():
     assert truth.run(src, x, y).required == {"GG113"}
 
 
+@pytest.mark.slow
 def test_truth_is_the_same_in_every_form_on_a_seeded_sample():
     rng = random.Random(33)
     for _ in range(12):
@@ -388,6 +389,7 @@ def test_defects_masked_by_a_wiping_clearing_are_latent():
     assert bench.masked_defects(spec(clear_place="before_step", division="len"), "module", "<oracle>") == set()
 
 
+@pytest.mark.slow
 def test_lint_and_watch_on_a_seeded_subset():
     """Figures of a small seeded run, each a bound today's code meets; the benchmark has the full table."""
     results = [bench.evaluate_spec((i, s, generate.FORMS, True)) for i, s in enumerate(generate.specs(8, seed=7))]

@@ -28,6 +28,7 @@ def _summary(n: int, seed: int):
     return bench.summarise(results, bench.MODES)
 
 
+@pytest.mark.slow
 def test_fixes_on_a_seeded_subset_change_no_correct_program_and_break_no_buggy_one():
     s = _summary(5, seed=11)
     assert s["harness_errors"] == 0 and s["programs"] == 5 * len(generate.FORMS)

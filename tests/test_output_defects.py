@@ -101,6 +101,7 @@ def test_demo_table_columns_are_separated_and_aligned(steps, capsys):
         assert [m.start() for m in re.finditer(r"\S+", line)][-6:] == columns, (sub, line)
 
 
+@pytest.mark.slow
 def test_plan_writes_every_byte_figure_in_one_format(capsys):
     pytest.importorskip("torch")
     for budget in ("1MiB", "1GiB"):  # a budget near the figures asks for more digits; one far from them not
@@ -133,6 +134,7 @@ sys.meta_path.insert(0, _NoTorch())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["demo"], ["plan", "gradguard.demo.model:plan_factory", "--batch-size", "4", "--budget", "1MiB"],
                                   ["run", "train.py"]], ids=["demo", "plan", "run"])
 def test_runtime_commands_without_torch_say_so_in_one_line(argv, tmp_path):

@@ -152,6 +152,7 @@ def test_the_linter_runs_on_the_oldest_python_it_declares():
     assert done.returncode == 0 and done.stdout.strip() == "(3, 10) ['GG101']", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the possessive form compiles on Python 3.11+ only")
 def test_the_call_site_pattern_is_the_same_on_python_3_10():
     """The 3.10 form of the call-site search finds exactly what the possessive 3.11 form finds."""

@@ -26,6 +26,7 @@ def factories(monkeypatch):
     return mod
 
 
+@pytest.mark.slow
 def test_demo_factory_prints_the_largest_fitting_size_and_writes_a_plot(tmp_path, capsys):
     png = tmp_path / "plan.png"
     code = main(["plan", "gradguard.demo.model:plan_factory", "--batch-size", "32", "--budget", "2MiB",
@@ -37,6 +38,7 @@ def test_demo_factory_prints_the_largest_fitting_size_and_writes_a_plot(tmp_path
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_issue_example_command_works(tmp_path, capsys):
     code = main(["plan", "gradguard.demo.model:plan_factory", "--batch-size", "32", "--budget", "64MiB",
                  "--plot", str(tmp_path / "p.png"), "--no-progress"])

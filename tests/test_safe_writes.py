@@ -195,6 +195,7 @@ def test_lint_fix_never_writes_through_a_planted_temporary_path(tmp_path, kind):
 
 
 # ---------------------------------------------------------------- gradguard plan --plot, gradguard demo
+@pytest.mark.slow
 def test_plan_plot_writes_its_target_and_nothing_else(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     real = victim(tmp_path)

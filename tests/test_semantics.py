@@ -63,6 +63,7 @@ def test_check_equivalence_counting_sequences_instead_of_tokens_is_reported():
     assert any("not an additive mean over the counted items" in c for c in report.causes)
 
 
+@pytest.mark.slow
 def test_check_equivalence_names_batchnorm():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1))
@@ -96,6 +97,7 @@ class _DropoutLM(nn.Module):
         return self.lm.out(self.drop(self.lm.mlp(self.lm.emb(x))))
 
 
+@pytest.mark.slow
 def test_check_equivalence_names_a_missing_count_fn_before_dropout():
     torch.manual_seed(0)
     model = _DropoutLM()

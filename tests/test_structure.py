@@ -196,6 +196,7 @@ def test_rule_table_and_findings_do_not_import_each_other():
     assert "gradguard.rules" in graph["gradguard.findings"]
 
 
+@pytest.mark.slow
 def test_the_watch_is_reached_by_no_core_module_nor_the_channel():
     """The Accumulator tells the watch about its own passes through the channel, never by importing it."""
     graph = _graph()

@@ -50,6 +50,7 @@ def cli(*args) -> str:
     return f"from gradguard.cli import main\nraise SystemExit(main({list(args)!r}))\n"
 
 
+@pytest.mark.slow
 def test_lint_finds_and_fixes_without_torch(tmp_path):
     (tmp_path / "train.py").write_text(BUGGY)
     done, attempts = run_without_torch(tmp_path, cli("lint", "train.py"))
@@ -87,6 +88,7 @@ def test_runtime_commands_say_torch_is_missing_in_one_line(tmp_path, argv):
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+@pytest.mark.slow
 def test_the_api_names_what_to_install(tmp_path):
     code = textwrap.dedent("""\
         import gradguard as gg
@@ -106,6 +108,7 @@ def test_the_api_names_what_to_install(tmp_path):
     assert lines[0].startswith("gradguard.Accumulator needs") and attempts  # the API did try torch
 
 
+@pytest.mark.slow
 def test_pytest_gradguard_without_torch_is_a_usage_error(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     done, _ = run_without_torch(tmp_path, "import pytest\nraise SystemExit(pytest.main(['--gradguard', '-q', "

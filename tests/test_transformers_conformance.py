@@ -13,7 +13,7 @@ against the float64 reference with autocast off): bf16's own round-off is no
 accumulation error. A cell passes when ``exact()`` applies that gradient within float32
 round-off or refuses with a ``GradguardError`` before any parameter changed,
 and ``check_trainer`` reports the error the stock trainer really makes (to 3
-digits), "equivalent" on every exact one. A few cells run by default; the
+digits), "equivalent" on every exact one. One cell runs in the fast loop (``-m "not slow"``); the
 whole matrix is marked slow. No download: every model is built from a tiny
 config.
 """
@@ -251,6 +251,7 @@ def _zero_padded(kind, n, equal_first):
     return rows
 
 
+@pytest.mark.slow
 def test_exact_refuses_a_model_that_ignores_another_label_on_any_window(tmp_path):
     """Labels padded with 0, which the model's loss ignores: refused before any update, whichever micro-batch pads."""
     k = 2
@@ -272,6 +273,7 @@ def _custom(ignore):
     return CustomLM(ignore=ignore)
 
 
+@pytest.mark.slow
 def test_exact_first_window_without_targets(tmp_path):
     """A first window whose labels are all -100: no update, no error; the next window is exact."""
     kind, k = "llama", 2
@@ -284,6 +286,7 @@ def test_exact_first_window_without_targets(tmp_path):
     assert trainer.state.global_step == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["llama", "gpt2"])
 def test_exact_with_left_padding(tmp_path, kind):
     """Left-padded micro-batches: exact() applies the objective the labels define, checked two independent ways.
@@ -598,9 +601,12 @@ def autocast_loop(model, kind, data, k, partial, collate, smoothing, bf16, check
     return {n_: p.detach().double() for n_, p in model.named_parameters() if p.requires_grad}
 
 
+# The fast loop (-m "not slow") runs the cheapest cell; the other two (2-4 s each) run with the slow tests.
 FAST_CELLS = [
-    dict(kind="llama", wrapper="lora", smoothing=0.1, side="right", k=2, partial=False, bf16=False),
-    dict(kind="gpt2", wrapper="checkpointing", smoothing=0.0, side="right", k=3, partial=False, bf16=False),
+    pytest.param(dict(kind="llama", wrapper="lora", smoothing=0.1, side="right", k=2, partial=False, bf16=False),
+                 marks=pytest.mark.slow),
+    pytest.param(dict(kind="gpt2", wrapper="checkpointing", smoothing=0.0, side="right", k=3, partial=False,
+                      bf16=False), marks=pytest.mark.slow),
     dict(kind="bert", wrapper="none", smoothing=0.0, side="right", k=2, partial=True, bf16=False),
 ]
 

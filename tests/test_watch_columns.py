@@ -89,6 +89,7 @@ def test_module_zero_grad_on_part_of_the_optimizer():
     assert [f.code for f in w.findings] == ["GG101"] and "Adam" in w.findings[0].message
 
 
+@pytest.mark.slow
 def test_zero_grad_frees_the_buffers_at_once():
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -20,6 +20,7 @@ def _line_of(name, marker):
     return next(i for i, text in enumerate(lines, 1) if marker in text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gg104_composite_bad", "gg104_sum_term_bad"])
 def test_unscaled_composite_loss_is_reported_at_the_first_step(tmp_path, name):
     findings = run_script(tmp_path, name, *alone("GG104"))[1]
@@ -27,6 +28,7 @@ def test_unscaled_composite_loss_is_reported_at_the_first_step(tmp_path, name):
     assert findings[0]["line"] == _line_of(name, "loss.backward()  # BUG")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gg104_composite_good", "gg104_sum_term_good"])
 def test_scaled_composite_loss_is_silent(tmp_path, name):
     assert run_script(tmp_path, name, *alone("GG104"))[1] == []

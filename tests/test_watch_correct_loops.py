@@ -168,6 +168,7 @@ def dcgan_loop(zero_d=True, iters=3):
         optimizerG.step()
 
 
+@pytest.mark.slow
 def test_dcgan_loop_is_clean():
     with gg.watch(mode="raise") as w:
         dcgan_loop()
@@ -210,6 +211,7 @@ def word_lm_loop(zero_grad=True):
             p.data.add_(p.grad, alpha=-lr)
 
 
+@pytest.mark.slow
 def test_word_language_model_manual_sgd_is_clean():
     with gg.watch(mode="raise") as w:
         word_lm_loop()
@@ -405,6 +407,7 @@ def test_frozen_backbone_and_manual_zero_are_clean():
     assert w.findings == []
 
 
+@pytest.mark.slow
 def test_validation_pass_and_eval_are_clean():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
@@ -437,6 +440,7 @@ def test_losses_of_one_forward_backpropagated_in_a_loop_are_clean():
     assert w.findings == []
 
 
+@pytest.mark.slow
 def test_reentrant_checkpointing_is_one_pass():
     from torch.utils.checkpoint import checkpoint
 

@@ -162,6 +162,7 @@ def manual_loop(clear, clip=True, how="data"):
     return codes(w)
 
 
+@pytest.mark.slow
 def test_manual_update_without_clearing_is_stale_gradient():
     assert manual_loop(clear=None) == ["GG101"]
     assert manual_loop(clear=None, clip=False, how="sub") == ["GG101"]
@@ -252,6 +253,7 @@ def test_packages_installed_into_the_working_tree_are_a_library_but_its_own_fold
 
 
 # ------------------------------------------------------------------ threads
+@pytest.mark.slow
 def test_two_threads_each_under_its_own_watch_see_only_their_own_training():
     results, errors = {}, []
 

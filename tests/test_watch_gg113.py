@@ -75,6 +75,7 @@ def test_a_short_final_window_is_gg111_not_gg113():
     assert [f.code for f in w.findings] == ["GG111"]
 
 
+@pytest.mark.slow
 def test_accelerate_divides_too():
     accelerate = pytest.importorskip("accelerate")
     found = {}

@@ -86,6 +86,7 @@ def run_script(script: Path, tmp_path: Path, monkeypatch, before=None, after=Non
     return [(d["code"], d["line"]) for d in found]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
 def test_summaries_hold_and_find_what_the_columns_find(script, tmp_path, monkeypatch, capsys):
     wrong = []
@@ -96,6 +97,7 @@ def test_summaries_hold_and_find_what_the_columns_find(script, tmp_path, monkeyp
     assert bool(checked) == script.stem.endswith("_bad")  # the run really watched: a bad script is found
 
 
+@pytest.mark.slow
 def test_the_check_catches_a_wrong_summary(tmp_path, monkeypatch, capsys):
     """Negative control: a write that forgets to mark its column mixed (the one value kept) is caught."""
     real = _tracker.Tracker._put

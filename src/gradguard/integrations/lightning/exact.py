@@ -156,9 +156,31 @@ class ExactAccumulation(Callback):
         # arguments) or the module overrides it (then the loss it gets is multiplied instead).
         self._seed = type(pl_module).backward is pl.LightningModule.backward
         self._install(trainer)
+        self._mute_unused_hooks()
 
     def teardown(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
         self._uninstall()
+        self._unmute_hooks()
+
+    # Per-step hooks this callback does not use. Lightning calls every hook of every callback, each inside its
+    # profiler's context (2-3 us a call): with the four of every micro-batch and the two of every optimizer step,
+    # that dispatch costs more than this callback's own work. Its dispatcher calls a hook only if it is callable,
+    # so for a fit these are set to None on the instance, and Lightning skips them (half of the callback's
+    # dispatches on a training step). Only hooks the class leaves to Callback, and only where a probe shows
+    # that the running Lightning skips a None hook.
+    _UNUSED_STEP_HOOKS = ("on_before_backward", "on_after_backward", "on_before_zero_grad")
+
+    def _mute_unused_hooks(self) -> None:
+        if not _lightning_skips_none_hooks():
+            return
+        for name in self._UNUSED_STEP_HOOKS:
+            if getattr(type(self), name) is getattr(Callback, name):
+                setattr(self, name, None)
+
+    def _unmute_hooks(self) -> None:
+        for name in self._UNUSED_STEP_HOOKS:
+            if name in self.__dict__ and self.__dict__[name] is None:
+                delattr(self, name)
 
     # ----------------------------------------------------------- per batch
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -262,13 +284,7 @@ class ExactAccumulation(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
         if factor != 1.0 and grads:
-            # A 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
-            # is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once
-            # (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 %
-            # off in bfloat16), and about half the time on a CPU (the tensor made included).
-            device = grads[0].device
-            torch._foreach_mul_(grads, torch.full((), factor, device=device,
-                                                  dtype=torch.float32 if device.type == "mps" else torch.float64))
+            _rescale(grads, factor)
         if total > 0:
             # The next windows' reference: a power of two near this window's global mean count, kept while the
             # mean stays within a factor 2 of it (so the cached weights last; the same on every rank).
@@ -316,6 +332,7 @@ class ExactAccumulation(Callback):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._uninstall()
+        self._unmute_hooks()
 
     # --------------------------------------------------------- checkpoints
     # A checkpoint saved in the middle of a window (a time-based ModelCheckpoint, OnExceptionCheckpoint)
@@ -412,6 +429,62 @@ def _power_of_two(count: float) -> float:
     """The power of two nearest ``count`` (> 0) on a log scale: a reference count that keeps gradient magnitudes
     near a plain mean's and divides every count exactly."""
     return 2.0 ** round(math.log2(count))
+
+
+def _rescale(grads: list, factor: float) -> None:
+    """Multiply every gradient in ``grads`` by ``factor`` in place.
+
+    The factor is a 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
+    is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once (with a Python
+    float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in bfloat16), and about
+    half the time on a CPU (the tensor made included). A model split over devices (model parallel, a layer on the
+    CPU) has gradients on several, and a factor made on one device is not for another's gradients: one factor per
+    device, one call per (device, dtype) group (a mixed list would leave foreach's fused path).
+    """
+    first = grads[0]
+    device, dtype = first.device, first.dtype
+    if all(g.device == device and g.dtype == dtype for g in grads):  # one device, one dtype: the common case
+        torch._foreach_mul_(grads, _factor(factor, device))
+        return
+    groups: dict = {}
+    for g in grads:
+        groups.setdefault((g.device, g.dtype), []).append(g)
+    factors: dict = {}
+    for (device, _), group in groups.items():
+        if device not in factors:
+            factors[device] = _factor(factor, device)
+        torch._foreach_mul_(group, factors[device])
+
+
+def _factor(factor: float, device: torch.device) -> torch.Tensor:
+    """``factor`` as a 0-dim tensor on ``device``: float64, float32 on MPS (which has no float64)."""
+    return torch.full((), factor, device=device, dtype=torch.float32 if device.type == "mps" else torch.float64)
+
+
+_SKIPS_NONE_HOOKS: Optional[bool] = None
+
+
+def _lightning_skips_none_hooks() -> bool:
+    """Whether the running Lightning's callback dispatch skips a hook that is None (it calls only callable ones).
+
+    Probed once per process: the dispatcher run on a stand-in trainer holding one callback whose hook is None.
+    Any error (a None called, another signature) reads as no: the hooks then stay as they are."""
+    global _SKIPS_NONE_HOOKS
+    if _SKIPS_NONE_HOOKS is None:
+        from types import SimpleNamespace
+
+        probe = Callback()
+        probe.on_before_zero_grad = None
+        try:
+            from lightning.pytorch.profilers import PassThroughProfiler
+            from lightning.pytorch.trainer import call
+
+            call._call_callback_hooks(SimpleNamespace(lightning_module=None, callbacks=[probe],
+                                                      profiler=PassThroughProfiler()), "on_before_zero_grad", None)
+            _SKIPS_NONE_HOOKS = True
+        except Exception:
+            _SKIPS_NONE_HOOKS = False
+    return _SKIPS_NONE_HOOKS
 
 
 def _weighted_sum(parts: list) -> torch.Tensor:
