@@ -40,6 +40,10 @@ Usage (from the repository root)::
 held-out) before any was fetched. Their files are picked by one rule instead of by hand: every
 ``.py`` file holding both ``.backward(`` and ``.step(``, outside test folders (``_wide_files``).
 Both halves extract into ``/work/realrepos_wide``; each has its own verdicts file.
+
+``--set fresh-heldout`` and ``--set fresh-tune`` are the two halves of a later list
+(``lint_precision_fresh_repos.tsv``, none of its repositories in any list above), chosen, split and
+filed by the same rules as the wide list, and extracted into ``/work/realrepos_fresh``.
 """
 
 from __future__ import annotations
@@ -201,6 +205,11 @@ def wide_repos(part: str, listed: Path = WIDE_LIST) -> Tuple[Repo, ...]:
     return tuple(out)
 
 
+# A later list, chosen by name once the wide held-out half had been read for fixing: a new half that
+# no rule was tuned on. Same split and file rule as the wide list.
+FRESH_LIST = HERE / "lint_precision_fresh_repos.tsv"
+
+
 class RepoSet(NamedTuple):
     repos: Tuple[Repo, ...]
     verdicts: Path
@@ -212,7 +221,11 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "wide-heldout": RepoSet(wide_repos("heldout"), HERE / "lint_precision_wide_heldout_verdicts.tsv",
                                 Path("/work/realrepos_wide")),
         "wide-tune": RepoSet(wide_repos("tune"), HERE / "lint_precision_wide_tune_verdicts.tsv",
-                             Path("/work/realrepos_wide"))}
+                             Path("/work/realrepos_wide")),
+        "fresh-heldout": RepoSet(wide_repos("heldout", FRESH_LIST), HERE / "lint_precision_fresh_heldout_verdicts.tsv",
+                                 Path("/work/realrepos_fresh")),
+        "fresh-tune": RepoSet(wide_repos("tune", FRESH_LIST), HERE / "lint_precision_fresh_tune_verdicts.tsv",
+                              Path("/work/realrepos_fresh"))}
 
 
 def folder(repo: Repo) -> str:
@@ -552,7 +565,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--set", dest="repo_set", choices=sorted(SETS), default="tuned",
                         help="tuned: the repositories the rules were tuned on (default); heldout: repositories never "
                              "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
-                             "of lint_precision_wide_repos.tsv, split by a hash of the name")
+                             "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
+                             "the same for lint_precision_fresh_repos.tsv")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
