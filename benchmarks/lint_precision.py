@@ -381,9 +381,15 @@ def precision(root: Path, repos: Sequence[Repo] = REPOS, verdicts_file: Path = V
         row["precision"] = row["true"] / judged if judged else None
     true = sum(r["true"] for r in rules.values())
     judged = true + sum(r["false"] for r in rules.values())
+    # judged findings the linter no longer reports (a verdict kept from an earlier measurement):
+    # listed so that a change of the rules that drops a true finding is seen, not silently uncounted
+    reported = {key for key, _ in findings}
+    names = {repo.name for repo in repos}
+    gone = sorted(k for k, v in verdicts.items() if v[0] != "equivalent" and k.repo in names and k not in reported)
     return {"repositories": len(repos), **size, "findings": len(findings), "true": true, "judged": judged,
             "precision": true / judged if judged else None, "rules": dict(sorted(rules.items())),
-            "list": listed, "unjudged": [(k, f.line, f.message) for k, f in unjudged]}
+            "list": listed, "unjudged": [(k, f.line, f.message) for k, f in unjudged],
+            "no_longer_reported": [(k, verdicts[k][0]) for k in gone]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,6 +550,9 @@ def _precision_table(r: dict, verbose: bool) -> str:
         for item in r["list"]:
             lines.append(f"{item['verdict'] or 'UNJUDGED':<8} {item['repo']}:{item['path']}:{item['line']}: {item['code']} "
                          f"{item['text'][:90]}" + (f"  -- {item['why']}" if item["why"] else ""))
+    if r["no_longer_reported"]:
+        lines += ["", f"{len(r['no_longer_reported'])} judged findings no longer reported:"]
+        lines += [f"  {verdict:<5} {k.repo}:{k.path}: {k.code} {k.text[:90]}" for k, verdict in r["no_longer_reported"]]
     return "\n".join(lines)
 
 
@@ -613,6 +622,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.json:
         report = {k: v for k, v in report.items() if k != "unjudged"}
+        report["no_longer_reported"] = [[*k, verdict] for k, verdict in report["no_longer_reported"]]
         print(json.dumps(report, indent=2))
     else:
         print(_precision_table(report, args.verbose))
