@@ -40,6 +40,10 @@ Usage (from the repository root)::
 held-out) before any was fetched. Their files are picked by one rule instead of by hand: every
 ``.py`` file holding both ``.backward(`` and ``.step(``, outside test folders (``_wide_files``).
 Both halves extract into ``/work/realrepos_wide``; each has its own verdicts file.
+
+``--set fresh-heldout`` and ``--set fresh-tune`` are the two halves of a later list
+(``lint_precision_fresh_repos.tsv``, none of its repositories in any list above), chosen, split and
+filed by the same rules as the wide list, and extracted into ``/work/realrepos_fresh``.
 """
 
 from __future__ import annotations
@@ -201,6 +205,11 @@ def wide_repos(part: str, listed: Path = WIDE_LIST) -> Tuple[Repo, ...]:
     return tuple(out)
 
 
+# A later list, chosen by name once the wide held-out half had been read for fixing: a new half that
+# no rule was tuned on. Same split and file rule as the wide list.
+FRESH_LIST = HERE / "lint_precision_fresh_repos.tsv"
+
+
 class RepoSet(NamedTuple):
     repos: Tuple[Repo, ...]
     verdicts: Path
@@ -212,7 +221,11 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "wide-heldout": RepoSet(wide_repos("heldout"), HERE / "lint_precision_wide_heldout_verdicts.tsv",
                                 Path("/work/realrepos_wide")),
         "wide-tune": RepoSet(wide_repos("tune"), HERE / "lint_precision_wide_tune_verdicts.tsv",
-                             Path("/work/realrepos_wide"))}
+                             Path("/work/realrepos_wide")),
+        "fresh-heldout": RepoSet(wide_repos("heldout", FRESH_LIST), HERE / "lint_precision_fresh_heldout_verdicts.tsv",
+                                 Path("/work/realrepos_fresh")),
+        "fresh-tune": RepoSet(wide_repos("tune", FRESH_LIST), HERE / "lint_precision_fresh_tune_verdicts.tsv",
+                              Path("/work/realrepos_fresh"))}
 
 
 def folder(repo: Repo) -> str:
@@ -368,9 +381,15 @@ def precision(root: Path, repos: Sequence[Repo] = REPOS, verdicts_file: Path = V
         row["precision"] = row["true"] / judged if judged else None
     true = sum(r["true"] for r in rules.values())
     judged = true + sum(r["false"] for r in rules.values())
+    # judged findings the linter no longer reports (a verdict kept from an earlier measurement):
+    # listed so that a change of the rules that drops a true finding is seen, not silently uncounted
+    reported = {key for key, _ in findings}
+    names = {repo.name for repo in repos}
+    gone = sorted(k for k, v in verdicts.items() if v[0] != "equivalent" and k.repo in names and k not in reported)
     return {"repositories": len(repos), **size, "findings": len(findings), "true": true, "judged": judged,
             "precision": true / judged if judged else None, "rules": dict(sorted(rules.items())),
-            "list": listed, "unjudged": [(k, f.line, f.message) for k, f in unjudged]}
+            "list": listed, "unjudged": [(k, f.line, f.message) for k, f in unjudged],
+            "no_longer_reported": [(k, verdicts[k][0]) for k in gone]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,6 +550,9 @@ def _precision_table(r: dict, verbose: bool) -> str:
         for item in r["list"]:
             lines.append(f"{item['verdict'] or 'UNJUDGED':<8} {item['repo']}:{item['path']}:{item['line']}: {item['code']} "
                          f"{item['text'][:90]}" + (f"  -- {item['why']}" if item["why"] else ""))
+    if r["no_longer_reported"]:
+        lines += ["", f"{len(r['no_longer_reported'])} judged findings no longer reported:"]
+        lines += [f"  {verdict:<5} {k.repo}:{k.path}: {k.code} {k.text[:90]}" for k, verdict in r["no_longer_reported"]]
     return "\n".join(lines)
 
 
@@ -552,7 +574,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--set", dest="repo_set", choices=sorted(SETS), default="tuned",
                         help="tuned: the repositories the rules were tuned on (default); heldout: repositories never "
                              "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
-                             "of lint_precision_wide_repos.tsv, split by a hash of the name")
+                             "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
+                             "the same for lint_precision_fresh_repos.tsv")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
@@ -599,6 +622,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.json:
         report = {k: v for k, v in report.items() if k != "unjudged"}
+        report["no_longer_reported"] = [[*k, verdict] for k, verdict in report["no_longer_reported"]]
         print(json.dumps(report, indent=2))
     else:
         print(_precision_table(report, args.verbose))

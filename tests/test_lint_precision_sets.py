@@ -11,6 +11,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
 lint_precision = importlib.util.module_from_spec(_spec)
@@ -82,3 +84,67 @@ def test_wide_halves_follow_the_name_hash_and_use_no_earlier_repository():
     odd = next(n for n in (f"someone/p{i}" for i in range(100))
                if int(hashlib.sha256(n.encode()).hexdigest()[0], 16) % 2)
     assert lint_precision.wide_split(odd) == "tune"
+
+
+def test_a_judged_finding_no_longer_reported_is_listed(tmp_path):
+    repo = lint_precision.Repo("someone/project", "0" * 40, ("train.py",), "test")
+    (tmp_path / "someone+project").mkdir()
+    (tmp_path / "someone+project" / "train.py").write_text(BUGGY)
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text("someone/project\ttrain.py\tGG101\topt.step()\ttrue\tno clearing in the loop\n"
+                        "someone/project\ttrain.py\tGG102\topt.zero_grad()\tfalse\ta finding of an earlier linter\n"
+                        "other/project\ttrain.py\tGG102\topt.zero_grad()\tfalse\tanother repository's finding\n")
+    report = lint_precision.precision(tmp_path, (repo,), verdicts)
+    gone = [(k.repo, k.code, verdict) for k, verdict in report["no_longer_reported"]]
+    # the reported GG101 is not listed, nor a row of a repository outside the measured ones
+    assert gone == [("someone/project", "GG102", "false")]
+
+
+def test_fresh_halves_follow_the_name_hash_and_use_no_earlier_repository():
+    import hashlib
+
+    listed = [line.split("\t") for line in lint_precision.FRESH_LIST.read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    wide = [line.split("\t")[0] for line in lint_precision.WIDE_LIST.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    earlier = {n.lower() for n in wide} | {r.name.lower() for r in lint_precision.REPOS + lint_precision.HELDOUT_REPOS}
+    names = [row[0] for row in listed]
+    assert len(names) >= 100 and len(set(n.lower() for n in names)) == len(names)
+    assert not {n.lower() for n in names} & earlier
+    heldout = lint_precision.SETS["fresh-heldout"].repos
+    tune = lint_precision.SETS["fresh-tune"].repos
+    fetched = {row[0] for row in listed if row[2] != "-"}
+    assert {r.name for r in heldout} | {r.name for r in tune} == fetched
+    for part, repos in (("heldout", heldout), ("tune", tune)):
+        for repo in repos:
+            # the rule written again here: first hex digit of sha256("owner/name"), even = held-out
+            even = int(hashlib.sha256(repo.name.encode()).hexdigest()[0], 16) % 2 == 0
+            assert even == (part == "heldout"), repo.name
+            assert len(repo.commit) == 40 and int(repo.commit, 16) >= 0, repo.name
+            assert repo.paths == (".",)  # the file rule, not hand-picked sub-paths
+    # the two halves share no repository
+    assert not {r.name for r in heldout} & {r.name for r in tune}
+
+
+def _gone_file(verdicts: Path) -> Path:
+    return verdicts.with_name(verdicts.stem + "_gone.tsv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fresh-heldout", "fresh-tune"])
+def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
+    """Every finding on the extracted code is judged, and every judged finding is still reported or
+    listed in the set's ``_gone.tsv`` (findings that one measured version of the linter does not report:
+    the first measurement's that later code dropped, and later code's that the first did not make)."""
+    chosen = lint_precision.SETS[name]
+    if not chosen.root.is_dir():
+        pytest.skip(f"{chosen.root} not extracted (python benchmarks/lint_precision.py extract --set {name})")
+    sys.path.insert(0, str(ROOT / "src"))
+    report = lint_precision.precision(chosen.root, chosen.repos, chosen.verdicts)
+    assert not report["unjudged"], [k for k, *_ in report["unjudged"]]
+    gone = _gone_file(chosen.verdicts)
+    listed = lint_precision.load_verdicts(gone) if gone.exists() else {}
+    gone_now = {k for k, _ in report["no_longer_reported"]}
+    assert gone_now <= set(listed), sorted(gone_now - set(listed))
+    for key, (verdict, _) in listed.items():  # a listed row keeps the verdict it was judged with
+        assert lint_precision.load_verdicts(chosen.verdicts)[key][0] == verdict, key
