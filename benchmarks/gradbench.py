@@ -69,6 +69,7 @@ SRC = Path(os.environ.get("GRADBENCH_GRADGUARD_SRC", ROOT / "src"))
 TIMEOUT_S = 300
 FIRST_ROUND_2 = 45  # the number of the first case of the second round
 FIRST_ROUND_3 = 75  # the number of the first case of the third round
+FIRST_ROUND_4 = 94  # the number of the first case of the fourth round
 #: The third round, written down (names, hence the split) before any of its cases was written or measured.
 #: Each is a published bug found in GitHub issues and pull requests (sources other than rounds 1-2's); the
 #: held-out half is decided by the same rule as round 2's (`Case.held_out`). A case removed later (say, an
@@ -94,6 +95,29 @@ ROUND_3 = (
     # added before any measurement, when c84 and c91 were found not reproducible from their sources (REMOVED)
     "c92_accelerate_435_step_on_the_wrong_micro_batches",
     "c93_d2l_1342_batchnorm_moving_mean_graph",
+)
+#: The fourth round, written down the same way (names, hence the split, before any of its cases was written or
+#: measured), from published bugs whose sources no earlier round used, once round 3's misses were being worked on
+#: (so round 3 is no longer held out). Same split rule; a case removed later leaves the list for ``REMOVED``.
+ROUND_4 = (
+    "c94_automodel_2257_trailing_window_dropped_each_epoch",
+    "c95_imvisible_2_running_loss_keeps_graph",
+    "c96_pytorch_i3d_44_leftover_window_zeroed_at_phase_change",
+    "c97_transformers_1563_clip_after_every_backward",
+    "c98_lingua_59_clip_every_accumulation_step",
+    "c99_gsm_22_clip_inside_iter_size",
+    "c100_nano_world_model_22_clip_before_backward_in_training_step",
+    "c101_s3diff_25_generator_loss_in_discriminator_grads",
+    "c102_protocontra_18_module_requires_grad_does_not_freeze",
+    "c103_yolov5_1213_freeze_overwritten",
+    "c104_sparseml_965_freeze_after_backward",
+    "c105_transformer_ocr_7_test_loss_backward",
+    "c106_ml2021_2_train_loss_keeps_graph",
+    "c107_samudra_476_final_remainder_not_rescaled",
+    "c108_gflownet_133_loss_ema_keeps_graph",
+    "c109_neuromancer_292_metrics_keep_graph",
+    "c110_pytorch_20275_manual_batchnorm_running_mean_graph",
+    "c111_eac_11_running_loss_keeps_graph",
 )
 WORKERS = 2
 
@@ -134,6 +158,16 @@ class Case:
         return None if value == "end" else int(value)
 
     @property
+    def number(self) -> int:
+        """The case's number: ``c07`` is 7, ``c101`` is 101 (names from round 4 on may have three digits)."""
+        return int(_CASE_NAME.match(self.name).group(1))
+
+    @property
+    def short(self) -> str:
+        """``c07``, ``c101``: the name up to its first underscore."""
+        return self.name.split("_", 1)[0]
+
+    @property
     def uses_trainer(self) -> bool:
         return self.fields.get("trainer", "no") == "yes"
 
@@ -141,20 +175,26 @@ class Case:
     def round(self) -> int:
         """1: the first 44 cases (the rules were extended until they caught them); 2: the cases written for
         the second round (c45 on), after GG112 and GG114 and before any rule work on them; 3: the cases of the
-        third round (c75 on, ``ROUND_3``), written while no rule changed and measured as they were written."""
-        number = int(self.name[1:3])
-        return 3 if number >= FIRST_ROUND_3 else 2 if number >= FIRST_ROUND_2 else 1
+        third round (c75 on, ``ROUND_3``), written while no rule changed and measured as they were written; 4: the
+        fourth round (c94 on, ``ROUND_4``), the same way, once round 3's misses were being fixed."""
+        number = self.number
+        return (4 if number >= FIRST_ROUND_4 else 3 if number >= FIRST_ROUND_3
+                else 2 if number >= FIRST_ROUND_2 else 1)
 
     @property
     def held_out(self) -> bool:
-        """The held-out half of rounds 2 and 3: the first byte of sha256(name) is even, fixed before any rule
+        """The held-out half of rounds 2 to 4: the first byte of sha256(name) is even, fixed before any rule
         work on them. Never tuned on: its misses are notes, fixed only in a later round with new held-out cases."""
         return self.round >= 2 and hashlib.sha256(self.name.encode()).digest()[0] % 2 == 0
 
 
+_CASE_NAME = re.compile(r"^c(\d{2,3})_")
+
+
 def load_cases(select: Optional[List[str]] = None) -> List[Case]:
     cases = []
-    for path in sorted(CASES.glob("c[0-9][0-9]_*.py")):
+    paths = [p for p in CASES.glob("c[0-9][0-9]*_*.py") if _CASE_NAME.match(p.stem)]
+    for path in sorted(paths, key=lambda p: (int(_CASE_NAME.match(p.stem).group(1)), p.stem)):
         doc = ast.get_docstring(ast.parse(path.read_text()))
         if not doc:
             raise SystemExit(f"{path}: no header docstring")
@@ -703,7 +743,7 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
         if caught:
             L += ["", f"Steps until caught (the watch's first finding of an expected code / the step at which the bug "
                   f"first changes an update), round {rnd}: " + ", ".join(
-                      f"`{c.name[:3]}` {judged[c.name]['watch_step']}/{c.fields.get('bug-step')}" for c in caught) + "."]
+                      f"`{c.short}` {judged[c.name]['watch_step']}/{c.fields.get('bug-step')}" for c in caught) + "."]
     return L + [""]
 
 

@@ -115,6 +115,15 @@ def test_round_3_is_the_list_written_down_before_its_cases_and_split_by_the_same
     assert all(c.held_out == (n in held) for n, c in cases.items())
 
 
+def test_three_digit_case_numbers_sort_and_round_by_number():
+    # c100 must come after c99 (not between c10 and c11 as plain name order would put it) and belong to round 4
+    case = gb.Case("c100_x", gb.CASES / "c100_x.py", "t", {})
+    assert (case.number, case.short, case.round) == (100, "c100", 4)
+    assert gb.Case("c93_x", gb.CASES / "c93_x.py", "t", {}).round == 3
+    numbers = [c.number for c in gb.load_cases()]
+    assert numbers == sorted(numbers)
+
+
 def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
     cases = gb.load_cases(["c01", "c45", "c48"])
     stored = {"traincheck": "0.2.0", "protocol": "p", "cases": {
