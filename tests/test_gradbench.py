@@ -177,12 +177,12 @@ def _fake(watch=False, lint=False, in_time=True, twin=()):
 
 
 def test_the_headline_table_counts_each_tool_in_scope_and_of_all():
-    cases = gb.load_cases(["c105_", "c108_", "c96_", "c97_", "c77_"])
+    cases = gb.load_cases(["c105_", "c108_", "c96_", "c100_", "c77_"])
     held = [c for c in cases if c.held_out and c.round == 4]
     assert {c.short for c in held} == {"c105", "c108"}
     judged = {"c105_transformer_ocr_7_test_loss_backward": _fake(watch=True, in_time=False),
               "c108_gflownet_133_loss_ema_keeps_graph": _fake(lint=True),
-              "c97_transformers_1563_clip_after_every_backward": _fake(twin=("GG101",)),
+              "c100_nano_world_model_22_clip_before_backward_in_training_step": _fake(twin=("GG101",)),
               "c96_pytorch_i3d_44_leftover_window_zeroed_at_phase_change": _fake(watch=True, lint=True),
               "c77_annotated_transformer_14_validation_backward": _fake()}
     judged = {c.name: judged[c.name] for c in cases}
@@ -190,7 +190,7 @@ def test_the_headline_table_counts_each_tool_in_scope_and_of_all():
     # held-out: c105 (watch and lint in scope: watch caught late, lint missed), c108 (lint in scope: caught)
     assert ("| **round 4, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) | 0/1 (0 %) | 1/2 (50 %) | "
             "1/2 (50 %) | 2/2 (100 %) | 2/2 (100 %) | 0 |") in text
-    # other half: c96 caught by both in time; c97 out of scope for both, a finding on its twin
+    # other half: c96 caught by both in time; c100 out of scope for both, a finding on its twin
     assert ("| round 4, other half | 2 | 1/1 (100 %) | 1/2 (50 %) | 1/1 (100 %) | 1/1 (100 %) | 1/2 (50 %) | "
             "1/1 (100 %) | 1/2 (50 %) | 1 |") in text
     # round 3 is no longer the headline: its held-out half is listed as in-sample, with its misses as notes

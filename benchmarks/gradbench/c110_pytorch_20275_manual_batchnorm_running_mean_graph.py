@@ -4,8 +4,8 @@ source: pytorch/pytorch#20275 (https://github.com/pytorch/pytorch/issues/20275),
 family: graph-in-buffer
 shape: class MyBatchNorm2d(nn.BatchNorm2d): forward: if self.training: mean = input.mean([0, 2, 3]); var = input.var([0, 2, 3], unbiased=False); n = input.numel() / input.size(1); self.running_mean = exponential_average_factor * mean + (1 - exponential_average_factor) * self.running_mean; self.running_var = exponential_average_factor * var * n / (n - 1) + (1 - exponential_average_factor) * self.running_var; input = (input - mean) / sqrt(var + eps) * weight + bias. Used in a small conv net trained with SGD
 numeric: the running statistics reach the graph of every training step so far (the issue's process grew to the machine's 64 GB)
-watch: out: a buffer holding graph nodes is not a gradient buffer; the watch follows .grad
-lint: out: no rule covers a module buffer updated from a tensor that carries the graph
+watch: GG202
+lint: GG202
 bug-step: end
 """
 import torch

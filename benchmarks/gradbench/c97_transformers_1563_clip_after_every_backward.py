@@ -4,8 +4,8 @@ source: huggingface/transformers#1563 (https://github.com/huggingface/transforme
 family: clip-in-accumulation
 shape: examples/run_glue.py, train(): for step, batch in enumerate(epoch_iterator): loss = model(**inputs)[0]; if args.gradient_accumulation_steps > 1: loss = loss / args.gradient_accumulation_steps; loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm); tr_loss += loss.item(); if (step + 1) % args.gradient_accumulation_steps == 0: optimizer.step(); scheduler.step(); model.zero_grad(); global_step += 1. Fixed (#1580): the clip moved inside the step branch. max_grad_norm = 1.0 (the scripts' default), gradient_accumulation_steps = 4, AdamW
 numeric: every window's first micro-batches are clipped before the rest are added, so the step's direction leans to the window's last micro-batches
-watch: out: clipping a window before its last backward pass changes the sum, but no rule covers a clip's position inside a window
-lint: out: no rule covers a clip's position inside an accumulation window
+watch: GG115
+lint: GG115
 bug-step: 1
 """
 import torch

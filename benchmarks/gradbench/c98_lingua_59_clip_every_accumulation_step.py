@@ -4,8 +4,8 @@ source: facebookresearch/lingua#59 (https://github.com/facebookresearch/lingua/p
 family: clip-in-accumulation
 shape: while train_state.step < args.steps: train_state.acc_step += 1; train_state.acc_step = train_state.acc_step % args.grad_acc_steps; loss = model(input_ids, labels); loss = loss / args.grad_acc_steps; loss.backward(); loss = loss.detach() * args.grad_acc_steps; grad_norm = clip_grad_norm_(model.parameters(), max_norm=args.optim.clip, foreach=True); if train_state.acc_step == 0: optimizer.step(); scheduler.step(); optimizer.zero_grad(); train_state.step += 1. optim.clip = 1.0, grad_acc_steps = 4, AdamW
 numeric: each window's running sum is clipped after every micro-batch, so the update is not the clipped full-batch gradient
-watch: out: clipping a window before its last backward pass changes the sum, but no rule covers a clip's position inside a window
-lint: out: no rule covers a clip's position inside an accumulation window
+watch: GG115
+lint: GG115
 bug-step: 1
 """
 from dataclasses import dataclass, field

@@ -4,8 +4,8 @@ source: swathikirans/GSM#22 (https://github.com/swathikirans/GSM/issues/22), "Co
 family: clip-in-accumulation
 shape: train(): for i, (input, target) in enumerate(train_loader): output = model(input_var); loss = criterion(output, target_var) / args.iter_size; loss.backward(); if args.clip_gradient is not None: total_norm = clip_grad_norm_(model.parameters(), args.clip_gradient); if (i + 1) % args.iter_size == 0: optimizer.step(); optimizer.zero_grad(). iter_size = 2, clip_gradient = 20, SGD momentum 0.9
 numeric: the first micro-batch of each pair is clipped alone, then the pair's sum again
-watch: out: clipping a window before its last backward pass changes the sum, but no rule covers a clip's position inside a window
-lint: out: no rule covers a clip's position inside an accumulation window
+watch: GG115
+lint: GG115
 bug-step: 1
 """
 import torch
