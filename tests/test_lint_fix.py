@@ -657,3 +657,49 @@ def test_gg101_single_fix_in_an_accumulating_branch_goes_after_the_window_step(c
                                     "                optimizer.zero_grad(set_to_none=True)\n"
                                     "                scaler.scale(loss).backward()\n                if"))[accumulating]
     assert not all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(wrong, reference))
+
+
+SKIPPED_STEP = '''\
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1).double()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [[(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(2)]
+        for _ in range(4)]
+
+
+def train_step(samples, skip):
+    for x, y in samples:
+        loss = torch.nn.functional.mse_loss(model(x), y) / len(samples)
+        loss.backward()
+    if skip:
+        return None
+    opt.step()
+    return True
+
+
+for n, samples in enumerate(data):
+    train_step(samples, skip=(n == 1))
+'''
+
+
+def test_gg101_fix_covers_a_path_that_returns_before_the_step():
+    """A window (the inner loop of one call) and a path that returns before the step (a skipped
+    update): a clearing placed after the step would leave the skipped window's gradients in the
+    next one. The fix clears before the window's loop instead; run in float64, the fixed program
+    trains like one that clears at the start of every call. Negative control: a clearing after
+    the step trains to other parameters."""
+    [finding] = [f for f in gg.lint_source(SKIPPED_STEP, "skip.py") if f.code == "GG101"]
+    result = fix_source(SKIPPED_STEP, "skip.py")
+    assert result.fixed and gg.lint_source(result.text, "skip.py") == [], result.text
+
+    def trained(source):
+        scope = {}
+        exec(compile(source, "skip.py", "exec"), scope)
+        return torch.cat([p.detach().flatten() for p in scope["model"].parameters()])
+
+    reference = SKIPPED_STEP.replace("    for x, y in samples:\n", "    opt.zero_grad()\n    for x, y in samples:\n", 1)
+    after_step = SKIPPED_STEP.replace("    opt.step()\n", "    opt.step()\n    opt.zero_grad()\n", 1)
+    assert torch.allclose(trained(result.text), trained(reference), rtol=0, atol=1e-12)
+    assert not torch.allclose(trained(after_step), trained(reference), rtol=0, atol=1e-6)

@@ -580,12 +580,42 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         isinstance(a, ast.If) and in_iteration(stmt, a) and not t.contains(a, backward)
         for a in t.ancestors(stmt)
     )
+    if _exit_before_step(t, d, between, stmt):
+        # a `return`/`continue`/`break` between the window's backward passes and the step skips the
+        # step (a non-finite loss, a skipped update): a clearing after the step would leave that
+        # path's gradients in the next window. Where the window is the inner loop of one iteration,
+        # clearing before that loop covers every path, as a clearing at the window's start does.
+        inner = [a for a in between if isinstance(a, LOOPS) and not t.contains(a, stmt)]
+        if (inner and not step_guarded and not d.loop.accumulates() and t.alone(inner[-1])
+                and t.function_of(backward) is t.function_of(stmt)):
+            return Fix(f"{message} before the loop of the update's backward passes",
+                       (t.insert_before(inner[-1], clear),))
+        return None
     if (
         d.loop.accumulates() or in_inner_loop or step_guarded or not t.alone(backward)
         or t.function_of(backward) is not t.function_of(stmt)
     ):
         return Fix(f"{message} after the step", (t.insert_after(stmt, clear),))
     return Fix(f"{message} before the update's first backward pass", (t.insert_before(backward, clear),))
+
+
+def _exit_before_step(t: Tree, d: Diagnostic, between: list, stmt: ast.AST) -> bool:
+    """Whether a path of the iteration leaves it after its backward passes without reaching the
+    step: a `return` of the function holding both, or a `continue`/`break` of the stepping loop,
+    placed after the last statement that holds a backward pass and before the step."""
+    holders = [a for a in between if not t.contains(a, stmt)]
+    start = max((getattr(a, "end_lineno", 0) or 0) for a in holders) if holders else d.backward.lineno
+    scope = t.function_of(stmt) if t.function_of(stmt) is not None else d.loop.node
+    for node in ast.walk(scope):
+        if not (start < getattr(node, "lineno", 0) < stmt.lineno):
+            continue
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, (ast.Continue, ast.Break)):
+            owner = next((a for a in t.ancestors(node) if isinstance(a, LOOPS)), None)
+            if owner is not None and t.contains(owner, stmt):
+                return True
+    return False
 
 
 def _closure(d: Diagnostic, call: ast.Call) -> Optional[ast.AST]:
