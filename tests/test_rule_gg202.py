@@ -253,3 +253,44 @@ def test_a_file_of_model_classes_alone_is_read():
     assert [f.code for f in gg.lint_source(source, "models.py")] == ["GG202"]
     fixed = "import torch\n" + textwrap.dedent(LAYERS["rebind_no_grad"][1])
     assert [f.code for f in gg.lint_source(fixed, "models.py")] == []
+
+
+DICT_LAYER = """
+class Stat(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.outputs = dict()
+
+    def forward(self, x):
+        self.outputs["mean"] = UPDATE
+        return x
+"""
+
+
+@pytest.mark.parametrize("update, chains", [
+    ("x.mean(0)", False),  # the latest forward's value kept for logging: replaced every step
+    ("0.9 * self.outputs['mean'] + 0.1 * x.mean(0) if 'mean' in self.outputs else x.mean(0)", True),
+])
+def test_an_entry_of_a_dict_attribute_is_replaced_not_written_into(update, chains):
+    """`self.outputs[k] = value` on an attribute bound to a dict replaces one entry (one forward's
+    graph, freed at the next), unlike an item write into a tensor buffer; it chains the graph only
+    where the entry is built from its old value. Oracle: autograd nodes reachable from the dict's
+    tensors after 3 and 6 steps. The linter follows the same line."""
+    layer = DICT_LAYER.replace("UPDATE", update)
+
+    def nodes(steps):
+        ns: dict = {}
+        exec(compile(_source(layer, steps), "<gg202>", "exec"), ns)
+        roots = [t.grad_fn for t in ns["model"][1].outputs.values() if isinstance(t, torch.Tensor) and t.grad_fn]
+        seen, todo = set(), deque(roots)
+        while todo:
+            n = todo.popleft()
+            if id(n) not in seen:
+                seen.add(id(n))
+                todo.extend(f for f, _ in n.next_functions if f is not None)
+        return len(seen)
+
+    grows = nodes(6) > nodes(3)
+    lint = "GG202" in [f.code for f in gg.lint_source(_source(layer, 6), "train.py")]
+    assert grows is chains, (update, nodes(3), nodes(6))
+    assert lint is chains, update

@@ -51,6 +51,7 @@ def check_module(module: Module, report: Report) -> None:
         if forward is None or no_grad_function(forward):
             continue
         walker = _Walker(module, methods, _parameters(methods), _cut_somewhere(cls), report)
+        walker.containers = _containers(cls)
         args = forward.args
         inputs = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs][1:]
         inputs += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
@@ -93,6 +94,19 @@ def _cut_somewhere(cls: ast.ClassDef) -> FrozenSet[str]:
     return frozenset(out)
 
 
+def _containers(cls: ast.ClassDef) -> FrozenSet[str]:
+    """The attributes the class binds to a Python container (a dict, list or set display or comprehension,
+    or a call of the built-in ``dict``/``list``/``set``): item assignment on them replaces an entry."""
+    out = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign):
+            v = node.value
+            if isinstance(v, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) or (
+                    isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("dict", "list", "set")):
+                out.update(t.attr for t in node.targets if _self_attr(t))
+    return frozenset(out)
+
+
 def _self_attr(node) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
@@ -100,6 +114,7 @@ def _self_attr(node) -> bool:
 class _Walker:
     def __init__(self, module: Module, methods, params: FrozenSet[str], cut: FrozenSet[str], report: Report):
         self.module, self.methods, self.params, self.cut, self.report = module, methods, params, cut, report
+        self.containers: FrozenSet[str] = frozenset()
         self.returns: List[List[Labels]] = []
         self.active: set = set()
 
@@ -176,7 +191,12 @@ class _Walker:
                 self.judge(stmt, target.attr, whole, quiet)
             env["self." + target.attr] = whole
         elif isinstance(target, ast.Subscript) and _self_attr(target.value) and IN in whole:
-            self.judge(stmt, target.value.attr, whole, quiet)  # self.X[i] = value: an in-place write into X
+            attr = target.value.attr
+            # self.X[i] = value writes into the tensor X in place (its graph chains the old X's), but where X
+            # is a Python container (self.outputs = dict()) it replaces one entry: the entry holds one
+            # forward's graph until the next, which is kept across steps only if built from its old value
+            if attr not in self.containers or "self:" + attr in whole:
+                self.judge(stmt, attr, whole, quiet)
 
     def inplace(self, stmt, call, env, depth, quiet) -> None:
         """``self.X.mul_(a).add_(b)``: in-place calls on ``self.X`` with an argument that carries the graph."""
