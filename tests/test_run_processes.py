@@ -87,9 +87,13 @@ def test_a_raw_fork_childs_own_finding_is_reported_by_the_parent(tmp_path):
 # ---------------------------------------------------------------- signals
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_run_ended_by_a_signal_prints_its_findings_keeps_its_report_and_leaves_nothing(tmp_path, signame):
+    import signal
+
+    if signal.getsignal(getattr(signal, signame)) is signal.SIG_IGN:
+        # an ignored signal stays ignored in child processes (`nohup` ignores SIGHUP): python would not die by it either
+        pytest.skip(f"{signame} is ignored in this environment")
     (tmp_path / "t.py").write_text(BUGGY_TRAIN + f"import os, signal\nos.kill(os.getpid(), signal.{signame})\n")
     done = gradguard_run(tmp_path, "--mode", "record", "--report", "r.json", "t.py")
-    import signal
 
     assert done.returncode == -getattr(signal, signame), done.stderr  # died by the signal, as python does
     assert codes(tmp_path / "r.json") == ["GG101"]

@@ -126,7 +126,7 @@ class SelfCheck:
         label = f"{name!r} " if name else ""
         w = self._w
         first = w.losses[0][0] if w.losses else 0
-        site = _caller_site()
+        site = caller_site()
         return (
             f"the in-flight gradient of parameter {label}(shape {tuple(p.shape)}, position {i} in the optimizer's "
             f"param_groups) {what} after the backward() of micro-batch {first} of window {self.optimizer_steps} and before "
@@ -150,7 +150,7 @@ class SelfCheck:
         )
 
 
-def _caller_site() -> Optional[str]:
+def caller_site() -> Optional[str]:
     """``file:line`` of the first frame outside gradguard (the user's acc.backward() or acc.step()); on error paths only."""
     import os
 

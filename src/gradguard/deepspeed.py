@@ -283,9 +283,9 @@ class DeepSpeedSync(LocalSync):
         @functools.wraps(original)
         def zero_grad(*args, **kwargs):
             if sync._window_backward and not sync._own and sync._stray is None:
-                from ._self_check import _caller_site
+                from ._self_check import caller_site
 
-                site = _caller_site()
+                site = caller_site()
                 sync._stray = (
                     f"the in-flight gradients of the window were emptied by {type(zero_optimizer).__name__}.zero_grad()"
                     f"{' at ' + site if site else ''} after the window's first backward(): under ZeRO stage 3 the "
