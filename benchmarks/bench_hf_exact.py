@@ -13,7 +13,7 @@ timed on the wall clock and in CPU time of the main thread (all the work runs th
 thread and the data loader in the main process; CPU time does not count the time the process waited
 for a core on a busy machine). Printed per clock: the median window time of each, the ratio of
 medians, and the per-round ratios (paired: the two windows of a round share the machine's load) as
-median, quartiles and range.
+median (with a 95 % bootstrap interval of that median), quartiles and range.
 
 exact() passes the labels to the model, so each micro-batch computes the model's own cross entropy
 (which the stock Trainer computes too) and gradguard's token sum over the same logits (the one
@@ -24,6 +24,7 @@ the difference is that gather, the count of the window's targets and the per-win
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -101,6 +102,14 @@ def quartiles(xs):
     return q[0], q[2]
 
 
+def bootstrap_median(xs, draws=2000, seed=0):
+    """A 95 % interval of the median of ``xs`` (resampled with replacement): how far the paired ratio's median
+    itself could move with another run of as many rounds on the same machine."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(draws))
+    return meds[int(0.025 * draws)], meds[int(0.975 * draws) - 1]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=60)
@@ -126,9 +135,11 @@ def main(argv=None) -> int:
         paired = [b / a_ for a_, b in zip(s, f)]
         ms, mf = statistics.median(s), statistics.median(f)
         lo, hi = quartiles(paired)
+        c_lo, c_hi = bootstrap_median(paired)
         print(f"{clock:4s}: window (K training_steps) median stock {ms * 1e3:.1f} ms, exact {mf * 1e3:.1f} ms; "
               f"ratio of medians {mf / ms:.3f}; paired ratio median {statistics.median(paired):.3f} "
-              f"(quartiles {lo:.3f}-{hi:.3f}, range {min(paired):.3f}-{max(paired):.3f})")
+              f"(95 % interval of that median {c_lo:.3f}-{c_hi:.3f}; quartiles {lo:.3f}-{hi:.3f}, "
+              f"range {min(paired):.3f}-{max(paired):.3f})")
     return 0
 
 
