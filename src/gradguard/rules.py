@@ -709,6 +709,54 @@ for i, (x, y) in enumerate(loader):
 """,
     ),
     Rule(
+        code="GG116",
+        name="clip-not-applied",
+        severity="warning",
+        summary="A gradient clip ran where no optimizer step applies what it clipped: after the step that used the gradients, or before the backward pass that fills them.",
+        consequence="The updates are never clipped: large gradients reach the weights as they are, the configured max norm silently does nothing, and no error is raised.",
+        fix="Clip after the backward pass and before the step: loss.backward(); clip_grad_norm_(model.parameters(), max_norm); optimizer.step().",
+        what=(
+            "Flags a gradient clip (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `accelerator.clip_grad_norm_`\n"
+            "and the like) made where no optimizer step applies what it clipped: after the step that used the\n"
+            "gradients (before they are cleared), or before the backward pass that fills them (after the clearing).\n"
+            "Run time: the watch notes each clip of parameters and the index of the last backward pass made before\n"
+            "it; the next step of an optimizer holding those parameters that applies only passes made after the clip\n"
+            "is reported at the clip's line (a clip between a window's last pass and its step, or inside the window,\n"
+            "is not this rule; GG115 covers the second). A clip whose threshold is infinite (a norm read) is left out.\n"
+            "Lint: in a loop that back-propagates and steps on one path (no accumulation window), a clip in the\n"
+            "loop's body whose nearest gradient event before it, in the order an iteration runs (the previous\n"
+            "iteration's when none precedes it), is a step or a clearing and whose nearest event after it is a\n"
+            "clearing or a backward pass is reported, unless some path has the clip between a backward pass and a step."
+        ),
+        why=(
+            "A clip changes `.grad` in place; it limits an update only if it runs between the backward pass that\n"
+            "fills the gradient and the step that applies it. Placed after `optimizer.step()`, it clips a gradient\n"
+            "that was already applied and is cleared before the next step reads anything; placed after\n"
+            "`zero_grad()` and before `backward()`, it clips zeros (or nothing, with `set_to_none`) and the pass\n"
+            "then adds the unclipped gradient. Either way the option the run was configured with (`--max-grad-norm`)\n"
+            "silently does nothing: large gradients reach the weights unclipped, which is what clipping exists to\n"
+            "prevent, and no error or warning is raised. Published in GraphStorm's node-prediction trainer (the clip\n"
+            "after `optimizer.step()`, \"--max-grad-norm silently does nothing\") and in a VRNN\n"
+            "training script."
+        ),
+        example="""
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # clips what the step already applied
+""",
+        instead="""
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # after backward, before the step
+    optimizer.step()
+""",
+    ),
+    Rule(
         code="GG201",
         name="graph-kept-by-logging",
         severity="warning",

@@ -30,6 +30,7 @@ the original function.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Dict, List, Tuple
@@ -139,6 +140,16 @@ def _make_unscale(patch: "_Patch"):
     return unscale_
 
 
+def _unbounded(threshold) -> bool:
+    """A clip threshold that clips nothing (``clip_grad_norm_(ps, float("inf"))`` reads the norm for a log)."""
+    if isinstance(threshold, torch.Tensor):
+        return False  # reading it would wait for the device; a tensor threshold is taken for a real clip
+    try:
+        return math.isinf(float(threshold)) and float(threshold) > 0
+    except (TypeError, ValueError, RuntimeError):
+        return False  # a tensor of several values, or something torch will refuse itself
+
+
 def _make_clip(grads: bool):
     """A clipping function's wrapper; ``grads``: its first argument is gradients (``_get_total_norm``),
     else parameters. The sessions are told before it runs, so that "raise" stops the clip."""
@@ -153,6 +164,8 @@ def _make_clip(grads: bool):
                 name = orig.__name__.lstrip("_")
                 if sys._getframe(1).f_code.co_name == "clip_grad_norm_":
                     name = "clip_grad_norm_"  # the norm clip_grad_norm_ reads, and the clip it makes with it
+                if not grads and args and _unbounded(args[0]):
+                    name = "get_total_norm"  # an infinite threshold clips nothing: only the norm is read
                 for s in sessions:
                     s.clipping(name, tensors, grads)
             return orig(tensors, *args, **kwargs)

@@ -1,0 +1,96 @@
+"""GG116 clip-not-applied: a gradient clip placed where no step applies what it clips.
+
+Read from the program model's paths of one iteration, in the order they run: for a
+clip (``clip_grad_norm_``, ``clip_grad_value_``, ``clip_grads_with_norm_``,
+``clip_gradients``) in the loop's body, the nearest gradient event before it (the
+previous iteration's last one when none precedes it) and the nearest after it (the
+next iteration's first one when none follows). On every path that steps, a clip
+preceded by a step or a clearing and followed by a clearing or a backward pass
+limits nothing: it acts on a gradient already applied, or on one the next pass has not
+filled yet. A clip preceded by a backward pass on some path (between the pass and its
+step, or inside a window: GG115's) is left alone, as is a clip whose threshold is
+infinite (a norm read for a log), a clip in a nested function or inner loop, and a
+loop whose steps a framework makes (``accelerator.accumulate``).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional, Tuple
+
+from .._ast import terminal, text
+from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, PARTIAL, STEP
+from .._model import Loop, Report
+
+CODE = "GG116"
+#: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
+FIXTURES = ("gg116_clip_not_applied_bad.py", "gg116_clip_not_applied_good.py")
+#: No automatic fix: moving the clip between the backward pass and the step is the user's edit to make.
+FIX_SAFETY = None
+
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "clip_gradients"})
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.For, ast.AsyncFor, ast.While)
+_KINDS = {BACKWARD: BACKWARD, STEP: STEP, CLEAR: CLEAR, MAYBE_CLEAR: CLEAR}
+
+
+def check_loop(loop: Loop, report: Report) -> None:
+    if not loop.backwards or not loop.steps or loop.managed or loop.accumulate or not loop.step_paths:
+        return
+    for clip in _clips(loop.node.body):
+        where = _position(clip)
+        verdicts = [_around(path.events, where) for path in loop.step_paths]
+        if not verdicts or any(v is None for v in verdicts):
+            continue
+        if any(before == BACKWARD for before, _ in verdicts) or any(after == STEP for _, after in verdicts):
+            continue  # between a pass and a step on some path: it clips what a step applies
+        before = verdicts[0][0]
+        report(
+            CODE,
+            clip,
+            f"`{text(clip.func)}(...)` runs after {'the step' if before == STEP else 'the clearing'} and before "
+            f"the next {'clearing' if verdicts[0][1] == CLEAR else 'backward pass'}: no step applies what it "
+            "clips, so no update is clipped.",
+            loop=loop,
+        )
+
+
+def _around(events, where: Tuple[int, int]) -> Optional[Tuple[str, str]]:
+    """The kinds of the nearest gradient events before and after ``where`` on one path, wrapping around
+    the iteration (None when the path has none)."""
+    seq = [(_position(e.frame[0][1] if e.frame else e.node), _KINDS[e.kind]) for e in events
+           if e.kind in _KINDS and not (e.kind == CLEAR and e.target == PARTIAL)]
+    if not seq:
+        return None
+    before = [k for pos, k in seq if pos < where]
+    after = [k for pos, k in seq if pos > where]
+    return (before[-1] if before else seq[-1][1]), (after[0] if after else seq[0][1])
+
+
+def _position(node: ast.AST) -> Tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _clips(stmts) -> Iterator[ast.Call]:
+    """Clip calls in ``stmts`` with a finite threshold, nested functions and inner loops left out."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _NESTED):
+            continue
+        if isinstance(n, ast.Call) and terminal(n.func) in _CLIPS and not _unbounded(n):
+            yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
+def _unbounded(call: ast.Call) -> bool:
+    """``clip_grad_norm_(ps, float("inf"))``, ``math.inf``, ``torch.inf``: a norm read, not a clip."""
+    threshold = call.args[1] if len(call.args) > 1 else next(
+        (k.value for k in call.keywords if k.arg in ("max_norm", "clip_value", "gradient_clip_val")), None)
+    if threshold is None:
+        return False
+    if isinstance(threshold, ast.Attribute) and threshold.attr == "inf":
+        return True
+    if isinstance(threshold, ast.Name) and threshold.id == "inf":
+        return True
+    return (isinstance(threshold, ast.Call) and terminal(threshold.func) == "float" and threshold.args
+            and isinstance(threshold.args[0], ast.Constant) and str(threshold.args[0].value).lower() in ("inf", "+inf"))

@@ -1,0 +1,238 @@
+"""GG116 clip-not-applied, both tools, one set of programs.
+
+Each program trains three steps of SGD in float64, one backward pass per step, and clips
+somewhere with a threshold that binds. The oracles are plain PyTorch: the same three steps
+with each step's gradient clipped before it is applied, and the same three steps with no clip
+at all. A program whose clip sits where no step applies what it clipped (after the step, or
+after the clearing and before the backward pass) must end exactly on the UNCLIPPED trajectory
+and draw GG116 from the watch and from the linter; a program that clips between the backward
+pass and the step must end on the clipped one and draw nothing. Forms: a plain loop, renamed
+names, a helper that steps, `set_to_none` and zero-filling clears, a value clip, a norm read
+with an infinite threshold after the step (a log, not a clip).
+"""
+
+import textwrap
+
+import pytest
+import torch
+
+import gradguard as gg
+
+PRELUDE = """
+import math
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+max_norm = 0.05
+g = torch.Generator().manual_seed(1)
+data = [(torch.randn(5, 6, generator=g, dtype=torch.float64), torch.randn(5, 1, generator=g, dtype=torch.float64))
+        for _ in range(3)]
+"""
+
+# name -> (the clip is applied by no step, the program after the prelude)
+PROGRAMS = {
+    "after_step": (True, """
+for x, y in data:
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+"""),
+    "after_step_renamed": (True, """
+o, m = optimizer, model
+for a, b in data:
+    o.zero_grad()
+    err = torch.nn.functional.mse_loss(m(a), b)
+    err.backward()
+    o.step()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm)
+"""),
+    "after_step_clear_at_end": (True, """
+for x, y in data:
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.zero_grad()
+"""),
+    "after_step_in_helper": (True, """
+def train_step(x, y):
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+
+for x, y in data:
+    train_step(x, y)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+"""),
+    "value_clip_after_step": (True, """
+for x, y in data:
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_value_(model.parameters(), 0.001)
+"""),
+    "before_backward_set_to_none": (True, """
+for x, y in data:
+    optimizer.zero_grad(set_to_none=True)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+"""),
+    "before_backward_zero_filled": (True, """
+for x, y in data:
+    optimizer.zero_grad(set_to_none=False)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""),
+    "between_backward_and_step": (False, """
+for x, y in data:
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+"""),
+    "between_and_a_norm_read_after_the_step": (False, """
+for x, y in data:
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    logged = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+    logged_too = torch.nn.utils.clip_grad_norm_(model.parameters(), math.inf)
+"""),
+    "clear_at_end_clip_between": (False, """
+for x, y in data:
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+"""),
+    "value_clip_between": (False, """
+for x, y in data:
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    torch.nn.utils.clip_grad_value_(model.parameters(), 0.001)
+    optimizer.step()
+"""),
+}
+
+
+def _reference(clip) -> list:
+    """Plain PyTorch: three SGD steps, each step's gradient clipped by ``clip`` (or not) before it is applied."""
+    ns: dict = {}
+    exec(PRELUDE, ns)
+    model = ns["model"]
+    for x, y in ns["data"]:
+        model.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        grads = [p.grad for p in model.parameters()]
+        if clip == "norm":
+            norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))
+            factor = min(1.0, ns["max_norm"] / (float(norm) + 1e-6))  # clip_grad_norm_'s own epsilon
+            grads = [g * factor for g in grads]
+        elif clip == "value":
+            grads = [g.clamp(-0.001, 0.001) for g in grads]
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                p -= 0.5 * g
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _watch(body: str):
+    ns: dict = {}
+    with gg.watch(mode="record") as w:
+        exec(compile(PRELUDE + textwrap.dedent(body), "<gg116>", "exec"), ns)
+    return [f.code for f in w.findings], [p.detach().clone() for p in ns["model"].parameters()]
+
+
+def _lint(body: str) -> list:
+    return [f.code for f in gg.lint_source(PRELUDE + textwrap.dedent(body), "train.py")]
+
+
+def _gap(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_each_form_against_the_clipped_and_the_unclipped_updates(name):
+    unapplied, body = PROGRAMS[name]
+    codes, params = _watch(body)
+    clipped = _reference("value" if "value" in name else "norm")
+    unclipped = _reference(None)
+    assert _gap(clipped, unclipped) > 1e-3, "the threshold must bind, or the oracle tells nothing"
+    if unapplied:
+        assert _gap(params, unclipped) < 1e-12, f"{name}: a clip no step applies leaves the unclipped updates"
+    else:
+        assert _gap(params, clipped) < 1e-12, f"{name}: a clip between backward and step gives the clipped updates"
+    assert ("GG116" in codes) is unapplied, (name, codes)
+    assert ("GG116" in _lint(body)) is unapplied, (name, _lint(body))
+
+
+def test_a_clip_inside_an_accumulation_window_is_gg115_not_gg116():
+    body = """
+for i, (x, y) in enumerate(data):
+    (torch.nn.functional.mse_loss(model(x), y) / 3).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if (i + 1) % 3 == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+    codes = _watch(body)[0]
+    assert "GG115" in codes and "GG116" not in codes
+    lint = _lint(body)
+    assert "GG115" in lint and "GG116" not in lint
+
+
+def test_a_clip_at_the_window_boundary_draws_nothing():
+    body = """
+for i, (x, y) in enumerate(data):
+    (torch.nn.functional.mse_loss(model(x), y) / 3).backward()
+    if (i + 1) % 3 == 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+    assert "GG116" not in _watch(body)[0]
+    assert "GG116" not in _lint(body)
+
+
+def test_a_closure_that_clips_before_returning_draws_nothing():
+    # LBFGS-style: the step calls the closure, which clears, back-propagates and clips; the step applies it.
+    body = """
+optimizer = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=2)
+for x, y in data:
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        return loss
+    optimizer.step(closure)
+"""
+    assert "GG116" not in _watch(body)[0]
+    assert "GG116" not in _lint(body)
+
+
+def test_the_watch_reports_the_clip_after_the_first_step_at_step_1():
+    ns: dict = {}
+    exec(PRELUDE, ns)
+    with gg.watch(mode="record") as w:
+        exec(compile(textwrap.dedent(PROGRAMS["after_step"][1]), "<gg116>", "exec"), ns)
+    found = [f for f in w.findings if f.code == "GG116"]
+    assert len(found) == 1 and found[0].step == 1, found
+
+
+def test_raise_mode_stops_before_the_unclipped_step_is_applied():
+    # Clip before the backward pass: known at the step, which must not run.
+    ns: dict = {}
+    exec(PRELUDE, ns)
+    before = [p.detach().clone() for p in ns["model"].parameters()]
+    with pytest.raises(gg.GradientBugError, match="GG116"):
+        with gg.watch(mode="raise"):
+            exec(compile(textwrap.dedent(PROGRAMS["before_backward_set_to_none"][1]), "<gg116>", "exec"), ns)
+    assert all(torch.equal(a, b) for a, b in zip(before, ns["model"].parameters()))
