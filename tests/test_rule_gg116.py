@@ -155,7 +155,7 @@ def _lint(body: str) -> list:
 
 
 def _gap(a, b) -> float:
-    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+    return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -236,3 +236,98 @@ def test_raise_mode_stops_before_the_unclipped_step_is_applied():
         with gg.watch(mode="raise"):
             exec(compile(textwrap.dedent(PROGRAMS["before_backward_set_to_none"][1]), "<gg116>", "exec"), ns)
     assert all(torch.equal(a, b) for a, b in zip(before, ns["model"].parameters()))
+
+
+LIGHTNING = '''
+import lightning as L
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+class WorldModel(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(6, 1).double()
+        AUTOMATIC
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x), y)
+        STEP
+        return loss
+
+    HOOK
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+'''
+
+MANUAL_STEP = """opt = self.optimizers()
+        opt.zero_grad()
+        self.manual_backward(loss)
+        CLIP
+        opt.step()"""
+
+# name -> (GG116 expected, AUTOMATIC, STEP, HOOK)
+LIGHTNING_FORMS = {
+    "clip_in_training_step": (True, "", "clip_grad_norm_(self.parameters(), 0.01)", ""),
+    "clip_in_configure_gradient_clipping": (False, "", "", "def configure_gradient_clipping(self, optimizer, "
+                                            "gradient_clip_val=None, gradient_clip_algorithm=None):\n"
+                                            "        clip_grad_norm_(self.parameters(), 0.01)"),
+    "norm_read_in_training_step": (False, "", "norm = clip_grad_norm_(self.parameters(), float('inf'))", ""),
+    "manual_clip_between_backward_and_step": (False, "self.automatic_optimization = False",
+                                              MANUAL_STEP.replace("CLIP", "clip_grad_norm_(self.parameters(), 0.01)"), ""),
+    "manual_clip_after_step": (True, "self.automatic_optimization = False",
+                               MANUAL_STEP.replace("CLIP", "pass") + "\n        clip_grad_norm_(self.parameters(), 0.01)", ""),
+}
+
+
+def _lightning_source(automatic, step, hook):
+    return LIGHTNING.replace("AUTOMATIC", automatic or "pass").replace("STEP", step or "pass").replace("HOOK", hook)
+
+
+@pytest.mark.parametrize("name", sorted(LIGHTNING_FORMS))
+def test_lightning_forms_lint(name):
+    expected, automatic, step, hook = LIGHTNING_FORMS[name]
+    codes = [f.code for f in gg.lint_source(_lightning_source(automatic, step, hook), "model.py")]
+    assert ("GG116" in codes) is expected, (name, codes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["clip_in_training_step", "clip_in_configure_gradient_clipping"])
+def test_lightning_fit_under_the_watch_against_plain_pytorch(name):
+    pytest.importorskip("lightning")
+    expected, automatic, step, hook = LIGHTNING_FORMS[name]
+    ns: dict = {}
+    exec(compile(_lightning_source(automatic, step, hook), "<gg116_lightning>", "exec"), ns)
+    import lightning as L
+
+    torch.manual_seed(0)
+    model = ns["WorldModel"]()
+    start = [p.detach().clone() for p in model.parameters()]
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 1, generator=g, dtype=torch.float64)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu", devices=1)
+    with gg.watch(mode="record") as w:
+        trainer.fit(model, loader)
+    # Plain PyTorch: three SGD steps, each gradient clipped to 0.01 before it is applied (or not at all).
+    ref = torch.nn.Linear(6, 1).double()
+    results = {}
+    for clip in (True, False):
+        with torch.no_grad():
+            for p, s in zip(ref.parameters(), start):
+                p.copy_(s)
+        for i in range(0, 12, 4):
+            ref.zero_grad()
+            torch.nn.functional.mse_loss(ref(x[i:i + 4]), y[i:i + 4]).backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.01)
+            with torch.no_grad():
+                for p in ref.parameters():
+                    p -= 0.5 * p.grad
+        results[clip] = [p.detach().clone() for p in ref.parameters()]
+    assert _gap(results[True], results[False]) > 1e-3
+    assert _gap(list(model.parameters()), results[not expected]) < 1e-12, name
+    assert ("GG116" in [f.code for f in w.findings]) is expected, (name, [f.code for f in w.findings])

@@ -726,7 +726,10 @@ for i, (x, y) in enumerate(loader):
             "Lint: in a loop that back-propagates and steps on one path (no accumulation window), a clip in the\n"
             "loop's body whose nearest gradient event before it, in the order an iteration runs (the previous\n"
             "iteration's when none precedes it), is a step or a clearing and whose nearest event after it is a\n"
-            "clearing or a backward pass is reported, unless some path has the clip between a backward pass and a step."
+            "clearing or a backward pass is reported, unless some path has the clip between a backward pass and a step.\n"
+            "A clip in the `training_step` of a `LightningModule` that leaves optimization to Lightning is reported\n"
+            "too: Lightning runs its backward pass after `training_step` returns the loss (clip in\n"
+            "`configure_gradient_clipping`, or give the Trainer `gradient_clip_val`)."
         ),
         why=(
             "A clip changes `.grad` in place; it limits an update only if it runs between the backward pass that\n"

@@ -26,8 +26,9 @@ from ._project import Project
 from .rules import FIXES, LOOP_RULES, MODULE_RULES
 
 # Without one of these words a file holds nothing any rule looks at ("def forward": a file of model
-# classes alone, whose statistics GG202 reads).
-_TRIGGERS = ("backward", "zero_grad", "num_items_in_batch", "def forward")
+# classes alone, whose statistics GG202 reads; "clip_grad": a LightningModule that clips in its
+# training_step, before Lightning's backward pass, GG116).
+_TRIGGERS = ("backward", "zero_grad", "num_items_in_batch", "def forward", "clip_grad")
 
 
 def _other_autograd(tree: ast.Module) -> bool:

@@ -3,7 +3,8 @@
 Lightning calls ``training_step`` and does backward, step and zero_grad itself;
 an HF ``Trainer`` subclass overrides ``compute_loss``/``training_step`` while the
 Trainer owns the loop. Read as raw PyTorch, these look like bugs, so the linter
-stays silent on them (except GG301, about the ``compute_loss`` override itself).
+stays silent on them (except GG301, about the ``compute_loss`` override itself, and GG116,
+a clip in a ``training_step`` that Lightning calls before its backward pass).
 Accelerate and Fabric loops are the user's own (see :mod:`._flow` for
 ``accelerator.accumulate``'s window). Lightning's manual
 optimization (``self.automatic_optimization = False``) is the user's own loop:
@@ -111,6 +112,17 @@ def runs_own_loop(cls: ast.ClassDef) -> bool:
             if "step" in attrs and ("backward" in attrs or "manual_backward" in attrs):
                 return True
     return False
+
+
+def is_lightning_module(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:
+    """A Lightning ``LightningModule`` subclass, resolved as :func:`is_framework_class` resolves.
+
+    >>> is_lightning_module(ast.parse("class M(L.LightningModule): pass").body[0])
+    True
+    >>> is_lightning_module(ast.parse("class C(L.Callback): pass").body[0])
+    False
+    """
+    return _derives(cls, project, path, ("LightningModule",), _FRAMEWORK_PACKAGES)
 
 
 def is_manual_lightning(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:

@@ -11,6 +11,11 @@ filled yet. A clip preceded by a backward pass on some path (between the pass an
 step, or inside a window: GG115's) is left alone, as is a clip whose threshold is
 infinite (a norm read for a log), a clip in a nested function or inner loop, and a
 loop whose steps a framework makes (``accelerator.accumulate``).
+
+Lightning with automatic optimization calls ``training_step`` for the loss and only then
+runs the backward pass, the clip hook (``configure_gradient_clipping``) and the step: a
+clip in the ``training_step`` of a ``LightningModule`` that leaves optimization to
+Lightning acts on the previous step's gradient, already applied (or on nothing).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Iterator, Optional, Tuple
 
 from .._ast import terminal, text
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, PARTIAL, STEP
-from .._model import Loop, Report
+from .._frameworks import is_lightning_module, is_manual_lightning
+from .._model import Loop, Module, Report
 
 CODE = "GG116"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -52,6 +58,23 @@ def check_loop(loop: Loop, report: Report) -> None:
             "clips, so no update is clipped.",
             loop=loop,
         )
+
+
+def check_module(module: Module, report: Report) -> None:
+    for cls in module.classes.values():
+        if "training_step" not in {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}:
+            continue
+        if not is_lightning_module(cls, module.project, module.filename) or is_manual_lightning(cls, module.project, module.filename):
+            continue
+        step = next(f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "training_step")
+        for clip in _clips(step.body):
+            report(
+                CODE,
+                clip,
+                f"`{text(clip.func)}(...)` runs in `{cls.name}.training_step`, which Lightning calls before its "
+                "backward pass: it clips the previous step's gradient, already applied, and no update is clipped "
+                "(clip in `configure_gradient_clipping`, or give the Trainer `gradient_clip_val`).",
+            )
 
 
 def _around(events, where: Tuple[int, int]) -> Optional[Tuple[str, str]]:
