@@ -86,8 +86,12 @@ class ByHand:
         ``zero_grad`` zero-filled with no pass since and that still hold only zeros (``p.grad /= K`` or a clip
         on a cleared buffer: a step after it applies nothing) stay zero-filled: no gradient of unknown origin,
         which would read as gradient moved there by hand (and hide the discard). One foreach max-norm (a
-        sync), only where a zero-filled buffer was changed in place before any pass reached it. Returns the
-        others (a gradient written into the cleared buffer by hand: ``p.grad.copy_(buf)``)."""
+        sync), only where zero-filled buffers were changed in place before any pass reached them and no
+        buffer of ``sub`` holds waiting gradient (a correct loop that divides every ``.grad``, some never
+        reached by its passes, reads nothing; one that writes gradient by hand into cleared buffers reads
+        once per step). Returns the others (``p.grad.copy_(buf)``: gradient of unknown origin)."""
+        if any(self._pending(sub, len(grads))[0]):
+            return inplace
         zero = sub.get(self.zero)
         flagged = [j for j in inplace if zero[j] and grads[j] is not None]
         if not flagged:
