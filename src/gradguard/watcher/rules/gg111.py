@@ -14,6 +14,18 @@ micro-batch). A short window seen before any full one is kept, and reported
 a loss divided by a constant for another reason (a temperature, a fixed
 normaliser) with one pass per step never shows a full window, and says nothing.
 
+A pass's weight is its loss's factor times the factor by which the waiting
+``.grad`` was divided before the step (``p.grad /= K``: a whole divisor, measured).
+A window is every pass of the line in the step interval: those the step applies,
+and those a clearing threw away before it (``zero_grad`` before every micro-batch,
+GG102's), so a loop whose steps each apply one pass of ``loss / K`` still shows
+windows of K. The largest window whose passes each weigh 1/(K·m) for a whole m
+is a full window too (m > 1: divided twice, GG113's), and a shorter one weighted
+the same applies K'/K of what it applies: the final window of a loop that divides
+``loss / K`` and ``p.grad /= K``. A shorter window whose weight is not the full
+windows' (divided by its own size) or whose weight adds up to 1 or more (no
+division: GG104's) is not this rule's.
+
 In a framework's loop the divisor is the framework's, and its integration
 declares it (``_channel.framework_divisor``): PyTorch Lightning's automatic
 optimization divides every ``training_step`` loss by
@@ -169,6 +181,8 @@ def _uneven(view: StepView, state: State) -> None:
 
 def at_discard(view) -> None:
     """A clearing threw a pass away before any step: it still counts in its step interval's window."""
+    if view.ps.moved():
+        return  # its gradient was used by hand before the clearing (SAM's perturbation): not thrown away
     state: State = view.memory[CODE]
     key = (view.ps.site, id(view.ost))
     j = view.ost.steps
