@@ -41,15 +41,14 @@ def _divide(model, by):
             p.grad /= by
 
 
-# --- divided twice: the loss by K and the gradients by K (own: the remainder by its own size, twice)
+# --- divided twice: the loss by K and the gradients by K, the remainder too
 
 def twice_inline(model, opt, data, own):
     n = len(data)
     for i, (x, y) in enumerate(data):
-        size = min(K, n - i // K * K) if own else K
-        _loss(model, x, y, size).backward()
+        _loss(model, x, y, K).backward()
         if (i + 1) % K == 0 or i + 1 == n:
-            _divide(model, size)
+            _divide(model, K)
             opt.step()
             opt.zero_grad()
 
@@ -62,16 +61,14 @@ def _flush(net, o, d):
 
 def twice_helpers(model, opt, data, own):
     c = 0
-    rest = len(data) % K
-    for j, (a, b) in enumerate(data):
-        d = rest if own and j >= len(data) - rest else K
-        _loss(model, a, b, d).backward()
+    for a, b in data:
+        _loss(model, a, b, K).backward()
         c += 1
         if c == K:
             _flush(model, opt, K)
             c = 0
     if c:
-        _flush(model, opt, c if own else K)
+        _flush(model, opt, K)
 
 
 class Twice:
@@ -80,12 +77,10 @@ class Twice:
 
     def fit(self, batches):
         for s in range(0, len(batches), K):
-            window = batches[s:s + K]
-            d = len(window) if self.own else K
-            for a, b in window:
-                _loss(self.net, a, b, d).backward()
+            for a, b in batches[s:s + K]:
+                _loss(self.net, a, b, K).backward()
             for q in self.net.parameters():
-                q.grad.div_(d)
+                q.grad.div_(K)
             self.o.step()
             self.o.zero_grad()
 
