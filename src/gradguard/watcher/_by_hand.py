@@ -81,6 +81,34 @@ class ByHand:
             return []
         return [j for j, z in zip(changed, zero) if not z]
 
+    def still_zero(self, sub: Subset, grads: list, inplace: List[int]) -> List[int]:
+        """Of ``inplace`` (indices into ``grads``: buffers changed in place since last seen), those that a
+        ``zero_grad`` zero-filled with no pass since and that still hold only zeros (``p.grad /= K`` or a clip
+        on a cleared buffer: a step after it applies nothing) stay zero-filled: no gradient of unknown origin,
+        which would read as gradient moved there by hand (and hide the discard). One foreach max-norm (a
+        sync), only where zero-filled buffers were changed in place before any pass reached them and no
+        buffer of ``sub`` holds waiting gradient (a correct loop that divides every ``.grad``, some never
+        reached by its passes, reads nothing; one that writes gradient by hand into cleared buffers reads
+        once per step). Returns the others (``p.grad.copy_(buf)``: gradient of unknown origin)."""
+        if any(self._pending(sub, len(grads))[0]):
+            return inplace
+        zero = sub.get(self.zero)
+        flagged = [j for j in inplace if zero[j] and grads[j] is not None]
+        if not flagged:
+            return inplace
+        try:
+            norms = torch._foreach_norm([grads[j] for j in flagged], float("inf"))
+            device = norms[0].device
+            still = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) == 0).tolist()
+        except Exception:
+            return inplace
+        kept = set()
+        for j, z in zip(flagged, still):
+            if z:
+                kept.add(j)
+                self._set_at("ver", [sub.idx[j]], grads[j]._version)  # seen as it is now
+        return [j for j in inplace if j not in kept] if kept else inplace
+
     def zeroed_through_data(self, sub: Subset, grads: list) -> None:
         """Before a pass or a step: waiting gradient zeroed through ``.data`` (``p.grad.data.zero_()``,
         ``.data.fill_(0)``, ``.data.mul_(0)``), which no version counter shows (``.data`` has its own).

@@ -264,6 +264,8 @@ class Tracker(ColumnStore, ByHand):
         if look is not None and any(look):
             vers = versions_of(grads)
             inplace = where(list(map(and_, map(and_, look, map(ne, vers, sub.get(self.ver))), map(not_, new))))
+            if inplace and not zero_fill and self.flat_zero is not False:
+                inplace = self.still_zero(sub, grads, inplace)
             if zero_fill and len(inplace) == len(grads) and not self._open_before():
                 # zero_grad(set_to_none=False) in a correct loop's steady state: every buffer zero-filled in
                 # place, no gradient discarded; one clearing, in columns. (With gradient still waiting, buffer

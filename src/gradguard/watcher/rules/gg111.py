@@ -14,6 +14,18 @@ micro-batch). A short window seen before any full one is kept, and reported
 a loss divided by a constant for another reason (a temperature, a fixed
 normaliser) with one pass per step never shows a full window, and says nothing.
 
+A pass's weight is its loss's factor times the factor by which the waiting
+``.grad`` was divided before the step (``p.grad /= K``: a whole divisor, measured).
+A window is every pass of the line in the step interval: those the step applies,
+and those a clearing threw away before it (``zero_grad`` before every micro-batch,
+GG102's), so a loop whose steps each apply one pass of ``loss / K`` still shows
+windows of K. The largest window whose passes each weigh 1/(K·m) for a whole m
+is a full window too (m > 1: divided twice, GG113's), and a shorter one weighted
+the same applies K'/K of what it applies: the final window of a loop that divides
+``loss / K`` and ``p.grad /= K``. A shorter window whose weight is not the full
+windows' (divided by its own size) or whose weight adds up to 1 or more (no
+division: GG104's) is not this rule's.
+
 In a framework's loop the divisor is the framework's, and its integration
 declares it (``_channel.framework_divisor``): PyTorch Lightning's automatic
 optimization divides every ``training_step`` loss by
@@ -38,12 +50,14 @@ from .._view import StepView, at, plural
 
 CODE = "GG111"
 #: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
-EVENTS = {"at_step": 40}
+EVENTS = {"at_step": 40, "at_discard": 20}
 
 _TOL = 1e-6
 _MEASURED = 1e-4  # a weight that includes a rescaling of .grad, measured from two float32 norms
 # Short windows kept per (line, optimizer) while no full window has shown their divisor.
 _MAX_WAITING = 8
+# Passes of one line cleared unused in one step interval that are counted into its window (beyond: not judged).
+_MAX_CUT = 64
 
 
 class State:
@@ -52,6 +66,10 @@ class State:
 
     def __init__(self, clock=None):
         self.full: Dict[tuple, int] = {}
+        self.weight: Dict[tuple, float] = {}  # key -> the weight of each pass in its latest full window
+        # key -> (step interval, the passes of that line a clearing discarded in it): a window's passes
+        # that a clearing before every micro-batch threw away still belong to its window (and its count)
+        self.cut: Dict[tuple, tuple] = {}
         # key -> {K: (step, passes, with_grad)}: the first step fed by fewer than K passes each times 1/K
         self.waiting: Dict[tuple, Dict[int, tuple]] = {}
         self.declared: Dict[int, tuple] = {}  # pass index -> (K, origin, advice) from the framework
@@ -80,16 +98,23 @@ def _factor(group, grad: Optional[float] = None) -> Optional[float]:
             return None
         factors.append(info.factor)
     if grad is not None and grad != 1.0:
-        if any(abs(abs(f) - 1.0) > _TOL for f in factors):
-            return None  # divided on the loss and rescaled on .grad: GG113's or a clip's, not judged here
         n = round(1.0 / grad) if grad > 0 else 0
-        if n >= 1 and abs(grad * n - 1.0) <= _MEASURED:
-            grad = 1.0 / n  # measured (float32 norms): a division by the integer n
-        factors = [f * grad for f in factors]
+        if n < 1 or abs(grad * n - 1.0) > _MEASURED:
+            return None  # rescaled by no division by a whole number (a clip's factor): not a window's weight
+        factors = [f / n for f in factors]  # measured (float32 norms): a division by the integer n
     f = factors[0]
-    if f <= 0 or any(abs(g - f) > _TOL * abs(f) for g in factors):
+    if not f > 0 or any(abs(g - f) > _TOL * abs(f) for g in factors):
         return None
     return f
+
+
+def _times(f: float, k: int) -> Optional[int]:
+    """m when ``f`` is 1/(k·m) for a whole m >= 1: each of the window's k passes divided by k (and by m
+    again: GG113's when m > 1), else None."""
+    if not f > 0:
+        return None
+    m = round(1.0 / (f * k))
+    return m if m >= 1 and abs(f * k * m - 1) <= _TOL else None
 
 
 def _divisor(f: float) -> Optional[int]:
@@ -98,10 +123,14 @@ def _divisor(f: float) -> Optional[int]:
     return k if k >= 2 and abs(f * k - 1) <= _TOL else None
 
 
-def _detail(view_name: str, n: int, k: int, full: int, site, here, seen: str) -> str:
+def _detail(view_name: str, n: int, k: int, full: int, site, here, seen: str, weight: Optional[float] = None) -> str:
+    if weight is None or abs(weight * full - 1) <= _TOL:
+        return (f"{view_name}.step() (step {n}) used {plural(k, 'backward pass', 'backward passes')} of the "
+                f"mean-reduced loss at {at(site, here)}, each divided by {full} like the {seen}, so its "
+                f"gradient is {k}/{full} of the mean over its items.")
     return (f"{view_name}.step() (step {n}) used {plural(k, 'backward pass', 'backward passes')} of the mean-reduced "
-            f"loss at {at(site, here)}, each divided by {full} like the {seen}, so its "
-            f"gradient is {k}/{full} of the mean over its items.")
+            f"loss at {at(site, here)}, each weighted 1/{round(1 / weight)} like the passes of the {seen}, so its "
+            f"gradient is {k}/{full} of what each of those windows applied.")
 
 
 def _uneven(view: StepView, state: State) -> None:
@@ -150,6 +179,22 @@ def _uneven(view: StepView, state: State) -> None:
     )
 
 
+def at_discard(view) -> None:
+    """A clearing threw a pass away before any step: it still counts in its step interval's window."""
+    if view.ps.moved():
+        return  # its gradient was used by hand before the clearing (SAM's perturbation): not thrown away
+    state: State = view.memory[CODE]
+    key = (view.ps.site, id(view.ost))
+    j = view.ost.steps
+    entry = state.cut.get(key)
+    if entry is None or entry[0] != j:
+        entry = state.cut[key] = (j, [])
+    if entry[1] is not None:
+        entry[1].append(view.ps)
+        if len(entry[1]) > _MAX_CUT:
+            state.cut[key] = (j, None)  # too many to be one window: not judged
+
+
 def at_step(view: StepView) -> None:
     state = view.memory[CODE]
     if state.declared:
@@ -160,24 +205,40 @@ def at_step(view: StepView) -> None:
     for site, group in view.by_site().items():
         if grad is None and not any(ps.info.amp for ps in group):
             grad = view.grad_factor_unsynced  # (a window averaged on its gradients: `p.grad /= K`)
-        f = _factor(group, grad)
+        key = (site, id(view.ost))
+        # The window is every pass of the line in this step interval: those applied, and those a clearing
+        # threw away before the step (a clearing before every micro-batch: GG102's), each weighted as the
+        # applied ones would have been. (The applied ones come last: a grad factor applies to them.)
+        cut = state.cut.pop(key, None)
+        cut = cut[1] if cut is not None and cut[0] == view.ost.steps else []
+        if cut is None:
+            continue
+        f = _factor(cut + group, grad)
         if f is None:
             continue
-        key = (site, id(view.ost))
-        k = len(group)
-        if k >= 2 and abs(f * k - 1) <= _TOL:
-            state.full[key] = k  # a full window: each pass divided by the window's size
-            early = state.waiting.pop(key, {}).get(k)
+        k = len(group) + len(cut)
+        full = state.full.get(key)
+        if full is not None and k < full:
+            weight = state.weight[key]
+            if abs(f - weight) <= _TOL * weight and f * k < 1:
+                # weighted like each pass of the larger windows before it: k/full of what those apply
+                view.report(CODE, _detail(view.name, view.n, k, full, site, site, f"earlier windows of {full} passes",
+                                          weight), site, view.n, view.with_grad)
+                continue
+        m = _times(f, k) if k >= 2 else None
+        if m == 1 or (m is not None and (full is None or k >= full)):
+            # a full window: each pass divided by the window's size (m > 1: and again, GG113's); with m > 1,
+            # only the largest window so far (2 passes of 1/4 are as well the short window of a loop of 4)
+            state.full[key] = k
+            state.weight[key] = f
+            early = state.waiting.pop(key, {}).get(k) if m == 1 else None
             if early is not None:  # a short window before this one, divided by this one's size
                 n, k_early, params = early
                 view.report(CODE, _detail(view.name, n, k_early, k, site, site, f"later window of {k} passes (step {view.n})"),
                             site, n, params)
-            continue
-        full = state.full.get(key)
+            if m == 1:
+                continue
         if full is not None:
-            if k < full and abs(f * full - 1) <= _TOL:
-                view.report(CODE, _detail(view.name, view.n, k, full, site, site, f"earlier windows of {full} passes"), site, view.n,
-                            view.with_grad)
             continue
         # No full window yet: 1/K with fewer than K passes is a short window only if a full one follows.
         divisor = _divisor(f)
