@@ -296,7 +296,6 @@ DISAGREE = [
     pytest.param("lint", "GG104", spec(division="none"), "method",
                  id="lint-GG104-FN-method"),
     pytest.param("lint", "GG105", spec(sizes=UNEQUAL), "module",
-                 marks=_xfail("lint: a mean of means over micro-batches of unequal size (sizes in a literal) is not GG105"),
                  id="lint-GG105-FN-unequal-sizes"),
     # a loop dropping its remainder on data that fills whole windows: the defect is latent (it shows on
     # one micro-batch more), so the linter's GG103 warning is accepted there, not a false finding
