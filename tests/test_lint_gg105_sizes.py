@@ -186,3 +186,14 @@ def test_sizes_the_file_does_not_spell_are_not_guessed():
                                                                           "SIZES = [int(v) for v in '132241']")
     assert torch.allclose(trained(source), trained(program("module", "split", "mean", MIXED, NAMES[0])))
     assert not gg105(source)
+
+
+@pytest.mark.parametrize("var", ["i", "a"])
+def test_a_name_bound_by_a_comprehension_in_the_divisor_is_no_counter(var):
+    # `sum(len(i) for i, _ in window)` divides by the window's items whatever the comprehension's
+    # variable is called, even the loop's own counter's name: the weights are equal (the reference)
+    source = program("module", "split", "items", MIXED, NAMES[0]).replace("len(a) for a, _", f"len({var}) for {var}, _")
+    source = source.replace("for step, (inputs", "for i, (inputs").replace("[step - step", "[i - i").replace("(step + 1)", "(i + 1)")
+    assert f"len({var}) for {var}, _" in source and "(i + 1) % accumulation_steps" in source
+    assert torch.allclose(trained(source), reference(MIXED), atol=1e-9)
+    assert not gg105(source), source
