@@ -45,21 +45,25 @@ def _callers(module, fn: ast.AST, cls: Optional[ast.ClassDef]) -> Optional[List[
     if name is None:
         return None
     out = []
-    for n in ast.walk(module.tree):
-        if isinstance(n, ast.Call):
-            f = n.func
-            if cls is None and isinstance(f, ast.Name) and f.id == name:
-                out.append((n, 0))
-            elif cls is not None and isinstance(f, ast.Attribute) and f.attr == name:
-                recv = f.value
-                if isinstance(recv, ast.Name) and recv.id in ("self", "cls"):
-                    out.append((n, 1))
-                elif isinstance(recv, ast.Name) and _constructs(module, recv, n, cls):
-                    out.append((n, 1))
-                elif isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == cls.name:
-                    out.append((n, 1))  # `Runner(model, 2).fit(data)`
-                else:
-                    return None  # `other.fit(...)`: an object this file does not show
+    every = module.__dict__.get("_sizes_calls")
+    if every is None:  # one walk of the file, kept: each parameter asked about reads it
+        every = module.__dict__["_sizes_calls"] = [n for n in ast.walk(module.tree) if isinstance(n, ast.Call)]
+    for n in every:
+        f = n.func
+        if cls is None and isinstance(f, ast.Name) and f.id == name:
+            out.append((n, 0))
+        elif cls is not None and isinstance(f, ast.Attribute) and f.attr == name:
+            recv = f.value
+            if isinstance(recv, ast.Name) and recv.id in ("self", "cls"):
+                out.append((n, 1))
+            elif isinstance(recv, ast.Name) and _constructs(module, recv, n, cls):
+                out.append((n, 1))
+            elif isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == cls.name:
+                out.append((n, 1))  # `Runner(model, 2).fit(data)`
+            else:
+                return None  # `other.fit(...)`: an object this file does not show
+    if cls is None and module.scope_facts(None).names.get(name, 0) > len(out):
+        return None  # also handed on as a value (a callback): its other callers are not in view
     return out
 
 
