@@ -296,7 +296,6 @@ DISAGREE = [
     pytest.param("lint", "GG104", spec(division="none"), "method",
                  id="lint-GG104-FN-method"),
     pytest.param("lint", "GG105", spec(sizes=UNEQUAL), "module",
-                 marks=_xfail("lint: a mean of means over micro-batches of unequal size (sizes in a literal) is not GG105"),
                  id="lint-GG105-FN-unequal-sizes"),
     # the watch's classes of the seed-0 run on the merged window-model round (fixed since)
     pytest.param("watch", "GG111", spec(k=3, sizes=(2,) * 8, division="K_and_grad_K"), "module",
@@ -374,6 +373,32 @@ def test_lint_gg105_a_helper_parameter_bound_to_the_window_number_is_no_counter(
     codes = lambda arg: {f.code for f in gg.lint_source(src.format(arg=arg), "p.py")}  # noqa: E731
     assert "GG105" not in codes("i // K + 1")  # the same for every micro-batch of a window
     assert "GG105" in codes("i % K + 1")  # negative control: the running counter
+
+
+def _lint_row(s: generate.Spec, form: str) -> dict:
+    return bench.evaluate_spec((0, s, (form,), False))["rows"][0]
+
+
+@pytest.mark.parametrize("form", generate.FORMS)
+@pytest.mark.parametrize("division,bad", [("K_and_grad_K", True), ("K", False)])
+def test_lint_gg113_counter_window_closed_by_its_count_or_the_last_batch(division, bad, form):
+    # `c += 1 ... if c == K or i + 1 == len(data):`: K is the count the `or` compares, the
+    # passes divided by it twice (loss and gradients) apply the mean / K; once is right
+    row = _lint_row(spec(condition="counter", division=division), form)
+    assert ("GG113" in row["required"]) == bad
+    assert ("GG113" in row["lint"]) == bad, row
+
+
+@pytest.mark.parametrize("form", generate.FORMS)
+@pytest.mark.parametrize("condition", ["mod_plus1", "mod_k_minus1", "counter", "inner"])
+@pytest.mark.parametrize("division,sizes,bad", [("K", UNEQUAL, True), ("tokens", UNEQUAL, False), ("len", EQUAL, False)])
+def test_lint_gg105_micro_batches_of_unequal_size_in_every_form(division, sizes, bad, condition, form):
+    # sizes in the program's literal list: each micro-batch's own mean weighted the same is
+    # GG105 wherever a window mixes sizes; a loss summed and divided by the window's items is
+    # right (tokens), and equal sizes are the negative control
+    row = _lint_row(spec(condition=condition, division=division, sizes=sizes), form)
+    assert ("GG105" in row["required"]) == bad
+    assert ("GG105" in row["lint"]) == bad, row
 
 
 def test_latent_defects_show_on_one_micro_batch_more():

@@ -255,9 +255,14 @@ for i, (x, y) in enumerate(loader):
             "same factor, such as `loss / accum_steps`. The watch reads the number of items each\n"
             "mean ran over from the loss's autograd graph; a micro-batch with no items (every\n"
             "target ignored: its mean is NaN) that still has a factor other than 0 is flagged too,\n"
-            "as its share of the weight reaches no item. The linter flags the static form: a loss\n"
+            "as its share of the weight reaches no item. The linter flags the static forms: a loss\n"
             "divided by the running micro-step counter (`loss / (micro_step + 1)`, `/ (i % accum + 1)`),\n"
-            "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal."
+            "which weights the micro-batches of a window 1, 1/2, 1/3, ... although they are equal;\n"
+            "and a window whose micro-batches the file proves to hold different numbers of items\n"
+            "(the data cut by a literal list of sizes: `torch.split(x, [3, 1, 2])`, or slices as\n"
+            "long as the sizes of such a list), each pass back-propagating its own micro-batch's\n"
+            "`.mean()` scaled the same. Sizes known only at run time (a DataLoader's last batch,\n"
+            "padding) are left to the watch."
         ),
         why=(
             "`loss / accum_steps` reproduces the full-batch mean only when every micro-batch has\n"

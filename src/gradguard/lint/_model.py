@@ -519,10 +519,13 @@ class Loop:
             # with K (`if c == K: step`)
             for step in self.steps:
                 for test, taken in tests(step):
-                    if (taken is True and isinstance(test, ast.Compare) and len(test.ops) == 1
-                            and isinstance(test.ops[0], (ast.Eq, ast.GtE)) and isinstance(test.left, ast.Name)
-                            and self.window_counter(test.left.id)):
-                        return test.comparators[0]
+                    # `if c == K or i + 1 == len(data):` closes a window at K too (and the remainder)
+                    parts = test.values if taken is True and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+                    for part in parts:
+                        if (taken is True and isinstance(part, ast.Compare) and len(part.ops) == 1
+                                and isinstance(part.ops[0], (ast.Eq, ast.GtE)) and isinstance(part.left, ast.Name)
+                                and self.window_counter(part.left.id)):
+                            return part.comparators[0]
         return self.micro_window()
 
     def _micro_loop(self) -> Optional[ast.AST]:

@@ -13,6 +13,7 @@ from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
+from .._sizes import windows
 from .._weights import may_close_short
 
 CODE = "GG105"
@@ -23,14 +24,18 @@ FIX_SAFETY = "unsafe"
 
 
 def check_loop(loop: Loop, report: Report) -> None:
-    if not loop.trains or not _accumulates(loop):
+    if not loop.trains:
+        return
+    # a loop stepping after a micro-step loop it runs (`for s in range(0, n, K): for x in
+    # data[s:s + K]: ...`) accumulates by its structure, whatever the inner loop's names
+    if not (_accumulates(loop) or loop.accumulates()):
         return
     counters = _counters(loop)
-    if not counters:
-        return
-    for b in dict.fromkeys(loop.backwards):
+    found = False
+    for b in dict.fromkeys(loop.backwards) if counters else ():
         division = _counter_division(backward_tensor(b.node), loop.scope_of(b), _bound_counters(b, counters), 0, loop)
         if division is not None:
+            found = True
             divisor = division.right if isinstance(division, ast.BinOp) else division.value
             report(
                 CODE,
@@ -40,6 +45,82 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"equally (divide by the number of micro-batches, or weight by item counts).",
                 loop=loop, backward=b.node, accum=divisor,
             )
+    if not found:
+        _check_sizes(loop, report)
+
+
+def _check_sizes(loop: Loop, report: Report) -> None:
+    """Windows of micro-batches of different sizes (as the file spells them) whose every pass
+    back-propagates its own micro-batch's mean, weighted the same: the items of a small
+    micro-batch weigh more than those of a large one in the window's gradient."""
+    mixed = [w for w in (windows(loop) or ()) if len(set(w)) > 1]
+    if not mixed:
+        return
+    backwards = list(dict.fromkeys(loop.backwards))
+    data = _micro_names(loop)
+    if not backwards or not all(_mean_of_batch(backward_tensor(b.node), loop.scope_of(b), data, 0, loop) for b in backwards):
+        return
+    b = backwards[0]
+    sizes = ", ".join(map(str, mixed[0]))
+    report(
+        CODE,
+        b.node,
+        f"the window's micro-batches hold different numbers of items ({sizes}) and each loss back-propagated by "
+        f"`{text(b.node.func)}()` is the mean of its own micro-batch: the window weighs the micro-batches equally, so "
+        f"an item of a small micro-batch counts more than one of a large one (sum the per-item losses and divide by "
+        f"the window's number of items).",
+        loop=loop, backward=b.node,
+    )
+
+
+def _micro_names(loop: Loop) -> set:
+    """The names the micro-batch loop binds (``x, y`` of ``for i, (x, y) in enumerate(data)``)."""
+    micro = loop._micro_loop() or loop.node
+    target = getattr(micro, "target", None)
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+
+
+def _mean_of_batch(expr, assigns, data: set, depth: int, loop: Loop) -> bool:
+    """``expr`` is a mean over its micro-batch's items (``.mean()``, ``torch.mean(t)``) divided or
+    multiplied only by factors that do not depend on the micro-batch (``/ K``, ``/ len(window)``):
+    every micro-batch weighs the same in the window, whatever its size. False where not proven
+    (``.sum() / n_items``, ``* len(x)``: weights by items)."""
+    if expr is None or depth > 8:
+        return False
+    if isinstance(expr, tuple):  # ("aug", op, node): the value before it is what was assigned first
+        return False
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "mean" and not expr.args and not expr.keywords:
+        return not isinstance(expr.func.value, ast.Name) or expr.func.value.id not in ("torch", "np", "numpy")
+    if isinstance(expr, ast.Call) and text(expr.func) == "torch.mean" and len(expr.args) == 1 and not expr.keywords:
+        return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        return not _mentions(expr.right, data) and _mean_of_batch(expr.left, assigns, data, depth + 1, loop)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        for mean, factor in ((expr.left, expr.right), (expr.right, expr.left)):
+            if not _mentions(factor, data) and not _involves_call(factor) and _mean_of_batch(mean, assigns, data, depth + 1, loop):
+                return True
+        return False
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id) or []
+        starts = [v for v in values if not isinstance(v, tuple)]
+        scaled = [v for v in values if isinstance(v, tuple)]
+        if not starts or any(not isinstance(v[1], ast.Div) or _mentions(v[2].value, data) for v in scaled):
+            return False
+        inner = {**assigns, expr.id: []}
+        return all(_mean_of_batch(v, inner, data, depth + 1, loop) for v in starts)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "scale" and len(expr.args) == 1:
+        return _mean_of_batch(expr.args[0], assigns, data, depth + 1, loop)  # scaler.scale(loss)
+    helper = loop.callee(expr)
+    if helper is not None:  # loss = compute_loss(model, x, y, K): what the helper returns
+        bound = bind_arguments(helper, expr)
+        inner = {**assigns, **bound, **assignments(helper)}
+        values = returns_of(helper)
+        return bool(values) and all(_mean_of_batch(v, inner, data, depth + 1, loop) for v in values)
+    return False
+
+
+def _involves_call(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
 def _accumulates(loop: Loop) -> bool:
@@ -170,7 +251,11 @@ def _varies_in_window(divisor: ast.AST, counters: set, loop: Loop) -> bool:
 
 
 def _mentions(node: ast.AST, names: set) -> bool:
-    """A divisor built from a counter (not ``len(batch)`` or a constant)."""
+    """A divisor built from a counter (not ``len(batch)`` or a constant). A name a comprehension
+    inside it binds (``sum(len(a) for a, _ in window)``) is that comprehension's own, whatever the
+    loop's counters are called."""
+    own = {t.id for n in ast.walk(node) if isinstance(n, ast.comprehension) for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    names = set(names) - own
     return any(
         (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in names)
         for n in ast.walk(node)

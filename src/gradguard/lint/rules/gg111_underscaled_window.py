@@ -25,6 +25,7 @@ from typing import Iterator, Optional
 from .._ast import assignments, bind_arguments, terminal, text
 from .._events import SCALE
 from .._literals import counters_at_last, literal_int, literal_length, truth
+from .._sizes import data_length, window_int
 from .._model import Loop, Report, tests
 from .._weights import helper, loss_divisions, matcher, scale_events_divide, statement_grad_scale
 
@@ -110,6 +111,8 @@ def _short_last_slice(loop: Loop, report: Report) -> None:
     if not _every_pass_divided_by(loop, k) or loop.proves_whole_windows(k):
         return
     total, size = literal_length(sliced.value, loop), literal_int(k, loop)
+    if total is None or size is None:  # the data and K handed in by every call of the function
+        total, size = total if total is not None else data_length(sliced.value, loop), size or window_int(k, loop)
     if total is not None and size and total % size == 0:
         return  # literals prove whole slices
     for step in loop.steps:
