@@ -1,0 +1,229 @@
+"""Classes of false findings and missed bugs from the tune halves of the real-code sets and GradBench.
+
+Each class is a bad program and its correct twin, written in more than one form (renamed, in a helper,
+as a method): the finding must follow what the program computes, never a name. Where the claim is
+numeric (the norm a clip reads, the gradient a step applies, whether a kept value holds a graph),
+the program is run and compared with plain PyTorch in float64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradguard as gg
+
+
+def _lines(source, code):
+    return [f.line for f in gg.lint_source(source) if f.code == code]
+
+
+def _run(source, name, *args):
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    return scope[name](*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# GG112: the unscale done per optimizer in a loop over the optimizers, then a clip per optimizer
+
+GG112_GOOD = '''\
+import torch
+
+
+class Trainer:
+    def __init__(self, models, scaler):
+        self.models = models
+        self.optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.1) for n, m in models.items()}
+        self.scaler = scaler
+
+    def fit_batch(self, x, y):
+        loss = sum(((m(x) - y) ** 2).mean() for m in self.models.values())
+        self.scaler.scale(loss).backward()
+        return self.optimizers_step()
+
+    def optimizers_step(self):
+        valid = self.optimizers
+        for opt in valid.values():
+            self.scaler.unscale_(opt)
+        norms = []
+        for opt in valid.values():
+            norms.append(torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 1e9))
+        for opt in valid.values():
+            self.scaler.step(opt)
+        self.scaler.update()
+        for opt in valid.values():
+            opt.zero_grad()
+        return norms
+
+
+def _unscale_all(s, opts):
+    for o in opts:
+        s.unscale_(o)
+
+
+def step_all(nets, opts, s, x, y):
+    s.scale(sum(((n(x) - y) ** 2).mean() for n in nets)).backward()
+    _unscale_all(s, opts)
+    norms = []
+    for o in opts:
+        norms.append(torch.nn.utils.clip_grad_norm_(o.param_groups[0]["params"], 1e9))
+    for o in opts:
+        s.step(o)
+    s.update()
+    return norms
+'''
+
+# the unscale loop runs over another collection than the clip loop: the clipped optimizer keeps its scale
+GG112_BAD = '''\
+import torch
+
+
+class Trainer:
+    def __init__(self, models, scaler):
+        self.models = models
+        self.optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.1) for n, m in models.items()}
+        self.frozen = {}
+        self.scaler = scaler
+
+    def fit_batch(self, x, y):
+        loss = sum(((m(x) - y) ** 2).mean() for m in self.models.values())
+        self.scaler.scale(loss).backward()
+        return self.optimizers_step()
+
+    def optimizers_step(self):
+        for opt in self.frozen.values():
+            self.scaler.unscale_(opt)
+        norms = []
+        for opt in self.optimizers.values():
+            norms.append(torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], 1e9))
+        for opt in self.optimizers.values():
+            self.scaler.step(opt)
+        self.scaler.update()
+        return norms
+'''
+
+
+def test_gg112_silent_when_a_loop_over_the_optimizers_unscales_before_the_clip_loop():
+    assert _lines(GG112_GOOD, "GG112") == []
+    renamed = GG112_GOOD.replace("valid", "live_set").replace("opt", "q").replace("scaler", "amp_state")
+    assert _lines(renamed, "GG112") == []
+
+
+def test_gg112_still_reports_an_unscale_loop_over_another_collection():
+    assert len(_lines(GG112_BAD, "GG112")) == 1
+
+
+def _norms(source, scale=1024.0):
+    torch.manual_seed(0)
+    models = {n: torch.nn.Linear(3, 1) for n in ("a", "b")}
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    ref = []
+    for m in models.values():  # float64: the true norm of each model's gradient
+        m64 = torch.nn.Linear(3, 1).double()
+        m64.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+        ((m64(x.double()) - y.double()) ** 2).mean().backward()
+        ref.append(torch.cat([p.grad.flatten() for p in m64.parameters()]).norm().item())
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    trainer = scope["Trainer"](models, torch.amp.GradScaler("cpu", init_scale=scale))
+    got = [float(n) for n in trainer.fit_batch(x, y)]
+    return got, ref
+
+
+def test_gg112_good_twin_clips_the_true_norm_and_the_bad_one_the_scaled_norm():
+    got, ref = _norms(GG112_GOOD)
+    assert got == pytest.approx(ref, rel=1e-5)
+    bad, ref = _norms(GG112_BAD)
+    assert bad == pytest.approx([1024.0 * r for r in ref], rel=1e-5)  # negative control
+
+
+# ---------------------------------------------------------------------------------------------
+# GG114: a pass on a tensor made above a loop that updates other tensors by hand
+
+GG114_GOOD = '''\
+import torch
+
+x = torch.randn(3, requires_grad=True)
+y = x * 2
+for _ in range(3):
+    y = y * 2
+y.backward(torch.tensor([0.1, 1.0, 0.0001]))
+print(x.grad)
+
+weights = torch.ones(4, requires_grad=True)
+for epoch in range(3):
+    out = (weights * 3).sum()
+    out.backward()
+    with torch.no_grad():
+        weights -= 0.1 * weights.grad
+    weights.grad.zero_()
+
+
+def demo(steps):
+    probe = torch.randn(2, requires_grad=True)
+    (probe ** 2).sum().backward()
+    w = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    for _ in range(steps):
+        ((w - target) ** 2).sum().backward()
+        with torch.no_grad():
+            w.data.add_(w.grad, alpha=-0.25)
+        w.grad = None
+    return w.detach(), probe
+'''
+
+GG114_BAD = '''\
+import torch
+
+
+def demo(steps):
+    w = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    (w * 5).sum().backward()
+    target = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    for _ in range(steps):
+        ((w - target) ** 2).sum().backward()
+        with torch.no_grad():
+            w.data.add_(w.grad, alpha=-0.25)
+        w.grad = None
+    return w.detach()
+
+
+def aliased(steps):
+    probe = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    (probe * 5).sum().backward()
+    w = probe
+    target = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    for _ in range(steps):
+        ((w - target) ** 2).sum().backward()
+        with torch.no_grad():
+            w -= 0.25 * w.grad
+        w.grad = None
+    return w.detach()
+'''
+
+
+def test_gg114_silent_on_a_pass_that_reaches_none_of_the_tensors_the_loop_updates():
+    assert _lines(GG114_GOOD, "GG114") == []
+    renamed = GG114_GOOD.replace("weights", "theta").replace("probe", "v0").replace("x", "inp")
+    assert _lines(renamed, "GG114") == []
+
+
+def test_gg114_still_reports_a_pass_on_the_updated_tensor_or_an_alias_of_it():
+    assert len(_lines(GG114_BAD, "GG114")) == 2
+
+
+def _reference(steps):
+    w = torch.zeros(2, dtype=torch.float64)
+    target = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    for _ in range(steps):
+        w = w - 0.25 * 2 * (w - target)
+    return w
+
+
+def test_gg114_the_silent_program_trains_like_the_reference_and_the_reported_ones_do_not():
+    got, probe = _run(GG114_GOOD, "demo", 4)
+    assert torch.allclose(got, _reference(4), atol=1e-12)
+    assert probe.grad is not None  # the stray pass did write a gradient, on a tensor the loop never applies
+    for name in ("demo", "aliased"):  # negative controls: the stray gradient enters the first update
+        assert not torch.allclose(_run(GG114_BAD, name, 4), _reference(4), atol=1e-6)
