@@ -227,3 +227,57 @@ def test_gg114_the_silent_program_trains_like_the_reference_and_the_reported_one
     assert probe.grad is not None  # the stray pass did write a gradient, on a tensor the loop never applies
     for name in ("demo", "aliased"):  # negative controls: the stray gradient enters the first update
         assert not torch.allclose(_run(GG114_BAD, name, 4), _reference(4), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# the loss-tensor-in-sum mutant operator: no mutant where the summed value is detached first
+
+def _lint_recall():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "lint_recall.py"
+    spec = importlib.util.spec_from_file_location("lint_recall_tune", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("lint_recall_tune", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+SUMS = '''\
+import torch
+
+
+def fit(model, loader, opt):
+    total = seen = tail = 0.0
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += loss.detach().item()
+        seen += loss.data.item() * x.size(0)
+        tail += loss.detach().cpu().item()
+    return total, seen, tail
+'''
+
+
+def test_loss_tensor_in_sum_makes_no_mutant_of_a_detached_sum():
+    lr = _lint_recall()
+    assert [m for m in lr.mutants("f.py", SUMS) if m.operator == "loss-tensor-in-sum"] == []
+    # the same program summing the loss itself through .item(): one mutant per sum, each a real bug
+    live = SUMS.replace("loss.detach().item()", "loss.item()").replace("loss.data.item()", "loss.item()")
+    found = [m for m in lr.mutants("f.py", live) if m.operator == "loss-tensor-in-sum"]
+    assert len(found) == 2
+    for m in found:
+        assert len(_lines(m.source, "GG201")) > len(_lines(live, "GG201"))
+        # the mutant keeps a graph: the summed value has a grad_fn after one iteration
+        model = torch.nn.Linear(2, 1)
+        out = _run(m.source, "fit", model, [(torch.ones(3, 2), torch.zeros(3, 1))], torch.optim.SGD(model.parameters(), 0.1))
+        assert any(getattr(v, "grad_fn", None) is not None for v in out)
+    # the equivalent mutants the operator no longer makes really hold no graph
+    for edited in (SUMS.replace("loss.detach().item()", "loss.detach()"), SUMS.replace("loss.data.item()", "loss.data")):
+        model = torch.nn.Linear(2, 1)
+        out = _run(edited, "fit", model, [(torch.ones(3, 2), torch.zeros(3, 1))], torch.optim.SGD(model.parameters(), 0.1))
+        assert all(getattr(v, "grad_fn", None) is None for v in out)
