@@ -281,3 +281,57 @@ def test_loss_tensor_in_sum_makes_no_mutant_of_a_detached_sum():
         model = torch.nn.Linear(2, 1)
         out = _run(edited, "fit", model, [(torch.ones(3, 2), torch.zeros(3, 1))], torch.optim.SGD(model.parameters(), 0.1))
         assert all(getattr(v, "grad_fn", None) is None for v in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# GG202: a subclass of a torch.nn layer (not named ...Module) updating its running statistics in a method
+
+GG202_BAD = '''\
+import torch
+import torch.nn as nn
+
+
+class MyBatchNorm(nn.BatchNorm1d):
+    def _update(self, mean, var, f):
+        self.running_mean = f * mean + (1 - f) * self.running_mean
+        self.running_var = f * var + (1 - f) * self.running_var
+
+    def forward(self, input):
+        if self.training:
+            mean = input.mean(0)
+            var = input.var(0, unbiased=False)
+            self._update(mean, var, self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        return (input - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+'''
+GG202_GOOD = GG202_BAD.replace("            self._update(mean, var, self.momentum)\n",
+                               "            with torch.no_grad():\n                self._update(mean, var, self.momentum)\n")
+# the same class reached through other imports of torch.nn
+GG202_FORMS = {
+    "nn": lambda s: s,
+    "torch.nn": lambda s: s.replace("import torch.nn as nn\n", "").replace("(nn.BatchNorm1d)", "(torch.nn.BatchNorm1d)"),
+    "from torch.nn": lambda s: s.replace("import torch.nn as nn\n", "from torch.nn import BatchNorm1d as BN\n")
+                                .replace("(nn.BatchNorm1d)", "(BN)"),
+    "renamed": lambda s: s.replace("MyBatchNorm", "Stat").replace("_update", "ema").replace("input", "h"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(GG202_FORMS))
+def test_gg202_a_torch_layer_subclass_updating_its_buffers_from_the_graph(form):
+    bad, good = GG202_FORMS[form](GG202_BAD), GG202_FORMS[form](GG202_GOOD)
+    assert len(_lines(bad, "GG202")) == 2
+    assert _lines(good, "GG202") == []
+    # run: the reported class's buffer holds a graph after training steps, the twin's does not
+    for source, kept in ((bad, True), (good, False)):
+        scope: dict = {}
+        exec(compile(source, "<test>", "exec"), scope)
+        layer = next(v for k, v in scope.items() if isinstance(v, type) and issubclass(v, torch.nn.BatchNorm1d)
+                     and v is not torch.nn.BatchNorm1d)(3)
+        model = torch.nn.Sequential(torch.nn.Linear(2, 3), layer)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(5, 2)).pow(2).mean().backward()
+            opt.step()
+        assert (layer.running_mean.grad_fn is not None) == kept
