@@ -335,3 +335,92 @@ def test_gg202_a_torch_layer_subclass_updating_its_buffers_from_the_graph(form):
             model(torch.randn(5, 2)).pow(2).mean().backward()
             opt.step()
         assert (layer.running_mean.grad_fn is not None) == kept
+
+
+# ---------------------------------------------------------------------------------------------
+# GG201: a moving average of the loss kept as a tensor (GradBench c108's shape), and the fix's operand
+
+GG201_EMA_BAD = '''\
+import torch
+
+
+class Agent:
+    def __init__(self, net, alpha=0.5):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        self.alpha = alpha
+        self.ema = None
+
+    def train(self, batches):
+        for x, y in batches:
+            loss = ((self.net(x) - y) ** 2).mean()
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad()
+            if self.ema is None:
+                self.ema = loss.item()
+            else:
+                self.ema = self.alpha * self.ema + (1 - self.alpha) * loss
+        return self.ema
+
+
+def fit(net, batches, opt, a):
+    avg = 0.0
+    for x, y in batches:
+        n = x.size(0)
+        loss = ((net(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        avg = a * avg + (1 - a) * loss
+    return float(avg)
+
+
+def fit_weighted(net, batches, opt):
+    seen = 0.0
+    for x, y in batches:
+        n = x.size(0)
+        loss = ((net(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen = seen + n * loss
+    print(f"{seen}")
+    return float(seen)
+'''
+GG201_EMA_GOOD = GG201_EMA_BAD.replace("(1 - self.alpha) * loss\n", "(1 - self.alpha) * loss.item()\n") \
+    .replace("(1 - a) * loss\n", "(1 - a) * loss.item()\n").replace("n * loss\n", "n * loss.item()\n")
+
+
+def test_gg201_a_moving_average_of_the_loss_tensor_is_a_running_total():
+    assert len(_lines(GG201_EMA_BAD, "GG201")) == 3
+    assert _lines(GG201_EMA_GOOD, "GG201") == []
+    renamed = GG201_EMA_BAD.replace("ema", "smooth").replace("avg", "m").replace("alpha", "beta")
+    assert len(_lines(renamed, "GG201")) == 3
+
+
+def _batches():
+    torch.manual_seed(1)
+    return [(torch.randn(4, 2), torch.randn(4, 1)) for _ in range(3)]
+
+
+def test_gg201_moving_average_keeps_the_graph_and_the_fix_cuts_only_the_loss():
+    from gradguard.lint.autofix import fix_source
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(2, 1)
+    agent = _run(GG201_EMA_BAD, "Agent", net)
+    assert agent.train(_batches()).grad_fn is not None  # the average holds the graph (what GG201 says)
+    torch.manual_seed(0)
+    twin = _run(GG201_EMA_GOOD, "Agent", torch.nn.Linear(2, 1))
+    assert not isinstance(twin.train(_batches()), torch.Tensor)
+    fixed = fix_source(GG201_EMA_BAD).text
+    assert _lines(fixed, "GG201") == [_lines(GG201_EMA_BAD, "GG201")[0]]  # the attribute's average: no fix offered
+    for name in ("fit", "fit_weighted"):
+        results = []
+        for source in (fixed, GG201_EMA_GOOD):
+            torch.manual_seed(0)
+            net = torch.nn.Linear(2, 1)
+            args = (net, _batches(), torch.optim.SGD(net.parameters(), lr=0.1)) + ((0.3,) if name == "fit" else ())
+            results.append(_run(source, name, *args))
+        assert results[0] == pytest.approx(results[1], rel=1e-12)  # the fixed program runs as the twin does

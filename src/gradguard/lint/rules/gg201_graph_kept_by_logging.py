@@ -662,11 +662,31 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
-            if t in (text(node.value.left), text(node.value.right)):
+            # `total = total + x`, and a moving average `ema = a * ema + (1 - a) * x`: a term is the old
+            # value, scaled or not, so the new value links the old one's graph
+            if any(_scaled_old_value(term, t) for term in _added_terms(node.value)):
                 if not parents:
                     parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
+
+
+def _added_terms(expr: ast.expr) -> Iterator[ast.expr]:
+    """The terms of a sum ``a + b + c``."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        yield from _added_terms(expr.left)
+        yield from _added_terms(expr.right)
+    else:
+        yield expr
+
+
+def _scaled_old_value(term: ast.expr, total: str) -> bool:
+    """``term`` is ``total``, ``c * total``, ``total * c`` or ``total / c``."""
+    if text(term) == total:
+        return True
+    if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult):
+        return total in (text(term.left), text(term.right))
+    return isinstance(term, ast.BinOp) and isinstance(term.op, ast.Div) and text(term.left) == total
 
 
 def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
@@ -710,7 +730,13 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     if target is None:
         return None
     total = t.segment(target)
-    term = _term(stmt.value, total)
+    carriers = None
+    if d.loop is not None:
+        # only the operand that carries the loss gets `.item()`: never a weight or a factor of the
+        # average (`n * loss`, `a * ema + (1 - a) * loss`), which may be a plain number
+        assigns = d.loop.assignments()
+        carriers = loss_carriers(stmt.value, LoopNames.of(d.loop, assigns)) & loss_names(d.loop, assigns)
+    term = _term(stmt.value, total, carriers)
     if term is None or not isinstance(target, ast.Name) or not _only_logged(t, stmt, target.id):
         return None  # the total may be a loss after all (returned, back-propagated, passed on): no fix
     method = "detach" if _tensor_total(t, stmt, total) else "item"
@@ -719,13 +745,19 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     return Fix(f"Add `{text}.{method}()` instead of the tensor", (Edit(line, col, end_line, end_col, f"{text}.{method}()"),))
 
 
-def _term(value: ast.AST, total: str) -> Optional[ast.AST]:
-    """The tensor added: the value itself, or the first operand that is not the total nor a call."""
+def _term(value: ast.AST, total: str, carriers=None) -> Optional[ast.AST]:
+    """The tensor added: the value itself, or the first operand that is not the total nor a call
+    (and, given the names that carry the loss, one of those)."""
     if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
-        return value if ast.unparse(value) != total else None
+        if ast.unparse(value) == total:
+            return None
+        root = value
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        return value if carriers is None or (isinstance(root, ast.Name) and root.id in carriers) else None
     if isinstance(value, ast.BinOp):
         for side in (value.left, value.right):
-            found = _term(side, total)
+            found = _term(side, total, carriers)
             if found is not None:
                 return found
     return None
