@@ -424,3 +424,86 @@ def test_gg201_moving_average_keeps_the_graph_and_the_fix_cuts_only_the_loss():
             args = (net, _batches(), torch.optim.SGD(net.parameters(), lr=0.1)) + ((0.3,) if name == "fit" else ())
             results.append(_run(source, name, *args))
         assert results[0] == pytest.approx(results[1], rel=1e-12)  # the fixed program runs as the twin does
+
+
+# ---------------------------------------------------------------------------------------------
+# GG104: timm's NativeScaler call (the step happens inside `loss_scaler(..., update_grad=...)`) in one
+# branch, a plain backward/step in the other; each branch's division is its own
+
+GG104_GOOD = '''\
+import torch
+
+
+def train_one_epoch(model, criterion, loader, optimizer, loss_scaler, update_freq, use_amp):
+    optimizer.zero_grad()
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        if use_amp:
+            loss /= update_freq
+            loss_scaler(loss, optimizer, parameters=model.parameters(), update_grad=(step + 1) % update_freq == 0)
+            if (step + 1) % update_freq == 0:
+                optimizer.zero_grad()
+        else:
+            loss /= update_freq
+            loss.backward()
+            if (step + 1) % update_freq == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+'''
+_SCALED = "            loss /= update_freq\n            loss_scaler("
+_PLAIN = "            loss /= update_freq\n            loss.backward()"
+GG104_BAD = {"scaler branch": GG104_GOOD.replace(_SCALED, "            loss_scaler("),
+             "plain branch": GG104_GOOD.replace(_PLAIN, "            loss.backward()")}
+
+
+class _NativeScaler:
+    """The shape of timm's NativeScaler, without a GradScaler: backward, and a step when asked."""
+
+    def __call__(self, loss, optimizer, parameters=None, update_grad=True):
+        loss.backward()
+        if update_grad:
+            optimizer.step()
+
+
+def _epoch(source, use_amp, k=2):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).double()
+    start = [p.detach().clone() for p in model.parameters()]
+    loader = [(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(4)]
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scope["train_one_epoch"](model, torch.nn.MSELoss(), loader, opt, _NativeScaler(), k, use_amp)
+    # float64 reference: each window's step applies the mean gradient of its k micro-batches
+    ref = torch.nn.Linear(3, 1).double()
+    with torch.no_grad():
+        for p, s in zip(ref.parameters(), start):
+            p.copy_(s)
+    for w in range(0, len(loader), k):
+        ref.zero_grad()
+        x = torch.cat([b[0] for b in loader[w:w + k]])
+        y = torch.cat([b[1] for b in loader[w:w + k]])
+        torch.nn.MSELoss()(ref(x), y).backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= 0.1 * p.grad
+    return all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(model.parameters(), ref.parameters()))
+
+
+@pytest.mark.parametrize("branch", sorted(GG104_BAD))
+def test_gg104_a_division_in_the_other_branch_does_not_scale_this_one(branch):
+    from gradguard.lint.autofix import fix_source
+
+    bad = GG104_BAD[branch]
+    assert len(_lines(bad, "GG104")) == 1
+    renamed = bad.replace("loss_scaler", "amp").replace("update_freq", "k").replace("optimizer", "o")
+    assert len(_lines(renamed, "GG104")) == 1
+    use_amp = branch == "scaler branch"
+    assert not _epoch(bad, use_amp)  # negative control: the window applies k times the mean gradient
+    fixed = fix_source(bad, select=["GG104"]).text
+    assert _lines(fixed, "GG104") == [] and _epoch(fixed, use_amp)
+
+
+def test_gg104_silent_where_each_branch_divides_and_both_train_to_the_reference():
+    assert _lines(GG104_GOOD, "GG104") == []
+    assert _epoch(GG104_GOOD, True) and _epoch(GG104_GOOD, False)
