@@ -507,3 +507,160 @@ def test_gg104_a_division_in_the_other_branch_does_not_scale_this_one(branch):
 def test_gg104_silent_where_each_branch_divides_and_both_train_to_the_reference():
     assert _lines(GG104_GOOD, "GG104") == []
     assert _epoch(GG104_GOOD, True) and _epoch(GG104_GOOD, False)
+
+
+# ---------------------------------------------------------------------------------------------
+# GG104 / GG105: the division inside a small loss function bound to a name (`loss_fn = lambda ...: ... / K`)
+
+LAMBDA_GOOD = '''\
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, opt, K):
+    loss_fn = lambda out, y: F.mse_loss(out, y) / K
+    for i, (x, y) in enumerate(loader):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if (i + 1) % K == 0:
+            opt.step()
+            opt.zero_grad()
+'''
+LAMBDA_BAD = {
+    "GG104": LAMBDA_GOOD.replace("F.mse_loss(out, y) / K", "F.mse_loss(out, y)"),
+    "GG105": LAMBDA_GOOD.replace("F.mse_loss(out, y) / K", "F.mse_loss(out, y) / (i % K + 1)"),
+}
+# the same computation through a keyword-only backward call of a framework object (`booster.backward(loss=...)`)
+KEYWORD_GOOD = '''\
+import torch.nn.functional as F
+
+
+def train(model, loader, opt, K, booster):
+    for i, (x, y) in enumerate(loader):
+        loss = F.mse_loss(model(x), y)
+        booster.backward(loss=loss / K, optimizer=opt)
+        if (i + 1) % K == 0:
+            opt.step()
+            opt.zero_grad()
+'''
+
+
+class _Booster:
+    def backward(self, loss, optimizer):
+        loss.backward()
+
+
+def _windows(source, k=2, n=4):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).double()
+    start = [p.detach().clone() for p in model.parameters()]
+    loader = [(torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 1, dtype=torch.float64)) for _ in range(n)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    args = (model, loader, opt, k) + ((_Booster(),) if "booster" in source else ())
+    _run(source, "train", *args)
+    ref = [s.clone() for s in start]
+    for w in range(0, n, k):  # float64: each step applies the mean gradient of its window
+        x = torch.cat([b[0] for b in loader[w:w + k]]).requires_grad_(False)
+        y = torch.cat([b[1] for b in loader[w:w + k]])
+        wt, bs = (r.clone().requires_grad_(True) for r in ref)
+        F = torch.nn.functional
+        F.mse_loss(F.linear(x, wt, bs), y).backward()
+        ref = [wt.detach() - 0.1 * wt.grad, bs.detach() - 0.1 * bs.grad]
+    return all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(model.parameters(), ref))
+
+
+def test_lambda_loss_divided_by_the_window_is_silent_and_exact():
+    for source in (LAMBDA_GOOD, LAMBDA_GOOD.replace("loss_fn", "crit").replace("out, y", "pred, target")
+                   .replace("(out, y)", "(pred, target)"), KEYWORD_GOOD):
+        assert [f for f in gg.lint_source(source) if f.code in ("GG104", "GG105")] == []
+        assert _windows(source)
+
+
+@pytest.mark.parametrize("code", sorted(LAMBDA_BAD))
+def test_lambda_loss_not_divided_or_divided_by_the_counter_is_reported_and_fixed(code):
+    from gradguard.lint.autofix import fix_source
+
+    bad = LAMBDA_BAD[code]
+    assert len(_lines(bad, code)) == 1 and not _windows(bad)  # negative control: not the window's mean
+    fixed = fix_source(bad, select=[code], unsafe=True).text
+    assert _lines(fixed, code) == [] and _windows(fixed)
+
+
+def test_keyword_loss_of_a_framework_backward_is_read():
+    bad = KEYWORD_GOOD.replace("loss=loss / K", "loss=loss")
+    assert len(_lines(bad, "GG104")) == 1 and not _windows(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# GG201: a per-epoch total returned to the caller with the loss cut on some paths only, and an
+# evaluation loop (model.eval(), no no_grad) whose only pass differentiates the input (an attack)
+
+GG201_LOOPS_BAD = '''\
+import torch
+import torch.nn.functional as F
+
+
+def train(loader, model, criterion, optimizer, distributed=False):
+    loss_epoch = 0
+    for step, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if distributed:
+            loss = loss.data.clone()
+        loss_epoch += loss
+    return loss_epoch
+
+
+def perturb(model, x, y, eps):
+    delta = torch.zeros_like(x, requires_grad=True)
+    F.cross_entropy(model(x + delta), y).backward()
+    return (eps * delta.grad.sign()).detach()
+
+
+def robust_eval(model, batches, criterion):
+    model.eval()
+    total, n = 0, 0
+    for x, y in batches:
+        delta = perturb(model, x, y, 0.1)
+        robust_loss = criterion(model(x + delta), y)
+        total += robust_loss * y.size(0)
+        n += y.size(0)
+    return float(total / n)
+
+
+def main(loader, model, criterion, optimizer, epochs):
+    for epoch in range(epochs):
+        loss_epoch = train(loader, model, criterion, optimizer)
+        print(f"epoch {epoch}: {loss_epoch / len(loader)}")
+'''
+GG201_LOOPS_GOOD = GG201_LOOPS_BAD.replace("loss_epoch += loss\n", "loss_epoch += loss.item()\n") \
+    .replace("total += robust_loss * y.size(0)", "total += robust_loss.item() * y.size(0)")
+
+
+def test_gg201_totals_of_losses_no_pass_frees_or_cut_on_one_path_only():
+    assert len(_lines(GG201_LOOPS_BAD, "GG201")) == 2
+    assert _lines(GG201_LOOPS_GOOD, "GG201") == []
+    # (the evaluation loss is still found by its name, as the evaluation-loop rule does: `robust_loss` kept)
+    renamed = GG201_LOOPS_BAD.replace("loss_epoch", "acc").replace("total", "s").replace("perturb", "pgd") \
+        .replace("robust_eval", "check").replace("distributed", "ddp")
+    assert len(_lines(renamed, "GG201")) == 2
+    # the cut on every path is no finding (the same loop without the `if`)
+    always = GG201_LOOPS_GOOD.replace("loss_epoch += loss.item()\n", "loss_epoch += loss\n").replace(
+        "        if distributed:\n            loss = loss.data.clone()\n", "        loss = loss.data.clone()\n")
+    assert _lines(always, "GG201") == []
+
+
+def test_gg201_the_reported_totals_hold_a_graph_and_the_twins_do_not():
+    torch.manual_seed(0)
+    batches = [(torch.randn(4, 3), torch.randint(0, 2, (4,))) for _ in range(3)]
+    for source, kept in ((GG201_LOOPS_BAD, True), (GG201_LOOPS_GOOD, False)):
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        total = _run(source, "train", batches, model, torch.nn.functional.cross_entropy, opt)
+        assert (getattr(total, "grad_fn", None) is not None) == kept
+        scope: dict = {}
+        exec(compile(source.replace("return float(total / n)", "return total"), "<test>", "exec"), scope)
+        total = scope["robust_eval"](model, batches, torch.nn.functional.cross_entropy)
+        assert (getattr(total, "grad_fn", None) is not None) == kept

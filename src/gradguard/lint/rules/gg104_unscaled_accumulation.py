@@ -222,6 +222,11 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        lambdas = loop.lambdas_of(expr)
+        if lambdas:  # `loss_fn = lambda out, y: F.mse_loss(out, y) / K`: what its body computes
+            kinds = {loss_scale(f.body, {**assigns, **_defaults(f), **bind_arguments(f, expr)}, loop, depth + 1)
+                     for f in lambdas}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         forward = _forward_of(func, assigns, loop)
         if forward is not None:  # a module object of this file: what its forward returns
             params = [a.arg for a in forward.args.posonlyargs + forward.args.args][1:]

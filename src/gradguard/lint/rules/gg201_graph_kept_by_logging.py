@@ -45,6 +45,10 @@ def check_loop(loop: Loop, report: Report) -> None:
     assigns = loop.assignments()
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
+    # a loss the loop computes and never back-propagates (an evaluation of the model beside a pass that
+    # differentiates something else: an attack on the input, `torch.autograd.grad` of an input):
+    # nothing frees its graph either
+    losses |= uncut(fresh_losses(loop.module, loop.node, loop.scope, assignments(loop.node)), assigns, loop.node)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
     returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
     if not losses and not returned:
@@ -131,22 +135,7 @@ def check_module(module: Module, report: Report) -> None:
         return
     for loop_node, scope in module.eval_loops:
         assigns = assignments(loop_node)
-        items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
-        # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
-        # the name is computed there)
-        quiet = {
-            id(n) for w in ast.walk(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-            for stmt in w.body for n in ast.walk(stmt)
-        }
-        losses = {
-            name
-            for name, values in assigns.items()
-            if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
-            and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
-            and not all(_returns_cut(module, v, scope) for v in values)
-        }
-        if losses and quiet:
-            losses -= _graph_free(module, assigns, quiet, items, loop_node)
+        losses = fresh_losses(module, loop_node, scope, assigns)
         if not losses:
             continue
         for node, total, value in running_sums(loop_node):
@@ -163,6 +152,29 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list]) -> set:
+    """Names of the loop holding a loss it computes with gradients enabled (``loss = criterion(out, y)``,
+    ``model(x).loss``): not computed inside ``with torch.no_grad():``, nor from what such a block computed,
+    nor returned cut by a function of the file."""
+    items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
+    # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
+    # the name is computed there)
+    quiet = {
+        id(n) for w in ast.walk(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+        for stmt in w.body for n in ast.walk(stmt)
+    }
+    losses = {
+        name
+        for name, values in assigns.items()
+        if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
+        and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
+        and not all(_returns_cut(module, v, scope) for v in values)
+    }
+    if losses and quiet:
+        losses -= _graph_free(module, assigns, quiet, items, loop_node)
+    return losses
 
 
 _PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
@@ -245,6 +257,9 @@ def _cut(value: ast.expr) -> bool:
         value = value.func.value
     if isinstance(value, ast.Constant):
         return True
+    if isinstance(value, ast.BinOp):  # `loss.item() / n`: a number scaled by a plain value
+        sides = (value.left, value.right)
+        return any(_cut(v) for v in sides) and all(_cut(v) or isinstance(v, (ast.Name, ast.Attribute)) for v in sides)
     return isinstance(value, ast.Call) and terminal(value.func) in _NUMBERS
 
 
@@ -413,8 +428,35 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             if name not in losses and any(n in losses and keeps_graph(v, n) for n in carriers):
                 losses.add(name)
                 changed = True
-    # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
-    return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
+    # names assigned a cut value in the loop (`loss = loss.item()`) are not tensors there, unless the cut
+    # runs only on some paths (`if distributed: loss = loss.data.clone()`): the other paths keep the graph
+    return uncut(losses, assigns, loop.node)
+
+
+def uncut(names: set, assigns: Dict[str, list], loop_node: ast.AST) -> set:
+    """``names`` less those the loop cuts on every path (``loss = loss.item()``, not under an ``if``)."""
+    parents = None
+    out = set()
+    for n in names:
+        cuts = [v for v in assigns.get(n, []) if isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n)]
+        if cuts and parents is None:
+            parents = {id(c): p for p in ast.walk(loop_node) for c in ast.iter_child_nodes(p)}
+        if all(_cut_on_some_paths(v, n, loop_node, parents) for v in cuts):
+            out.add(n)
+    return out
+
+
+def _cut_on_some_paths(value: ast.AST, name: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """The cut ``name = name.item()`` sits under an ``if`` of the loop whose test does not read ``name``
+    (a test of the value itself, ``if torch.is_tensor(loss):``, decides by what it cuts)."""
+    node = parents.get(id(value))
+    while node is not None and node is not loop_node:
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.If) and node is not parent.test and not any(
+                isinstance(c, ast.Name) and c.id == name for c in ast.walk(parent.test)):
+            return True
+        node = parent
+    return False
 
 
 
