@@ -48,7 +48,11 @@ def check_loop(loop: Loop, report: Report) -> None:
     # a loss the loop computes and never back-propagates (an evaluation of the model beside a pass that
     # differentiates something else: an attack on the input, `torch.autograd.grad` of an input):
     # nothing frees its graph either
-    losses |= uncut(fresh_losses(loop.module, loop.node, loop.scope, assignments(loop.node)), assigns, loop.node)
+    # (computed right there: a value returned by a function of the file may be a number, `return loss.item()`)
+    own = assignments(loop.node)
+    fresh = {n for n in fresh_losses(loop.module, loop.node, loop.scope, own)
+             if not any(_of_the_file(loop, v) for v in own.get(n, []))}
+    losses |= uncut(fresh, assigns, loop.node)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
     returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
     if not losses and not returned:
@@ -72,6 +76,19 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
+
+
+def _of_the_file(loop: Loop, value) -> bool:
+    """``value`` is (an element of) a call of a function, closure or method of the file, or of a lambda."""
+    while isinstance(value, (ast.Subscript, ast.Attribute)):
+        value = value.value
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if loop.callee(value) is not None or loop.lambdas_of(value):
+        return True
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and any(
+        func.attr in m for m in loop.module.methods.values())
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
