@@ -15,7 +15,9 @@ scale is reported. Both sides of a branch are followed, but a test seen again
 twice (the window's earlier iterations reach the clip of a later one), its own
 branch decisions forgotten between the two unless the test reads only what the
 loop leaves unchanged (a flag set before it, a ``self.`` attribute set only in
-``__init__``); helpers of the same file called by
+``__init__``); two loops of one function over the same collection (``for opt in
+opts: scaler.unscale_(opt)`` then ``for opt in opts: clip(...)``) both run or
+neither does, until something rebinds what the collection is read from; helpers of the same file called by
 name or through ``self.`` are followed (three deep), their parameters standing
 for the caller's arguments; so are the methods of another object of a class of
 the file (``self.plugin.backward(loss)``, ``self._updater.step(scaler)``), the

@@ -1,7 +1,7 @@
 """GG202 graph-in-buffer: a module's ``forward`` updates ``self.X`` from its old value and a tensor carrying the graph.
 
-Each ``forward`` of a class deriving from a torch ``Module`` (directly or through
-classes of the file) is followed statement by statement, the values labelled with
+Each ``forward`` of a class deriving from a torch ``Module`` or any class of ``torch.nn``
+(``nn.BatchNorm2d``; directly or through classes of the file) is followed statement by statement, the values labelled with
 what they are computed from: ``in`` for the method's inputs and the module's own
 parameters (``self.w = nn.Parameter(...)``), ``self:X`` for the old value of
 ``self.X``. ``.detach()``, ``.data``, ``.item()``, shapes, comparisons, ``len`` and
