@@ -8,6 +8,9 @@ function), the first statement that touches the gradient buffer decides: a
 backward pass (or a call of a helper of the file that back-propagates and neither
 steps nor clears, evaluation code) leaks into the loop's first step; a clearing,
 a step or anything the linter cannot see into ends the search silently.
+A pass that reaches only tensors made from constants above the loop is no leak when no
+optimizer can hold them (used nowhere else), or when the loop updates by hand only other
+tensors, each made fresh there (``y.backward(v)`` on ``x``, then a loop training ``weights``).
 """
 
 from __future__ import annotations
