@@ -48,10 +48,13 @@ def check_loop(loop: Loop, report: Report) -> None:
     # a loss the loop computes and never back-propagates (an evaluation of the model beside a pass that
     # differentiates something else: an attack on the input, `torch.autograd.grad` of an input):
     # nothing frees its graph either
-    # (computed right there: a value returned by a function of the file may be a number, `return loss.item()`)
+    # (computed right there, by a call given this iteration's values, `criterion(model(x), y)`: not a value
+    # returned by a function of the file, which may be a number, `return loss.item()`, nor an element
+    # unpacked from what a call returns, `loss, node = compute(...)`, nor a call of outside values only)
     own = assignments(loop.node)
+    current = set(own) | (set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set())
     fresh = {n for n in fresh_losses(loop.module, loop.node, loop.scope, own)
-             if not any(_of_the_file(loop, v) for v in own.get(n, []))}
+             if all(isinstance(v, ast.Call) and not _of_the_file(loop, v) and _reads(v, current) for v in own.get(n, []))}
     losses |= uncut(fresh, assigns, loop.node)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
     returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
@@ -76,6 +79,12 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
+
+
+def _reads(call: ast.Call, names: set) -> bool:
+    """An argument of ``call`` reads one of ``names``."""
+    return any(isinstance(n, ast.Name) and n.id in names
+               for a in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(a))
 
 
 def _of_the_file(loop: Loop, value) -> bool:
