@@ -12,7 +12,9 @@ remove-clear               GG101   delete every gradient clearing (``zero_grad()
 clear-before-backward      GG102   in an accumulation loop, move the clearing that ends the window to
                                    just before the backward pass
 drop-loss-division         GG104   remove the division of the loss by the accumulation count
-loss-tensor-in-sum         GG201   ``total += loss.item()`` -> ``total += loss`` (outside ``no_grad``)
+loss-tensor-in-sum         GG201   ``total += loss.item()`` -> ``total += loss`` (outside ``no_grad``; not
+                                   where the value is detached first: ``loss.detach().item()``,
+                                   ``loss.data.item()`` sum no graph without ``.item()`` either)
 divide-by-micro-step       GG105   divide the loss by the running micro-step counter instead of the
                                    accumulation count (weights 1, 1/2, 1/3, ...)
 drop-last-window           GG103   in a loop that steps on a modulo window and also steps the last,
@@ -412,7 +414,8 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
             if _attr(call) != "item":
                 continue
             receiver = call.func.value
-            if not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver):
+            if (not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver)
+                    and not _detached(receiver)):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
@@ -423,6 +426,20 @@ def _no_graph(expr: ast.AST) -> bool:
     ``.item()`` keeps no graph, the mutant would be no bug."""
     return any(isinstance(c, ast.Call) and ast.unparse(c.func) in ("torch.Tensor", "torch.tensor", "np.array", "np.mean")
                for c in ast.walk(expr))
+
+
+def _detached(expr: ast.AST) -> bool:
+    """A value cut from the graph on the way to ``.item()`` (``loss.detach().item()``,
+    ``loss.data.item()``, ``loss.detach().cpu().item()``): dropping its ``.item()`` sums a tensor
+    that holds no graph, so the mutant would be no bug (an equivalent mutant)."""
+    node = expr
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and node.attr == "data":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("detach", "detach_"):
+            return True
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return False
 
 
 def _divides_test(expr: ast.AST) -> Optional[bool]:

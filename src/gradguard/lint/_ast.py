@@ -157,7 +157,7 @@ def _pair(target: ast.AST, value: Optional[ast.expr]) -> Iterator[Tuple[str, Opt
 
 def bind_arguments(fn: ast.AST, call: Optional[ast.Call]) -> Dict[str, list]:
     """``param -> [argument]`` of a call to ``fn`` (``self`` skipped for a method called as ``self.m(...)``)."""
-    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if call is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return {}
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
     if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):

@@ -133,6 +133,9 @@ def backward_tensor(call: ast.AST) -> Optional[ast.expr]:
     recv = func.value if isinstance(func, ast.Attribute) else None
     if recv is None or func.attr == "manual_backward" or call.args and not _is_tensor_receiver(recv):
         return call.args[0] if call.args else None
+    if not call.args and call.keywords and not _is_tensor_receiver(recv):
+        # `booster.backward(loss=loss / K, optimizer=opt)`: the first argument, given by keyword
+        return next((k.value for k in call.keywords if k.arg and not isinstance(k.value, ast.Constant)), None)
     return recv
 
 
@@ -582,6 +585,19 @@ class Loop:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             return self.methods.get(func.attr)
         return None
+
+    def lambdas_of(self, call: ast.AST) -> List[ast.Lambda]:
+        """The lambdas a call by name runs: ``loss_fn(out, y)`` where every binding of ``loss_fn`` in the
+        loop's function (or, for a loop at module level, the module) is ``loss_fn = lambda ...:``; empty
+        for any other call (a name bound otherwise too, a function of the file, a parameter)."""
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.func.id in self.functions:
+            return []
+        cached = self.__dict__.get("_scope_assigns")
+        if cached is None:
+            scope = self.scope if self.scope is not None else self.module.tree
+            cached = self._scope_assigns = assignments(scope) if hasattr(scope, "body") else {}
+        values = cached.get(call.func.id) or []
+        return values if values and all(isinstance(v, ast.Lambda) for v in values) else []
 
     def returned_element(self, expr: ast.AST):
         """``f(...)[i]`` of a helper or closure ``f`` that returns tuples (``loss, result = f()``

@@ -49,7 +49,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             return  # cleared on every pass of the micro-step loop (GG102): the step applies one pass
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
-        assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno)
+        assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
                 CODE,
@@ -60,16 +60,56 @@ def check_loop(loop: Loop, report: Report) -> None:
             )
 
 
-def reaching(assigns: dict, line: int) -> dict:
+def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: Optional[ast.AST] = None) -> dict:
     """The loop's assignments that can give a name its value at ``line``: those written above it
     when there are any (``loss = meter.compute().item()`` after the backward pass, for logging,
-    is overwritten before the next backward reads ``loss``)."""
+    is overwritten before the next backward reads ``loss``), less those on the other side of an
+    ``if`` that ``at`` sits in (``if amp: loss /= K; scaler(loss, ...)`` ``else: loss.backward()``: the
+    division of one branch is not the other branch's)."""
+    parents = _parents(loop_node) if at is not None and loop_node is not None else None
     out = {}
     for name, values in assigns.items():
         lines = [_line(v) for v in values]
         above = [v for v, n in zip(values, lines) if n is not None and n < line]
+        if parents is not None and above:
+            apart = [v for v in above if _other_branch(_node(v), at, parents)]
+            # a value bound on the same path is still above the line: it, not a value of another branch, reaches
+            if len(apart) < len(above):
+                above = [v for v in above if not any(v is a for a in apart)]
         out[name] = above if above and all(n is not None for n in lines) else values
     return out
+
+
+def _node(value) -> Optional[ast.AST]:
+    return value[2] if isinstance(value, tuple) and len(value) > 2 else value if isinstance(value, ast.AST) else None
+
+
+def _parents(root: ast.AST) -> dict:
+    cached = root.__dict__.get("_gg104_parents")
+    if cached is None:
+        cached = root._gg104_parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    return cached
+
+
+def _branches(node: Optional[ast.AST], parents: dict) -> dict:
+    """id of each ``if`` above ``node`` -> the branch (``body``/``orelse``) it is in."""
+    out = {}
+    while node is not None:
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.If):
+            for field in ("body", "orelse"):
+                if any(s is node for s in getattr(parent, field)):
+                    out[id(parent)] = field
+        node = parent
+    return out
+
+
+def _other_branch(a: Optional[ast.AST], b: ast.AST, parents: dict) -> bool:
+    """``a`` and ``b`` sit in different branches of one ``if``: one iteration never runs both."""
+    if a is None:
+        return False
+    mine, theirs = _branches(a, parents), _branches(b, parents)
+    return any(theirs.get(k) not in (None, side) for k, side in mine.items())
 
 
 def _line(value) -> Optional[int]:
@@ -181,6 +221,11 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if helper is not None:  # what the helper returns, its parameters bound to the arguments
             inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr), **assignments(helper)}
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(helper)}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        lambdas = loop.lambdas_of(expr)
+        if lambdas:  # `loss_fn = lambda out, y: F.mse_loss(out, y) / K`: what its body computes
+            kinds = {loss_scale(f.body, {**assigns, **_defaults(f), **bind_arguments(f, expr)}, loop, depth + 1)
+                     for f in lambdas}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         forward = _forward_of(func, assigns, loop)
         if forward is not None:  # a module object of this file: what its forward returns

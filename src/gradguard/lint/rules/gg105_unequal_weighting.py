@@ -215,6 +215,12 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
             helper, values = element
             inner = {**assigns, **bind_arguments(helper, expr.value), **assignments(helper)}
             return next((f for v in values for f in [_counter_division(v, inner, counters, depth + 1, loop)] if f is not None), None)
+    for fn in loop.lambdas_of(expr):  # `loss_fn = lambda out, y: mse(out, y) / (i % K + 1)`: in its body
+        bound = bind_arguments(fn, expr)
+        varying = (counters - set(bound)) | {name for name, (arg,) in bound.items() if _varies_in_window(arg, counters, loop)}
+        found = _counter_division(fn.body, {**assigns, **bound}, varying, depth + 1, loop)
+        if found is not None:
+            return found
     helper = loop.callee(expr)
     if helper is not None:  # loss = _forward(): the division is in what the helper returns
         bound = bind_arguments(helper, expr)

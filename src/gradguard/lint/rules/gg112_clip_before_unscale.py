@@ -15,7 +15,9 @@ scale is reported. Both sides of a branch are followed, but a test seen again
 twice (the window's earlier iterations reach the clip of a later one), its own
 branch decisions forgotten between the two unless the test reads only what the
 loop leaves unchanged (a flag set before it, a ``self.`` attribute set only in
-``__init__``); helpers of the same file called by
+``__init__``); two loops of one function over the same collection (``for opt in
+opts: scaler.unscale_(opt)`` then ``for opt in opts: clip(...)``) both run or
+neither does, until something rebinds what the collection is read from; helpers of the same file called by
 name or through ``self.`` are followed (three deep), their parameters standing
 for the caller's arguments; so are the methods of another object of a class of
 the file (``self.plugin.backward(loss)``, ``self._updater.step(scaler)``), the
@@ -81,6 +83,7 @@ class Flow:
                         and fn.name != "__init__" for t in _stores(fn)}
         self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
         self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
+        self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -111,8 +114,15 @@ class Flow:
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             head = [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt.test]
             states = self.exprs(head, states, stmt, ctx)
+            # `for opt in opts: scaler.unscale_(opt)` then `for opt in opts: clip(...)`: the two loops
+            # run over the same collection, so both run or neither does (the clip never meets the
+            # scale on a path where the unscale loop ran zero times)
+            key = self._iter_key(stmt, ctx)
             outside = {d for s in states for d in s.decided}
-            ends, ret, cur = list(states), [], states
+            ends, ret = [], []
+            cur = states if key is None else [s for s in states if (key, False) not in s.decided]
+            zero = list(states) if key is None else [s._replace(decided=s.decided | {(key, False)})
+                                                     for s in states if (key, True) not in s.decided]
             for _ in range(2):  # this iteration, and the next one reaching what it left
                 res = self.block(stmt.body, cur, ctx)
                 ret += res["ret"]
@@ -123,7 +133,10 @@ class Flow:
                 cur = [s._replace(decided=frozenset(d for d in s.decided if d in kept))
                        for s in res["next"] + res["cont"]]
                 ends += cur + res["brk"]
-            res = self.block(stmt.orelse, _bound(ends), ctx)
+            if key is not None:
+                ends = [s._replace(decided=s.decided | {(key, True)}) for s in ends]
+                ret = [s._replace(decided=s.decided | {(key, True)}) for s in ret]
+            res = self.block(stmt.orelse, _bound(zero + ends), ctx)
             return {"next": res["next"], "ret": ret + res["ret"]}
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             states = self.exprs([i.context_expr for i in stmt.items], states, stmt, ctx)
@@ -152,12 +165,51 @@ class Flow:
         if exprs is None:
             exprs = self._exprs[id(stmt)] = [c for c in child_nodes(stmt) if isinstance(c, ast.expr)]
         states = self.exprs(exprs, states, stmt, ctx)
+        if self._iter_reads and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            states = self._forget_iterables(stmt, states, ctx)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             scaler = self._scale_of(stmt.value, ctx)
             states = [s._replace(names=frozenset({(n, x) for n, x in s.names if n != name}
                                                  | ({(name, scaler)} if scaler else set()))) for s in states]
         return {"next": states}
+
+    def _iter_key(self, loop: ast.stmt, ctx) -> Optional[str]:
+        """A key for "the collection ``loop`` runs over is empty", shared by the loops of one function
+        over the same collection: a name or attribute, or a call of one of its methods without arguments
+        (``opts``, ``self.optimizers``, ``valid.values()``), that the loop itself never rebinds. None for
+        a ``while`` or any other iterable (a call may give something else each time)."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return None
+        it = loop.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args and not it.keywords:
+            it = it.func.value
+        chain = it
+        while isinstance(chain, ast.Attribute):
+            chain = chain.value
+        if not isinstance(chain, ast.Name):
+            return None
+        reads = {text(n) for n in ast.walk(it) if isinstance(n, (ast.Name, ast.Attribute))}
+        if reads & {text(t) for t in _stores(loop)}:
+            return None
+        # in the words of the function the walk started in where it is a helper's parameter (a loop
+        # in `_unscale_all(scaler, opts)` and one in its caller over the same `opts`), else in the
+        # words of the function it is in (another function's local of the same name is another object)
+        words = text(it)
+        resolved = self._resolve(words, ctx)
+        owner = (ctx[1][0] if ctx[1] else None) if resolved != words or words.split(".")[0] in ctx[2] else ctx[0]
+        key = f"for:{id(owner)}:{resolved}{text(loop.iter)[len(words):]}"
+        self._iter_reads[key] = frozenset(reads | {self._resolve(r, ctx) for r in reads})
+        return key
+
+    def _forget_iterables(self, stmt: ast.stmt, states: List[State], ctx) -> List[State]:
+        """An assignment to what a loop's collection is read from: later loops may run over another one."""
+        stored = {text(t) for t in _stores(stmt)}
+        stored |= {self._resolve(t, ctx) for t in stored}
+        stale = {k for k, reads in self._iter_reads.items() if reads & stored}
+        if not stale:
+            return states
+        return [s._replace(decided=frozenset(d for d in s.decided if d[0] not in stale)) for s in states]
 
     def _unchanged(self, key: str, loop: ast.stmt) -> bool:
         """Every test seen under ``key`` reads only what keeps its value across ``loop``'s iterations: no call

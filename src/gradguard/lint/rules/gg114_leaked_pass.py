@@ -8,6 +8,9 @@ function), the first statement that touches the gradient buffer decides: a
 backward pass (or a call of a helper of the file that back-propagates and neither
 steps nor clears, evaluation code) leaks into the loop's first step; a clearing,
 a step or anything the linter cannot see into ends the search silently.
+A pass that reaches only tensors made from constants above the loop is no leak when no
+optimizer can hold them (used nowhere else), or when the loop updates by hand only other
+tensors, each made fresh there (``y.backward(v)`` on ``x``, then a loop training ``weights``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     module = loop.module
     parents = _parents(loop.scope if loop.scope is not None else module.tree)
     stray = _before(loop.node, parents, module)
-    if stray is None or _reaches_no_parameter(stray, loop.scope if loop.scope is not None else module.tree, module):
+    scope = loop.scope if loop.scope is not None else module.tree
+    if stray is None or _reaches_no_parameter(stray, scope, module) or _apart_from_the_updates(stray, scope, loop):
         return
     report(
         CODE,
@@ -123,35 +127,9 @@ def _reaches_no_parameter(call: ast.Call, scope: ast.AST, module) -> bool:
     tensor = backward_tensor(call)
     if tensor is None:
         return False
-    # modules bound by `import` (torch's factories, `os.environ` for a device string): no parameters
-    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
-    assigned: Dict[str, list] = {}
-    for n in _walk(scope):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append(n)
+    assigned = _assigned(scope)
     names: set = set()
-
-    def closed(e: ast.AST, depth: int) -> bool:
-        if isinstance(e, ast.Constant):
-            return True
-        if isinstance(e, ast.Name):
-            if e.id in modules:
-                return True
-            binds = assigned.get(e.id, [])
-            if not binds or depth > 4:
-                return False  # a parameter, a global or a loop variable: it may be a model's
-            names.add(e.id)
-            return all(len(b.targets) == 1 and closed(b.value, depth + 1) for b in binds)
-        if isinstance(e, ast.Call):
-            return closed(e.func, depth) and all(closed(a, depth) for a in e.args) and all(closed(k.value, depth) for k in e.keywords)
-        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Starred, ast.Slice,
-                          ast.JoinedStr, ast.FormattedValue)):
-            return all(closed(c, depth) for c in ast.iter_child_nodes(e) if not isinstance(c, (ast.expr_context, ast.operator, ast.unaryop)))
-        return False
-
-    if not closed(tensor, 0):
+    if not _closed(tensor, module, assigned, names):
         return False
     # every use of those names is its own binding or this pass: no optimizer or model is given one
     binds = {id(t) for name in names for b in assigned[name] for t in b.targets}
@@ -159,6 +137,107 @@ def _reaches_no_parameter(call: ast.Call, scope: ast.AST, module) -> bool:
     return not any(
         isinstance(n, ast.Name) and n.id in names and id(n) not in binds and id(n) not in inside for n in _walk(scope)
     )
+
+
+def _assigned(scope: ast.AST) -> Dict[str, list]:
+    """Name -> the plain assignments of ``scope`` that bind it."""
+    assigned: Dict[str, list] = {}
+    for n in _walk(scope):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(n)
+    return assigned
+
+
+def _closed(e: ast.AST, module, assigned: Dict[str, list], names: set, depth: int = 0) -> bool:
+    """``e`` is built from constants by functions of ``import``ed modules (torch's factories, `os.environ`
+    for a device string), through names every binding of which is built so (collected in ``names``):
+    whatever leaves it holds are tensors made right there, no model's parameters."""
+    modules = module.__dict__.get("_gg114_modules")
+    if modules is None:
+        modules = module._gg114_modules = {a.asname or a.name.split(".")[0] for n in module.tree.body
+                                           if isinstance(n, ast.Import) for a in n.names}
+    if isinstance(e, ast.Constant):
+        return True
+    if isinstance(e, ast.Name):
+        if e.id in modules:
+            return True
+        if e.id in names:
+            return True  # being checked already (`y = y * 2`): its other bindings decide
+        binds = assigned.get(e.id, [])
+        if not binds or depth > 4:
+            return False  # a parameter, a global or a loop variable: it may be a model's
+        names.add(e.id)
+        return all(len(b.targets) == 1 and _closed(b.value, module, assigned, names, depth + 1) for b in binds)
+    if isinstance(e, ast.Call):
+        return _closed(e.func, module, assigned, names, depth) and all(
+            _closed(a, module, assigned, names, depth) for a in [*e.args, *(k.value for k in e.keywords)])
+    if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Starred, ast.Slice,
+                      ast.JoinedStr, ast.FormattedValue)):
+        return all(_closed(c, module, assigned, names, depth) for c in ast.iter_child_nodes(e)
+                   if not isinstance(c, (ast.expr_context, ast.operator, ast.unaryop)))
+    return False
+
+
+def _apart_from_the_updates(call: ast.Call, scope: ast.AST, loop: Loop) -> bool:
+    """The pass reaches only tensors made from constants in ``scope`` (names N), and the loop updates
+    by hand (``w -= lr * w.grad``) only tensors U it names, each bound only to a tensor made there
+    and none of them in N: different objects, so the stray gradient is never applied (a tutorial's
+    ``y.backward(v)`` on ``x`` above a loop that trains ``weights``). An optimizer's step, or an update
+    of anything else, may hold any tensor: not decided here."""
+    module = loop.module
+    tensor = backward_tensor(call)
+    if tensor is None or module.functions.get(getattr(call.func, "id", None)) is not None:
+        return False
+    assigned = _assigned(scope)
+    leaves: set = set()
+    if not _closed(tensor, module, assigned, leaves):
+        return False
+    updated = set()
+    for e in loop.steps:
+        if e.target != "<manual>" or e.frame:
+            return False
+        node = e.node
+        if isinstance(node, ast.AugAssign):
+            root = node.target
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            root = node.func.value
+        else:
+            return False
+        if isinstance(root, ast.Attribute) and root.attr == "data":
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return False
+        updated.add(root.id)
+    if not updated or updated & leaves or _other_bindings(scope, updated):
+        return False
+    # each updated tensor made by a call from constants: a fresh object, none of the pass's leaves
+    return all(
+        all(len(b.targets) == 1 and isinstance(b.value, ast.Call) and _closed(b.value, module, assigned, set())
+            for b in assigned.get(u, ())) and assigned.get(u)
+        for u in updated)
+
+
+def _other_bindings(scope: ast.AST, names: set) -> bool:
+    """Whether ``scope`` binds one of ``names`` otherwise than by a plain assignment or an augmented one
+    (a loop or ``with`` target, a parameter, an import, a ``global``/``nonlocal``, a walrus)."""
+    for n in ast.walk(scope):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            if any(isinstance(t, ast.Name) and t.id in names for t in ast.walk(n.target)):
+                return True
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            if any(isinstance(t, ast.Name) and t.id in names for t in ast.walk(n.optional_vars)):
+                return True
+        elif isinstance(n, ast.arg) and n.arg in names:
+            return True
+        elif isinstance(n, (ast.Global, ast.Nonlocal)) and names & set(n.names):
+            return True
+        elif isinstance(n, (ast.Import, ast.ImportFrom)) and names & {a.asname or a.name for a in n.names}:
+            return True
+        elif isinstance(n, ast.NamedExpr) and n.target.id in names:
+            return True
+    return False
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:

@@ -1,7 +1,7 @@
 """GG202 graph-in-buffer: a module's ``forward`` updates ``self.X`` from its old value and a tensor carrying the graph.
 
-Each ``forward`` of a class deriving from a torch ``Module`` (directly or through
-classes of the file) is followed statement by statement, the values labelled with
+Each ``forward`` of a class deriving from a torch ``Module`` or any class of ``torch.nn``
+(``nn.BatchNorm2d``; directly or through classes of the file) is followed statement by statement, the values labelled with
 what they are computed from: ``in`` for the method's inputs and the module's own
 parameters (``self.w = nn.Parameter(...)``), ``self:X`` for the old value of
 ``self.X``. ``.detach()``, ``.data``, ``.item()``, shapes, comparisons, ``len`` and
@@ -43,8 +43,9 @@ Labels = FrozenSet[str]
 
 def check_module(module: Module, report: Report) -> None:
     classes = {c.name: c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef)}
+    torch_names = _torch_names(module.tree)
     for cls in classes.values():
-        if not _is_module(cls, classes, set()):
+        if not _is_module(cls, classes, set(), torch_names):
             continue
         methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         forward = methods.get("forward")
@@ -58,17 +59,58 @@ def check_module(module: Module, report: Report) -> None:
         walker.run(forward.body, {name: frozenset({IN}) for name in inputs}, 0)
 
 
-def _is_module(cls: ast.ClassDef, classes: Dict[str, ast.ClassDef], seen: set) -> bool:
-    """A torch ``Module`` subclass: a base whose name ends in ``Module``, or a class of the file that is one."""
+def _is_module(cls: ast.ClassDef, classes: Dict[str, ast.ClassDef], seen: set, torch_names: FrozenSet[str] = _NONE) -> bool:
+    """A torch ``Module`` subclass: a base whose name ends in ``Module``, a class of ``torch.nn`` (every
+    class there is a module: ``nn.BatchNorm2d``, ``torch.nn.Linear``, a name imported from it), or a class
+    of the file that is one."""
     for base in cls.bases:
         name = terminal(base)
         if name.endswith("Module"):
             return True
+        if _from_torch_nn(base, torch_names):
+            return True
         if name in classes and name not in seen:
             seen.add(name)
-            if _is_module(classes[name], classes, seen):
+            if _is_module(classes[name], classes, seen, torch_names):
                 return True
     return False
+
+
+def _torch_names(tree: ast.Module) -> FrozenSet[str]:
+    """What the file's imports bind to ``torch.nn`` or to a class of it: ``nn`` (``import torch.nn as nn``,
+    ``from torch import nn``), ``torch`` (``import torch``, read as ``torch.nn.X``), and ``X`` of
+    ``from torch.nn import X`` (prefixed ``=``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch" or (a.name == "torch.nn" and a.asname is None):
+                    out.add("torch")
+                elif a.name == "torch.nn":
+                    out.add(a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                if node.module == "torch" and a.name == "nn":
+                    out.add(a.asname or a.name)
+                elif node.module == "torch.nn" or node.module.startswith("torch.nn.modules"):
+                    out.add("=" + (a.asname or a.name))
+    return frozenset(out)
+
+
+def _from_torch_nn(base: ast.expr, torch_names: FrozenSet[str]) -> bool:
+    """``base`` names a class of ``torch.nn`` through the file's imports (``nn.BatchNorm2d``)."""
+    if isinstance(base, ast.Name):
+        return "=" + base.id in torch_names
+    if not isinstance(base, ast.Attribute):
+        return False
+    parts, node = [], base.value
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in torch_names:
+        return False
+    path = parts[::-1] if node.id != "torch" else parts[::-1][1:] if parts[-1:] == ["nn"] else None
+    return path is not None and (path == [] or path[0] == "modules")
 
 
 def _parameters(methods) -> FrozenSet[str]:
