@@ -1,6 +1,7 @@
 """The fast loop (``-m "not slow"``) does not import what only slow tests need (tests/conftest.py)."""
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -8,9 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import conftest
-
 ROOT = Path(__file__).resolve().parents[1]
+# By its path: another conftest.py (tests/lint_corpus) may be the module named "conftest" in a whole run.
+_spec = importlib.util.spec_from_file_location("gradguard_tests_conftest", ROOT / "tests" / "conftest.py")
+conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conftest)
 
 
 def _config(markexpr):
