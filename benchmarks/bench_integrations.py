@@ -3,6 +3,7 @@
     PYTHONPATH=src python benchmarks/bench_integrations.py [--rounds 5] [--no-ddp]
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 15
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --compare /tmp/old/src
+    PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --log-every-n-steps 10
 
 1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
    with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
@@ -178,7 +179,7 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
     return statistics.median(w for w, _ in windows), statistics.median(c for _, c in windows)
 
 
-def tiny_rounds(rounds, variants=TINY_VARIANTS):
+def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
     """Per variant and clock (wall, CPU): the median time per step, and the median over rounds of its ratio to
     stock in the same round (the variants run in a new seeded order each round, so none always runs first)."""
     import random
@@ -190,7 +191,7 @@ def tiny_rounds(rounds, variants=TINY_VARIANTS):
     times = {v: [] for v in variants}
     for _ in range(rounds):
         for v in order.sample(variants, len(variants)):
-            times[v].append(lightning_tiny_fit(batches, v))
+            times[v].append(lightning_tiny_fit(batches, v, log_every_n_steps))
     out = {}
     for v, t in times.items():
         out[v] = [(statistics.median(x[c] for x in t),
@@ -320,7 +321,11 @@ def main(argv=None) -> int:
                         "and log_name=None)")
     p.add_argument("--compare", metavar="SRC", default=None,
                    help="with --tiny: also time the ExactAccumulation of another checkout's src folder, same rounds")
+    p.add_argument("--log-every-n-steps", type=int, default=50, metavar="N",
+                   help="with --tiny: the Trainer's log_every_n_steps (default 50; the fit has 64 steps)")
     args = p.parse_args(argv)
+    if args.log_every_n_steps < 1:
+        p.error(f"--log-every-n-steps {args.log_every_n_steps}: pass a number of steps >= 1")
     if args.compare and not os.path.isfile(os.path.join(args.compare, "gradguard", "__init__.py")):
         p.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
     if args.compare and not args.tiny:
@@ -333,7 +338,7 @@ def main(argv=None) -> int:
 
     if args.tiny:
         print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
-              f"log_every_n_steps=50, {args.rounds} rounds (variants in a seeded new order each round)")
+              f"log_every_n_steps={args.log_every_n_steps}, {args.rounds} rounds (variants in a seeded new order each round)")
         print(f"  {'':26s} {'wall':>9s} {'ratio':>6s}   {'CPU':>9s} {'ratio':>6s}   "
               "(median window of K micro-batches and its step; ratio to stock: median of the per-round ratios)")
         variants = TINY_VARIANTS
@@ -346,7 +351,7 @@ def main(argv=None) -> int:
             import gradguard_before.integrations.lightning  # noqa: F401  (the submodule, imported by name)
 
             variants = TINY_VARIANTS + (BEFORE,)
-        for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds, variants).items():
+        for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds, variants, args.log_every_n_steps).items():
             print(f"  {v:26s} {wall * 1e3:6.2f} ms {wall_ratio:6.3f}   {cpu * 1e3:6.2f} ms {cpu_ratio:6.3f}")
         return 0
 

@@ -1,3 +1,4 @@
+import ast
 import os
 import sys
 
@@ -78,3 +79,96 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.section("tests over 2 s without @pytest.mark.slow (mark them: docs/contributing.md)")
         for d, n in over:
             terminalreporter.write_line(f"{d:6.2f}s {n}")
+
+
+# The fast loop imports nothing that only slow tests need. Collecting a module imports it: a test
+# module whose tests are all slow (a module-level `pytestmark` with the slow mark), or a module under
+# src/ whose import needs a package beyond the standard library, torch and pytest (a framework
+# integration: Lightning alone took ~4.7 s of CPU to import, about 8 % of the fast loop), is not
+# collected in a run whose -m expression deselects every slow test. Its tests and docstring examples
+# run in every other run, CI's included. Decided from the source (ast), without importing it.
+def _slow_deselected(config) -> bool:
+    expr = config.getoption("markexpr", "") or ""
+    if "slow" not in expr:
+        return False
+    try:
+        import itertools
+        import re
+
+        from _pytest.mark.expression import Expression
+
+        compiled = Expression.compile(expr)
+        others = sorted(set(re.findall(r"[A-Za-z_][\w.]*", expr)) - {"slow", "and", "or", "not"})
+        # Deselected whatever other marks a slow test carries (e.g. slow + gpu under -m gpu is kept).
+        for values in itertools.product((False, True), repeat=len(others)):
+            marks = {"slow"} | {o for o, v in zip(others, values) if v}
+            if compiled.evaluate(lambda name, **kwargs: name in marks):
+                return False
+        return True
+    except Exception:  # an expression this cannot read: collect everything, as pytest would
+        return False
+
+
+def _module_is_marked_slow(tree) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            return any(ast.unparse(v) == "pytest.mark.slow" for v in values)
+    return False
+
+
+_PLAIN_ROOTS = set(sys.stdlib_module_names) | {"gradguard", "torch", "pytest", "__future__"}
+
+
+def _needs_extra(path, seen=None) -> bool:
+    """Whether importing the module at ``path`` imports a package beyond ``_PLAIN_ROOTS`` at module level,
+    itself or through the modules of its own package that it imports relatively."""
+    seen = set() if seen is None else seen
+    if path in seen or not path.is_file():
+        return False
+    seen.add(path)
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] not in _PLAIN_ROOTS for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if (node.module or "").split(".")[0] not in _PLAIN_ROOTS:
+                    return True
+                continue
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            parts = (node.module or "").split(".") if node.module else []
+            target = base.joinpath(*parts)
+            names = [target / "__init__.py", target.with_suffix(".py")] if parts else [base / "__init__.py"]
+            names += [target / a.name / "__init__.py" for a in node.names] + [target / f"{a.name}.py" for a in node.names]
+            if any(_needs_extra(n, seen) for n in names):
+                return True
+    return False
+
+
+class _FastLoopCollection:
+    """Registered as a plugin (not a conftest hook) so that it also sees the src/ tree of testpaths."""
+
+    @staticmethod
+    def pytest_ignore_collect(collection_path, config):
+        if collection_path.suffix != ".py" or not _slow_deselected(config):
+            return None
+        src = collection_path.name != "conftest.py" and "src" in collection_path.parts
+        if src and config.getoption("doctestmodules", False):
+            return True if _needs_extra(collection_path) else None
+        if collection_path.name.startswith("test_"):
+            try:
+                tree = ast.parse(collection_path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                return None
+            return True if _module_is_marked_slow(tree) else None
+        return None
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_FastLoopCollection(), "gradguard-fast-loop-collection")

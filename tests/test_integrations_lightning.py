@@ -408,3 +408,54 @@ def test_weights_stay_exact_when_the_counts_change_by_orders_of_magnitude(tmp_pa
     # Negative control: Lightning alone on these windows is far off.
     alone, _ = fit(data, root=tmp_path)
     assert S.rel_change_error(alone, want) > 1e-2
+
+
+# ---------------------------------------------- host reads after the window loss is logged
+class _HostReads(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts host reads of tensor values (``.item()``, ``float(t)``: ``aten._local_scalar_dense``), per batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _ReadsPerBatch(L.Callback):
+    """Host reads from the start of each training batch to the start of the next (the optimizer step included)."""
+
+    def __init__(self, mode):
+        self.mode, self.marks = mode, []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.marks.append(self.mode.n)
+
+
+def test_logging_the_window_loss_adds_no_host_read_per_micro_batch(tmp_path):
+    """Once a value is logged, Lightning turns every progress-bar value into a Python number after every micro-batch
+    for the rest of the epoch (a host read, a device sync on a GPU): the window loss is logged off the progress bar,
+    so with the callback the micro-batches read the device no more often than Lightning alone does."""
+    data = S.batches(0) * 2  # 20 micro-batches, K=4: the window loss logged at steps 1..5
+
+    def reads(callbacks):
+        with _HostReads() as mode:
+            counter = _ReadsPerBatch(mode)
+            fit(data, callbacks=[counter, *callbacks], root=tmp_path, log_every_n_steps=1)
+        return [b - a for a, b in zip(counter.marks, counter.marks[1:])]
+
+    alone, exact = reads([]), reads([ExactAccumulation(count_fn=len)])
+    assert len(alone) == len(exact) == len(data) - 1
+    # The logging steps (the last micro-batch of each window) may read; every other micro-batch reads as Lightning's.
+    inside = [i for i in range(len(data) - 1) if (i + 1) % S.K]
+    assert [exact[i] for i in inside] == [alone[i] for i in inside]
+
+    class OnTheBar(L.Callback):  # the negative control: one value logged on the progress bar, as the callback did
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 0:
+                pl_module.log("x", outputs["loss"].detach(), prog_bar=True, batch_size=1)
+
+    barred = reads([OnTheBar()])
+    assert sum(barred[i] - alone[i] for i in inside) >= len(inside) - 1

@@ -327,7 +327,9 @@ class ExactAccumulation(Callback):
             # Only on the steps Lightning writes its logs (log_every_n_steps): LightningModule.log costs
             # more than the rest of this callback together, and a value logged in between is never
             # written. In the loss's own precision (a float32 copy of a float64 loss would be 3e-8 off .loss).
-            pl_module.log(self.log_name, value.to(self._loss_dtype), on_step=True, on_epoch=False, prog_bar=True,
+            # Not on the progress bar: Lightning turns every progress-bar value into a Python number after
+            # every micro-batch for the rest of the epoch (a host read each, a device sync on a GPU).
+            pl_module.log(self.log_name, value.to(self._loss_dtype), on_step=True, on_epoch=False, prog_bar=False,
                           batch_size=1)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
