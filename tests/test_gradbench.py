@@ -136,6 +136,24 @@ def test_round_4_is_the_list_written_down_before_its_cases_and_split_by_the_same
     assert all(c.held_out == (n in held) for n, c in cases.items())
 
 
+def test_round_5_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 5}
+    # the list, its sources and the split were committed before any round-5 case was written; a listed case is
+    # either present or removed with its reason on record, and nothing outside the list counts as round 5
+    assert set(cases) <= set(gb.ROUND_5)
+    assert set(gb.ROUND_5) - set(cases) <= set(gb.REMOVED)
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_5 for n in gb.ROUND_5)
+    assert {n.split("_")[0] for n in gb.ROUND_5} == set(gb.ROUND_5_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_5 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c114", "c116", "c117", "c119", "c120", "c121", "c123", "c124", "c127", "c128"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    # each case's header cites the source written down with the list
+    for c in cases.values():
+        assert gb.ROUND_5_SOURCES[c.short] in c.source, c.name
+
+
 def test_three_digit_case_numbers_sort_and_round_by_number():
     # c100 must come after c99 (not between c10 and c11 as plain name order would put it) and belong to round 4
     case = gb.Case("c100_x", gb.CASES / "c100_x.py", "t", {})
@@ -204,3 +222,12 @@ def test_every_round_4_case_has_an_audit_entry():
     assert cases and all(c.short in gb.AUDIT_4 for c in cases)
     text = "\n".join(gb._audit_section(gb.load_cases()))
     assert "| `c107` |" in text and "Round 4: 18 cases, 7 of them unconfirmed" in text
+
+
+def test_every_round_5_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 5]
+    assert cases and all(c.short in gb.AUDIT_5 for c in cases)
+    assert set(gb.AUDIT_5) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_5[c.short]
+        assert how and ("confirmed" in verdict)  # "confirmed" or "unconfirmed", with how it was checked
