@@ -1012,13 +1012,15 @@ def _traincheck_tool(name: str) -> str:
 def traincheck_case(case: "Case", work: Path, step_s: int = TRAINCHECK_STEP_S) -> Dict:
     """TrainCheck on one case, in its most favourable setting: invariants inferred from the trace of the fixed
     twin (the exact correct program), then checked on the buggy program's trace. Caught = at least one
-    invariant violated. (Checking the twin against its own invariants is trivially clean, so this protocol
-    measures no false alarms.)"""
+    invariant violated. False alarms: the same invariants checked on a second run of the twin with another seed
+    (``GRADBENCH_SEED=1``: other data and initialisation, the same correct program); every violation there is
+    false (``twin_violated``)."""
     t0 = time.perf_counter()
-    out: Dict = {"caught": None, "violated": None, "invariants": None, "first_step": None, "examples": [], "error": ""}
+    out: Dict = {"caught": None, "violated": None, "invariants": None, "first_step": None, "examples": [], "error": "",
+                 "twin_violated": None, "twin_examples": []}
     source = case.path.read_text()
     runs = {}
-    for variant, text_ in (("fix", twin_source(source)), ("bug", source)):
+    for variant, text_ in (("fix", twin_source(source)), ("bug", source), ("fix2", twin_source(source))):
         d = work / case.name / variant
         d.mkdir(parents=True)
         for helper in CASES.glob("_*.py"):
@@ -1027,11 +1029,11 @@ def traincheck_case(case: "Case", work: Path, step_s: int = TRAINCHECK_STEP_S) -
         runs[variant] = d
     env = _env({"OMP_NUM_THREADS": "1"})
 
-    def step(what: str, cmd: List[str], cwd: Path) -> Optional[str]:
+    def step(what: str, cmd: List[str], cwd: Path, seed: Optional[str] = None) -> Optional[str]:
         # its own session, so that a timeout ends the program TrainCheck launched too (it runs the case in a
         # child process, which a plain kill of traincheck-collect would leave running)
-        p = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+        p = subprocess.Popen(cmd, cwd=str(cwd), env=dict(env, GRADBENCH_SEED=seed) if seed else env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             stdout, stderr = p.communicate(timeout=step_s)
         except subprocess.TimeoutExpired:
@@ -1047,7 +1049,8 @@ def traincheck_case(case: "Case", work: Path, step_s: int = TRAINCHECK_STEP_S) -
 
     collect, infer, check = (_traincheck_tool(n) for n in ("traincheck-collect", "traincheck-infer", "traincheck-check"))
     for variant, d in runs.items():
-        if step(f"collect {variant}", [collect, "-p", "main.py", "-a", "--output-dir", str(d.parent / f"trace_{variant}")], d) is None:
+        if step(f"collect {variant}", [collect, "-p", "main.py", "-a", "--output-dir", str(d.parent / f"trace_{variant}")], d,
+                seed="1" if variant == "fix2" else None) is None:
             out["wall_s"] = time.perf_counter() - t0
             return out
         program = (d.parent / f"trace_{variant}" / "program_output.txt")
@@ -1074,6 +1077,14 @@ def traincheck_case(case: "Case", work: Path, step_s: int = TRAINCHECK_STEP_S) -
     else:
         out["violated"] = 0
     out["caught"] = bool(out["violated"])
+    # false alarms: the twin's invariants checked on the twin's second run (another seed)
+    checked2 = work / case.name / "check_twin"
+    if step("check twin", [check, "-f", str(work / case.name / "trace_fix2"), "-i", str(inv), "-o", str(checked2),
+                           "--no-html-report"], work / case.name) is not None:
+        summaries = list(checked2.glob("*/violations_summary.json"))
+        v = json.loads(summaries[0].read_text()) if summaries else {}
+        out["twin_violated"] = v.get("distinct_invariants_violated", 0)
+        out["twin_examples"] = [x.get("display_name", "") for x in v.get("violations", [])[:3]]
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -1089,6 +1100,8 @@ def run_traincheck(cases: List["Case"], target: Path, step_s: int = TRAINCHECK_S
     stored = json.loads(target.read_text()) if target.exists() else {}
     stored.update(traincheck=version, protocol="invariants from the fixed twin's trace, checked on the bug's trace",
                   step_limit_s=step_s)
+    stored.setdefault("false_alarm_protocol", "the same invariants checked on a second run of the twin with another "
+                      "seed (GRADBENCH_SEED=1); cases run before this was measured have no figure")
     fresh: Dict[str, Dict] = {}
     with tempfile.TemporaryDirectory(prefix="gradbench-traincheck-") as work:
         with ThreadPool(WORKERS) as pool:
@@ -1120,8 +1133,9 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
          "a bug that changes no traced API relation, and a catch may be any difference in the call sequence; "
          "false alarms on correct programs are not measured by this protocol. gradguard's columns are from the "
          "same cases' GradBench run above.", "",
-         "| case | held-out | TrainCheck | violated invariants (of inferred) | first violation step | example | gradguard watch | gradguard lint |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| case | held-out | TrainCheck | violated invariants (of inferred) | first violation step | example | "
+         "false violations on a second correct run (the twin, another seed) | gradguard watch | gradguard lint |",
+         "|---|---|---|---|---|---|---|---|---|"]
     by_name = {c.name: c for c in cases}
     tc_caught = ran = both = gg_only = tc_only = 0
     for name, r in sorted(runs.items()):
@@ -1140,12 +1154,20 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
             gg_only += gg and not r["caught"]
             tc_only += bool(r["caught"]) and not gg
         ex = (r.get("examples") or [""])[0].replace("|", "\\|")
+        tv = r.get("twin_violated")
+        tv_text = "not measured" if tv is None else (f"{tv} ({(r.get('twin_examples') or [''])[0]})" if tv else "0")
         L.append(f"| `{name}` | {'yes' if c is not None and c.held_out else 'no'} | {tc} | "
                  f"{r.get('violated') if r.get('violated') is not None else '-'} / {r.get('invariants') or '-'} | "
-                 f"{r.get('first_step') if r.get('first_step') is not None else '-'} | {ex} | {watch} | {lint_} |")
+                 f"{r.get('first_step') if r.get('first_step') is not None else '-'} | {ex} | {tv_text.replace('|', '/')} | "
+                 f"{watch} | {lint_} |")
+    measured = [r for r in runs.values() if r.get("twin_violated") is not None]
     L += ["", f"TrainCheck ran on {ran} of {len(runs)} cases and caught {tc_caught}; of those {ran}: both tools "
           f"{both}, gradguard only {gg_only}, TrainCheck only {tc_only}. A violated invariant counts as a catch "
-          "whatever it is about: the example column shows whether it names the bug's mechanism.", ""]
+          "whatever it is about: the example column shows whether it names the bug's mechanism."
+          + (f" False alarms, measured on {len(measured)} cases (the twin's invariants checked on a second run of "
+             f"the twin with another seed): {sum(bool(r['twin_violated']) for r in measured)} of them had violations "
+             f"({sum(r['twin_violated'] for r in measured)} violated invariants in all); gradguard's findings on the "
+             "same twins are in the tables above." if measured else ""), ""]
     if stored.get("note"):
         L += [stored["note"], ""]
     return L

@@ -167,7 +167,8 @@ def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
     cases = gb.load_cases(["c01", "c45", "c48"])
     stored = {"traincheck": "0.2.0", "protocol": "p", "cases": {
         cases[0].name: {"caught": True, "violated": 3, "invariants": 10, "first_step": 2, "examples": ["a | b"]},
-        cases[1].name: {"caught": False, "violated": 0, "invariants": 9, "first_step": None, "examples": []},
+        cases[1].name: {"caught": False, "violated": 0, "invariants": 9, "first_step": None, "examples": [],
+                        "twin_violated": 4, "twin_examples": ["Adam.step() always ..."]},
         cases[2].name: {"caught": None, "error": "collect bug: timeout after 150 s"},
     }}
     judged = {cases[0].name: {"watch_caught": False, "lint_caught": False},
@@ -176,6 +177,9 @@ def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
     text = "\n".join(gb._traincheck_run_section(stored, cases, judged))
     assert "TrainCheck ran on 2 of 3 cases and caught 1; of those 2: both tools 0, gradguard only 1, TrainCheck only 1. " in text
     assert "did not run: collect bug: timeout after 150 s" in text and "a \\| b" in text
+    # false alarms: counted only where the twin's second run was checked
+    assert "| 4 (Adam.step() always ...) |" in text and "| not measured |" in text
+    assert "False alarms, measured on 1 cases" in text and "1 of them had violations (4 violated invariants in all)" in text
     assert gb._traincheck_run_section({}, cases) == []
 
 
@@ -231,3 +235,24 @@ def test_every_round_5_case_has_an_audit_entry():
     for c in cases:
         how, verdict = gb.AUDIT_5[c.short]
         assert how and ("confirmed" in verdict)  # "confirmed" or "unconfirmed", with how it was checked
+
+
+@pytest.mark.slow
+def test_the_seed_variable_gives_another_correct_run_of_a_case(tmp_path):
+    # TrainCheck's false alarms are counted on a second run of the twin with GRADBENCH_SEED set: it must change the
+    # data and initialisation (another run), and nothing without it (the cases stay deterministic)
+    import os
+    import subprocess
+    import sys
+
+    case = gb.load_cases(["c115_"])[0]
+    finals = []
+    for seed in (None, None, "1"):
+        out = tmp_path / f"{len(finals)}.json"
+        env = gb._env({"GRADBENCH_OUT": str(out), "GRADBENCH_DTYPE": "float64"})
+        env.pop("GRADBENCH_SEED", None)
+        if seed:
+            env["GRADBENCH_SEED"] = seed
+        subprocess.run([sys.executable, str(case.path)], env=env, cwd=str(case.path.parent), check=True, timeout=120)
+        finals.append(__import__("json").loads(out.read_text())["initial"])
+    assert finals[0] == finals[1] and finals[0] != finals[2]
