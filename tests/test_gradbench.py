@@ -136,6 +136,24 @@ def test_round_4_is_the_list_written_down_before_its_cases_and_split_by_the_same
     assert all(c.held_out == (n in held) for n, c in cases.items())
 
 
+def test_round_5_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 5}
+    # the list, its sources and the split were committed before any round-5 case was written; a listed case is
+    # either present or removed with its reason on record, and nothing outside the list counts as round 5
+    assert set(cases) <= set(gb.ROUND_5)
+    assert set(gb.ROUND_5) - set(cases) <= set(gb.REMOVED)
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_5 for n in gb.ROUND_5)
+    assert {n.split("_")[0] for n in gb.ROUND_5} == set(gb.ROUND_5_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_5 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c114", "c116", "c117", "c119", "c120", "c121", "c123", "c124", "c127", "c128"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    # each case's header cites the source written down with the list
+    for c in cases.values():
+        assert gb.ROUND_5_SOURCES[c.short] in c.source, c.name
+
+
 def test_three_digit_case_numbers_sort_and_round_by_number():
     # c100 must come after c99 (not between c10 and c11 as plain name order would put it) and belong to round 4
     case = gb.Case("c100_x", gb.CASES / "c100_x.py", "t", {})
@@ -149,7 +167,8 @@ def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
     cases = gb.load_cases(["c01", "c45", "c48"])
     stored = {"traincheck": "0.2.0", "protocol": "p", "cases": {
         cases[0].name: {"caught": True, "violated": 3, "invariants": 10, "first_step": 2, "examples": ["a | b"]},
-        cases[1].name: {"caught": False, "violated": 0, "invariants": 9, "first_step": None, "examples": []},
+        cases[1].name: {"caught": False, "violated": 0, "invariants": 9, "first_step": None, "examples": [],
+                        "twin_violated": 4, "twin_examples": ["Adam.step() always ..."]},
         cases[2].name: {"caught": None, "error": "collect bug: timeout after 150 s"},
     }}
     judged = {cases[0].name: {"watch_caught": False, "lint_caught": False},
@@ -158,6 +177,9 @@ def test_the_traincheck_side_by_side_table_counts_each_tool_per_case():
     text = "\n".join(gb._traincheck_run_section(stored, cases, judged))
     assert "TrainCheck ran on 2 of 3 cases and caught 1; of those 2: both tools 0, gradguard only 1, TrainCheck only 1. " in text
     assert "did not run: collect bug: timeout after 150 s" in text and "a \\| b" in text
+    # false alarms: counted only where the twin's second run was checked
+    assert "| 4 (Adam.step() always ...) |" in text and "| not measured |" in text
+    assert "False alarms, measured on 1 cases" in text and "1 of them had violations (4 violated invariants in all)" in text
     assert gb._traincheck_run_section({}, cases) == []
 
 
@@ -177,26 +199,26 @@ def _fake(watch=False, lint=False, in_time=True, twin=()):
 
 
 def test_the_headline_table_counts_each_tool_in_scope_and_of_all():
-    cases = gb.load_cases(["c105_", "c108_", "c96_", "c100_", "c77_"])
-    held = [c for c in cases if c.held_out and c.round == 4]
-    assert {c.short for c in held} == {"c105", "c108"}
-    judged = {"c105_transformer_ocr_7_test_loss_backward": _fake(watch=True, in_time=False),
-              "c108_gflownet_133_loss_ema_keeps_graph": _fake(lint=True),
-              "c100_nano_world_model_22_clip_before_backward_in_training_step": _fake(twin=("GG101",)),
-              "c96_pytorch_i3d_44_leftover_window_zeroed_at_phase_change": _fake(watch=True, lint=True),
-              "c77_annotated_transformer_14_validation_backward": _fake()}
+    cases = gb.load_cases(["c114_", "c120_", "c112_", "c118_", "c105_"])
+    held = [c for c in cases if c.held_out and c.round == 5]
+    assert {c.short for c in held} == {"c114", "c120"}
+    judged = {"c114_prediff_32_zero_grad_outside_accumulation_condition": _fake(watch=True, in_time=False),
+              "c120_pytorch_forecasting_1924_step_outputs_keep_graph": _fake(),
+              "c118_vrnn_3_clip_after_step": _fake(twin=("GG101",)),
+              "c112_smartnoise_280_student_loss_no_zero_grad": _fake(watch=True, lint=True),
+              "c105_transformer_ocr_7_test_loss_backward": _fake()}
     judged = {c.name: judged[c.name] for c in cases}
     text = "\n".join(gb._heldout_section(cases, judged))
-    # held-out: c105 (watch and lint in scope: watch caught late, lint missed), c108 (lint in scope: caught)
-    assert ("| **round 4, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) | 0/1 (0 %) | 1/2 (50 %) | "
-            "1/2 (50 %) | 2/2 (100 %) | 2/2 (100 %) | 0 |") in text
-    # other half: c96 caught by both in time; c100 out of scope for both, a finding on its twin
-    assert ("| round 4, other half | 2 | 1/1 (100 %) | 1/2 (50 %) | 1/1 (100 %) | 1/1 (100 %) | 1/2 (50 %) | "
+    # held-out: c114 (watch and lint in scope: watch caught late, lint missed), c120 (out of every scope)
+    assert ("| **round 5, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) | 0/1 (0 %) | 0/1 (0 %) | "
+            "0/2 (0 %) | 1/1 (100 %) | 1/2 (50 %) | 0 |") in text
+    # other half: c112 caught by both in time; c118 out of scope for both, a finding on its twin
+    assert ("| round 5, other half | 2 | 1/1 (100 %) | 1/2 (50 %) | 1/1 (100 %) | 1/1 (100 %) | 1/2 (50 %) | "
             "1/1 (100 %) | 1/2 (50 %) | 1 |") in text
-    # round 3 is no longer the headline: its held-out half is listed as in-sample, with its misses as notes
-    assert "| round 3, held-out half (in-sample since: its misses are being fixed) | 1 | 0/1 (0 %) |" in text
-    assert "`c105_transformer_ocr_7_test_loss_backward`: lint missed GG114" in text
-    assert "round 4: `c96` 1/2, `c105` 1/5." in text  # in case-number order
+    # round 4 is no longer the headline: its held-out half is listed as in-sample, with its misses as notes
+    assert "| round 4, held-out half (in-sample since: its misses are being fixed) | 1 | 0/1 (0 %) |" in text
+    assert "`c114_prediff_32_zero_grad_outside_accumulation_condition`: lint missed GG102" in text
+    assert "round 5: `c112` 1/2, `c114` 1/1." in text  # in case-number order
 
 
 def test_every_round_4_case_has_an_audit_entry():
@@ -204,3 +226,33 @@ def test_every_round_4_case_has_an_audit_entry():
     assert cases and all(c.short in gb.AUDIT_4 for c in cases)
     text = "\n".join(gb._audit_section(gb.load_cases()))
     assert "| `c107` |" in text and "Round 4: 18 cases, 7 of them unconfirmed" in text
+
+
+def test_every_round_5_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 5]
+    assert cases and all(c.short in gb.AUDIT_5 for c in cases)
+    assert set(gb.AUDIT_5) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_5[c.short]
+        assert how and ("confirmed" in verdict)  # "confirmed" or "unconfirmed", with how it was checked
+
+
+@pytest.mark.slow
+def test_the_seed_variable_gives_another_correct_run_of_a_case(tmp_path):
+    # TrainCheck's false alarms are counted on a second run of the twin with GRADBENCH_SEED set: it must change the
+    # data and initialisation (another run), and nothing without it (the cases stay deterministic)
+    import os
+    import subprocess
+    import sys
+
+    case = gb.load_cases(["c115_"])[0]
+    finals = []
+    for seed in (None, None, "1"):
+        out = tmp_path / f"{len(finals)}.json"
+        env = gb._env({"GRADBENCH_OUT": str(out), "GRADBENCH_DTYPE": "float64"})
+        env.pop("GRADBENCH_SEED", None)
+        if seed:
+            env["GRADBENCH_SEED"] = seed
+        subprocess.run([sys.executable, str(case.path)], env=env, cwd=str(case.path.parent), check=True, timeout=120)
+        finals.append(__import__("json").loads(out.read_text())["initial"])
+    assert finals[0] == finals[1] and finals[0] != finals[2]
