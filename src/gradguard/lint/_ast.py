@@ -37,10 +37,15 @@ def text(node: Optional[ast.AST]) -> str:
     # unparsing was a tenth of the lint time (no rule changes a parsed node, so it cannot go stale)
     cached = node.__dict__.get("_gg_text")
     if cached is None:
-        try:
-            cached = ast.unparse(node)
-        except Exception:  # pragma: no cover - unparse handles every parsed node
-            cached = ""
+        if isinstance(node, ast.Name):  # what ast.unparse writes for a name and `a.b.c`, without its set-up
+            cached = node.id
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            cached = text(node.value) + "." + node.attr
+        else:
+            try:
+                cached = ast.unparse(node)
+            except Exception:  # pragma: no cover - unparse handles every parsed node
+                cached = ""
         node.__dict__["_gg_text"] = cached
     return cached
 
@@ -265,6 +270,46 @@ def subtree(node: ast.AST) -> Iterator[ast.AST]:
             elif isinstance(value, ast.AST):
                 pending.append(value)
         yield n
+
+
+def nodes_of(node: ast.AST, types) -> List[ast.AST]:
+    """The nodes of ``ast.walk(node)`` that are instances of ``types``, in its order.
+
+    Kept on ``node`` per ``types``, with the walk itself: the rules ask the whole module (and large
+    functions) for its assignments, calls or functions again and again, and a walk in Python costs
+    about half a parse (no rule changes a parsed node, so the lists cannot go stale).
+    """
+    cache = node.__dict__.get("_gg_nodes_of")
+    if cache is None:
+        cache = node.__dict__["_gg_nodes_of"] = {}
+    found = cache.get(types)
+    if found is None:
+        # statements (and their handlers and cases) are never inside expressions: for those types, only
+        # the statements are walked
+        whole = ast.stmt if all(issubclass(t, _BLOCKS) for t in (types if isinstance(types, tuple) else (types,))) else None
+        every = cache.get(whole)
+        if every is None:
+            every = cache[whole] = list(subtree(node) if whole is None else _statements(node))
+        found = cache[types] = [n for n in every if isinstance(n, types)]
+    return found
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case, ast.mod)
+
+
+def _statements(node: ast.AST) -> List[ast.AST]:
+    """``subtree(node)`` without entering expressions: ``node``, every statement, exception handler and
+    match case, in ``ast.walk``'s order (a breadth-first order restricted to the nodes whose ancestors
+    are all kept is the same order)."""
+    pending = [node]
+    for n in pending:
+        for field in n._fields:
+            value = getattr(n, field, None)
+            if isinstance(value, list):
+                pending += [item for item in value if isinstance(item, _BLOCKS)]
+            elif isinstance(value, _BLOCKS):
+                pending.append(value)
+    return pending
 
 
 def walk_lines(node: ast.AST, lines: List[int]) -> Iterator[ast.AST]:

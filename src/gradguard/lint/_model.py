@@ -28,10 +28,13 @@ import ast
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ._ast import assignments, bind_arguments, bound_values, body_nodes, find_all, lines_of, methods_of, overlaps, parse_expr, returns_of, target_names, terminal, text
+from ._ast import assignments, bind_arguments, bound_values, body_nodes, child_nodes, find_all, lines_of, methods_of, nodes_of, overlaps, parse_expr, returns_of, subtree, target_names, terminal, text
 from ._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, SCALE, STEP, Event, classify_call, classify_statement, is_optimizer_name, managed_call
 from ._flow import Path
 from ._project import Project
+
+#: What a single assignment target can be (besides a tuple or list of them).
+_TARGETS = (ast.Name, ast.Attribute, ast.Subscript)
 
 
 class ScopeFacts(NamedTuple):
@@ -116,12 +119,14 @@ def describe(event: Event, what: str) -> str:
 
 def is_boundary_test(test: ast.expr) -> bool:
     """A test that can decide an accumulation window: a modulo, or a name saying so."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-            return True
-        if isinstance(node, (ast.Name, ast.Attribute)) and ACCUM_NAME.search(terminal(node)):
-            return True
-    return False
+    # kept on the node: every path through a loop asks about the same tests
+    found = test.__dict__.get("_gg_boundary")
+    if found is None:
+        found = test.__dict__["_gg_boundary"] = any(
+            isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+            or isinstance(node, (ast.Name, ast.Attribute)) and bool(ACCUM_NAME.search(terminal(node)))
+            for node in subtree(test))
+    return found
 
 
 def backward_tensor(call: ast.AST) -> Optional[ast.expr]:
@@ -199,7 +204,7 @@ def steps_after(loop: "Loop") -> bool:
 
     def scan(stmts, depth, caller: bool = False) -> bool:
         for stmt in stmts:
-            for node in ast.walk(stmt):
+            for node in subtree(stmt):
                 if isinstance(node, ast.Call) and steps(node, depth, caller):
                     return True
                 if isinstance(node, ast.AugAssign):
@@ -239,7 +244,9 @@ def _continuations(tree: ast.AST, fn: ast.AST, method: bool) -> list:
     index = tree.__dict__.get(key)
     if index is None:
         index = tree.__dict__[key] = {}
-        for node in ast.walk(tree):
+        names: Dict[int, frozenset] = {}  # id of a statement -> the names it calls (nested ones included)
+        # (only statements, handlers and match cases hold blocks; ast.walk's order, so each name's list too)
+        for node in nodes_of(tree, (ast.stmt, ast.excepthandler, ast.match_case, ast.mod)):
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(node, field, None)
                 if not isinstance(block, list):
@@ -247,15 +254,38 @@ def _continuations(tree: ast.AST, fn: ast.AST, method: bool) -> list:
                 for i, stmt in enumerate(block):
                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         continue
-                    called = {}
-                    for c in body_nodes(ast.Module(body=[stmt])):
-                        if isinstance(c, ast.Call):
-                            name = _called(c, method)
-                            if name is not None:
-                                called[name] = True
-                    for name in called:
+                    for name in _called_names(stmt, method, names):
                         index.setdefault(name, []).append(block[i + 1:])
     return [list(after) for after in index.get(fn.name, [])]
+
+
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _called_names(stmt: ast.AST, method: bool, memo: Dict[int, frozenset]) -> frozenset:
+    """The names :func:`_called` gives for the calls of ``stmt`` (``body_nodes``' walk: nested functions,
+    classes and lambdas left out), a compound statement's from those of the statements it holds (kept in
+    ``memo``: each statement is read once however deep it is nested)."""
+    found = memo.get(id(stmt))
+    if found is None:
+        out, pending = set(), []
+        for c in child_nodes(stmt):
+            if isinstance(c, _NESTED_SCOPES):
+                continue
+            if isinstance(c, _BLOCK_NODES):
+                out |= _called_names(c, method, memo)
+            else:
+                pending.append(c)
+        while pending:  # an expression (or a keyword, a comprehension...): statements are never inside
+            n = pending.pop()
+            if isinstance(n, ast.Call):
+                name = _called(n, method)
+                if name is not None:
+                    out.add(name)
+            pending += [c for c in child_nodes(n) if not isinstance(c, _NESTED_SCOPES)]
+        found = memo[id(stmt)] = frozenset(out)
+    return found
 
 
 def _called(call: ast.Call, method: bool) -> Optional[str]:
@@ -276,7 +306,7 @@ def scales_after(loop: "Loop") -> bool:
 
     def scan(stmts, depth) -> bool:
         for stmt in stmts:
-            for node in ast.walk(stmt):
+            for node in subtree(stmt):
                 if isinstance(node, ast.stmt):
                     found = classify_statement(node)
                     if found is not None and found[0] == SCALE:
@@ -771,7 +801,7 @@ class Module:
         bound = getattr(self, "_bound_targets", None)
         if bound is None:
             bound = self._bound_targets = frozenset(
-                text(t) for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                text(t) for n in nodes_of(self.tree, (ast.Assign, ast.AnnAssign))
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
             )
         return target not in bound
@@ -811,12 +841,11 @@ class Module:
         calls = self.__dict__.get("_calls_by_name")
         if calls is None:  # one walk of the file, kept: every parameter asked about reads it
             calls = self._calls_by_name = {}
-            for n in ast.walk(self.tree):
-                if isinstance(n, ast.Call):
-                    if isinstance(n.func, ast.Name):
-                        calls.setdefault(n.func.id, []).append(n)
-                    elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id in ("self", "cls"):
-                        calls.setdefault(n.func.attr, []).append(n)
+            for n in nodes_of(self.tree, ast.Call):
+                if isinstance(n.func, ast.Name):
+                    calls.setdefault(n.func.id, []).append(n)
+                elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id in ("self", "cls"):
+                    calls.setdefault(n.func.attr, []).append(n)
         return calls.get(getattr(fn, "name", None), [])
 
     def _module_classes(self) -> Dict[str, set]:
@@ -833,13 +862,17 @@ class Module:
                 value, seen = value.func.value, seen + 1  # Net(...).cuda().bfloat16()
             if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in self.classes:
                 return self.classes[value.func.id]
-            if isinstance(value, ast.Call) and len(value.args) >= 1 and text(value.args[0]) == target:
+            # (a target is a name, attribute or subscript: only an expression of its type can be written as
+            # it is, and the others are not unparsed to compare)
+            if isinstance(value, ast.Call) and len(value.args) >= 1 and isinstance(value.args[0], _TARGETS) \
+                    and text(value.args[0]) == target:
                 return "same"  # torch.compile(model), DDP(model, ...): the same forward
-            if text(value) == target:
+            if isinstance(value, _TARGETS) and text(value) == target:
                 return "same"
             return None
 
-        for n in ast.walk(self.tree):
+        for n in nodes_of(self.tree, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension,
+                                      ast.withitem)):
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and not isinstance(n.targets[0], (ast.Tuple, ast.List)):
                 key = text(n.targets[0])
                 cls = built(n.value, key)

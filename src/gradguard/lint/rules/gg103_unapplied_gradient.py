@@ -7,7 +7,7 @@ import ast
 from typing import List, Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, self_ref, target_names, terminal, text
+from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
@@ -79,7 +79,7 @@ def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
     scope = loop.scope
     if scope is None:
         return False
-    declared = {n for s in ast.walk(scope) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+    declared = {n for s in nodes_of(scope, (ast.Global, ast.Nonlocal)) for n in s.names}
     counters = set()
     for m in windows:
         for _, _, test in m.decisions:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from .._ast import assignments, bind_arguments, terminal, text
+from .._ast import assignments, bind_arguments, subtree, terminal, text
 from .._events import SCALE
 from .._literals import counters_at_last, literal_int, literal_length, truth
 from .._sizes import data_length, window_int
@@ -275,7 +275,7 @@ _NOT_A_REMAINDER = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.Async
 def _step_in(stmt: ast.AST, loop: Loop, targets: set, depth: int, binding: Optional[dict] = None) -> Optional[ast.Call]:
     """The call in ``stmt`` that steps one of ``targets``: a step itself, or a call of a helper of
     the file whose body steps it (its parameter bound to the caller's optimizer)."""
-    for n in ast.walk(stmt):
+    for n in subtree(stmt):
         if not isinstance(n, ast.Call):
             continue
         if terminal(n.func) == "step" and _steps_one_of(n, targets, binding or {}):

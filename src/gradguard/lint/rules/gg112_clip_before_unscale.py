@@ -35,7 +35,7 @@ import ast
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from ...findings import Fix
-from .._ast import child_nodes, subtree, terminal, text
+from .._ast import child_nodes, nodes_of, subtree, terminal, text, walk_lines
 from .._edits import Tree
 from .._model import Diagnostic, Module, Report
 
@@ -78,12 +78,21 @@ class Flow:
         self.tests: Dict[str, List[ast.expr]] = {}  # each branch test's key -> the tests seen with it
         self._unchanged_memo: Dict[tuple, bool] = {}
         self._loop_facts: Dict[int, tuple] = {}
-        # attributes of ``self`` set outside ``__init__``: a test reading one may change between iterations
-        self.varying = {text(t) for fn in ast.walk(module.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and fn.name != "__init__" for t in _stores(fn)}
+        self._varying: Optional[set] = None
         self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
+        self._live: Dict[tuple, List[ast.Call]] = {}  # (id of an expression, id of its function) -> calls not inert
+        self._keys: Dict[int, Tuple[str, bool]] = {}  # id of a branch test -> its key
         self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
         self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
+
+    @property
+    def varying(self) -> set:
+        """Attributes of ``self`` set outside ``__init__``: a test reading one may change between
+        iterations (computed on first use: only a test reading ``self.`` asks)."""
+        if self._varying is None:
+            self._varying = {text(t) for fn in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             if fn.name != "__init__" for t in _stores(fn)}
+        return self._varying
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -104,7 +113,7 @@ class Flow:
             return {"next": states}
         if isinstance(stmt, ast.If):
             states = self.exprs([stmt.test], states, stmt, ctx)
-            key, side = _test_key(stmt.test)
+            key, side = self._keys.get(id(stmt.test)) or self._keys.setdefault(id(stmt.test), _test_key(stmt.test))
             self.tests.setdefault(key, []).append(stmt.test)
             res_t = self.block(stmt.body, [s for s in states if (key, not side) not in s.decided], ctx)
             res_t = self._taken(res_t, key, side)
@@ -130,7 +139,7 @@ class Flow:
                 # was across iterations (``if scaler is not None:`` in the micro-step and again at the step)
                 kept = {d for s in res["next"] + res["cont"] for d in s.decided
                         if d in outside or self._unchanged(d[0], stmt)}
-                cur = [s._replace(decided=frozenset(d for d in s.decided if d in kept))
+                cur = [State(s.scaled, frozenset(d for d in s.decided if d in kept), s.names)
                        for s in res["next"] + res["cont"]]
                 ends += cur + res["brk"]
             if key is not None:
@@ -160,7 +169,7 @@ class Flow:
             states = self.exprs([c for c in child_nodes(stmt) if isinstance(c, ast.expr)], states, stmt, ctx)
             return {"next": [], "ret": states if isinstance(stmt, ast.Return) else []}
         if isinstance(stmt, (ast.Assign, ast.Delete)) and _clears_grad(stmt):
-            return {"next": [s._replace(scaled=frozenset()) for s in states]}
+            return {"next": [State(frozenset(), s.decided, s.names) for s in states]}
         exprs = self._exprs.get(id(stmt))
         if exprs is None:
             exprs = self._exprs[id(stmt)] = [c for c in child_nodes(stmt) if isinstance(c, ast.expr)]
@@ -170,8 +179,9 @@ class Flow:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             scaler = self._scale_of(stmt.value, ctx)
-            states = [s._replace(names=frozenset({(n, x) for n, x in s.names if n != name}
-                                                 | ({(name, scaler)} if scaler else set()))) for s in states]
+            if scaler or any(n == name for s in states for n, _ in s.names):  # (else every state stays as it is)
+                states = [State(s.scaled, s.decided, frozenset({(n, x) for n, x in s.names if n != name}
+                                                               | ({(name, scaler)} if scaler else set()))) for s in states]
         return {"next": states}
 
     def _iter_key(self, loop: ast.stmt, ctx) -> Optional[str]:
@@ -225,10 +235,10 @@ class Flow:
 
     def _reads_unchanged(self, tests: List[ast.expr], loop: ast.stmt) -> bool:
         if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets): once per loop
-            self._loop_facts[id(loop)] = ({id(n) for n in ast.walk(loop)}, {text(t) for t in _stores(loop)})
+            self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)})
         in_loop, stored = self._loop_facts[id(loop)]
         for test in tests:
-            for n in ast.walk(test):
+            for n in subtree(test):
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
                         isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                     return False
@@ -242,18 +252,46 @@ class Flow:
 
     @staticmethod
     def _taken(res, key, side):
-        return {k: [s._replace(decided=s.decided | {(key, side)}) for s in v] for k, v in res.items()}
+        return {k: [State(s.scaled, s.decided | {(key, side)}, s.names) for s in v] for k, v in res.items()}
 
     # ------------------------------------------------------------ calls, in evaluation order
     def exprs(self, exprs: List[ast.expr], states: List[State], stmt: ast.stmt, ctx) -> List[State]:
         for e in exprs:
             # kept per expression: a helper's body is followed again at each call and loop pass
-            calls = self._calls.get(id(e))
-            if calls is None:
-                calls = self._calls[id(e)] = _calls_in_order(e)
-            for call in calls:
+            # ... and so are, per expression and function, the calls that may change a state (most
+            # calls are none of a helper, a backward pass, an unscale or step, a clearing, a clip)
+            live = self._live.get((id(e), id(ctx[0])))
+            if live is None:
+                calls = self._calls.get(id(e))
+                if calls is None:
+                    calls = self._calls[id(e)] = _calls_in_order(e)
+                live = self._live[(id(e), id(ctx[0]))] = [c for c in calls if not self._inert(c, ctx[0])]
+            for call in live:
                 states = self.call(call, states, stmt, ctx)
         return states
+
+    def _helper(self, call: ast.Call, caller: Optional[ast.AST]) -> Optional[ast.AST]:
+        """The function of this file a call in ``caller`` runs (a function, or a method through self.)."""
+        func = call.func
+        recv = func.value if isinstance(func, ast.Attribute) else None
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = self.module.functions.get(func.id)
+        elif isinstance(recv, ast.Name) and recv.id == "self":
+            own = self.owner.get(id(caller))
+            fn = (self.module.methods.get(id(own)) or {}).get(func.attr) if own is not None else None
+            fn = fn or self.methods.get(func.attr)
+        elif recv is not None:
+            cls = self._class_of(recv, caller)
+            fn = (self.module.methods.get(id(cls)) or {}).get(func.attr) if cls is not None else None
+        return fn
+
+    def _inert(self, call: ast.Call, caller: Optional[ast.AST]) -> bool:
+        """Whether :meth:`call` returns the states as they are, whatever they are."""
+        name = terminal(call.func)
+        if name in ("backward", "unscale_", "step", "zero_grad", "_foreach_zero_") or self._clips(call):
+            return False
+        return not isinstance(self._helper(call, caller), (ast.FunctionDef, ast.AsyncFunctionDef))
 
     def call(self, call: ast.Call, states: List[State], stmt: ast.stmt, ctx) -> List[State]:
         func = call.func
@@ -261,16 +299,7 @@ class Flow:
         recv = func.value if isinstance(func, ast.Attribute) else None
         # a helper of this file (a function, or a method through self.): followed, its parameters
         # standing for the arguments
-        fn = None
-        if isinstance(func, ast.Name):
-            fn = self.module.functions.get(func.id)
-        elif isinstance(recv, ast.Name) and recv.id == "self":
-            own = self.owner.get(id(ctx[0]))
-            fn = (self.module.methods.get(id(own)) or {}).get(func.attr) if own is not None else None
-            fn = fn or self.methods.get(func.attr)
-        elif recv is not None:
-            cls = self._class_of(recv, ctx[0])
-            fn = (self.module.methods.get(id(cls)) or {}).get(func.attr) if cls is not None else None
+        fn = self._helper(call, ctx[0])
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if len(ctx[1]) >= _MAX_DEPTH or fn in ctx[1]:
                 return states
@@ -282,16 +311,16 @@ class Flow:
             root = call.args[0] if call.args and recv is not None and text(recv) in ("torch.autograd", "autograd") else recv
             scaler = self._scale_of(root, ctx)
             if scaler is not None:
-                return [s._replace(scaled=s.scaled | {scaler}) for s in states]
+                return [State(s.scaled | {scaler}, s.decided, s.names) for s in states]
             if isinstance(root, ast.Name):
-                return [s._replace(scaled=s.scaled | {x for n, x in s.names if n == root.id}) for s in states]
+                return [State(s.scaled | {x for n, x in s.names if n == root.id}, s.decided, s.names) for s in states]
             return states
         if recv is not None and name in ("unscale_", "step"):
             scaler = self._scaler(text(recv), ctx)
             if scaler is not None:
-                return [s._replace(scaled=s.scaled - {scaler}) for s in states]
+                return [State(s.scaled - {scaler}, s.decided, s.names) for s in states]
         if name == "zero_grad" or name == "_foreach_zero_":
-            return [s._replace(scaled=frozenset()) for s in states]
+            return [State(frozenset(), s.decided, s.names) for s in states]
         if self._clips(call):
             held = sorted({x for s in states for x in s.scaled})
             if held:
@@ -482,11 +511,34 @@ def _scalers(tree: ast.AST) -> set:
 
 def _stores(node: ast.AST) -> List[ast.AST]:
     """The names and attributes ``node`` binds or sets (assignments, loop and ``with`` targets, ``del``)."""
-    out: List[ast.AST] = []
-    for n in ast.walk(node):
-        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.append(n)
-    return out
+    return [n for n in subtree(node) if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del))]
+
+
+def _scales(module: Module) -> bool:
+    """Whether some call of the file has the shape ``X.scale(...)``: without one, no backward pass puts a
+    scale into ``.grad`` (:meth:`Flow._scale_of`), no state of the flow holds one, and the flow is not
+    followed (only the lines where ``scale`` is written are walked)."""
+    lines = module.word_lines(("scale",))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "scale" and n.args
+               for n in walk_lines(module.tree, lines)) if lines else False
+
+
+def _may_clip(module: Module) -> bool:
+    """Whether some call of the file may read gradients to clip them (see :meth:`Flow._clips`): a name of
+    a clipping function written somewhere (called, or bound to an alias, a ``partial`` or a lambda), or a
+    norm of a ``.grad``. Every such name holds ``clip_grad`` or ``norm``: the lines without them are not
+    walked. Without one, no state of the flow can meet a clip, and the flow is not followed."""
+    lines = module.word_lines(("norm", "clip_grad"))
+    if not lines:
+        return False
+    for n in walk_lines(module.tree, lines):
+        if isinstance(n, ast.Name) and n.id in _CLIPS or isinstance(n, ast.Attribute) and n.attr in _CLIPS:
+            return True
+        if isinstance(n, ast.Call) and terminal(n.func) in _NORMS:
+            recv = n.func.value if isinstance(n.func, ast.Attribute) else None
+            if recv is not None and _is_grad(recv) or any(_is_grad(a) for a in n.args[:1]):
+                return True
+    return False
 
 
 def _is_grad(node: ast.AST) -> bool:
@@ -542,15 +594,14 @@ def _bound(states: List[State]) -> List[State]:
 
 
 def check_module(module: Module, report: Report) -> None:
-    if "scale" not in module.source:
+    if not _scales(module) or not _may_clip(module):
         return
     flow = Flow(module)
     if not flow.scalers:
         return
     start = [State(frozenset(), frozenset(), frozenset())]
-    for fn in subtree(module.tree):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            flow.block(fn.body, start, (fn, (fn,), {}))
+    for fn in nodes_of(module.tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        flow.block(fn.body, start, (fn, (fn,), {}))
     # the top level last: a clip its calls reach is named in the words of the function holding it, where
     # that function alone shows the bug
     top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]

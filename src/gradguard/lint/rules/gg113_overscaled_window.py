@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional
 
-from .._ast import bind_arguments, text
+from .._ast import bind_arguments, nodes_of, subtree, text
 from .._literals import literal_int
 from .._events import BACKWARD, CLEAR, PARTIAL, STEP
 from .._model import Loop, Report, backward_tensor
@@ -130,8 +130,8 @@ def _built_with_steps(tree: ast.AST, recv: ast.expr) -> Optional[ast.expr]:
     (None where it is bound to something else too: which object runs is not known)."""
     want = text(recv)
     found = []
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+    for n in nodes_of(tree, (ast.Assign, ast.AnnAssign)):
+        if n.value is not None:
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             if any(text(t) == want for t in targets):
                 kw = [w.value for w in getattr(n.value, "keywords", ()) if w.arg == _KEYWORD] if isinstance(n.value, ast.Call) else []
@@ -142,7 +142,9 @@ def _built_with_steps(tree: ast.AST, recv: ast.expr) -> Optional[ast.expr]:
 def _aliases(tree: ast.AST, ctor: ast.stmt, k: ast.expr) -> set:
     """``self.X`` attributes assigned once, to K itself, in the function that builds the object
     (``self.k = k`` next to ``Accelerator(gradient_accumulation_steps=k)``)."""
-    fn = next((f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(n is ctor for n in ast.walk(f))), None)
+    # (a function's lines hold the statement before its nodes are searched for it)
+    fn = next((f for f in nodes_of(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+               if f.lineno <= ctor.lineno <= (f.end_lineno or f.lineno) and any(n is ctor for n in subtree(f))), None)
     if fn is None:
         return set()
     values: Dict[str, list] = {}

@@ -19,7 +19,7 @@ import ast
 from typing import Dict, Iterator, List, Optional
 
 from ...findings import Fix
-from .._ast import text
+from .._ast import child_nodes, text
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, READ, STEP, classify_call, classify_statement
 from .._model import Diagnostic, Loop, Report, backward_tensor
@@ -60,10 +60,18 @@ def check_loop(loop: Loop, report: Report) -> None:
 
 
 def _parents(root: ast.AST) -> Dict[int, ast.AST]:
-    out = {}
-    for node in ast.walk(root):
-        for child in ast.iter_child_nodes(node):
-            out[id(child)] = node
+    """id of each statement under ``root`` -> the node holding it (only statements are asked about).
+    Kept on ``root``: every loop of a function (or of the module) asks."""
+    out = root.__dict__.get("_gg114_parents")
+    if out is None:
+        out = root.__dict__["_gg114_parents"] = {}
+        pending = [root]
+        while pending:
+            node = pending.pop()
+            for child in child_nodes(node):
+                if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    out[id(child)] = node
+                    pending.append(child)
     return out
 
 
@@ -96,6 +104,16 @@ def _before(stmt: ast.stmt, parents, module) -> Optional[ast.Call]:
 def _events(stmt: ast.stmt, module, depth: int = 0) -> Iterator[tuple]:
     """(kind, call) of the gradient-buffer events of a statement; a helper of the file counts as the
     events of its body ("other" for a helper that steps or clears; a backward inside it as a backward)."""
+    # kept per statement and depth: each loop walks back over the statements before it, and a helper's
+    # body is read at each of its calls
+    memo = module.__dict__.setdefault("_gg114_events", {})
+    key = (id(stmt), depth)
+    if key not in memo:
+        memo[key] = list(_own_events(stmt, module, depth))
+    return iter(memo[key])
+
+
+def _own_events(stmt: ast.stmt, module, depth: int) -> Iterator[tuple]:
     kind = classify_statement(stmt)
     if kind is not None:
         yield kind[0], stmt
@@ -246,7 +264,7 @@ def _walk(node: ast.AST) -> Iterator[ast.AST]:
     while todo:
         n = todo.pop()
         yield n
-        for c in ast.iter_child_nodes(n):
+        for c in child_nodes(n):
             if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 todo.append(c)
 

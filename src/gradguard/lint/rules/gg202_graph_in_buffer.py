@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, FrozenSet, List, Optional
 
-from .._ast import no_grad_function, no_grad_with, terminal
+from .._ast import no_grad_function, no_grad_with, nodes_of, subtree, terminal
 from .._model import Module, Report
 
 CODE = "GG202"
@@ -42,14 +42,14 @@ Labels = FrozenSet[str]
 
 
 def check_module(module: Module, report: Report) -> None:
-    classes = {c.name: c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef)}
+    classes = {c.name: c for c in nodes_of(module.tree, ast.ClassDef)}
     torch_names = _torch_names(module.tree)
     for cls in classes.values():
         if not _is_module(cls, classes, set(), torch_names):
             continue
         methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         forward = methods.get("forward")
-        if forward is None or no_grad_function(forward):
+        if forward is None or no_grad_function(forward) or not _sets_self(forward, methods):
             continue
         walker = _Walker(module, methods, _parameters(methods), _cut_somewhere(cls), report)
         walker.containers = _containers(cls)
@@ -57,6 +57,36 @@ def check_module(module: Module, report: Report) -> None:
         inputs = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs][1:]
         inputs += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
         walker.run(forward.body, {name: frozenset({IN}) for name in inputs}, 0)
+
+
+def _sets_self(forward: ast.AST, methods) -> bool:
+    """Whether ``forward``, or a method of the class it calls through ``self.`` (at any depth), writes
+    ``self.X`` (an assignment, an augmented one, an item assignment or an in-place call on it): only
+    there can :meth:`_Walker.judge` be reached (functions of the file are followed without judging).
+    Without one the class is not followed (``__init__``, which sets most attributes, is not walked)."""
+    todo, seen = [forward], set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for n in subtree(fn):
+            if isinstance(n, ast.Attribute):
+                if isinstance(n.ctx, ast.Store) and _self_attr(n):
+                    return True
+            elif isinstance(n, ast.Subscript):
+                if isinstance(n.ctx, ast.Store) and _self_attr(n.value):
+                    return True
+            elif isinstance(n, ast.Call):
+                if _self_attr(n.func) and n.func.attr in methods:
+                    todo.append(methods[n.func.attr])
+                node = n  # the chain of in-place calls of _Walker.inplace
+                while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+                        and not node.func.attr.startswith("_") and node.func.attr != "detach_":
+                    node = node.func.value
+                if node is not n and _self_attr(node):
+                    return True
+    return False
 
 
 def _is_module(cls: ast.ClassDef, classes: Dict[str, ast.ClassDef], seen: set, torch_names: FrozenSet[str] = _NONE) -> bool:
