@@ -44,6 +44,8 @@ Both halves extract into ``/work/realrepos_wide``; each has its own verdicts fil
 ``--set fresh-heldout`` and ``--set fresh-tune`` are the two halves of a later list
 (``lint_precision_fresh_repos.tsv``, none of its repositories in any list above), chosen, split and
 filed by the same rules as the wide list, and extracted into ``/work/realrepos_fresh``.
+``--set fresh2-heldout`` and ``--set fresh2-tune`` are the halves of a second such list
+(``lint_precision_fresh2_repos.tsv``), extracted into ``/work/realrepos_fresh2``.
 """
 
 from __future__ import annotations
@@ -208,6 +210,9 @@ def wide_repos(part: str, listed: Path = WIDE_LIST) -> Tuple[Repo, ...]:
 # A later list, chosen by name once the wide held-out half had been read for fixing: a new half that
 # no rule was tuned on. Same split and file rule as the wide list.
 FRESH_LIST = HERE / "lint_precision_fresh_repos.tsv"
+# A second fresh list, chosen the same way once the first fresh held-out half had given too few
+# findings to support a rate; none of its repositories in any list above.
+FRESH2_LIST = HERE / "lint_precision_fresh2_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -225,7 +230,53 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh-heldout": RepoSet(wide_repos("heldout", FRESH_LIST), HERE / "lint_precision_fresh_heldout_verdicts.tsv",
                                  Path("/work/realrepos_fresh")),
         "fresh-tune": RepoSet(wide_repos("tune", FRESH_LIST), HERE / "lint_precision_fresh_tune_verdicts.tsv",
-                              Path("/work/realrepos_fresh"))}
+                              Path("/work/realrepos_fresh")),
+        "fresh2-heldout": RepoSet(wide_repos("heldout", FRESH2_LIST), HERE / "lint_precision_fresh2_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh2")),
+        "fresh2-tune": RepoSet(wide_repos("tune", FRESH2_LIST), HERE / "lint_precision_fresh2_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh2"))}
+
+# Sets measured together, each from its own folder with its own verdicts: the never-read held-out
+# halves of both fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout")}
+
+
+def _merge_precision(reports: Sequence[dict]) -> dict:
+    """One precision report from several sets' reports (counts added, rates recomputed)."""
+    out = {k: sum(r[k] for r in reports) for k in ("repositories", "files", "lines", "skipped_loops", "findings",
+                                                   "true", "judged")}
+    out["lint_seconds"] = round(sum(r["lint_seconds"] for r in reports), 2)
+    rules: Dict[str, Dict[str, int]] = {}
+    for r in reports:
+        for code, row in r["rules"].items():
+            into = rules.setdefault(code, {"findings": 0, "true": 0, "false": 0, "unjudged": 0})
+            for k in into:
+                into[k] += row[k]
+    for row in rules.values():
+        judged = row["true"] + row["false"]
+        row["precision"] = row["true"] / judged if judged else None
+    out["precision"] = out["true"] / out["judged"] if out["judged"] else None
+    out["rules"] = dict(sorted(rules.items()))
+    for k in ("list", "unjudged", "no_longer_reported"):
+        out[k] = [item for r in reports for item in r[k]]
+    return out
+
+
+def _merge_recall(reports: Sequence[dict]) -> dict:
+    """One mutant-recall report from several sets' reports."""
+    operators: Dict[str, dict] = {}
+    for r in reports:
+        for op, row in r["operators"].items():
+            into = operators.setdefault(op, {"expect": row["expect"], "mutants": 0, "caught": 0, "equivalent": 0,
+                                             "missed": []})
+            for k in ("mutants", "caught", "equivalent", "missed"):
+                into[k] += row[k]
+    for row in operators.values():
+        row["recall"] = row["caught"] / row["mutants"] if row["mutants"] else None
+    total = sum(r["mutants"] for r in reports)
+    caught = sum(r["caught"] for r in reports)
+    return {"files": sum(r["files"] for r in reports), "mutants": total, "caught": caught,
+            "recall": caught / total if total else None, "operators": operators}
 
 
 def folder(repo: Repo) -> str:
@@ -571,11 +622,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", nargs="?", choices=["extract"], help="extract the repositories from snapshots")
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"), help="folder of owner+name/repo git dirs")
-    parser.add_argument("--set", dest="repo_set", choices=sorted(SETS), default="tuned",
+    parser.add_argument("--set", dest="repo_set", choices=sorted(SETS) + sorted(COMBINED), default="tuned",
                         help="tuned: the repositories the rules were tuned on (default); heldout: repositories never "
                              "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
                              "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
-                             "the same for lint_precision_fresh_repos.tsv")
+                             "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
+                             "lint_precision_fresh2_repos.tsv; heldout-all: fresh-heldout and fresh2-heldout together, each "
+                             "from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
@@ -592,6 +645,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
+    if args.repo_set in COMBINED:
+        return _main_combined(args)
     chosen = SETS[args.repo_set]
     if args.root is None:
         args.root = chosen.root
@@ -620,6 +675,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for key, line, message in report["unjudged"]:
             print("\t".join([*key, "?", f"line {line}: {message[:80]}"]))
         return 0
+    if args.json:
+        report = {k: v for k, v in report.items() if k != "unjudged"}
+        report["no_longer_reported"] = [[*k, verdict] for k, verdict in report["no_longer_reported"]]
+        print(json.dumps(report, indent=2))
+    else:
+        print(_precision_table(report, args.verbose))
+    return 0
+
+
+def _main_combined(args: argparse.Namespace) -> int:
+    """Precision or mutant recall of several sets together, each from its default folder."""
+    parts = [SETS[name] for name in COMBINED[args.repo_set]]
+    if args.command or args.root or args.show_mutant or args.timing or args.unjudged:
+        print(f"--set {args.repo_set}: only precision and --mutants (extract, --root, --unjudged, --timing and "
+              f"--show-mutant take one of {', '.join(COMBINED[args.repo_set])})", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(args.src.resolve()))
+    if args.mutants:
+        report = _merge_recall([recall(p.root, args.verbose, p.repos, p.verdicts) for p in parts])
+        print(json.dumps(report, indent=2) if args.json else _recall_table(report, args.verbose))
+        return 0
+    report = _merge_precision([precision(p.root, p.repos, p.verdicts) for p in parts])
     if args.json:
         report = {k: v for k, v in report.items() if k != "unjudged"}
         report["no_longer_reported"] = [[*k, verdict] for k, verdict in report["no_longer_reported"]]

@@ -126,12 +126,64 @@ def test_fresh_halves_follow_the_name_hash_and_use_no_earlier_repository():
     assert not {r.name for r in heldout} & {r.name for r in tune}
 
 
+def _listed(path: Path):
+    return [line.split("\t") for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_second_fresh_halves_follow_the_name_hash_and_use_no_repository_of_any_other_list():
+    import hashlib
+
+    listed = _listed(lint_precision.FRESH2_LIST)
+    earlier = ({row[0].lower() for row in _listed(lint_precision.WIDE_LIST) + _listed(lint_precision.FRESH_LIST)}
+               | {r.name.lower() for r in lint_precision.REPOS + lint_precision.HELDOUT_REPOS})
+    names = [row[0] for row in listed]
+    assert len(names) >= 300 and len({n.lower() for n in names}) == len(names)
+    assert not {n.lower() for n in names} & earlier, sorted({n.lower() for n in names} & earlier)
+    heldout = lint_precision.SETS["fresh2-heldout"].repos
+    tune = lint_precision.SETS["fresh2-tune"].repos
+    fetched = {row[0] for row in listed if row[2] != "-"}
+    assert {r.name for r in heldout} | {r.name for r in tune} == fetched
+    assert len(heldout) >= 150
+    for part, repos in (("heldout", heldout), ("tune", tune)):
+        for repo in repos:
+            # the rule written again here: first hex digit of sha256("owner/name"), even = held-out
+            even = int(hashlib.sha256(repo.name.encode()).hexdigest()[0], 16) % 2 == 0
+            assert even == (part == "heldout"), repo.name
+            assert len(repo.commit) == 40 and int(repo.commit, 16) >= 0, repo.name
+            assert repo.paths == (".",)
+    assert not {r.name for r in heldout} & {r.name for r in tune}
+    # every set reads its own verdicts file and no two sets share one
+    files = [chosen.verdicts for chosen in lint_precision.SETS.values()]
+    assert len(set(files)) == len(files)
+
+
+def test_combined_held_out_set_adds_the_parts_reports(tmp_path):
+    repo_a = lint_precision.Repo("someone/a", "0" * 40, ("train.py",), "test")
+    repo_b = lint_precision.Repo("someone/b", "0" * 40, ("train.py",), "test")
+    for repo in (repo_a, repo_b):
+        (tmp_path / lint_precision.folder(repo)).mkdir()
+        (tmp_path / lint_precision.folder(repo) / "train.py").write_text(BUGGY)
+    va, vb = tmp_path / "a.tsv", tmp_path / "b.tsv"
+    va.write_text("someone/a\ttrain.py\tGG101\topt.step()\ttrue\tno clearing in the loop\n")
+    vb.write_text("someone/b\ttrain.py\tGG101\topt.step()\tfalse\ta judgement for the test\n")
+    parts = [lint_precision.precision(tmp_path, (repo_a,), va), lint_precision.precision(tmp_path, (repo_b,), vb)]
+    merged = lint_precision._merge_precision(parts)
+    assert merged["repositories"] == 2 and merged["findings"] == 2
+    assert merged["rules"]["GG101"] == {"findings": 2, "true": 1, "false": 1, "unjudged": 0, "precision": 0.5}
+    assert merged["precision"] == 0.5 and len(merged["list"]) == 2
+    # each part keeps its own verdicts: b's row does not judge a's finding (negative control)
+    crossed = lint_precision.precision(tmp_path, (repo_a,), vb)
+    assert crossed["rules"]["GG101"]["unjudged"] == 1
+    assert set(lint_precision.COMBINED["heldout-all"]) == {"fresh-heldout", "fresh2-heldout"}
+
+
 def _gone_file(verdicts: Path) -> Path:
     return verdicts.with_name(verdicts.stem + "_gone.tsv")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["fresh-heldout", "fresh-tune"])
+# the second fresh list's tune half is measured but not judged yet: it has no verdicts file to check
+@pytest.mark.parametrize("name", ["fresh-heldout", "fresh-tune", "fresh2-heldout"])
 def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     """Every finding on the extracted code is judged, and every judged finding is still reported or
     listed in the set's ``_gone.tsv`` (findings that one measured version of the linter does not report:
