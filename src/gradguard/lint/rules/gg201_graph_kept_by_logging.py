@@ -45,17 +45,6 @@ def check_loop(loop: Loop, report: Report) -> None:
     assigns = loop.assignments()
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
-    # a loss the loop computes and never back-propagates (an evaluation of the model beside a pass that
-    # differentiates something else: an attack on the input, `torch.autograd.grad` of an input):
-    # nothing frees its graph either
-    # (computed right there, by a call given this iteration's values, `criterion(model(x), y)`: not a value
-    # returned by a function of the file, which may be a number, `return loss.item()`, nor an element
-    # unpacked from what a call returns, `loss, node = compute(...)`, nor a call of outside values only)
-    own = assignments(loop.node)
-    current = set(own) | (set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set())
-    fresh = {n for n in fresh_losses(loop.module, loop.node, loop.scope, own)
-             if all(isinstance(v, ast.Call) and not _of_the_file(loop, v) and _reads(v, current) for v in own.get(n, []))}
-    losses |= uncut(fresh, assigns, loop.node)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
     returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
     if not losses and not returned:
@@ -79,25 +68,6 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
-
-
-def _reads(call: ast.Call, names: set) -> bool:
-    """An argument of ``call`` reads one of ``names``."""
-    return any(isinstance(n, ast.Name) and n.id in names
-               for a in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(a))
-
-
-def _of_the_file(loop: Loop, value) -> bool:
-    """``value`` is (an element of) a call of a function, closure or method of the file, or of a lambda."""
-    while isinstance(value, (ast.Subscript, ast.Attribute)):
-        value = value.value
-    if not isinstance(value, ast.Call):
-        return False
-    func = value.func
-    if loop.callee(value) is not None or loop.lambdas_of(value):
-        return True
-    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and any(
-        func.attr in m for m in loop.module.methods.values())
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
@@ -454,36 +424,8 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             if name not in losses and any(n in losses and keeps_graph(v, n) for n in carriers):
                 losses.add(name)
                 changed = True
-    # names assigned a cut value in the loop (`loss = loss.item()`) are not tensors there, unless the cut
-    # runs only on some paths (`if distributed: loss = loss.data.clone()`): the other paths keep the graph
-    return uncut(losses, assigns, loop.node)
-
-
-def uncut(names: set, assigns: Dict[str, list], loop_node: ast.AST) -> set:
-    """``names`` less those the loop cuts on every path (``loss = loss.item()``, not under an ``if``)."""
-    parents = None
-    out = set()
-    for n in names:
-        cuts = [v for v in assigns.get(n, []) if isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n)]
-        if cuts and parents is None:
-            parents = {id(c): p for p in ast.walk(loop_node) for c in ast.iter_child_nodes(p)}
-        if all(_cut_on_some_paths(v, n, loop_node, parents) for v in cuts):
-            out.add(n)
-    return out
-
-
-def _cut_on_some_paths(value: ast.AST, name: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
-    """The cut ``name = name.item()`` sits under an ``if`` of the loop whose test does not read ``name``
-    (a test of the value itself, ``if torch.is_tensor(loss):``, decides by what it cuts)."""
-    node = parents.get(id(value))
-    while node is not None and node is not loop_node:
-        parent = parents.get(id(node))
-        if isinstance(parent, ast.If) and node is not parent.test and not any(
-                isinstance(c, ast.Name) and c.id == name for c in ast.walk(parent.test)):
-            return True
-        node = parent
-    return False
-
+    # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
+    return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
 
 
 # Tensor methods that move or cast a batch without giving it a graph (``data = data.to(device)``).
@@ -730,31 +672,11 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
-            # `total = total + x`, and a moving average `ema = a * ema + (1 - a) * x`: a term is the old
-            # value, scaled or not, so the new value links the old one's graph
-            if any(_scaled_old_value(term, t) for term in _added_terms(node.value)):
+            if t in (text(node.value.left), text(node.value.right)):
                 if not parents:
                     parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
-
-
-def _added_terms(expr: ast.expr) -> Iterator[ast.expr]:
-    """The terms of a sum ``a + b + c``."""
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        yield from _added_terms(expr.left)
-        yield from _added_terms(expr.right)
-    else:
-        yield expr
-
-
-def _scaled_old_value(term: ast.expr, total: str) -> bool:
-    """``term`` is ``total``, ``c * total``, ``total * c`` or ``total / c``."""
-    if text(term) == total:
-        return True
-    if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult):
-        return total in (text(term.left), text(term.right))
-    return isinstance(term, ast.BinOp) and isinstance(term.op, ast.Div) and text(term.left) == total
 
 
 def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
