@@ -4,8 +4,8 @@ source: simchowitzlabpublic/nano-world-model#22 (https://github.com/simchowitzla
 family: clip-misplaced
 shape: class WorldModel(L.LightningModule): def training_step(self, batch, batch_idx): loss = self.compute_loss(batch); grad_norm = clip_grad_norm_(self.parameters(), self.gradient_clip_norm); self.log(...); return loss. Fixed: def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None): clip_grad_norm_(self.parameters(), self.gradient_clip_norm). Trainer(accumulate_grad_batches=1) as the default config, AdamW
 numeric: the configured clip never applies: every step uses the unclipped gradient
-watch: out: a clip that reads no gradient of the coming step is not a buffer error; no rule covers where a clip sits
-lint: out: no rule covers a clip placed before the framework's backward pass
+watch: GG116
+lint: GG116
 bug-step: 1
 """
 import lightning as L

@@ -4,8 +4,8 @@ source: jongwook/onsets-and-frames#24 (https://github.com/jongwook/onsets-and-fr
 family: clip-misplaced
 shape: as quoted; Adam(lr=0.0006), StepLR(step_size=10000, gamma=0.98), clip_gradient_norm = 3, 8 iterations
 numeric: every update whose gradient norm exceeds 3 uses the unclipped gradient
-watch: out: no rule covers a clip after the step (the clip only changes a gradient no step uses)
-lint: out: no rule covers a clip after the step
+watch: GG116
+lint: GG116
 bug-step: 1
 """
 import torch

@@ -4,8 +4,8 @@ source: emited/VariationalRecurrentNeuralNetwork#3 (https://github.com/emited/Va
 family: clip-misplaced
 shape: for batch_idx, (data, _) in enumerate(train_loader): data = data.squeeze().transpose(0, 1); optimizer.zero_grad(); kld_loss, nll_loss, _, _ = model(data); loss = kld_loss + nll_loss; loss.backward(); optimizer.step(); nn.utils.clip_grad_norm_(model.parameters(), clip). 6 batches of 8 sequences of 5 steps
 numeric: every update uses the unclipped gradient (its norm is far above clip = 10 with losses summed over the batch)
-watch: out: no rule covers a clip after the step (the clip only changes a gradient no step uses)
-lint: out: no rule covers a clip after the step
+watch: GG116
+lint: GG116
 bug-step: 1
 """
 import torch

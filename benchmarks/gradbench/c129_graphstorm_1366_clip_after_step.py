@@ -4,8 +4,8 @@ source: awslabs/graphstorm#1366 (https://github.com/awslabs/graphstorm/issues/13
 family: clip-misplaced
 shape: for i, (input_nodes, seeds, blocks) in enumerate(train_loader): logits = model(...); loss = model.loss_func(logits, lbl); self.optimizer.zero_grad(); loss.backward(); self.optimizer.step(); if max_grad_norm is not None: th.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm, grad_norm_type). max_grad_norm = 0.5, grad_norm_type = 2.0, Adam, 8 batches per epoch, 2 epochs
 numeric: every update whose gradient norm exceeds 0.5 uses the unclipped gradient
-watch: out: no rule covers a clip after the step (the clip only changes a gradient no step uses)
-lint: out: no rule covers a clip after the step
+watch: GG116
+lint: GG116
 bug-step: 1
 """
 import torch as th
