@@ -199,12 +199,12 @@ def _fake(watch=False, lint=False, in_time=True, twin=()):
 
 
 def test_the_headline_table_counts_each_tool_in_scope_and_of_all():
-    cases = gb.load_cases(["c114_", "c120_", "c112_", "c118_", "c105_"])
+    cases = gb.load_cases(["c114_", "c120_", "c112_", "c126_", "c105_"])
     held = [c for c in cases if c.held_out and c.round == 5]
     assert {c.short for c in held} == {"c114", "c120"}
     judged = {"c114_prediff_32_zero_grad_outside_accumulation_condition": _fake(watch=True, in_time=False),
               "c120_pytorch_forecasting_1924_step_outputs_keep_graph": _fake(),
-              "c118_vrnn_3_clip_after_step": _fake(twin=("GG101",)),
+              "c126_pfn_extras_49_reporter_clone_keeps_graph": _fake(twin=("GG101",)),
               "c112_smartnoise_280_student_loss_no_zero_grad": _fake(watch=True, lint=True),
               "c105_transformer_ocr_7_test_loss_backward": _fake()}
     judged = {c.name: judged[c.name] for c in cases}
@@ -212,7 +212,7 @@ def test_the_headline_table_counts_each_tool_in_scope_and_of_all():
     # held-out: c114 (watch and lint in scope: watch caught late, lint missed), c120 (out of every scope)
     assert ("| **round 5, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) | 0/1 (0 %) | 0/1 (0 %) | "
             "0/2 (0 %) | 1/1 (100 %) | 1/2 (50 %) | 0 |") in text
-    # other half: c112 caught by both in time; c118 out of scope for both, a finding on its twin
+    # other half: c112 caught by both in time; c126 out of scope for both, a finding on its twin
     assert ("| round 5, other half | 2 | 1/1 (100 %) | 1/2 (50 %) | 1/1 (100 %) | 1/1 (100 %) | 1/2 (50 %) | "
             "1/1 (100 %) | 1/2 (50 %) | 1 |") in text
     # round 4 is no longer the headline: its held-out half is listed as in-sample, with its misses as notes
