@@ -218,7 +218,6 @@ _NOISE = st.sampled_from(
         "if step % 100 == 0:\n    print(loss.item())",
         "with torch.no_grad():\n    acc = (model(x).argmax(1) == y).float().mean()",
         "scheduler.step()",
-        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
         "log.append(loss.item())",
     ]
 )
@@ -238,16 +237,26 @@ def _loop(header, body_lines):
         ["optimizer.zero_grad()", "optimizer.zero_grad(set_to_none=True)", "model.zero_grad()", "for p in model.parameters():\n    p.grad = None"]
     ),
     clear_first=st.booleans(),
+    clip=st.sampled_from([None, "between", "top"]),
 )
-def test_property_correct_loops_clean_and_bug_found(header, noise, clear, clear_first):
+def test_property_correct_loops_clean_and_bug_found(header, noise, clear, clear_first, clip):
     core = ["loss = loss_fn(model(x), y)", "loss.backward()", "optimizer.step()"]
     correct = [clear] + core if clear_first else core + [clear]
     buggy = list(core)
     for pos, line in noise:  # the same unrelated statements in both
         correct.insert(min(pos, len(correct)), line)
         buggy.insert(min(pos, len(buggy)), line)
-    assert codes(_loop(header, correct)) == []
-    assert codes(_loop(header, buggy)) == ["GG101"]
+    # A clip is not unrelated code: between the pass and the step it limits the update (clean);
+    # at the top of the body it acts on a gradient already applied or cleared (GG116, in both loops).
+    clip_line = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    for lines in (correct, buggy):
+        if clip == "between":
+            lines.insert(lines.index("loss.backward()") + 1, clip_line)
+        elif clip == "top":
+            lines.insert(0, clip_line)
+    clip_codes = ["GG116"] if clip == "top" else []
+    assert codes(_loop(header, correct)) == clip_codes
+    assert sorted(codes(_loop(header, buggy))) == sorted(["GG101"] + clip_codes)
 
 
 @settings(max_examples=40, deadline=None)
