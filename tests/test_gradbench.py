@@ -3,6 +3,7 @@ handful of cases run through the runner's own functions with the outcome their h
 
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -256,3 +257,48 @@ def test_the_seed_variable_gives_another_correct_run_of_a_case(tmp_path):
         subprocess.run([sys.executable, str(case.path)], env=env, cwd=str(case.path.parent), check=True, timeout=120)
         finals.append(__import__("json").loads(out.read_text())["initial"])
     assert finals[0] == finals[1] and finals[0] != finals[2]
+
+
+def test_round_6_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 6}
+    # the list, its sources (with the mechanism) and the split were committed before any round-6 case was written
+    assert set(cases) <= set(gb.ROUND_6)
+    assert set(gb.ROUND_6) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_6) >= 20
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_6 for n in gb.ROUND_6)
+    assert {n.split("_")[0] for n in gb.ROUND_6} == set(gb.ROUND_6_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_6 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c134", "c135", "c136", "c138", "c143", "c144", "c146", "c147", "c149"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_6_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-6 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 6
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_6_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
+def test_every_round_6_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 6]
+    assert set(gb.AUDIT_6) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_6[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c143` |" in text and f"Round 6: {len(cases)} cases," in text
+
+
+def test_the_newest_round_leads_the_headline_table():
+    cases = gb.load_cases(["c134_", "c132_", "c114_", "c112_"])
+    judged = {c.name: _fake() for c in cases}
+    judged["c134_verl_3332_loss_not_normalized_before_backward"] = _fake(watch=True, lint=True)
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 6, held-out half (headline)** | 1 | 1/1 (100 %) |")
+    assert rows[1].startswith("| round 6, other half | 1 |")
+    assert any(r.startswith("| round 5, held-out half (in-sample since: its misses are being fixed) | 1 |") for r in rows)
+    assert "Round 6 is the 2 cases from c132 on" in text
