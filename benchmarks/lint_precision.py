@@ -245,8 +245,8 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
                                Path("/work/realrepos_fresh3"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
-# halves of both fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout")}
+# halves of the three fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -635,9 +635,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
                              "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
                              "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
-                             "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for lint_precision_fresh3_repos.tsv; "
-                             "heldout-all: fresh-heldout and fresh2-heldout together, each "
-                             "from its own folder")
+                             "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for "
+                             "lint_precision_fresh3_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout and "
+                             "fresh3-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
