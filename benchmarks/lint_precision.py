@@ -45,7 +45,8 @@ Both halves extract into ``/work/realrepos_wide``; each has its own verdicts fil
 (``lint_precision_fresh_repos.tsv``, none of its repositories in any list above), chosen, split and
 filed by the same rules as the wide list, and extracted into ``/work/realrepos_fresh``.
 ``--set fresh2-heldout`` and ``--set fresh2-tune`` are the halves of a second such list
-(``lint_precision_fresh2_repos.tsv``), extracted into ``/work/realrepos_fresh2``.
+(``lint_precision_fresh2_repos.tsv``), extracted into ``/work/realrepos_fresh2``; ``--set fresh3-heldout``
+and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/work/realrepos_fresh3``).
 """
 
 from __future__ import annotations
@@ -213,6 +214,9 @@ FRESH_LIST = HERE / "lint_precision_fresh_repos.tsv"
 # A second fresh list, chosen the same way once the first fresh held-out half had given too few
 # findings to support a rate; none of its repositories in any list above.
 FRESH2_LIST = HERE / "lint_precision_fresh2_repos.tsv"
+# A third fresh list, chosen the same way while both earlier fresh held-out halves were being read; none of its
+# repositories in any list above.
+FRESH3_LIST = HERE / "lint_precision_fresh3_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -234,11 +238,15 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh2-heldout": RepoSet(wide_repos("heldout", FRESH2_LIST), HERE / "lint_precision_fresh2_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh2")),
         "fresh2-tune": RepoSet(wide_repos("tune", FRESH2_LIST), HERE / "lint_precision_fresh2_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh2"))}
+                               Path("/work/realrepos_fresh2")),
+        "fresh3-heldout": RepoSet(wide_repos("heldout", FRESH3_LIST), HERE / "lint_precision_fresh3_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh3")),
+        "fresh3-tune": RepoSet(wide_repos("tune", FRESH3_LIST), HERE / "lint_precision_fresh3_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh3"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
-# halves of both fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout")}
+# halves of the three fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -627,8 +635,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "used for tuning, with their own verdicts file; wide-heldout / wide-tune: the two halves "
                              "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
                              "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
-                             "lint_precision_fresh2_repos.tsv; heldout-all: fresh-heldout and fresh2-heldout together, each "
-                             "from its own folder")
+                             "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for "
+                             "lint_precision_fresh3_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout and "
+                             "fresh3-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
