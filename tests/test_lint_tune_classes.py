@@ -639,7 +639,7 @@ GG201_LOOPS_GOOD = GG201_LOOPS_BAD.replace("loss_epoch += loss\n", "loss_epoch +
     .replace("total += robust_loss * y.size(0)", "total += robust_loss.item() * y.size(0)")
 
 
-@pytest.mark.xfail(strict=True, reason='reverted: reading moving averages, losses cut on some paths only and losses no pass frees as GG201 totals drew 28 false findings on the second fresh held-out set of real code (docs/benchmarks.md); the published shapes stay unreported until a narrower reading holds there')
+@pytest.mark.xfail(strict=True, reason='reverted: reading losses cut on some paths only and losses no pass frees as GG201 totals (with a wider moving-average reading) drew 28 false findings on the second fresh held-out set of real code (docs/benchmarks.md); the published shapes stay unreported until a narrower reading holds there')
 def test_gg201_totals_of_losses_no_pass_frees_or_cut_on_one_path_only():
     assert len(_lines(GG201_LOOPS_BAD, "GG201")) == 2
     assert _lines(GG201_LOOPS_GOOD, "GG201") == []
