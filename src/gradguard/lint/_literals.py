@@ -222,7 +222,7 @@ def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
     if isinstance(node, ast.Name):
         node = binding(node.id, loop)
     elif isinstance(node, ast.Attribute):
-        node = attribute_binding(node, loop)
+        node = attribute_binding(node, loop) or namespace_attribute(node, loop)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
@@ -231,6 +231,42 @@ def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
             return None
         return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
     return None
+
+
+# The standard library's attribute bags: ``Namespace(k=v)`` makes an object whose attribute ``k`` is ``v``.
+_NAMESPACES = {("argparse", "Namespace"), ("types", "SimpleNamespace")}
+
+
+def namespace_attribute(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
+    """The value of ``args.k`` where the file proves it: ``args`` is bound once, to
+    ``argparse.Namespace(..., k=v)`` or ``types.SimpleNamespace(..., k=v)`` (whose attributes are
+    its keywords), and no attribute ``k`` is assigned anywhere else in the file. None otherwise
+    (``parser.parse_args()``: read at run time)."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    if node.attr in loop.module.mutated_attrs():
+        return None
+    call = binding(node.value.id, loop)
+    if not (isinstance(call, ast.Call) and _is_namespace(call.func, loop.module.tree)):
+        return None
+    values = [k.value for k in call.keywords if k.arg == node.attr]
+    if any(k.arg is None for k in call.keywords) or len(values) != 1:
+        return None
+    return values[0]
+
+
+def _is_namespace(func: ast.expr, tree: ast.Module) -> bool:
+    """``func`` names one of :data:`_NAMESPACES` through the file's imports."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            for a in stmt.names:
+                if (a.asname or a.name) == func.value.id and (a.name, func.attr) in _NAMESPACES:
+                    return True
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and isinstance(func, ast.Name):
+            for a in stmt.names:
+                if (a.asname or a.name) == func.id and (stmt.module, a.name) in _NAMESPACES:
+                    return True
+    return False
 
 
 def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:

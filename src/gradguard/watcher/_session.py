@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
+from itertools import compress, islice
 from typing import List, Optional
 
 import torch
@@ -44,6 +45,8 @@ class Session:
         # One entry per step in progress (steps nest: SAM's step(closure) calls its base
         # optimizer's step): whether another step ran inside it.
         self._step_stack: List[bool] = []
+        # Beside it, per step in progress: [its optimizer's state, the last pass its closure made].
+        self._closure_passes: List[list] = []
         self.broken = False  # an internal error turned the watch off (see guard)
         self.in_pass = False  # inside a watched backward call
         # id(optimizer state) -> (its step's view), from the step's check until its post hook.
@@ -143,6 +146,9 @@ class Session:
             raise
         self.in_pass = False
         self.guard(self.tracker.arrived, ps)
+        if self._closure_passes and self._closure_passes[-1][1] is ps and not ps.pver:
+            # (the tracker keeps versions only for passes no step used yet; a closure's pass is the step's)
+            ps.pver = tuple((p, p._version) for p in islice(compress(self.tracker.params, ps.reached), 4))
         if ps.info.amp:  # its gradient holds the scaler's scale until unscale_ (GG112)
             self.guard(self._scaled_arrived, ps)
         if ps.create_graph:  # .grad may hold a graph now (GG108 follows it to an update by hand)
@@ -187,6 +193,8 @@ class Session:
             tracker.zeroed_unseen(everything)
         finally:
             tracker.own = False
+        if self._closure_passes and not own:
+            self._closure_evaluation()
         if tracker.manual and not own:
             moved = tracker.moved_by_hand()
             if moved:
@@ -204,8 +212,23 @@ class Session:
         ps.create_graph = bool(create)
         ps.framework = through_library
         ps.windowed = counted is not None
+        if self._closure_passes:
+            self._closure_passes[-1][1] = ps
         rules.before_pass(ps, self.memory)
         return ps
+
+    def _closure_evaluation(self) -> None:
+        """A pass of a step's closure after an earlier one of the same step: where the step has moved the
+        parameters in place since then (LBFGS evaluates its closure at each new point of one step), it
+        applied the gradient their buffers hold, as a step would. Marked applied, a buffer the closure does
+        not clear before its next pass holds spent gradient plus the new one: GG101 at the step's check."""
+        ost, last = self._closure_passes[-1]
+        if last is None or not last.moved():
+            return
+        tracker = self.tracker
+        grads = grads_of(ost.params)
+        with_grad = tracker.step_view(ost, grads)[0]
+        tracker.applied(ost, with_grad, grads)
 
     def scaled(self, out: torch.Tensor, scaler=None) -> None:
         # The loss GradScaler.scale returned: when it is back-propagated, its top factor
@@ -335,6 +358,8 @@ class Session:
             self._fed.pop(id(self.tracker.opt_state(opt)), None)
             if self._step_stack:
                 self._step_stack.pop()
+            if self._closure_passes:
+                self._closure_passes.pop()
             self.stepping = bool(self._step_stack)
             raise
 
@@ -349,6 +374,7 @@ class Session:
         for i in range(len(stack)):
             stack[i] = True  # the steps this one runs inside
         stack.append(False)
+        self._closure_passes.append([ost, None])
         self.stepping = True
 
     def _check_step(self, ost: OptState, site: Site) -> None:
@@ -368,6 +394,8 @@ class Session:
 
     def step_post(self, opt, args, kwargs):
         inner = self._step_stack.pop() if self._step_stack else False
+        if self._closure_passes:
+            self._closure_passes.pop()
         self.stepping = bool(self._step_stack)
         if not self.broken:
             self.guard(self._step_post, opt, inner)

@@ -91,6 +91,8 @@ class Tracker(ColumnStore, ByHand):
         self.owned: List[bool] = []
         self.passes: List[Pass] = []  # passes whose gradient may still wait somewhere
         self.opts: Dict[int, OptState] = {}
+        #: id(object) -> (object, its OptState): another object of an optimizer already watched (see opt_state)
+        self.aliases: Dict[int, tuple] = {}
         self.on_discard = on_discard
         self.own = False  # the clearing being handled is gradguard's own
         self.manual: List[int] = []  # positions reached by a pass and held by no optimizer (updated by hand?)
@@ -152,7 +154,9 @@ class Tracker(ColumnStore, ByHand):
     def opt_state(self, opt: torch.optim.Optimizer) -> OptState:
         ost = self.opts.get(id(opt))
         if ost is None or ost.opt is not opt:
-            ost = self.opts[id(opt)] = OptState(opt)
+            ost = self._same_optimizer(opt)
+            if ost is None:
+                ost = self.opts[id(opt)] = OptState(opt)
         groups = opt.param_groups
         sig = (len(groups), sum(len(g["params"]) for g in groups))
         if sig != ost.sig:  # new optimizer, or add_param_group
@@ -171,6 +175,27 @@ class Tracker(ColumnStore, ByHand):
             if self.unowned:
                 self._judge_unowned(ost)
         return ost
+
+    def _same_optimizer(self, opt: torch.optim.Optimizer) -> Optional[OptState]:
+        """The watched optimizer that ``opt`` is another object of, if any.
+
+        An object that holds the very ``param_groups`` list and ``state`` dict of a watched optimizer
+        (Lightning's ``LightningOptimizer`` copies the optimizer's ``__dict__``) is that optimizer: its
+        ``zero_grad()`` clears the same buffers, and a step through either applies the same update from
+        the same state. Counted apart, a clearing through one and the steps through the other would
+        never meet (a pass cleared unused would look like one no step ever follows).
+        """
+        hit = self.aliases.get(id(opt))
+        if hit is not None and hit[0] is opt:
+            return hit[1]
+        groups, state = getattr(opt, "param_groups", None), getattr(opt, "state", None)
+        for ost in self.opts.values():
+            if ost.opt is not opt and ost.opt.param_groups is groups and ost.opt.state is state:
+                self.aliases[id(opt)] = (opt, ost)
+                if isinstance(ost.opt, type(opt)):
+                    ost.name = type(opt).__name__  # named by the optimizer's own class, not its wrapper's
+                return ost
+        return None
 
     def _reorder(self) -> None:
         """Give each optimizer's parameters one run of the columns, in its order: its events then read and

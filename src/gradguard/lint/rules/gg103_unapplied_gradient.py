@@ -11,7 +11,7 @@ from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, literal_int, literal_length, top_level, truth
+from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 
 CODE = "GG103"
@@ -318,8 +318,14 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
     if not total or total < 0:
         return False
     last = counters_at_last(loop, total, carried)
-    if not last:
-        return False
+    if last and _closes_at(loop, last):
+        return True
+    return not carried and _assigned_closes_last(loop, windows, total)
+
+
+def _closes_at(loop: Loop, last: dict) -> bool:
+    """With the counters at ``last`` (their values at the last micro-batch), a path steps after the
+    iteration's last backward pass."""
     for p in loop.step_paths:
         kinds = [e.kind for e in p.events]
         if BACKWARD in kinds and STEP in kinds[len(kinds) - kinds[::-1].index(BACKWARD):]:
@@ -329,6 +335,63 @@ def _divides_evenly(loop: Loop, windows: List[Path]) -> bool:
             if about and all(truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
                 return True
     return False
+
+
+def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
+    """The window counter is computed afresh in each iteration from the loop indices
+    (``batches_done = len(dataloader) * epoch + batch_i``): at this loop's last micro-batch, in every
+    run of it that the enclosing literal loops make, the window test steps. The counter is assigned
+    once in the loop's body, before the tests, from this loop's index (``enumerate`` from 0), the
+    indices of enclosing ``for`` loops over literal ranges, and literal lengths."""
+    node = loop.node
+    if not (isinstance(node.iter, ast.Call) and terminal(node.iter.func) == "enumerate" and len(node.iter.args) == 1
+            and not node.iter.keywords and isinstance(node.target, ast.Tuple) and node.target.elts
+            and isinstance(node.target.elts[0], ast.Name)):
+        return False
+    values = {node.target.elts[0].id: total - 1}
+    tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
+    counters = {
+        n.id for m in windows for _, _, test in m.decisions
+        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+    } - set(values)
+    if len(counters) != 1 or tests_at is None:
+        return False
+    counter = counters.pop()
+    stores = [n for n in body_nodes(node) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
+    assign = next((s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                   and isinstance(s.targets[0], ast.Name) and s.targets[0].id == counter), None)
+    if assign is None or len(stores) != 1 or assign.lineno >= tests_at:
+        return False
+    runs = [{}]  # the enclosing loops' index values, one dict per run of this loop
+    for outer in _enclosing_loops(loop):
+        it = outer.iter if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and isinstance(outer.target, ast.Name)):
+            continue  # its index cannot appear in the counter (checked below)
+        n = literal_length(it, loop)
+        start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
+        step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1
+        if n is None or start is None or step is None or n * len(runs) > 4096:
+            return False
+        runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
+    inside_len = set()
+    for n in ast.walk(assign.value):
+        if isinstance(n, ast.Call) and terminal(n.func) == "len" and len(n.args) == 1:
+            length = literal_length(n.args[0], loop)
+            if length is None:
+                return False
+            values[text(n)] = length
+            inside_len.update(map(id, ast.walk(n)))
+    # every name the counter reads is an index whose values are known here (not a literal: int_at reads those)
+    names = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name) and id(n) not in inside_len}
+    if not names <= set(values) | set(runs[0]):
+        return False
+    for run in runs:
+        at = dict(values, **run)
+        value = int_at(assign.value, at, loop)
+        if value is None or not _closes_at(loop, {counter: value}):
+            return False
+    return True
 
 
 def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:

@@ -672,11 +672,24 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
-            if t in (text(node.value.left), text(node.value.right)):
+            if t in (text(node.value.left), text(node.value.right)) or _moving_average(node.value, t):
                 if not parents:
                     parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
+
+
+def _moving_average(value: ast.BinOp, total: str) -> bool:
+    """``a * total + b * x`` (either order, ``total * a`` too): a moving average, whose new value links the
+    old one's graph as a running sum does (``ema = 0.9 * ema + 0.1 * loss``). Two terms, the old value
+    scaled by a factor that does not read it again."""
+    for old, other in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(old, ast.BinOp) and isinstance(old.op, ast.Mult):
+            for mine, factor in ((old.left, old.right), (old.right, old.left)):
+                if text(mine) == total and not any(text(n) == total for n in ast.walk(factor)) and not any(
+                        text(n) == total for n in ast.walk(other)):
+                    return True
+    return False
 
 
 def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:

@@ -50,6 +50,18 @@ def at_step(view: StepView) -> None:
                 "after its step has the same effect (only it then moves them).",
             )
             return
+        if view.ost.closure:
+            # step(closure): the step evaluates its closure (LBFGS: at each point it tries), and each
+            # evaluation's gradient must be the gradient there, not a sum with the evaluations before
+            view.report(
+                CODE,
+                f"{view.name}.step() (step {view.n}) used the .grad of {plural(len(view.stale), 'parameter')} still "
+                "holding gradient of an earlier evaluation of its closure, taken where the parameters were before "
+                "the optimizer moved them: each evaluation added its gradient to the ones before.",
+                view.site, view.n, view.stale,
+                "Clear the gradients at the top of the closure: optimizer.zero_grad() before its loss.backward().",
+            )
+            return
         view.report(
             CODE,
             f"{view.name}.step() (step {view.n}) used the .grad of {plural(len(view.stale), 'parameter')} still holding "
