@@ -168,7 +168,11 @@ def _make_clip(grads: bool):
                     name = "get_total_norm"  # an infinite threshold clips nothing: only the norm is read
                 for s in sessions:
                     s.clipping(name, tensors, grads)
-            return orig(tensors, *args, **kwargs)
+            out = orig(tensors, *args, **kwargs)
+            if sessions and not grads:
+                for s in sessions:
+                    s.clipped(tensors)
+            return out
 
         return clip
 
