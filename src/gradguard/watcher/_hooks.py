@@ -24,7 +24,7 @@ race inside torch.
 Each session (see ``_session``) offers ``backward(call, tensors, args, kwargs)``,
 ``zero_grad(call, owner, args, kwargs, module)``, ``step_pre(opt, args, kwargs)``,
 ``step_post(opt, args, kwargs)``, ``forward(module)``, ``scaled(out, scaler)``,
-``unscaled(optimizer)``, ``clipping(name, tensors, grads)`` and a ``wants_forward`` flag; ``call`` runs the next session's handler, the last one
+``unscaled(optimizer)``, ``clipping(name, tensors, grads)``, ``clipped(params)`` (after a clip that rescaled in place) and a ``wants_forward`` flag; ``call`` runs the next session's handler, the last one
 the original function.
 """
 
