@@ -163,3 +163,13 @@ def test_renamed_and_the_sign_moved_keep_the_verdict():
     plus = SIGN.replace("return -(-(", "return +((")
     assert not _matches_full_batch(plus)
     assert _gg104(plus) == ["GG104"]
+
+
+@pytest.mark.parametrize("form", sorted(BAD))
+def test_the_offered_fix_gives_the_full_batch_gradient(form):
+    from gradguard.lint.autofix import fix_source
+
+    fixed = fix_source(textwrap.dedent(BAD[form])).text
+    assert fixed != textwrap.dedent(BAD[form])  # the window size is a plain variable: the fix is certain
+    assert _matches_full_batch(fixed)
+    assert _gg104(fixed) == []
