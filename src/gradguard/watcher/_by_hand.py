@@ -70,6 +70,12 @@ class ByHand:
             return []
         pending, _ = self._pending(sub, len(grads))
         waiting = [j for j in where(pending) if grads[j] is not None]
+        if all(zero) and len(changed) == len(waiting) and self.clip_ver:
+            clip_ver, idx = self.clip_ver, sub.idx
+            if all(clip_ver.get(idx[j]) == (id(grads[j]), grads[j]._version) for j in changed):
+                # the last change was a clip's: a total norm that overflowed (inf) gives every gradient a
+                # factor of 0. The step applies no gradient, but nothing was cleared (no discard, GG102)
+                return list(changed)
         if all(zero) and len(changed) == len(waiting):
             positions = [sub.idx[j] for j in changed]
             self.clear(positions, None)  # found at the step: the clearing's own line is not known
@@ -80,6 +86,16 @@ class ByHand:
                 self.after_ver[i] = -1
             return []
         return [j for j, z in zip(changed, zero) if not z]
+
+    def note_clipped(self, params) -> None:
+        """Right after a clip rescaled the gradients of ``params`` in place: each buffer's version then, so
+        that zeros found at the step are read as the clip's factor (0 where its total norm was infinite),
+        not as a clearing by hand, unless the buffer changed again since (``p.grad.zero_()`` after it)."""
+        pos, mine = self.pos, self.params
+        for p in params if isinstance(params, (list, tuple)) else [params]:
+            i, g = pos.get(id(p)), getattr(p, "grad", None)
+            if i is not None and g is not None and mine[i] is p:
+                self.clip_ver[i] = (id(g), g._version)
 
     def still_zero(self, sub: Subset, grads: list, inplace: List[int]) -> List[int]:
         """Of ``inplace`` (indices into ``grads``: buffers changed in place since last seen), those that a

@@ -24,7 +24,7 @@ race inside torch.
 Each session (see ``_session``) offers ``backward(call, tensors, args, kwargs)``,
 ``zero_grad(call, owner, args, kwargs, module)``, ``step_pre(opt, args, kwargs)``,
 ``step_post(opt, args, kwargs)``, ``forward(module)``, ``scaled(out, scaler)``,
-``unscaled(optimizer)``, ``clipping(name, tensors, grads)`` and a ``wants_forward`` flag; ``call`` runs the next session's handler, the last one
+``unscaled(optimizer)``, ``clipping(name, tensors, grads)``, ``clipped(params)`` (after a clip that rescaled in place) and a ``wants_forward`` flag; ``call`` runs the next session's handler, the last one
 the original function.
 """
 
@@ -168,7 +168,11 @@ def _make_clip(grads: bool):
                     name = "get_total_norm"  # an infinite threshold clips nothing: only the norm is read
                 for s in sessions:
                     s.clipping(name, tensors, grads)
-            return orig(tensors, *args, **kwargs)
+            out = orig(tensors, *args, **kwargs)
+            if sessions and not grads:
+                for s in sessions:
+                    s.clipped(tensors)
+            return out
 
         return clip
 

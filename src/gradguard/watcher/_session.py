@@ -266,6 +266,13 @@ class Session:
 
         rules.at_clip(name, tensors, grads, self.source.site(), step_of, self.report, self.memory)
 
+    def clipped(self, params) -> None:
+        """A clip has just rescaled the gradients of ``params`` in place (a zero factor too: see
+        :meth:`ByHand.note_clipped`)."""
+        if self.broken:
+            return
+        self.guard(self.tracker.note_clipped, params)
+
     # ------------------------------------------------------------ clearing
     def zero_grad(self, orig, owner, args, kwargs, module: bool):
         if self.broken:

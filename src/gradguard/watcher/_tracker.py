@@ -98,6 +98,7 @@ class Tracker(ColumnStore, ByHand):
         self.manual: List[int] = []  # positions reached by a pass and held by no optimizer (updated by hand?)
         self.first_site: Dict[int, Site] = {}  # position held by no optimizer -> the first pass that reached it
         self.pv: Dict[int, int] = {}  # manual position -> parameter _version after the last pass reached it
+        self.clip_ver: Dict[int, tuple] = {}  # position -> (id of its buffer, its _version) right after a clip
         self._print = ((), None)
         self._all: Optional[Subset] = None
         self._subsets: Dict[int, tuple] = {}

@@ -188,6 +188,9 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             sides = {loss_scale(expr.left, assigns, loop, depth + 1), loss_scale(expr.right, assigns, loop, depth + 1)}
             return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
         return "unknown"
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        # `-(advantages * logprobs).mean()`: a sign changes no divisor (the mean stays undivided)
+        return loss_scale(expr.operand, assigns, loop, depth + 1)
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
         if not values:
@@ -199,6 +202,11 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if element is not None:
             helper, values = element
             inner = {**assigns, **_defaults(helper), **bind_arguments(helper, expr.value), **assignments(helper)}
+            kinds = {loss_scale(v, inner, loop, depth + 1) for v in values}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        element = _forward_element(expr, assigns, loop)
+        if element is not None:  # `logits, loss = model(x, y)`: the i-th element of what its forward returns
+            inner, values = element
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in values}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         return loss_scale(expr.value, assigns, loop, depth + 1)
@@ -229,10 +237,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         forward = _forward_of(func, assigns, loop)
         if forward is not None:  # a module object of this file: what its forward returns
-            params = [a.arg for a in forward.args.posonlyargs + forward.args.args][1:]
-            bound = {p: [a] for p, a in zip(params, expr.args) if not isinstance(a, ast.Starred)}
-            bound.update({k.arg: [k.value] for k in expr.keywords if k.arg is not None})
-            inner = {**assigns, **_defaults(forward), **bound, **assignments(forward)}
+            inner = _forward_scope(forward, expr, assigns)
             kinds = {loss_scale(v, inner, loop, depth + 1) for v in returns_of(forward)}
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         if isinstance(func, ast.Name) and func.id in module.functions:
@@ -260,6 +265,31 @@ def _forward_of(func: ast.expr, assigns: dict, loop: Loop):
     if values and len(values) == 1 and isinstance(values[0], (ast.Name, ast.Attribute)):
         func = values[0]
     return loop.module.forward_of(func, loop.scope)
+
+
+def _forward_scope(forward: ast.AST, call: ast.Call, assigns: dict) -> dict:
+    """The names inside ``forward`` when ``call`` runs it: its parameters (less ``self``) bound
+    to the call's arguments, over its defaults and the caller's names."""
+    params = [a.arg for a in forward.args.posonlyargs + forward.args.args][1:]
+    bound = {p: [a] for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+    bound.update({k.arg: [k.value] for k in call.keywords if k.arg is not None})
+    return {**assigns, **_defaults(forward), **bound, **assignments(forward)}
+
+
+def _forward_element(expr: ast.Subscript, assigns: dict, loop: Loop):
+    """``model(x)[i]`` (``logits, loss = model(x, y)``, see ``assignments``) of a module object of
+    this file whose forward returns tuples only: ``(its names, [the i-th element of each])``;
+    None otherwise."""
+    index, call = expr.slice, expr.value
+    if not (isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    forward = _forward_of(call.func, assigns, loop)
+    values = returns_of(forward) if forward is not None else []
+    if not values or not all(isinstance(v, ast.Tuple) and len(v.elts) > index.value for v in values):
+        return None
+    return _forward_scope(forward, call, assigns), [v.elts[index.value] for v in values]
 
 
 def _is_one(expr: ast.expr, assigns: dict) -> bool:
