@@ -48,7 +48,7 @@ class Module(L.LightningModule):
 
 
 def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, precision="64-true", schedule=False,
-        root=None, epochs=1, module=None, ckpt_path=None, log_every_n_steps=50):
+        root=None, epochs=1, module=None, ckpt_path=None, log_every_n_steps=50, logger=None):
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LightningModule.*log.*")
@@ -57,7 +57,7 @@ def fit(rank_batches, *, callbacks=(), clip=None, accumulate=S.K, world_size=1, 
     trainer = L.Trainer(
         max_epochs=epochs, accelerator="cpu", devices=world_size, strategy="ddp" if world_size > 1 else "auto",
         accumulate_grad_batches=accumulate, gradient_clip_val=clip, precision=precision, callbacks=list(callbacks),
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        logger=logger or False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         use_distributed_sampler=False, default_root_dir=root or os.getcwd(), log_every_n_steps=log_every_n_steps,
     )
     module = module or Module(schedule)
@@ -240,6 +240,69 @@ def test_mid_window_resume_is_the_uninterrupted_run(tmp_path, at):
     assert S.rel_change_error(control, S.reference_params([data], None)) > 1e-3
 
 
+# ---------------------------------------- dict outputs and skipped batches (the routed training_step)
+class DictSkipping(Module):
+    """Returns its loss in a dict (with another value beside it) and skips one micro-batch (returns None:
+    Lightning runs no backward for it)."""
+
+    def __init__(self, skip):
+        super().__init__()
+        self.skip = skip
+
+    def training_step(self, batch, batch_idx):
+        if batch_idx == self.skip:
+            return None
+        x, y = batch
+        return {"loss": S.loss_fn(self.net, x, y), "rows": x.shape[0]}
+
+
+def manual_reference(data, windows):
+    """Plain float64 full-batch SGD over the given windows (lists of micro-batch indices): the parameters after
+    the last step, and the last window's loss before it."""
+    model = S.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=S.LR, momentum=S.MOMENTUM)
+    for window in windows:
+        opt.zero_grad()
+        loss = S.loss_fn(model, torch.cat([data[i][0] for i in window]), torch.cat([data[i][1] for i in window]))
+        loss.backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()], float(loss)
+
+
+def test_dict_outputs_and_a_skipped_batch_are_exact(tmp_path):
+    """The window gradient and loss are those of the items of the micro-batches that ran a backward: the
+    skipped micro-batch counts nowhere, the dict's "loss" is the loss; Lightning alone is off."""
+    data = S.batches(0)
+    cb = ExactAccumulation()
+    module = DictSkipping(skip=5)
+    got, trainer = fit(data, callbacks=[cb], root=tmp_path, module=module)
+    assert trainer.global_step == 3
+    want, want_loss = manual_reference(data, [[0, 1, 2, 3], [4, 6, 7], [8, 9]])
+    assert S.rel_change_error(got, want) < 1e-10
+    assert cb.loss == pytest.approx(want_loss, rel=1e-10)
+    # The control: the skipped batch counted in its window's total (as if it had items and a zero gradient).
+    counted, _ = manual_reference(data, [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]])
+    assert S.rel_change_error(counted, want) > 1e-3
+    alone, _ = fit(data, root=tmp_path, module=DictSkipping(skip=5))
+    assert S.rel_change_error(alone, want) > 1e-3
+
+
+class IterStep(Module):
+    def training_step(self, dataloader_iter):
+        x, y = next(dataloader_iter)[0]
+        return S.loss_fn(self.net, x, y)
+
+
+def test_a_training_step_taking_dataloader_iter_is_refused(tmp_path):
+    """Such a training_step fetches its batch itself, after the callback would have counted it: refused at fit
+    start, before any step."""
+    module = IterStep()
+    before = [p.detach().clone() for p in module.parameters()]
+    with pytest.raises(gg.GradguardError, match="dataloader_iter"):
+        fit(S.batches(0), callbacks=[ExactAccumulation()], root=tmp_path, module=module)
+    assert all(torch.equal(a, p) for a, p in zip(before, module.parameters()))
+
+
 # ------------------------------------------------------------------ bad input
 def test_a_second_exact_accumulation_is_refused(tmp_path):
     """Two would apply the weights twice (39-45 % off): refused before any step."""
@@ -300,7 +363,7 @@ def test_watch_raise_mode_raises_at_the_training_step_line(tmp_path):
 
 
 class LogRecorder(Module):
-    """The module's own ``log`` (what ExactAccumulation calls), recording the step of each window_loss."""
+    """The module's own ``log`` (what ExactAccumulation calls), recording every window_loss it is given."""
 
     def __init__(self):
         super().__init__()
@@ -308,24 +371,53 @@ class LogRecorder(Module):
 
     def log(self, name, value, *args, **kwargs):
         if name == "window_loss":
-            self.logged.append((self.trainer.global_step, float(value)))
+            self.logged.append(float(value))
         return super().log(name, value, *args, **kwargs)
 
 
-@pytest.mark.parametrize("every,want_steps", [(1, [1, 2, 3]), (2, [2]), (3, [3]), (50, [])])
-def test_window_loss_logged_only_on_the_steps_lightning_writes_logs(tmp_path, every, want_steps):
+class Written(L.loggers.Logger):
+    """A logger keeping what Lightning writes: (step, metrics) rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+
+    @property
+    def name(self):
+        return "written"
+
+    @property
+    def version(self):
+        return 0
+
+    def log_hyperparams(self, *args, **kwargs):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        self.rows.append((step, dict(metrics)))
+
+    def window_losses(self):
+        return [(step, m["window_loss"]) for step, m in self.rows if "window_loss" in m]
+
+
+@pytest.mark.parametrize("every,want_windows", [(1, [1, 2, 3]), (2, [2]), (3, [3]), (50, [])])
+def test_window_loss_logged_only_on_the_steps_lightning_writes_logs(tmp_path, every, want_windows):
     """Lightning writes logged metrics every log_every_n_steps optimizer steps; logging the window loss in
-    between costs time (LightningModule.log) and is never written, so it is logged on those steps only.
-    .loss is the exact loss of the last window whatever the cadence."""
+    between costs time (LightningModule.log) and is never written, so it is logged on those steps only, and
+    written at the window it closes. .loss is the exact loss of the last window whatever the cadence."""
     data = S.batches(0)  # 10 micro-batches, K=4: steps 1, 2 and 3 (the final window of 2)
-    module, cb = LogRecorder(), ExactAccumulation()
-    _, trainer = fit(data, callbacks=[cb], root=tmp_path, module=module, log_every_n_steps=every)
-    assert [step for step, _ in module.logged] == want_steps  # global_step: the steps taken so far
-    every_step = LogRecorder()  # the negative control's run: every window logged, as before
-    fit(data, callbacks=[ExactAccumulation()], root=tmp_path, module=every_step, log_every_n_steps=1)
-    assert [step for step, _ in every_step.logged] == [1, 2, 3]
-    assert all(value == dict(every_step.logged)[step] for step, value in module.logged)  # the same exact values
-    assert cb.loss == every_step.logged[-1][1]
+    module, cb, written = LogRecorder(), ExactAccumulation(), Written()
+    fit(data, callbacks=[cb], root=tmp_path, module=module, log_every_n_steps=every, logger=written)
+    # Lightning writes a step's metrics under the number of steps taken before it (window w under w - 1).
+    assert [step + 1 for step, _ in written.window_losses()] == want_windows
+    assert len(module.logged) == len(want_windows)  # no LightningModule.log call that is not written
+    every_step, all_written = LogRecorder(), Written()  # the control's run: every window logged and written
+    fit(data, callbacks=[ExactAccumulation()], root=tmp_path, module=every_step, log_every_n_steps=1,
+        logger=all_written)
+    assert [step + 1 for step, _ in all_written.window_losses()] == [1, 2, 3]
+    assert [v for _, v in all_written.window_losses()] == every_step.logged  # written as logged
+    assert all(value == dict(all_written.window_losses())[step] for step, value in written.window_losses())
+    assert cb.loss == every_step.logged[-1]
 
 
 # ---------------------------------------------- the weighting's place in Lightning's backward

@@ -37,6 +37,10 @@ from gradguard.integrations.transformers import check_trainer, exact  # noqa: E4
 
 transformers.logging.set_verbosity_error()
 
+# Slow as a whole: importing the Transformers integration (the HF Trainer) takes ~2.8 s of CPU, more than all the
+# fast tests that would need it together, and tests/conftest.py skips collecting a slow module in the fast loop.
+pytestmark = pytest.mark.slow
+
 V = 40  # vocabulary
 SEQ2SEQ = {"t5", "bart"}
 DECODERS = {"gpt2", "llama", "qwen2", "mistral", "gemma"}
@@ -601,7 +605,7 @@ def autocast_loop(model, kind, data, k, partial, collate, smoothing, bf16, check
     return {n_: p.detach().double() for n_, p in model.named_parameters() if p.requires_grad}
 
 
-# The fast loop (-m "not slow") runs the cheapest cell; the other two (2-4 s each) run with the slow tests.
+# A quick slice of the matrix: the cheapest cell, and two of 2-4 s each.
 FAST_CELLS = [
     pytest.param(dict(kind="llama", wrapper="lora", smoothing=0.1, side="right", k=2, partial=False, bf16=False),
                  marks=pytest.mark.slow),

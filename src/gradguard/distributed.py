@@ -79,6 +79,7 @@ fine): the collectives are matched by order, not by name.
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager, nullcontext
 from typing import ContextManager, Iterator, List, Optional, Sequence
 
@@ -406,6 +407,9 @@ def sync_for(model) -> LocalSync:
 
     if isinstance(model, DistributedDataParallel):
         return DDPSync(model)
+    if "torch.distributed.fsdp" not in sys.modules:
+        # No FSDP model exists before its package is imported (importing it here took ~0.7 s of CPU).
+        return LocalSync()
     try:
         from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
     except ImportError:  # torch without FSDP2

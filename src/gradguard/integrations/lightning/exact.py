@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Integral
 from typing import Any, Callable, Optional
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
+from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 
 from ..._errors import GradguardError
 from ..._channel import accumulator_backward, listening
@@ -87,8 +89,7 @@ class ExactAccumulation(Callback):
         self._ref_hint: Optional[float] = None
         self._loss: Any = None
         self._reset_window()
-        self._closing = None  # (N, world_size) from the step, until the stepping batch's loss is in
-        # The window's micro-batch losses (detached) and their weights K * n, summed only when the
+        # The window's micro-batch mean losses (detached) and their counts n, summed only when the
         # window loss is wanted (.loss, a logging step, a checkpoint): no tensor op per micro-batch.
         self._parts: list = []
         self._last_window: Optional[tuple] = None  # (parts, 1 / N) of the last window, until .loss is read
@@ -141,6 +142,12 @@ class ExactAccumulation(Callback):
                 "ExactAccumulation does nothing with accumulate_grad_batches=1 (every batch is its own step, already "
                 "exact): pass Trainer(accumulate_grad_batches=K) with K > 1, or remove the callback"
             )
+        if is_param_in_hook_signature(type(pl_module).training_step, "dataloader_iter", explicit=True):
+            raise GradguardError(
+                "ExactAccumulation counts each batch before training_step runs, but this training_step takes "
+                "dataloader_iter and fetches its batches itself: take (batch, batch_idx) in training_step, or "
+                "accumulate in training_step with gradguard.Accumulator and manual optimization"
+            )
         if trainer.strategy.handles_gradient_accumulation:
             raise GradguardError(
                 f"the strategy {type(trainer.strategy).__name__} accumulates gradients inside its own engine, "
@@ -165,10 +172,12 @@ class ExactAccumulation(Callback):
     # Per-step hooks this callback does not use. Lightning calls every hook of every callback, each inside its
     # profiler's context (2-3 us a call): with the four of every micro-batch and the two of every optimizer step,
     # that dispatch costs more than this callback's own work. Its dispatcher calls a hook only if it is callable,
-    # so for a fit these are set to None on the instance, and Lightning skips them (half of the callback's
-    # dispatches on a training step). Only hooks the class leaves to Callback, and only where a probe shows
-    # that the running Lightning skips a None hook.
-    _UNUSED_STEP_HOOKS = ("on_before_backward", "on_after_backward", "on_before_zero_grad")
+    # so for a fit these are set to None on the instance, and Lightning skips them: the callback counts each batch
+    # and keeps its loss in the routed training_step, and closes the window in on_before_optimizer_step, its only
+    # per-step hook. Only hooks the class leaves to Callback, and only where a probe shows that the running
+    # Lightning skips a None hook.
+    _UNUSED_STEP_HOOKS = ("on_train_batch_start", "on_before_backward", "on_after_backward", "on_before_zero_grad",
+                          "on_train_batch_end")
 
     def _mute_unused_hooks(self) -> None:
         if not _lightning_skips_none_hooks():
@@ -183,21 +192,40 @@ class ExactAccumulation(Callback):
                 delattr(self, name)
 
     # ----------------------------------------------------------- per batch
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._n = self._count(batch, batch_idx)
-
     def _install(self, trainer) -> None:
-        """Route the precision plugin's ``backward`` (the call that runs ``loss.backward()``) through
-        :meth:`_backward` for this fit; :meth:`_uninstall` puts Lightning's own back."""
+        """Route the strategy's ``training_step`` through :meth:`_training_step` and the precision plugin's
+        ``backward`` (the call that runs ``loss.backward()``) through :meth:`_backward` for this fit;
+        :meth:`_uninstall` puts Lightning's own back. Lightning looks both up on its objects at every call."""
         self._uninstall()
-        plugin = trainer.strategy.precision_plugin
+        self._trainer = trainer
+        strategy = trainer.strategy
+        plugin = strategy.precision_plugin
+        self._strategy, self._strategy_training_step = strategy, strategy.training_step
+        strategy.training_step = self._training_step  # an instance attribute over the class's method
         self._plugin, self._plugin_backward = plugin, plugin.backward
-        plugin.backward = self._backward  # an instance attribute over the class's method
+        plugin.backward = self._backward
 
     def _uninstall(self) -> None:
+        strategy, self._strategy = self._strategy, None
+        if strategy is not None and strategy.__dict__.get("training_step") == self._training_step:
+            del strategy.training_step
         plugin, self._plugin = self._plugin, None
         if plugin is not None and plugin.__dict__.get("backward") == self._backward:
             del plugin.backward
+        self._trainer = None
+
+    def _training_step(self, batch: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """Lightning's training step, with the batch counted before it (for the backward that follows) and its
+        loss kept after it (for the window loss). In place of a callback's on_train_batch_start and
+        on_train_batch_end: no hook dispatch per micro-batch."""
+        n = self._n = self._count(batch)
+        out = self._strategy_training_step(batch, *args, **kwargs)
+        # The module's own mean loss: a tensor, or a dict's "loss" (None skips the batch: no backward, no part).
+        loss = out if isinstance(out, torch.Tensor) else out.get("loss") if isinstance(out, Mapping) else None
+        if isinstance(loss, torch.Tensor):
+            self._loss_dtype = loss.dtype
+            self._parts.append((loss.detach(), n))
+        return out
 
     def _backward(self, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Back-propagate ``tensor`` (the loss Lightning divided by K, after the GradScaler under 16-mixed)
@@ -260,7 +288,10 @@ class ExactAccumulation(Callback):
         return n / self._ref
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        """Before clipping and the step (after the GradScaler's unscale): the window's gradient rescaled to the exact
+        count-weighted mean, and the window closed (its loss kept, and logged when Lightning logs this step)."""
         if self._micro == 0:
+            self._parts = []
             return
         k = trainer.accumulate_grad_batches
         world = self._world  # looked up once per fit, in setup
@@ -291,22 +322,13 @@ class ExactAccumulation(Callback):
             mean, hint = total / (self._micro * world), self._ref_hint
             if hint is None or not 0.5 * hint <= mean <= 2.0 * hint:
                 self._ref_hint = _power_of_two(mean)
-        self._closing = (total, world)
         self._reset_window()
+        self._close_window(trainer, pl_module, total, world)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs if isinstance(outputs, torch.Tensor) else None
-        if loss is not None and self._last_n is not None:
-            self._loss_dtype = loss.dtype
-            # Lightning's outputs hold the mean divided by K: times K is the mean, times n the sum.
-            # Lightning's outputs["loss"] is a detached copy already (detach only what is not).
-            self._parts.append((loss.detach() if loss.requires_grad else loss,
-                                trainer.accumulate_grad_batches * self._last_n))
-        self._last_n = None
-        if self._closing is None:
-            return
-        total, world = self._closing
-        self._closing = None
+    def _close_window(self, trainer, pl_module, total: float, world: int) -> None:
+        """The window loss ``sum_i n_i * mean_i / N`` (over all ranks) kept for :attr:`loss`, and logged on the steps
+        where Lightning writes its logs. Every micro-batch's loss is in: the stepping one's training_step ran in the
+        closure that precedes this hook."""
         parts, self._parts = self._parts, []
         if not parts or total <= 0:
             return
@@ -382,22 +404,22 @@ class ExactAccumulation(Callback):
         self._parts = [(t.to(device), w) for t, w in self._parts]
 
     # ------------------------------------------------------------- helpers
-    _last_n: Any = None
     _plugin: Any = None  # the precision plugin whose backward this callback routes, during a fit
+    _strategy: Any = None  # the strategy whose training_step this callback routes, during a fit
+    _trainer: Any = None  # the fitting trainer (for the batch index in an error message)
     _world: int = 1
     _seed = False  # the weight goes in as loss.backward's gradient (Lightning's own LightningModule.backward)
     _loss_dtype: torch.dtype = torch.float32
     _resumed_grads: Optional[list] = None
 
-    def _count(self, batch: Any, batch_idx: int) -> Any:
+    def _count(self, batch: Any) -> Any:
         n = self.count_fn(batch)
         if type(n) is int and n >= 0:  # the common case, first (per micro-batch)
-            self._last_n = n
             return n
         if isinstance(n, torch.Tensor):
             if n.numel() != 1 or n.is_floating_point() or n.is_complex() or n.dtype == torch.bool:
                 raise GradguardError(
-                    f"count_fn returned a {n.dtype} tensor of shape {tuple(n.shape)} for batch {batch_idx}: "
+                    f"count_fn returned a {n.dtype} tensor of shape {tuple(n.shape)} for batch {self._batch_idx()}: "
                     "return the number of items as an int or an integer 0-dim tensor (e.g. (labels != -100).sum())"
                 )
             n = n.reshape(())
@@ -406,15 +428,21 @@ class ExactAccumulation(Callback):
             self._negative = flag if self._negative is None else (self._negative | flag)
         elif isinstance(n, bool) or not isinstance(n, Integral):
             raise GradguardError(
-                f"count_fn returned {n!r} for batch {batch_idx}: it must return the number of items as an int "
+                f"count_fn returned {n!r} for batch {self._batch_idx()}: it must return the number of items as an int "
                 "(examples, or non-ignored target tokens), or an integer 0-dim tensor"
             )
         elif n < 0:
-            raise GradguardError(f"count_fn returned {n} for batch {batch_idx}: a number of items must be >= 0")
+            raise GradguardError(f"count_fn returned {n} for batch {self._batch_idx()}: a number of items must be >= 0")
         else:
             n = int(n)
-        self._last_n = n
         return n
+
+    def _batch_idx(self) -> Any:
+        """The running batch's index in its epoch (for an error message)."""
+        try:
+            return self._trainer.fit_loop.epoch_loop.batch_idx
+        except AttributeError:
+            return "?"
 
     def _reference(self, first: Any, world: int) -> float:
         if self._ref_hint is not None:
