@@ -52,8 +52,11 @@ def check_loop(loop: Loop, report: Report) -> None:
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
+    backward_nodes = {id(b.node) for b in loop.backwards}
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
+            continue
+        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes):
             continue
         carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
@@ -68,6 +71,35 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
+
+
+def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, backward_nodes: set) -> bool:
+    """A sum inside a loop nested in the training loop that runs no backward pass of its own (an evaluation
+    over a validation set after each epoch's training), whose loss values that loop binds itself, at the top
+    of its body (or of a `with` there) before the sum: what the sum adds is what those bindings computed in
+    the same iteration, not the training loop's values of the same names. Graph-free when every such binding
+    the inner loop makes is under ``torch.no_grad()``."""
+    for inner in body_nodes(loop.node):
+        if not isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) or inner is loop.node:
+            continue
+        if not any(n is node for n in ast.walk(inner)) or any(id(n) in backward_nodes for n in ast.walk(inner)):
+            continue
+        top = next((st for st in inner.body if any(n is node for n in ast.walk(st))), None)
+        if top is None:
+            continue
+        before = inner.body[: inner.body.index(top)]
+        bound: set = set()
+        for st in before:
+            block = st.body if isinstance(st, (ast.With, ast.AsyncWith)) else [st]
+            bound.update(n for b in block if isinstance(b, ast.Assign) for t in b.targets for n in target_names(t))
+        carriers = loss_carriers(value, set(assignments(inner)))
+        if not carriers or not carriers <= bound:
+            continue
+        quiet = {id(n) for w in ast.walk(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+                 for st in w.body for n in ast.walk(st)}
+        values = assignments(inner)
+        return all(values.get(c) and all(isinstance(v, ast.AST) and id(v) in quiet for v in values[c]) for c in carriers)
+    return False
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:

@@ -1,0 +1,266 @@
+"""False findings of the second fresh list's tune half, as classes: each a correct program and its buggy twin,
+in more than one form (renamed, in a helper, as a method). The verdict follows what the program computes; where
+it is numeric, the program is run in float64 against plain PyTorch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradguard as gg
+
+
+def _lines(source, code):
+    return [f.line for f in gg.lint_source(source) if f.code == code]
+
+
+# ---------------------------------------------------------------------------------------------
+# GG101: a recorder that runs the backward pass for the loss it is handed (NVIDIA Warp's
+# `tape.backward(loss)`) and zeroes what it wrote (`tape.zero()`, `tape.reset()`)
+
+TAPE_FORMS = {
+    "loop": '''\
+from recorder import Tape
+
+
+def train(batches, model, opt):
+    for x, y in batches:
+        tape = Tape(model)
+        loss = ((model(x) - y) ** 2).mean()
+        tape.backward(loss)
+        opt.step()
+        tape.zero()
+''',
+    "renamed, keyword loss, reset": '''\
+from recorder import Tape
+
+
+def fit(data, net, o):
+    for a, b in data:
+        rec = Tape(net)
+        objective = ((net(a) - b) ** 2).mean()
+        rec.backward(loss=objective)
+        o.step()
+        rec.reset()
+''',
+    "helper": '''\
+from recorder import Tape
+
+
+def _update(tape, opt, loss):
+    tape.backward(loss)
+    opt.step()
+    tape.zero()
+
+
+def train(batches, model, opt):
+    for x, y in batches:
+        _update(Tape(model), opt, ((model(x) - y) ** 2).mean())
+''',
+    "method": '''\
+from recorder import Tape
+
+
+class Agent:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def train(self, batches):
+        for x, y in batches:
+            self.tape = Tape(self.model)
+            loss = ((self.model(x) - y) ** 2).mean()
+            self.tape.backward(loss)
+            self.opt.step()
+            self.tape.zero()
+''',
+}
+
+
+class _Tape:
+    """A recorder in plain PyTorch standing in for Warp's tape: runs the pass, zeroes what it wrote."""
+
+    def __init__(self, model):
+        self.params = list(model.parameters())
+
+    def backward(self, loss=None):
+        loss.backward()
+
+    def zero(self):
+        for p in self.params:
+            p.grad = None
+
+    reset = zero
+
+
+def _train(source, form):
+    """The program run on three batches, and plain PyTorch's clear-backward-step on the same batches."""
+    import sys
+    import types
+
+    data = [(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(3)]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).double()
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(3, 1).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sys.modules["recorder"] = types.SimpleNamespace(Tape=_Tape)
+    try:
+        scope: dict = {}
+        exec(compile(source, "<test>", "exec"), scope)
+        if form == "method":
+            scope["Agent"](model, opt).train(data)
+        else:
+            (scope.get("train") or scope["fit"])(data, model, opt)
+    finally:
+        del sys.modules["recorder"]
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for x, y in data:
+        ref_opt.zero_grad()
+        ((ref(x) - y) ** 2).mean().backward()
+        ref_opt.step()
+    return model, ref
+
+
+@pytest.mark.parametrize("form", sorted(TAPE_FORMS))
+def test_gg101_silent_when_the_recorder_that_ran_the_pass_zeroes_it(form):
+    source = TAPE_FORMS[form]
+    assert _lines(source, "GG101") == []
+    model, ref = _train(source, form)
+    # the program applies each batch's own gradient: the same weights as plain PyTorch
+    assert torch.allclose(model.weight, ref.weight) and torch.allclose(model.bias, ref.bias)
+
+
+@pytest.mark.parametrize("form", sorted(TAPE_FORMS))
+def test_gg101_still_found_without_the_recorders_zero(form):
+    source = "\n".join(line for line in TAPE_FORMS[form].splitlines() if ".zero()" not in line and ".reset()" not in line) + "\n"
+    assert len(_lines(source, "GG101")) == 1
+    model, ref = _train(source, form)
+    assert not torch.allclose(model.weight, ref.weight)  # the stale gradients were applied again
+
+
+def test_gg101_a_zero_of_another_object_is_no_clearing():
+    source = TAPE_FORMS["loop"].replace("tape.zero()", "counter.zero()").replace("(batches, model, opt)", "(batches, model, opt, counter)")
+    assert len(_lines(source, "GG101")) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# GG201: an evaluation loop nested in the epoch loop of a training loop, whose outputs are computed
+# under `torch.no_grad()` right above the sum (the training loop binds the same name with a graph)
+
+EVAL_FORMS = {
+    "nested": '''\
+import torch
+
+
+def train(model, opt, train_data, val_data, epochs):
+    for epoch in range(epochs):
+        for x, y in train_data:
+            outputs = model(x, y)
+            outputs.loss.backward()
+            opt.step()
+            opt.zero_grad()
+        val_logs = {"val_loss": 0, "val_num": 0}
+        for x, y in val_data:
+            with torch.no_grad():
+                outputs = model(x, y)
+            val_logs["val_loss"] += outputs.loss
+            val_logs["val_num"] += 1
+    return val_logs
+''',
+    "renamed, inference_mode": '''\
+import torch
+
+
+def fit(net, o, tr, va, n_ep):
+    for ep in range(n_ep):
+        for a, b in tr:
+            res = net(a, b)
+            res.loss.backward()
+            o.step()
+            o.zero_grad()
+        meter = {"l": 0}
+        for a, b in va:
+            with torch.inference_mode():
+                res = net(a, b)
+            meter["l"] += res.loss
+    return meter
+''',
+    "method": '''\
+import torch
+
+
+class Runner:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def train(self, train_data, val_data, epochs):
+        for epoch in range(epochs):
+            for x, y in train_data:
+                outputs = self.model(x, y)
+                outputs.loss.backward()
+                self.opt.step()
+                self.opt.zero_grad()
+            self.val_logs = {"val_loss": 0}
+            for x, y in val_data:
+                with torch.no_grad():
+                    outputs = self.model(x, y)
+                self.val_logs["val_loss"] += outputs.loss
+        return self.val_logs
+''',
+}
+
+
+class _Out:
+    def __init__(self, loss):
+        self.loss = loss
+
+
+class _Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1).double()
+
+    def forward(self, x, y):
+        return _Out(((self.lin(x) - y) ** 2).mean())
+
+
+def _eval_total(source, form):
+    torch.manual_seed(0)
+    model = _Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(2)]
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    if form == "method":
+        logs = scope["Runner"](model, opt).train(data, data, 2)
+    else:
+        logs = (scope.get("train") or scope["fit"])(model, opt, data, data, 2)
+    return next(iter(logs.values()))
+
+
+def _without_no_grad(source):
+    lines = source.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if "torch.no_grad()" in line or "torch.inference_mode()" in line:
+            continue
+        if i and ("torch.no_grad()" in lines[i - 1] or "torch.inference_mode()" in lines[i - 1]):
+            line = line[4:]
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("form", sorted(EVAL_FORMS))
+def test_gg201_silent_on_a_nested_evaluation_under_no_grad(form):
+    source = EVAL_FORMS[form]
+    assert _lines(source, "GG201") == []
+    assert _eval_total(source, form).grad_fn is None  # what the sum holds has no graph
+
+
+@pytest.mark.parametrize("form", sorted(EVAL_FORMS))
+def test_gg201_still_found_on_the_nested_evaluation_without_no_grad(form):
+    source = _without_no_grad(EVAL_FORMS[form])
+    assert "no_grad" not in source and "inference_mode" not in source
+    assert len(_lines(source, "GG201")) == 1
+    assert _eval_total(source, form).grad_fn is not None  # the sum links every batch's graph
