@@ -264,3 +264,107 @@ def test_gg201_still_found_on_the_nested_evaluation_without_no_grad(form):
     assert "no_grad" not in source and "inference_mode" not in source
     assert len(_lines(source, "GG201")) == 1
     assert _eval_total(source, form).grad_fn is not None  # the sum links every batch's graph
+
+
+# ---------------------------------------------------------------------------------------------
+# GG104: the loss divided through the attribute that holds it (`result.loss /= K`, then
+# `result.loss.backward()`), in place or by assignment
+
+ATTR_FORMS = {
+    "in place": '''\
+def train(task, opt, batches, K):
+    n = 0
+    for batch in batches:
+        result = task(batch)
+        result.loss /= K
+        result.loss.backward()
+        n += 1
+        if n == K:
+            opt.step()
+            opt.zero_grad()
+            n = 0
+''',
+    "renamed, assigned": '''\
+def fit(model, o, data, accum):
+    seen = 0
+    for item in data:
+        out = model(item)
+        out.loss = out.loss / accum
+        out.loss.backward()
+        seen += 1
+        if seen == accum:
+            o.step()
+            o.zero_grad()
+            seen = 0
+''',
+    "method": '''\
+class Runner:
+    def __init__(self, opt, K):
+        self.opt, self.K = opt, K
+
+    def train(self, task, batches):
+        n = 0
+        for batch in batches:
+            result = task(batch)
+            result.loss /= self.K
+            result.loss.backward()
+            n += 1
+            if n == self.K:
+                self.opt.step()
+                self.opt.zero_grad()
+                n = 0
+''',
+}
+
+
+class _Task(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1).double()
+
+    def forward(self, batch):
+        x, y = batch
+        return _Out(((self.lin(x) - y) ** 2).mean())
+
+
+def _first_step_gradient(source, form):
+    """The gradient the first step applies, and the full-batch mean gradient of its window, in float64."""
+    torch.manual_seed(0)
+    task = _Task()
+    K = 2
+    batches = [(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(K)]
+    seen = []
+
+    class _Probe(torch.optim.SGD):
+        def step(self, closure=None):
+            seen.append(task.lin.weight.grad.clone())
+            return super().step(closure)
+
+    opt = _Probe(task.parameters(), lr=0.0)
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    if form == "method":
+        scope["Runner"](opt, K).train(task, batches)
+    else:
+        (scope.get("train") or scope["fit"])(task, opt, batches, K)
+    task.zero_grad()
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    ((task.lin(x) - y) ** 2).mean().backward()
+    return seen[0], task.lin.weight.grad
+
+
+@pytest.mark.parametrize("form", sorted(ATTR_FORMS))
+def test_gg104_silent_when_the_attribute_holding_the_loss_is_divided(form):
+    source = ATTR_FORMS[form]
+    assert _lines(source, "GG104") == []
+    applied, reference = _first_step_gradient(source, form)
+    assert torch.allclose(applied, reference)
+
+
+@pytest.mark.parametrize("form", sorted(ATTR_FORMS))
+def test_gg104_still_found_without_the_division(form):
+    source = "\n".join(l for l in ATTR_FORMS[form].splitlines() if "/= " not in l and " / accum" not in l) + "\n"
+    assert len(_lines(source, "GG104")) == 1
+    applied, reference = _first_step_gradient(source, form)
+    assert torch.allclose(applied, 2 * reference)  # K = 2 means summed: twice the mean gradient
