@@ -368,3 +368,30 @@ def test_gg104_still_found_without_the_division(form):
     assert len(_lines(source, "GG104")) == 1
     applied, reference = _first_step_gradient(source, form)
     assert torch.allclose(applied, 2 * reference)  # K = 2 means summed: twice the mean gradient
+
+
+
+# ---------------------------------------------------------------------------------------------
+# GG112: the unscale under the same flag that scaled the pass, where the flag is also tested above the
+# loop in the same function (`if amp: scaler = GradScaler()`): the flag keeps its value across the
+# loop's iterations, so a window scaled on one iteration is unscaled on the one that closes it.
+# (The shape is a speech toolkit's runner reduced, statement by statement, to what decides the verdict.)
+
+GG112_FORMS = {
+    "runner": 'class Runner:\n\n    def train(self):\n        if amp:\n            pass\n        if self.config.get(\'scheduler\'):\n            pass\n        if self.config.get(\'specaug\'):\n            pass\n        if init_step:\n            pass\n        if is_leader_process():\n            pass\n        while pbar.n < pbar.total:\n            try:\n                pass\n            except TypeError as e:\n                if "unexpected keyword argument \'epoch\'" in str(e):\n                    if hasattr(dataloader, \'sampler\') and isinstance(dataloader.sampler, DistributedSampler):\n                        pass\n                else:\n                    raise\n            for batch_id, (wavs, *others) in enumerate(tqdm(dataloader, dynamic_ncols=True, desc=\'train\', file=tqdm_file)):\n                try:\n                    gradient_accumulate_steps = self.config[\'runner\'].get(\'gradient_accumulate_steps\')\n                    if amp:\n                        scaler.scale(loss).backward()\n                except RuntimeError as e:\n                    pass\n                if backward_steps % gradient_accumulate_steps > 0:\n                    continue\n                if amp:\n                    scaler.unscale_(optimizer)\n                grad_norm = torch.nn.utils.clip_grad_norm_(trainable_paras, self.config[\'runner\'][\'gradient_clipping\'])',
+    "renamed": 'class Runner:\n\n    def train(self):\n        if use_fp16:\n            pass\n        if self.config.get(\'scheduler\'):\n            pass\n        if self.config.get(\'specaug\'):\n            pass\n        if init_step:\n            pass\n        if is_leader_process():\n            pass\n        while pbar.n < pbar.total:\n            try:\n                pass\n            except TypeError as e:\n                if "unexpected keyword argument \'epoch\'" in str(e):\n                    if hasattr(dataloader, \'suse_fp16ler\') and isinstance(dataloader.suse_fp16ler, DistributedSuse_fp16ler):\n                        pass\n                else:\n                    raise\n            for batch_id, (wavs, *others) in enumerate(tqdm(dataloader, dynamic_ncols=True, desc=\'train\', file=tqdm_file)):\n                try:\n                    accum = self.config[\'runner\'].get(\'accum\')\n                    if use_fp16:\n                        gs.scale(loss).backward()\n                except RuntimeError as e:\n                    pass\n                if n_back % accum > 0:\n                    continue\n                if use_fp16:\n                    gs.unscale_(o)\n                grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config[\'runner\'][\'gradient_clipping\'])',
+}
+
+
+@pytest.mark.parametrize("form", sorted(GG112_FORMS))
+def test_gg112_silent_when_the_unscale_shares_the_flag_tested_above_the_loop(form):
+    assert _lines(GG112_FORMS[form], "GG112") == []
+
+
+@pytest.mark.parametrize("form", sorted(GG112_FORMS))
+def test_gg112_still_found_when_the_unscale_waits_for_another_flag(form):
+    source = GG112_FORMS[form]
+    flag, rest = ("amp", "scaler.unscale_(optimizer)") if form == "runner" else ("use_fp16", "gs.unscale_(o)")
+    bad = source.replace(f"if {flag}:\n                    {rest}", f"if log_norms:\n                    {rest}")
+    assert bad != source
+    assert len(_lines(bad, "GG112")) == 1
