@@ -395,3 +395,58 @@ def test_gg112_still_found_when_the_unscale_waits_for_another_flag(form):
     bad = source.replace(f"if {flag}:\n                    {rest}", f"if log_norms:\n                    {rest}")
     assert bad != source
     assert len(_lines(bad, "GG112")) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Missed GG101: ignite's `Engine(update)` whose update function is defined in the script's
+# `if __name__ == "__main__":` block (no clearing: every step re-applies earlier gradients)
+
+IGNITE_FORMS = {
+    "main block": '''\
+import torch
+from ignite.engine import Engine
+
+if __name__ == "__main__":
+    net = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def process_batch(trainer, batch):
+        %s
+        loss = net(batch).mean()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    engine = Engine(process_batch)
+    engine.run(data=[torch.randn(3, 2)])
+''',
+    "renamed, nested if": '''\
+import torch
+from ignite.engine import Engine
+
+RUN = True
+if __name__ == "__main__":
+    if RUN:
+        model = torch.nn.Linear(2, 1)
+        o = torch.optim.Adam(model.parameters())
+
+        def upd(e, b):
+            %s
+            l = model(b).mean()
+            l.backward()
+            o.step()
+
+        Engine(upd).run([torch.randn(3, 2)])
+''',
+}
+
+
+@pytest.mark.parametrize("form", sorted(IGNITE_FORMS))
+def test_gg101_found_in_an_ignite_update_defined_in_the_main_block(form):
+    assert len(_lines(IGNITE_FORMS[form] % "pass", "GG101")) == 1
+
+
+@pytest.mark.parametrize("form", sorted(IGNITE_FORMS))
+def test_gg101_silent_when_that_update_clears(form):
+    opt = "opt" if form == "main block" else "o"
+    assert _lines(IGNITE_FORMS[form] % f"{opt}.zero_grad()", "GG101") == []
