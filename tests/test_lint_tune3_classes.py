@@ -450,3 +450,90 @@ def test_gg101_found_in_an_ignite_update_defined_in_the_main_block(form):
 def test_gg101_silent_when_that_update_clears(form):
     opt = "opt" if form == "main block" else "o"
     assert _lines(IGNITE_FORMS[form] % f"{opt}.zero_grad()", "GG101") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Missed GG201: an epoch total of loss tensors, whose mean is then bound to the name the batch loop
+# back-propagates (`loss = total_loss / n` after the loop, for the log): that later binding is no
+# pass of the total (the meta-learning form, `meta = total / n; meta.backward()`, stays silent)
+
+EPOCH_TOTAL_FORMS = {
+    "function": '''\
+import torch.nn.functional as F
+
+
+def train(model, optimizer, loader, n, epochs):
+    for epoch in range(epochs):
+        total_loss = 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += %s * x.shape[0]
+        loss = total_loss / n
+    return total_loss
+''',
+    "renamed, method": '''\
+import torch.nn.functional as F
+
+
+class Fit:
+    def run(self, net, o, data, count, n_ep):
+        for ep in range(n_ep):
+            acc = 0
+            for a, b in data:
+                o.zero_grad()
+                obj = F.mse_loss(net(a), b)
+                obj.backward()
+                o.step()
+                acc += %s * a.shape[0]
+            obj = acc / count
+            print(obj)
+        return acc
+''',
+}
+
+
+def _epoch_total(source, form):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)) for _ in range(2)]
+    scope: dict = {}
+    exec(compile(source, "<test>", "exec"), scope)
+    if form == "function":
+        return scope["train"](model, opt, data, 8, 2)
+    return scope["Fit"]().run(model, opt, data, 8, 2)
+
+
+@pytest.mark.parametrize("form", sorted(EPOCH_TOTAL_FORMS))
+def test_gg201_found_on_an_epoch_total_whose_mean_reuses_the_loss_name(form):
+    loss = "loss" if form == "function" else "obj"
+    source = EPOCH_TOTAL_FORMS[form] % loss
+    assert len(_lines(source, "GG201")) == 1
+    assert _epoch_total(source, form).grad_fn is not None  # the total links every batch's graph
+
+
+@pytest.mark.parametrize("form", sorted(EPOCH_TOTAL_FORMS))
+def test_gg201_silent_when_that_total_adds_numbers(form):
+    loss = "loss" if form == "function" else "obj"
+    source = EPOCH_TOTAL_FORMS[form] % f"{loss}.item()"
+    assert _lines(source, "GG201") == []
+    assert isinstance(_epoch_total(source, form), float)
+
+
+def test_gg201_a_total_back_propagated_after_it_is_divided_stays_silent():
+    source = '''\
+def outer(model, meta_opt, tasks):
+    for epoch in range(3):
+        total = 0
+        for x, y in tasks:
+            loss = ((model(x) - y) ** 2).mean()
+            total += loss
+        meta = total / len(tasks)
+        meta_opt.zero_grad()
+        meta.backward()
+        meta_opt.step()
+'''
+    assert _lines(source, "GG201") == []

@@ -637,9 +637,15 @@ def backwarded_later(module, scope, name: str) -> bool:
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     if re.search(pattern, module.lines_with(scope, "backward")) is None:
         return False  # the cheap text search first; the lines it matched may be a docstring or a comment
+    # a pass of a name derived from the total counts only below the first line that derives one: above it
+    # (`loss.backward()` in the batch loop, `loss = total / n` after it, for the log) the name holds another value
+    derived = [n.lineno for n in ast.walk(scope or module.tree) if isinstance(n, ast.Assign)
+               and any(isinstance(c, ast.Name) and c.id in names for t in n.targets for c in ast.walk(t))
+               and any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(n.value))]
+    first = min(derived, default=0)
     return any(
         isinstance(c, ast.Call) and terminal(c.func) == "backward"
-        and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c))
+        and any(isinstance(n, ast.Name) and (n.id == name or n.id in names and c.lineno > first) for n in ast.walk(c))
         for c in ast.walk(scope or module.tree)
     )
 
