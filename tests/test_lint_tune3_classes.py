@@ -537,3 +537,57 @@ def outer(model, meta_opt, tasks):
         meta_opt.step()
 '''
     assert _lines(source, "GG201") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# GG201: a list set back at the top of each update, filled by its micro-step loop and summed for the log
+# (an image-classification trainer's subdivided batch): one update's graphs at most, no leak; the same
+# list set back only at each epoch's start over a batch loop that steps (in a helper too) is still one
+
+PER_UPDATE = '''\
+import torch
+
+
+def train(model, optimizer, loader, loss_func, chunks):
+    for data, targets in loader:
+        optimizer.zero_grad()
+        losses = []
+        for x, y in zip(data.chunk(chunks), targets.chunk(chunks)):
+            loss = loss_func(model(x), y) / chunks
+            losses.append(loss)
+            loss.backward()
+        optimizer.step()
+        loss = sum(losses)
+        print(loss.item())
+'''
+
+PER_EPOCH = '''\
+import torch
+
+
+def _update(optimizer):
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def train(model, optimizer, loader, loss_func, epochs):
+    for epoch in range(epochs):
+        losses = []
+        for x, y in loader:
+            loss = loss_func(model(x), y)
+            losses.append(loss)
+            loss.backward()
+            _update(optimizer)
+        loss = sum(losses)
+        print(loss.item())
+'''
+
+
+def test_gg201_silent_on_a_list_set_back_at_each_update():
+    assert _lines(PER_UPDATE, "GG201") == []
+    renamed = PER_UPDATE.replace("losses", "parts").replace("loss", "term")
+    assert _lines(renamed, "GG201") == []
+
+
+def test_gg201_found_on_a_list_set_back_only_at_each_epoch():
+    assert len(_lines(PER_EPOCH, "GG201")) == 1

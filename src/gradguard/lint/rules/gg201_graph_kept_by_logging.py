@@ -61,6 +61,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
+            or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total), 
+                                      {id(e.frame[0][1] if e.frame else e.node) for e in loop.steps})
         ):
             report(
                 CODE,
@@ -145,6 +147,32 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
         if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
                 keeps_graph(value, n) for n in names):
             yield text(total)
+
+
+def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set) -> bool:
+    """The total is set back to a constant by a statement of the body (no branch) of a loop holding the sum,
+    above the statement that holds it, and no step runs in a loop between the two (``losses = []`` at the top
+    of an update whose micro-step loop appends each micro-batch's loss, summed for the log after it): it links
+    at most one update's graphs, whose activations backward() freed. (An epoch total set back at each epoch's
+    start, over a batch loop that steps, links every step of the epoch: not this.)"""
+    for outer in ast.walk(scope):
+        if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        at = next((i for i, st in enumerate(outer.body) if any(n is node for n in ast.walk(st))), None)
+        if at is None:
+            continue
+        between = [n for n in ast.walk(outer.body[at]) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                   and any(c is node for c in ast.walk(n))]
+        if any(id(c) in steps for n in between for c in ast.walk(n)):
+            continue
+        if any(
+            isinstance(st, ast.Assign) and any(text(t) == total for t in st.targets)
+            and isinstance(st.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
+            and not any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(st.value))
+            for st in outer.body[:at]
+        ):
+            return True
+    return False
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
