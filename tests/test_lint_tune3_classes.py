@@ -591,3 +591,10 @@ def test_gg201_silent_on_a_list_set_back_at_each_update():
 
 def test_gg201_found_on_a_list_set_back_only_at_each_epoch():
     assert len(_lines(PER_EPOCH, "GG201")) == 1
+
+
+def test_gg201_found_when_the_per_update_list_is_handed_to_a_meter():
+    source = PER_UPDATE.replace("        loss = sum(losses)\n        print(loss.item())\n",
+                                "        meter.update(sum(losses))\n").replace("chunks):", "chunks, meter):", 1)
+    assert "meter.update" in source
+    assert len(_lines(source, "GG201")) == 1

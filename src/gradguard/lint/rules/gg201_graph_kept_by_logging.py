@@ -153,8 +153,9 @@ def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set
     """The total is set back to a constant by a statement of the body (no branch) of a loop holding the sum,
     above the statement that holds it, and no step runs in a loop between the two (``losses = []`` at the top
     of an update whose micro-step loop appends each micro-batch's loss, summed for the log after it): it links
-    at most one update's graphs, whose activations backward() freed. (An epoch total set back at each epoch's
-    start, over a batch loop that steps, links every step of the epoch: not this.)"""
+    at most one update's graphs, whose activations backward() freed, unless it is handed to an object's method
+    after it. (An epoch total set back at each epoch's start, over a batch loop that steps, links every step of
+    the epoch: not this.)"""
     for outer in ast.walk(scope):
         if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
             continue
@@ -165,6 +166,10 @@ def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set
                    and any(c is node for c in ast.walk(n))]
         if any(id(c) in steps for n in between for c in ast.walk(n)):
             continue
+        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and any(
+                isinstance(n, ast.Name) and n.id == total for a in list(c.args) + [k.value for k in c.keywords]
+                for n in ast.walk(a)) for st in outer.body[at + 1:] for c in ast.walk(st)):
+            continue  # handed to an object's method (`meter.update(mean(losses))`): it may keep them past the update
         if any(
             isinstance(st, ast.Assign) and any(text(t) == total for t in st.targets)
             and isinstance(st.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
