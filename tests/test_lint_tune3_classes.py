@@ -598,3 +598,11 @@ def test_gg201_found_when_the_per_update_list_is_handed_to_a_meter():
                                 "        meter.update(sum(losses))\n").replace("chunks):", "chunks, meter):", 1)
     assert "meter.update" in source
     assert len(_lines(source, "GG201")) == 1
+
+
+def test_gg201_found_when_the_per_update_total_is_added_into_a_longer_total():
+    source = PER_UPDATE.replace("        loss = sum(losses)\n        print(loss.item())\n",
+                                "        window_total += sum(losses)\n").replace(
+        "    for data, targets in loader:\n", "    window_total = 0\n    for data, targets in loader:\n")
+    assert "window_total += sum(losses)" in source
+    assert len(_lines(source, "GG201")) >= 1

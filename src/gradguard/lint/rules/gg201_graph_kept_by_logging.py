@@ -170,6 +170,9 @@ def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set
                 isinstance(n, ast.Name) and n.id == total for a in list(c.args) + [k.value for k in c.keywords]
                 for n in ast.walk(a)) for st in outer.body[at + 1:] for c in ast.walk(st)):
             continue  # handed to an object's method (`meter.update(mean(losses))`): it may keep them past the update
+        if any(isinstance(c, ast.AugAssign) and any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(c.value))
+               for st in outer.body[at + 1:] for c in ast.walk(st)):
+            continue  # added into another running total (`loss_sum += batch_loss`) that outlives the update
         if any(
             isinstance(st, ast.Assign) and any(text(t) == total for t in st.targets)
             and isinstance(st.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
