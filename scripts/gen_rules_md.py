@@ -63,6 +63,7 @@ condition. Where none of that decides, these names are read, as a last resort:
 | `_builder._SCHEDULER_NAME` | `sched`, `scaler` | the only object a function steps is not taken for its optimizer (a scheduler stepped beside an optimizer we cannot see) |
 | `_events._FRAMEWORK_RECEIVER` | `accelerator`, `fabric`, `engine`, `deepspeed`, `booster`, `strategy`, `precision` | `X.backward(loss)` back-propagates `loss` |
 | `_events._MAYBE_CLEAR_NAME` | `zero_grad`, `clear_grad`, `reset_grad`, `free_grad`, `set_grads_to_none`, ... | a call we cannot see into may clear (it silences GG101, never makes a GG102) |
+| `_flow._RECORDER_CLEARS` | `zero`, `reset` (no arguments) | called on the object whose `X.backward(loss)` ran a pass earlier in the iteration (Warp's `tape.zero()`), it may clear (silences GG101, never makes a GG102) |
 | `_events._ACCUMULATOR_NAME` | `acc`, `accum`, `...accumulator...` | `X.backward(loss)` of a gradguard Accumulator not built in the file |
 | `_model.ACCUM_NAME` | `accum`, `micro`, `sync_grad` | a condition written on such a name decides a window (`if accum_done:`); GG104 leaves a loss whose expression names one as not known; GG105 recognises its micro-step loop by them |
 | `_model._STATE_ATTR` | `sync`, `last`, `boundary`, `is_end`, `should_`, `finished`, `done` | an attribute test may change between iterations without an assignment in view (framework state) |

@@ -210,8 +210,9 @@ def _gone_file(verdicts: Path) -> Path:
 
 
 @pytest.mark.slow
-# the second fresh list's tune half is measured but not judged yet: it has no verdicts file to check
-@pytest.mark.parametrize("name", ["fresh-heldout", "fresh-tune", "fresh2-heldout", "fresh3-heldout", "fresh3-tune"])
+@pytest.mark.parametrize(
+    "name", ["fresh-heldout", "fresh-tune", "fresh2-heldout", "fresh2-tune", "fresh3-heldout", "fresh3-tune"]
+)
 def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     """Every finding on the extracted code is judged, and every judged finding is still reported or
     listed in the set's ``_gone.tsv`` (findings that one measured version of the linter does not report:

@@ -58,6 +58,10 @@ MAX_WORK = 8000
 MERGE_AT = 16
 
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+
+#: What a recorder that ran ``R.backward(loss)`` is asked to do to the gradients it wrote (Warp's
+#: ``tape.zero()`` / ``tape.reset()``); read only on that receiver (see ``Walker._zeroes_its_recorder``).
+_RECORDER_CLEARS = frozenset({"zero", "reset"})
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -522,6 +526,8 @@ class Walker:
                     states = self._inline(helper, states, stack, call=call)
                     continue
             method = self._object_method(call) if found is None else None
+            if method is None and found is None and self._zeroes_its_recorder(call, states):
+                found = (MAYBE_CLEAR, text(call.func.value))
             if method is not None:
                 states = self._inline(method[1], states, stack, receiver=method[0], call=call, methods=method[2])
                 continue
@@ -553,6 +559,21 @@ class Walker:
                 states = self._add(states, self._event(BACKWARD, call, text(call.args[0]), stack))
                 states = self._guarded(states, test, self._event(STEP, call, self._rebase(text(opt)), stack))
         return states
+
+    def _zeroes_its_recorder(self, call: ast.Call, states: List[Path]) -> bool:
+        """``tape.zero()`` (or ``reset()``, no arguments) on the object whose ``tape.backward(loss)`` made a
+        pass earlier on a path: a recorder that runs the backward pass for the loss it is handed (NVIDIA
+        Warp's ``wp.Tape``) and zeroes the gradients it wrote. May clear only: it silences "nothing was
+        cleared" and never makes a clearing that discards a window (a torch tensor has no ``zero()``)."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in _RECORDER_CLEARS or call.args or call.keywords:
+            return False
+        receiver, frames = text(func.value), tuple(self._frames)
+        return any(
+            e.kind == BACKWARD and e.frame == frames and isinstance(e.node, ast.Call) and isinstance(e.node.func, ast.Attribute)
+            and e.node.func.attr == "backward" and (e.node.args or e.node.keywords) and text(e.node.func.value) == receiver
+            for s in states for e in s.events
+        )
 
     def _is_optimizer(self, call: ast.Call) -> bool:
         """``X.zero_grad()`` of an object the model takes for an optimizer (not a module's)."""

@@ -38,7 +38,8 @@ class _IgniteLoops:
                 isinstance(d, ast.Call) and terminal(d.func) == "on" for d in fn.decorator_list
             )
         ) or "add_event_handler" in m.source and "zero_grad" in m.source and self._added_handler_clears()
-        scopes = [(m.tree, m.functions)] + [
+        # an update defined in a block at module level (`if __name__ == "__main__":`) is a function of the module
+        scopes = [(m.tree, {**_block_defs(m.tree), **m.functions})] + [
             (fn, local_defs(fn)) for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
         for scope, defs in scopes:
@@ -158,4 +159,21 @@ def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.
             if "lineno" in node._attributes:
                 node.lineno, node.end_lineno, node.col_offset, node.end_col_offset = start, end, 0, 0
         out[name] = fn
+    return out
+
+
+def _block_defs(tree: ast.Module) -> Dict[str, ast.AST]:
+    """Functions defined in the blocks of the module's own statements (``if __name__ == "__main__":``,
+    ``with``, ``try``), not inside another function or class: the module's functions as much as a
+    top-level ``def``."""
+    out: Dict[str, ast.AST] = {}
+    todo = [stmt for stmt in tree.body if isinstance(stmt, (ast.If, ast.With, ast.Try))]
+    while todo:
+        stmt = todo.pop()
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(stmt, field, None) or ():
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.setdefault(child.name, child)
+                elif isinstance(child, (ast.If, ast.With, ast.Try, ast.ExceptHandler)):
+                    todo.append(child)
     return out

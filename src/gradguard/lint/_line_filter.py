@@ -31,7 +31,7 @@ _KEYWORDS = (
     "backward", ".step", "zero_grad", ".grad", "create_graph", "optim", "accumulate",
     "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Lion", "LAMB", "Lamb", "Muon", "_foreach_zero_",
     "clear_grad", "reset_grad", "free_grad", "grad_none", "grads_none", "grads_to_none", "grad_to_none",
-    "num_items_in_batch", "Accumulator", "accumulate_batch", "acc.",
+    "num_items_in_batch", "Accumulator", "accumulate_batch", "acc.", ".zero()", ".reset()",
 )
 
 

@@ -49,7 +49,8 @@ def check_loop(loop: Loop, report: Report) -> None:
             return  # cleared on every pass of the micro-step loop (GG102): the step applies one pass
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
-        assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno, b.node, loop.node)
+        assigns = loop.scope_of(b) if b.frame else reaching(
+            {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
                 CODE,
@@ -58,6 +59,21 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
+    """``result.loss /= K`` or ``out.loss = out.loss / K`` in the loop, where the pass back-propagates
+    ``result.loss``: the values bound to that attribute, keyed by its text (never an identifier), read
+    like a name's by :func:`loss_scale`."""
+    if not isinstance(tensor, ast.Attribute):
+        return {}
+    key, out = text(tensor), {}
+    for n in body_nodes(loop_node):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Attribute) and text(n.target) == key:
+            out.setdefault(key, []).append(("aug", n.op, n))
+        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and text(t) == key for t in n.targets):
+            out.setdefault(key, []).append(n.value)
+    return out
 
 
 def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: Optional[ast.AST] = None) -> dict:
@@ -211,6 +227,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         return loss_scale(expr.value, assigns, loop, depth + 1)
     if isinstance(expr, ast.Attribute):  # outputs.loss
+        values = assigns.get(text(expr))  # `outputs.loss /= K` in the loop (see _attribute_assignments)
+        if values:
+            kinds = {loss_scale(v, {**assigns, text(expr): []}, loop, depth + 1) for v in values}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         return loss_scale(expr.value, assigns, loop, depth + 1)
     if isinstance(expr, ast.Call):
         func = expr.func

@@ -234,21 +234,41 @@ class Flow:
         return self._unchanged_memo[memo]
 
     def _reads_unchanged(self, tests: List[ast.expr], loop: ast.stmt) -> bool:
-        if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets): once per loop
-            self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)})
-        in_loop, stored = self._loop_facts[id(loop)]
+        if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets, its function's): once per loop
+            self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)}, self._own_nodes(loop))
+        in_loop, stored, own = self._loop_facts[id(loop)]
         for test in tests:
             for n in subtree(test):
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
                         isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
                     return False
-                if isinstance(n, ast.Name) and n.id != "self" and (n.id in stored or id(test) not in in_loop):
+                # a test of the same name above the loop in the loop's own function (`if amp: scaler =
+                # GradScaler()` before it) reads the same variable; a helper's local of that name may not
+                if isinstance(n, ast.Name) and n.id != "self" and (n.id in stored or (id(test) not in in_loop and id(test) not in own)):
                     return False
                 if isinstance(n, ast.Attribute):
                     t = text(n)
                     if t in stored or (t.startswith("self.") and t in self.varying):
                         return False
         return True
+
+    def _own_nodes(self, loop: ast.stmt) -> FrozenSet[int]:
+        """The ids of the nodes of the innermost function holding ``loop``, less those of the functions, classes
+        and lambdas defined in it (whose names are their own); empty for a loop at module level."""
+        owner = None  # by line span: the function starting last among those that span the loop is the innermost
+        for fn in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if fn.lineno <= loop.lineno and loop.end_lineno <= fn.end_lineno and (owner is None or fn.lineno > owner.lineno):
+                owner = fn
+        if owner is None:
+            return frozenset()
+        out, todo = set(), list(child_nodes(owner))
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            out.add(id(n))
+            todo.extend(child_nodes(n))
+        return frozenset(out)
 
     @staticmethod
     def _taken(res, key, side):

@@ -52,12 +52,17 @@ def check_loop(loop: Loop, report: Report) -> None:
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
+    backward_nodes = {id(b.node) for b in loop.backwards}
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
+            continue
+        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes):
             continue
         carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
+            or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total), 
+                                      {id(e.frame[0][1] if e.frame else e.node) for e in loop.steps})
         ):
             report(
                 CODE,
@@ -68,6 +73,35 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
+
+
+def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, backward_nodes: set) -> bool:
+    """A sum inside a loop nested in the training loop that runs no backward pass of its own (an evaluation
+    over a validation set after each epoch's training), whose loss values that loop binds itself, at the top
+    of its body (or of a `with` there) before the sum: what the sum adds is what those bindings computed in
+    the same iteration, not the training loop's values of the same names. Graph-free when every such binding
+    the inner loop makes is under ``torch.no_grad()``."""
+    for inner in body_nodes(loop.node):
+        if not isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) or inner is loop.node:
+            continue
+        if not any(n is node for n in ast.walk(inner)) or any(id(n) in backward_nodes for n in ast.walk(inner)):
+            continue
+        top = next((st for st in inner.body if any(n is node for n in ast.walk(st))), None)
+        if top is None:
+            continue
+        before = inner.body[: inner.body.index(top)]
+        bound: set = set()
+        for st in before:
+            block = st.body if isinstance(st, (ast.With, ast.AsyncWith)) else [st]
+            bound.update(n for b in block if isinstance(b, ast.Assign) for t in b.targets for n in target_names(t))
+        carriers = loss_carriers(value, set(assignments(inner)))
+        if not carriers or not carriers <= bound:
+            continue
+        quiet = {id(n) for w in ast.walk(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+                 for st in w.body for n in ast.walk(st)}
+        values = assignments(inner)
+        return all(values.get(c) and all(isinstance(v, ast.AST) and id(v) in quiet for v in values[c]) for c in carriers)
+    return False
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
@@ -113,6 +147,40 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
         if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
                 keeps_graph(value, n) for n in names):
             yield text(total)
+
+
+def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set) -> bool:
+    """The total is set back to a constant by a statement of the body (no branch) of a loop holding the sum,
+    above the statement that holds it, and no step runs in a loop between the two (``losses = []`` at the top
+    of an update whose micro-step loop appends each micro-batch's loss, summed for the log after it): it links
+    at most one update's graphs, whose activations backward() freed, unless it is handed to an object's method
+    after it. (An epoch total set back at each epoch's start, over a batch loop that steps, links every step of
+    the epoch: not this.)"""
+    for outer in ast.walk(scope):
+        if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        at = next((i for i, st in enumerate(outer.body) if any(n is node for n in ast.walk(st))), None)
+        if at is None:
+            continue
+        between = [n for n in ast.walk(outer.body[at]) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                   and any(c is node for c in ast.walk(n))]
+        if any(id(c) in steps for n in between for c in ast.walk(n)):
+            continue
+        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and any(
+                isinstance(n, ast.Name) and n.id == total for a in list(c.args) + [k.value for k in c.keywords]
+                for n in ast.walk(a)) for st in outer.body[at + 1:] for c in ast.walk(st)):
+            continue  # handed to an object's method (`meter.update(mean(losses))`): it may keep them past the update
+        if any(isinstance(c, ast.AugAssign) and any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(c.value))
+               for st in outer.body[at + 1:] for c in ast.walk(st)):
+            continue  # added into another running total (`loss_sum += batch_loss`) that outlives the update
+        if any(
+            isinstance(st, ast.Assign) and any(text(t) == total for t in st.targets)
+            and isinstance(st.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
+            and not any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(st.value))
+            for st in outer.body[:at]
+        ):
+            return True
+    return False
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
@@ -605,9 +673,15 @@ def backwarded_later(module, scope, name: str) -> bool:
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     if re.search(pattern, module.lines_with(scope, "backward")) is None:
         return False  # the cheap text search first; the lines it matched may be a docstring or a comment
+    # a pass of a name derived from the total counts only below the first line that derives one: above it
+    # (`loss.backward()` in the batch loop, `loss = total / n` after it, for the log) the name holds another value
+    derived = [n.lineno for n in ast.walk(scope or module.tree) if isinstance(n, ast.Assign)
+               and any(isinstance(c, ast.Name) and c.id in names for t in n.targets for c in ast.walk(t))
+               and any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(n.value))]
+    first = min(derived, default=0)
     return any(
         isinstance(c, ast.Call) and terminal(c.func) == "backward"
-        and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c))
+        and any(isinstance(n, ast.Name) and (n.id == name or n.id in names and c.lineno > first) for n in ast.walk(c))
         for c in ast.walk(scope or module.tree)
     )
 
