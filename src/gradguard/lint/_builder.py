@@ -14,7 +14,7 @@ import re
 from typing import Dict, List, Optional
 
 from ._ast import (
-    any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, nodes_of, overlaps,
     returns_of,
     terminal, text, walk_lines,
 )
@@ -273,7 +273,13 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                     out.update(self._class_methods(parent, depth + 1))
         out.update(methods_of(cls))
         if "self." in self.m.source:
-            _method_aliases(cls, out)
+            pairs = self.__dict__.setdefault("_alias_pairs", {})
+            if id(cls) not in pairs:
+                pairs[id(cls)] = _method_alias_pairs(cls)
+            for target, named in pairs[id(cls)]:
+                found = [a for a in named if a in out]
+                if found and target not in out:
+                    out[target] = out[found[0]]
         return out
 
     def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
@@ -492,20 +498,19 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
         return cached
 
 
-def _method_aliases(cls: ast.ClassDef, methods: Dict[str, ast.AST]) -> None:
-    """``self.A = self.B`` in a method of ``cls``, ``B`` one of its methods: ``self.A(...)`` runs ``B``.
-    So does ``self.A = wrap(self.B) if compiled else self.B`` (one arm is the method itself, in some
-    configuration of the run). Adds ``A`` (where no method has that name) to ``methods``."""
-    for fn in cls.body:
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for n in body_nodes(fn):
-            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and _self_attr(n.targets[0])):
-                continue
+def _method_alias_pairs(cls: ast.ClassDef) -> list:
+    """``self.A = self.B`` in the code of ``cls``: ``self.A(...)`` runs ``B`` where ``B`` is a method (of
+    ``cls`` or a base). So does ``self.A = wrap(self.B) if compiled else self.B`` (one arm is the method
+    itself, in some configuration of the run). ``[(A, [B, ...])]``, in the order they are written; read
+    once per class (:meth:`_Builder._class_methods` adds ``A`` where no method has that name)."""
+    out = []
+    for n in nodes_of(cls, ast.Assign):  # (statements only: a cheap walk, kept on the class)
+        if len(n.targets) == 1 and _self_attr(n.targets[0]):
             arms = [n.value.body, n.value.orelse] if isinstance(n.value, ast.IfExp) else [n.value]
-            named = [a.attr for a in arms if _self_attr(a) and a.attr in methods]
-            if named and n.targets[0].attr not in methods:
-                methods[n.targets[0].attr] = methods[named[0]]
+            named = [a.attr for a in arms if _self_attr(a)]
+            if named:
+                out.append((n.targets[0].attr, named))
+    return out
 
 
 def _self_attr(node: ast.AST) -> bool:

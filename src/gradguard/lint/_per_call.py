@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, Optional, Set
+from typing import Dict, Iterator, Optional, Set
 
-from ._ast import bind_arguments, body_nodes, local_defs
-from ._events import BACKWARD, STEP
+from ._ast import bind_arguments, body_nodes, find_all, lines_of, local_defs, nodes_of, overlaps, walk_lines
+from ._events import BACKWARD, STEP, conditional_step
+from ._line_filter import _propagate
 from ._model import backward_tensor
 
 #: Text that may clear gradients: ``zero_grad``, a ``.grad`` write (``= None``, ``.zero_()``,
@@ -62,10 +63,33 @@ class _PerCallBodies:
             # cheap text tests first: a backward pass and a step reachable from its lines
             if not (m.interesting(fn) and any(fn.lineno <= line <= fn.end_lineno for line in m._backward_lines)):
                 continue
+            if not self._may_step(fn, closures):
+                continue
             if self._registered(fn) or self._cleared_by_a_caller(fn):
                 continue
             self._loop(fn, fn, cls, (), closures, per_call=True,
                        accept=lambda loop: _one_update(loop) and not self._handed_on_by_a_caller(loop))
+
+    def _may_step(self, fn: ast.AST, closures: dict) -> bool:
+        """A cheap proof that no step can run in a call of ``fn``, before its body is walked: none of its
+        lines, nor those of the helpers it may call (followed as the builder follows the lines of backward
+        passes) nor of the closures it sees, holds a step's word (``step``, ``.grad`` of a hand-written
+        update, an Accumulator's ``flush``) or a call that steps under a window condition. Files calling
+        methods of another file's classes are not proved so (those methods are not among these lines)."""
+        if self.foreign_bound:
+            return True
+        lines = getattr(self, "_step_lines", None)
+        if lines is None:
+            m = self.m
+            stepping = [
+                n.lineno for n in walk_lines(m.tree, m.word_lines(("%",)))
+                if isinstance(n, ast.Call) and conditional_step(n) is not None
+            ]
+            helpers = list(m.functions.items()) + [(n, f) for ms in m.methods.values() for n, f in ms.items()]
+            lines = lines_of(m.source, find_all(m.source, ("step", "grad", "flush")))
+            lines = sorted(set(lines).union(stepping))
+            self._step_lines = lines = _propagate(m, lines, helpers, self._call_sites) if helpers else lines
+        return overlaps(lines, fn) or any(overlaps(lines, c) for c in closures.values())
 
     def _registered(self, fn: ast.AST) -> bool:
         """``fn`` is handed to an object of the program by a decorator (``@trainer.on(Events.COMPLETED)``):
@@ -82,35 +106,48 @@ class _PerCallBodies:
         return False
 
     # -- callers that may clear ------------------------------------------------------------
+    # Every question below is answered from indexes built once (per file, or per set of files linted
+    # together) on the first question: the cost stays linear in the size of the linted code however
+    # many functions ask (a scan of every assignment, or of every other file's text, per function
+    # made linting a package of thousands of files take minutes).
     def _caller_index(self) -> list:
-        """``(function or None for the module's statements, the names it mentions, its own text)`` for
-        every function of the file (the functions defined in it left out), built on the first question."""
+        """``[function or None for the module's statements, the names it mentions, its own text, whether
+        that text may clear]`` for every function of the file (the functions defined in it left out),
+        and name -> the entries that mention it; built on the first question."""
         cached = getattr(self, "_callers", None)
         if cached is not None:
             return cached
         m = self.m
-        out = []
-        functions = [n for n in ast.walk(m.tree) if isinstance(n, _FUNCS)]
-        for fn in functions:
+        entries = []
+        for fn in nodes_of(m.tree, _FUNCS):
             names = {_mentioned(n) for n in body_nodes(fn)} - {None}
             # its own lines only: a function defined in it (a closure it returns) is an entry of its own
-            nested = [(n.lineno, n.end_lineno) for n in ast.walk(fn) if isinstance(n, (*_FUNCS, ast.ClassDef)) and n is not fn]
+            nested = [(c.lineno, c.end_lineno) for n in (fn, *body_nodes(fn)) for c in ast.iter_child_nodes(n)
+                      if isinstance(c, (*_FUNCS, ast.ClassDef))]
             lines = m.scope_text(fn).split("\n")
             own = "\n".join(
                 line for i, line in enumerate(lines, fn.lineno) if not any(a <= i <= b for a, b in nested)
             ) if nested else "\n".join(lines)
-            out.append((fn, names, own))
+            entries.append([fn, names, own, None])
         top = [s for s in m.tree.body if not isinstance(s, (*_FUNCS, ast.ClassDef))]
         names = {_mentioned(n) for s in top for n in ast.walk(s)} - {None}
-        out.append((None, names, "\n".join(m.scope_text(s) for s in top)))
-        self._callers = out
-        return out
+        entries.append([None, names, "\n".join(m.scope_text(s) for s in top), None])
+        by_name: Dict[str, list] = {}
+        for entry in entries:
+            for name in entry[1]:
+                by_name.setdefault(name, []).append(entry)
+        self._callers = (entries, by_name)
+        return self._callers
 
     def _aliases(self, fn: ast.AST) -> Set[str]:
         """The names ``fn`` may be called by: its own, the targets of an assignment whose value names
         it (``self.step_fn = self._train_step``, ``f = wrap(train_step) if c else train_step``), and
-        the factory that returns it (a closure: whoever calls the factory gets it)."""
-        m = self.m
+        of one naming such a target, and the factory that returns it (a closure: whoever calls the
+        factory gets it)."""
+        cache = self.__dict__.setdefault("_aliases_of", {})
+        found = cache.get(id(fn))
+        if found is not None:
+            return found
         names = {fn.name}
         parent = self._parents().get(id(fn))
         if parent is not None and any(
@@ -118,19 +155,27 @@ class _PerCallBodies:
             for r in body_nodes(parent)
         ):
             names.add(parent.name)
-        for _ in range(2):
-            for n in self._assignments():
-                if any(_mentioned(x) in names for x in ast.walk(n.value)):
-                    for t in n.targets:
-                        found = _mentioned(t)
-                        if found is not None:
-                            names.add(found)
+        targets = self._assigned_from()
+        fresh = names
+        for _ in range(2):  # two assignments away at most
+            fresh = {t for name in fresh for t in targets.get(name, ())} - names
+            names |= fresh
+        cache[id(fn)] = names
         return names
 
-    def _assignments(self) -> list:
-        cached = getattr(self, "_all_assigns", None)
+    def _assigned_from(self) -> Dict[str, Set[str]]:
+        """name -> the names assigned a value that mentions it (``self.a = wrap(self.f)``: f -> {a}),
+        over every assignment of the file, read once."""
+        cached = getattr(self, "_assign_graph", None)
         if cached is None:
-            cached = self._all_assigns = [n for n in ast.walk(self.m.tree) if isinstance(n, ast.Assign)]
+            cached = self._assign_graph = {}
+            for n in nodes_of(self.m.tree, ast.Assign):
+                found = {_mentioned(t) for t in n.targets} - {None}
+                if found:
+                    for x in ast.walk(n.value):
+                        name = _mentioned(x)
+                        if name is not None:
+                            cached.setdefault(name, set()).update(found)
         return cached
 
     def _parents(self) -> Dict[int, ast.AST]:
@@ -138,60 +183,62 @@ class _PerCallBodies:
         cached = getattr(self, "_fn_parents", None)
         if cached is None:
             cached = self._fn_parents = {}
-            for n in ast.walk(self.m.tree):
-                if isinstance(n, _FUNCS):
-                    for inner in local_defs(n).values():
-                        cached.setdefault(id(inner), n)
+            for n in nodes_of(self.m.tree, _FUNCS):
+                for inner in local_defs(n).values():
+                    cached.setdefault(id(inner), n)
         return cached
 
-    def _caller_texts(self, fn: ast.AST) -> list:
-        """The texts of the code of the linted files that may call ``fn``: the functions of this file (and
-        its module-level statements) that name it or an alias, three levels up, and every other linted
-        file that names one of them (whole: where in it the call sits is not worked out)."""
-        cache = self.__dict__.setdefault("_caller_texts_of", {})
+    def _callers_of(self, fn: ast.AST) -> tuple:
+        """The code of the linted files that may call ``fn``: the entries of :meth:`_caller_index` (functions
+        of this file and its module-level statements) that name it or an alias, three levels up, and the
+        other linted files that name one of its names (whole: where in them the call sits is not worked out)."""
+        cache = self.__dict__.setdefault("_callers_of_fn", {})
         if id(fn) in cache:
             return cache[id(fn)]
-        index = self._caller_index()
+        _, by_name = self._caller_index()
         names, done = self._aliases(fn), {id(fn)}
         inside = {id(n) for n in ast.walk(fn) if isinstance(n, _FUNCS)}
-        texts = []
+        found, seen = [], set()
         for _ in range(3):
-            callers = [(g, text) for g, mentioned, text in index
-                       if (g is None or id(g) not in done and id(g) not in inside) and names & mentioned]
+            callers = []
+            for name in names:
+                for entry in by_name.get(name, ()):
+                    g = entry[0]
+                    if id(entry) not in seen and (g is None or id(g) not in done and id(g) not in inside):
+                        seen.add(id(entry))
+                        callers.append(entry)
             if not callers:
                 break
-            texts += [text for _, text in callers]
+            found += callers
             fresh: Set[str] = set()
-            for g, _ in callers:
-                if g is not None:
-                    done.add(id(g))
-                    fresh |= self._aliases(g)
+            for entry in callers:
+                if entry[0] is not None:
+                    done.add(id(entry[0]))
+                    fresh |= self._aliases(entry[0])
             names = fresh
-        m, names = self.m, self._aliases(fn)
-        others = [text for path, text in m.project.sources.items() if path != m.filename and any(n in text for n in names)]
-        if others:
-            pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names))))
-            texts += [text for text in others if pattern.search(text)]
-        cache[id(fn)] = texts
-        return texts
+        cache[id(fn)] = result = (found, self._aliases(fn))
+        return result
 
     def _cleared_by_a_caller(self, fn: ast.AST) -> bool:
         """Some code of the linted files that may call ``fn`` may clear gradients, or another linted file
         has a function (outside any class) that writes ``.grad`` of whatever parameters it is handed: the
         loop calling the update may hand it ours (as GG101's check of an object's optimizer reads it)."""
-        return any(_CLEARS.search(text) for text in self._caller_texts(fn)) or self._clearing_helper_elsewhere()
+        index = _FilesIndex.of(self.m.project)
+        if index.grad_helper_elsewhere(self.m.filename):
+            return True
+        entries, names = self._callers_of(fn)
+        for entry in entries:
+            if entry[3] is None:
+                entry[3] = _may_clear(entry[2])
+            if entry[3]:
+                return True
+        return bool(index.naming(names, self.m.filename, clearing=True))
 
-    def _clearing_helper_elsewhere(self) -> bool:
-        found = getattr(self, "_helper_elsewhere", None)
-        if found is None:
-            from .rules.gg101_stale_gradient import _GRAD_WRITE, _class_span  # (the rules import the builder)
-
-            m = self.m
-            found = self._helper_elsewhere = any(
-                _class_span(text, w.start()) is None
-                for path, text in m.project.sources.items() if path != m.filename for w in _GRAD_WRITE.finditer(text)
-            )
-        return found
+    def _caller_texts(self, fn: ast.AST) -> list:
+        """The texts of :meth:`_callers_of` ``fn``."""
+        entries, names = self._callers_of(fn)
+        project = self.m.project
+        return [e[2] for e in entries] + [project.sources[p] for p in _FilesIndex.of(project).naming(names, self.m.filename)]
 
     def _handed_on_by_a_caller(self, loop) -> bool:
         """What the update steps is handed on: by the object's own code (``config.register(self.net)``), or
@@ -228,6 +275,75 @@ class _PerCallBodies:
                     return True
         escape = re.compile(r"\.[ \t]*(?:" + "|".join(map(re.escape, sorted(reach))) + r")\b(?![ \t]*(?:[.(]|=[^=]))")
         return any(escape.search(text) for text in self._caller_texts(loop.node))
+
+
+class _FilesIndex:
+    """What :class:`_PerCallBodies` asks of the files linted together, read once for all of them: the
+    files that may clear gradients (their words indexed), the files with a module-level helper that
+    writes ``.grad``, and, on the first question that needs it, the words of every file."""
+
+    def __init__(self, project):
+        self.project = project
+        self.count = len(project.sources)
+        self.clearing = {path: _words(text) for path, text in project.sources.items() if _may_clear(text)}
+        self.helpers: Optional[Set[str]] = None
+        self.words: Optional[Dict[str, Set[str]]] = None
+
+    @classmethod
+    def of(cls, project) -> "_FilesIndex":
+        found = project.__dict__.get("_per_call_index")
+        if found is None or found.count != len(project.sources):  # (files added since: read again)
+            found = project.__dict__["_per_call_index"] = cls(project)
+        return found
+
+    def grad_helper_elsewhere(self, path: str) -> bool:
+        """A file other than ``path`` has a ``.grad`` write outside any class."""
+        if self.helpers is None:
+            from .rules.gg101_stale_gradient import _GRAD_WRITE, _class_span  # (the rules import the builder)
+
+            self.helpers = {
+                p for p, text in self.project.sources.items()
+                if any(_class_span(text, w.start()) is None for w in _line_matches(_GRAD_WRITE, text, text, (".grad", "_foreach_")))
+            }
+        return bool(self.helpers - {path})
+
+    def naming(self, names: Set[str], path: str, clearing: bool = False) -> list:
+        """The files other than ``path`` in which one of ``names`` is a word (only those that may clear,
+        with ``clearing``), in the order they were linted."""
+        if clearing:
+            table = self.clearing
+        else:
+            if self.words is None:
+                self.words = {p: self.clearing.get(p) or _words(text) for p, text in self.project.sources.items()}
+            table = self.words
+        return [p for p, words in table.items() if p != path and not names.isdisjoint(words)]
+
+
+def _may_clear(text: str) -> bool:
+    """``_CLEARS.search(text)``, run only on the lines that hold "grad" (any case) or "_foreach_zero_",
+    where every match of it lies (a search of a whole file's text for its many alternatives was most of
+    the time of the view)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # (a character whose lower case is longer: offsets differ)
+        return _CLEARS.search(text) is not None
+    return next(_line_matches(_CLEARS, text, lowered, ("grad", "_foreach_zero_")), None) is not None
+
+
+def _line_matches(pattern, text: str, haystack: str, needles) -> Iterator[re.Match]:
+    """The matches of ``pattern`` (none of which spans lines) on the lines of ``text`` where ``haystack``
+    (``text`` or its lower case) holds one of ``needles``; a line holding several is searched once per needle."""
+    for needle in needles:
+        at = haystack.find(needle)
+        while at != -1:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end == -1 else end
+            yield from pattern.finditer(text, start, end)
+            at = haystack.find(needle, end)
+
+
+def _words(text: str) -> Set[str]:
+    return set(re.findall(r"\w+", text))
 
 
 def _mentioned(node: ast.AST) -> Optional[str]:
