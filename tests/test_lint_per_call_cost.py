@@ -153,3 +153,26 @@ def test_a_step_reached_through_a_closure_is_not_proved_away():
     # negative control: the update clears first, and nothing is reported
     fixed = src.replace("        out = net(", "        solver.zero_grad()\n        out = net(")
     assert [f.code for f in lint_source(fixed, "t.py")] == []
+
+
+def test_an_optimizer_wrapper_handed_the_loss_is_not_one_update():
+    # `self.opt.step(loss)` (tianshou's optimizer wrapper): the wrapper back-propagates and clears in code
+    # the view does not read; `step(closure)` (handed a function) and `scaler.step(opt)` stay one update
+    src = textwrap.dedent("""\
+        class Agent:
+            def __init__(self, net, opt, aux_opt):
+                self.net, self.opt, self.aux_opt = net, opt, aux_opt
+
+            def update(self, batch):
+                actor_loss, extra = self.net(batch)
+                self.opt.step(actor_loss)
+                aux = extra.pow(2).mean()
+                aux.backward()
+                self.aux_opt.step()
+    """)
+    assert [f.code for f in lint_source(src, "t.py")] == []
+    # negative control: the same update with the wrapper call written as a plain backward and step
+    plain = src.replace("self.opt.step(actor_loss)", "actor_loss.backward()\n        self.opt.step()")
+    assert sorted(f.code for f in lint_source(plain, "t.py")) == ["GG101", "GG101"]
+    closure = src.replace("self.opt.step(actor_loss)", "def closure():\n            return actor_loss\n        self.opt.step(closure)")
+    assert "GG101" in [f.code for f in lint_source(closure, "t.py")]  # still read as one update

@@ -366,9 +366,24 @@ def _one_update(loop) -> bool:
         return False
     if all(_handed_in(loop.node, e) for e in loop.backwards):
         return False
+    if any(_step_handed_a_value(loop.node, e) for e in loop.steps):
+        return False
     built = {ast.unparse(t) for n in body_nodes(loop.node) if isinstance(n, (ast.Assign, ast.AnnAssign))
              for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
     return not any(e.target in built for e in loop.steps if not e.frame)
+
+
+def _step_handed_a_value(fn: ast.AST, event) -> bool:
+    """``opt.step(loss)``: the step is handed a value the function (or the helper it runs in) computes, not
+    a closure (``step(closure)`` is handed a function): the optimizer is a wrapper that back-propagates
+    that value itself, and whatever clearing it does is in code the view does not read."""
+    call = event.node
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "step" and call.args
+            and ast.unparse(call.func.value) == event.target):  # (not `scaler.step(optimizer)`)
+        return False
+    arg = call.args[0]
+    where = event.frame[-1][0] if event.frame else fn
+    return isinstance(arg, ast.Name) and arg.id in _assigned(where) or isinstance(arg, (ast.BinOp, ast.Subscript))
 
 
 def _handed_in(fn: ast.AST, event) -> bool:
