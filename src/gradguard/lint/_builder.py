@@ -14,17 +14,20 @@ import re
 from typing import Dict, List, Optional
 
 from ._ast import (
-    any_between, bind_arguments, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, overlaps,
+    any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, nodes_of, overlaps,
     returns_of,
     terminal, text, walk_lines,
 )
 from ._cross_file import _ForeignObjects
 from ._events import conditional_step, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
-from ._frameworks import is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop
+from ._frameworks import (
+    is_framework_by_name_only, is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop,
+)
 from ._ignite import _IgniteLoops
 from ._line_filter import _CTOR_WORDS, _KEYWORDS, _LineMarks, _running_sum_lines
 from ._model import Loop, Module
+from ._per_call import _PerCallBodies
 from ._project import Project
 
 
@@ -79,7 +82,7 @@ def build(tree: ast.Module, source: str, filename: str, project: Optional[Projec
 # ---------------------------------------------------------------------------
 # Building the model
 # ---------------------------------------------------------------------------
-class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
+class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
     def __init__(self, module: Module):
         self.m = module
         self.pending: List[tuple] = []  # (node, scope, cls, after, closures) of every loop
@@ -93,6 +96,7 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
         self.through_imports_only = False  # the file holds no event word: only imported classes may train
         self.work_pool = WORK_PER_LINE * module.source.count("\n")  # see _loop
         self.foreign_backward: List[int] = []  # lines calling another file's method that back-propagates
+        self.functions_seen: List[tuple] = []  # (function, class, closures) of every function the walk entered
 
     def run(self) -> None:
         m = self.m
@@ -129,6 +133,8 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
             self._engine_updates()
         for node, scope, cls, after, closures in self.pending:
             self._loop(node, scope, cls, after, closures)
+        if self.functions_seen:
+            self._per_call_bodies()  # after the loops: they draw on the shared allowance first
         if self.hot_sums:
             training = {id(loop.node) for loop in m.loops if loop.trains or loop.managed}
             m.eval_loops += [(node, scope) for node, scope in self.hot_sums if id(node) not in training]
@@ -251,8 +257,9 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 n.value for n in walk_lines(m.tree, m.word_lines((attr + " =", attr + "=")))
                 if isinstance(n, ast.Assign) and any(text(t) in (name, attr) for t in n.targets)
             ]
-            if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None for v in built):
+            if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None and not _handed_parameters(v) for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else
+                # (`make_opt(model.parameters())`, a factory handed the parameters, builds the optimizer)
             out.add(name)
         return out
 
@@ -265,6 +272,14 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 if parent is not None and parent is not cls:
                     out.update(self._class_methods(parent, depth + 1))
         out.update(methods_of(cls))
+        if "self." in self.m.source:
+            pairs = self.__dict__.setdefault("_alias_pairs", {})
+            if id(cls) not in pairs:
+                pairs[id(cls)] = _method_alias_pairs(cls)
+            for target, named in pairs[id(cls)]:
+                found = [a for a in named if a in out]
+                if found and target not in out:
+                    out[target] = out[found[0]]
         return out
 
     def _visit(self, stmts, scope, cls, after: tuple, closures: dict, no_grad: bool) -> None:
@@ -282,12 +297,21 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
             if isinstance(stmt, ast.ClassDef):
                 own_loop = runs_own_loop(stmt)
                 project, path = m.project, m.filename
-                if is_hf_trainer_class(stmt, project, path):
+                hf = is_hf_trainer_class(stmt, project, path)
+                if hf:
                     m.compute_losses += [(fn, stmt) for fn in stmt.body if getattr(fn, "name", None) == "compute_loss"]
-                    if not own_loop:
-                        continue  # the HF Trainer runs the loop
-                manual = is_manual_lightning(stmt, project, path)
-                framework = is_framework_class(stmt, project, path)
+                framework = hf or is_framework_class(stmt, project, path)
+                manual = is_manual_lightning(stmt, project, path) if framework else False
+                if framework and not manual and not own_loop and is_framework_by_name_only(stmt, project, path):
+                    # a base that no import resolves to a framework (`TorchTrainer` of an RL library): its
+                    # loops stay unread (it may be a framework's), but a method that is one update of a loop
+                    # the file does not show is read as one (_per_call), framework hooks left out
+                    self.functions_seen += [
+                        (fn, stmt, local_defs(fn)) for fn in stmt.body
+                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.interesting(fn) and not is_framework_hook(fn)
+                    ]
+                if hf and not own_loop:
+                    continue  # the HF Trainer runs the loop
                 if framework:
                     self.framework.add(id(stmt))
                 if framework and not manual and not own_loop:
@@ -309,6 +333,8 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                     self._mark_closure_calls(stmt, local)
                 inner = {**closures, **local}
                 fn_no_grad = no_grad or no_grad_function(stmt) or stmt.name in self.no_grad_callees
+                if hot and not fn_no_grad:
+                    self.functions_seen.append((stmt, cls, inner))
                 self._visit(stmt.body, stmt, cls, (), inner, fn_no_grad)
             else:
                 if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
@@ -400,7 +426,10 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 for t in node.targets:
                     m.instances[text(t)] = m.methods.get(id(cls)) or methods_of(cls)
 
-    def _loop(self, node, scope, cls, after, closures) -> None:
+    def _loop(self, node, scope, cls, after, closures, accept=None, per_call: bool = False) -> None:
+        """Unrolls one loop (or a function that is one iteration) into the model. ``accept``: a test
+        the built :class:`Loop` must pass to be kept (a function taken for one update, see
+        :mod:`._per_call`, which also leaves no "not checked" record: it is an extra view)."""
         m = self.m
         if not (overlaps(m._backward_lines, node) or (scope is not None and overlaps(m._backward_lines, scope))):
             return  # no backward pass can run in it (directly, through helpers or closures): no rule applies
@@ -429,14 +458,19 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
             try:
                 paths = walker.iteration_paths(node, scope)
             except TooComplex as exc:
-                m.skip(node, str(exc))
+                if not per_call:
+                    m.skip(node, str(exc))
                 return
             except RecursionError:
-                m.skip(node, "nested too deeply to follow")
+                if not per_call:
+                    m.skip(node, "nested too deeply to follow")
                 return
             finally:
                 self.work_pool -= max(0, walker._work - MAX_WORK)
-            m.loops.append(Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods))
+            loop = Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods)
+            loop.per_call = per_call
+            if accept is None or accept(loop):
+                m.loops.append(loop)
 
     def _subclasses(self, cls) -> list:
         """The classes of this module that inherit from ``cls`` (directly or not)."""
@@ -462,6 +496,33 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects):
                 if len(cs) == 1 and not name.startswith("__") and name not in _COMMON_METHODS
             }
         return cached
+
+
+def _method_alias_pairs(cls: ast.ClassDef) -> list:
+    """``self.A = self.B`` in the code of ``cls``: ``self.A(...)`` runs ``B`` where ``B`` is a method (of
+    ``cls`` or a base). So does ``self.A = wrap(self.B) if compiled else self.B`` (one arm is the method
+    itself, in some configuration of the run). ``[(A, [B, ...])]``, in the order they are written; read
+    once per class (:meth:`_Builder._class_methods` adds ``A`` where no method has that name)."""
+    out = []
+    for n in nodes_of(cls, ast.Assign):  # (statements only: a cheap walk, kept on the class)
+        if len(n.targets) == 1 and _self_attr(n.targets[0]):
+            arms = [n.value.body, n.value.orelse] if isinstance(n.value, ast.IfExp) else [n.value]
+            named = [a.attr for a in arms if _self_attr(a)]
+            if named:
+                out.append((n.targets[0].attr, named))
+    return out
+
+
+def _self_attr(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _handed_parameters(call: ast.Call) -> bool:
+    """A call handed a module's parameters (``make_opt(net.parameters())``): what it builds steps them."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("parameters", "named_parameters")
+        for arg in list(call.args) + [k.value for k in call.keywords] for n in ast.walk(arg)
+    )
 
 
 def _model_of(ctor: ast.Call) -> Optional[str]:

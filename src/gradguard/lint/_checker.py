@@ -23,7 +23,7 @@ from ._events import conditional_step
 from ._edits import Tree
 from ._model import Diagnostic, Module, Report, Skipped
 from ._project import Project
-from .rules import FIXES, LOOP_RULES, MODULE_RULES
+from .rules import FIXES, LOOP_RULES, MODULE_RULES, PER_CALL_RULES
 
 # Without one of these words a file holds nothing any rule looks at ("def forward": a file of model
 # classes alone, whose statistics GG202 reads; "clip_grad": a LightningModule that clips in its
@@ -97,6 +97,8 @@ class Checker:
             report = Report()
             broken = []
             for code, check in LOOP_RULES:
+                if loop.per_call and code not in PER_CALL_RULES:
+                    continue
                 try:
                     check(loop, report)
                 except RecursionError:

@@ -44,7 +44,7 @@ FRAMEWORK_HOOKS = frozenset(
 )
 
 
-def _derives(cls: ast.ClassDef, project: Optional[Project], path: Optional[str], suffixes, packages) -> bool:
+def _derives(cls: ast.ClassDef, project: Optional[Project], path: Optional[str], suffixes, packages, by_name: bool = True) -> bool:
     """Whether a base of ``cls`` is (or derives from) a class of ``packages`` whose name ends with
     one of ``suffixes``, resolved through the imports and class headers of the files linted
     together. A base that cannot be resolved (a package outside the linted files, a star
@@ -57,7 +57,7 @@ def _derives(cls: ast.ClassDef, project: Optional[Project], path: Optional[str],
             found, unknown = project.external_bases(written, path)
         if any(q.split(".")[0] in packages and q.rsplit(".", 1)[-1].endswith(suffixes) for q in found):
             return True
-        if unknown and terminal(base).endswith(suffixes):
+        if by_name and unknown and terminal(base).endswith(suffixes):
             return True
     return False
 
@@ -76,6 +76,21 @@ def is_framework_class(cls: ast.ClassDef, project: Optional[Project] = None, pat
     False
     """
     return _derives(cls, project, path, _FRAMEWORK_BASES, _FRAMEWORK_PACKAGES)
+
+
+def is_framework_by_name_only(cls: ast.ClassDef, project: Optional[Project] = None, path: Optional[str] = None) -> bool:
+    """A framework class (:func:`is_framework_class`) only by the name of a base that could not be
+    resolved (``class DDPGTrainer(TorchTrainer)`` with ``TorchTrainer`` from a package outside the
+    linted files): nothing shows that a framework's loop, clearing around its methods, drives it.
+
+    >>> src = "from rlkit.torch import TorchTrainer\\nclass T(TorchTrainer):\\n    pass\\n"
+    >>> is_framework_by_name_only(ast.parse(src).body[1], Project([("a.py", src)]), "a.py")
+    True
+    >>> src = "from transformers import Trainer\\nclass T(Trainer):\\n    pass\\n"
+    >>> is_framework_by_name_only(ast.parse(src).body[1], Project([("a.py", src)]), "a.py")
+    False
+    """
+    return is_framework_class(cls, project, path) and not _derives(cls, project, path, _FRAMEWORK_BASES, _FRAMEWORK_PACKAGES, by_name=False)
 
 
 def is_framework_hook(fn: ast.AST) -> bool:

@@ -388,7 +388,11 @@ class Loop:
     ``kind`` is ``"for"``, ``"while"`` or ``"training_step"`` (Lightning manual
     optimization: Lightning calls it once per batch, so its body is one iteration).
     ``accumulate`` is True inside ``with accelerator.accumulate(model):``.
+    ``per_call`` is True for a function taken for one update of a loop the file does not show
+    (:mod:`._per_call`): only the rules that mark themselves ``PER_CALL`` read it.
     """
+
+    per_call = False
 
     def __init__(self, node, scope, cls, after, paths: List[Path], module: "Module", accumulate: bool, functions=None, methods=None):
         self.node = node
@@ -518,6 +522,8 @@ class Loop:
         """A counter of micro-batches, by what the loop does with it: it grows (``c += 1``) and is
         set back to a constant (``c = 0``) in the same iteration's branches. A test on it
         (``if c == k:``, ``if c == 0:``) decides a window, whatever the name."""
+        if self.per_call:
+            return False  # a function's locals start afresh at each call: none counts across calls
         values = self.assignments().get(name, ())
         grows = any(isinstance(v, tuple) and isinstance(v[1], ast.Add) for v in values)
         resets = any(isinstance(v, ast.Constant) for v in values)

@@ -9,6 +9,8 @@ A rule module defines:
   ``check_module(module, report)`` (run once per file), or both;
 * optionally ``fix(tree, diagnostic)``: the repair of what it reported, or None where the
   model cannot prove the repair changes nothing but the bug (see :mod:`.._edits`);
+* optionally ``PER_CALL = True``: ``check_loop`` also reads the functions the model takes for one
+  update of a loop it cannot see (:mod:`.._per_call`);
 * ``FIX_SAFETY``: ``"safe"`` or ``"unsafe"`` when it has a ``fix`` (the applicability of the
   repairs it builds, shown by ``gradguard rule``), ``None`` when it has none; one literal line,
   which :mod:`gradguard.rules` reads as text;
@@ -38,6 +40,9 @@ def _discover() -> Tuple[ModuleType, ...]:
 RULE_MODULES: Tuple[ModuleType, ...] = _discover()
 #: (code, check) run on every training loop.
 LOOP_RULES = tuple((m.CODE, m.check_loop) for m in RULE_MODULES if hasattr(m, "check_loop"))
+#: The loop rules that also read a function taken for one update (``PER_CALL = True`` in the module,
+#: see :mod:`.._per_call`): a verdict on what one call leaves in ``.grad`` for the next.
+PER_CALL_RULES = frozenset(m.CODE for m in RULE_MODULES if getattr(m, "PER_CALL", False))
 #: (code, check) run once per file.
 MODULE_RULES = tuple((m.CODE, m.check_module) for m in RULE_MODULES if hasattr(m, "check_module"))
 #: code -> the function building the fix of that rule's diagnostics.

@@ -24,6 +24,8 @@ CODE = "GG101"
 FIXTURES = ("gg101_stale_gradient_bad.py", "gg101_stale_gradient_good.py")
 #: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
 FIX_SAFETY = "safe"
+#: Also read a function taken for one update of a loop the file does not show (see .._per_call).
+PER_CALL = True
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -84,6 +86,10 @@ def check_loop(loop: Loop, report: Report) -> None:
                 e for e in p.events if e.kind == BACKWARD
             )
             where = "on some path through this loop" if p.decisions else "in this loop"
+            if loop.per_call:
+                # a function that is one update: its loop is the caller's, which the file does not show
+                where = (f"`{loop.node.name}()` is one update per call (it steps an optimizer it does not build), and "
+                         f"{'on some path through it' if p.decisions else 'in it'}")
             others = " (the zero_grad() calls here clear another optimizer)" if on_path else " (no zero_grad())"
             report(
                 CODE,

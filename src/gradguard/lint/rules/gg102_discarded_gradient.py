@@ -18,6 +18,8 @@ CODE = "GG102"
 FIXTURES = ("gg102_discarded_gradient_bad.py", "gg102_discarded_gradient_good.py")
 #: How far ``gradguard lint --fix`` may go with its fix: "safe" (``--fix``) or "unsafe" (``--unsafe-fixes``).
 FIX_SAFETY = "safe"
+#: Also read a function taken for one update of a loop the file does not show (see .._per_call).
+PER_CALL = True
 
 
 def check_loop(loop: Loop, report: Report) -> None:
@@ -125,6 +127,33 @@ def _between_backward_and_step(loop: Loop, report: Report) -> None:
                     f"it clears the gradients before the step uses them.",
                     loop=loop, optimizer=after.target, backward=before.node, step=after.node, clear=e.node,
                 )
+            elif before is not None and before.kind == BACKWARD and after is not None and after.kind == BACKWARD:
+                step = _wiped_pass_step(loop, evs, i)
+                if step is not None:
+                    # no fix: whether the update was meant to apply the earlier pass is the user's choice
+                    report(
+                        CODE,
+                        e.node,
+                        f"{describe(e, 'zero_grad')} runs between two backward() passes of one update: it clears the "
+                        f"earlier pass's gradients before {describe(step, 'step')} uses them, and nothing read them.",
+                        loop=loop, optimizer=step.target, backward=before.node, clear=e.node,
+                    )
+
+
+def _wiped_pass_step(loop: Loop, evs: list, at: int) -> Optional[Event]:
+    """The step that the clearing ``evs[at]`` (right after a backward pass, right before another) comes
+    before, when it wipes all of the earlier pass's gradients unused: one optimizer and one cleared
+    object in the loop, related, the clearing a full one that runs whenever the step does, and the next
+    step of the path after further backward passes with no clearing or read of ``.grad`` between."""
+    clear = evs[at]
+    if not loop._single:
+        return None
+    for x in evs[at + 1:]:
+        if x.kind in (CLEAR, READ):
+            return None
+        if x.kind == STEP:
+            return x if loop.related(clear, x) and dominates(clear, x) else None
+    return None
 
 
 def _every_micro_batch(loop: Loop, report: Report) -> None:
