@@ -108,9 +108,9 @@ def _lint(
     project: Optional[Project] = None, blanket_noqa: bool = False,
 ) -> List[Finding]:
     # Python's cycle collector is paused while one file is linted: the parse and the model allocate
-    # hundreds of thousands of nodes, each a trigger of a collection that finds nothing to free, yet
-    # traverses everything the process holds (the trees of the files linted together included): up
-    # to a quarter of the lint time. What the file leaves is collected once the collector runs again.
+    # hundreds of thousands of nodes, which keep starting collections that find nothing to free, yet
+    # traverse what the process holds (the trees of the files linted together included): a large part
+    # of the lint time. What the file leaves is collected once the collector runs again.
     paused = gc.isenabled()
     if paused:
         gc.disable()
