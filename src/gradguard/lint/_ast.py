@@ -95,7 +95,15 @@ def target_names(t: ast.AST) -> List[str]:
 
 def assignments(loop_node: ast.AST) -> Dict[str, list]:
     """name -> the values assigned to it in the loop body (``("aug", op)`` for ``x /= k``, ``f()[i]``
-    for the i-th name of ``a, b = f()``)."""
+    for the i-th name of ``a, b = f()``). Kept on the node, as :func:`body_nodes`: the rules ask for the
+    same loops' and helpers' assignments again and again; callers read it and never change it."""
+    out = loop_node.__dict__.get("_gg_assignments")
+    if out is None:
+        out = loop_node.__dict__["_gg_assignments"] = _assignments(loop_node)
+    return out
+
+
+def _assignments(loop_node: ast.AST) -> Dict[str, list]:
     out: Dict[str, list] = {}
     for n in body_nodes(loop_node):
         if isinstance(n, ast.Assign):
@@ -351,4 +359,4 @@ def lines_of(source: str, positions) -> List[int]:
 
 def self_ref(value, name: str) -> bool:
     """Whether ``value`` mentions the name ``name`` (``total + x`` for ``total``)."""
-    return isinstance(value, ast.AST) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+    return isinstance(value, ast.AST) and any(isinstance(n, ast.Name) and n.id == name for n in subtree(value))

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ._ast import (
     any_between, bind_arguments, body_nodes, find_all, keyword_is, lines_of, local_defs, methods_of, no_grad_function, no_grad_with, nodes_of, overlaps,
-    returns_of,
+    returns_of, subtree,
     terminal, text, walk_lines,
 )
 from ._cross_file import _ForeignObjects
@@ -389,10 +389,10 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                         m.optimizer_modules[(id(scope), text(t))] = _models_of(ctor)
                 m.ctors.append((scope, cls, ctor))
             elif "Accumulator" not in m.classes and overlaps(m.word_lines(("Accumulator",)), value) and any(
-                isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" for n in ast.walk(value)
+                isinstance(n, ast.Call) and terminal(n.func) == "Accumulator" for n in subtree(value)
             ):
                 m.accumulators.update(text(t) for t in targets)  # `acc = gg.Accumulator(opt, 4) if accum else None` too
-                call = next(n for n in ast.walk(value) if isinstance(n, ast.Call) and terminal(n.func) == "Accumulator")
+                call = next(n for n in subtree(value) if isinstance(n, ast.Call) and terminal(n.func) == "Accumulator")
                 for t in targets:
                     m.accumulator_calls.setdefault(text(t), []).append((scope, call))
             elif isinstance(value, ast.Call) and terminal(value.func) == "optimizers":  # Lightning's self.optimizers()
@@ -528,7 +528,7 @@ def _handed_parameters(call: ast.Call) -> bool:
 def _model_of(ctor: ast.Call) -> Optional[str]:
     """``SGD(netD.parameters(), ...)`` -> ``"netD"``."""
     if ctor.args:
-        for node in ast.walk(ctor.args[0]):
+        for node in subtree(ctor.args[0]):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters"):
                 return text(node.func.value)
     return None
@@ -538,7 +538,7 @@ def _models_of(ctor: ast.Call) -> List[str]:
     """Every module whose parameters the optimizer's first argument lists:
     ``SGD(list(enc.parameters()) + list(dec.parameters()))`` -> ``["enc", "dec"]``."""
     return list(dict.fromkeys(
-        text(node.func.value) for node in ast.walk(ctor.args[0])
+        text(node.func.value) for node in subtree(ctor.args[0])
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parameters", "named_parameters")
     ))
 

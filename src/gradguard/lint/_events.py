@@ -31,7 +31,7 @@ import ast
 import re
 from typing import Callable, NamedTuple, Optional, Tuple
 
-from ._ast import terminal, text
+from ._ast import subtree, terminal, text
 
 BACKWARD = "backward"
 STEP = "step"
@@ -109,7 +109,7 @@ def _is_zero(node: ast.AST) -> bool:
 
 
 def _mentions_grad(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in subtree(node))
 
 
 def _is_grad_tensor(node: ast.AST) -> bool:
@@ -285,7 +285,7 @@ def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
     values = list(call.args[1:]) + [k.value for k in call.keywords]
     test = next(
         (v for v in values if isinstance(v, (ast.Compare, ast.BoolOp, ast.UnaryOp))
-         and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(v))),
+         and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in subtree(v))),
         None,
     )
     if test is None:

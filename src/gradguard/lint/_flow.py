@@ -43,7 +43,7 @@ from ._events import (
     managed_call,
     reads_grad,
 )
-from ._ast import assignments, bind_arguments, text
+from ._ast import assignments, bind_arguments, subtree, text
 
 #: More paths than this through one iteration: give up on the loop (no findings).
 MAX_PATHS = 256
@@ -708,7 +708,7 @@ class Walker:
         if found is None:
             self._tested[id(fn)] = frozenset()  # a recursion ends here
             keys = set()
-            for n in ast.walk(fn):
+            for n in subtree(fn):
                 if isinstance(n, ast.If):
                     keys.add(condition_key(n.test)[0])
                 elif isinstance(n, ast.Call) and depth < MAX_INLINE_DEPTH and self.interesting(n):
@@ -749,7 +749,7 @@ def _defaults(fn: ast.AST) -> Dict[str, list]:
 
 
 def _calls_method(fn: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name for n in ast.walk(fn))
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name for n in subtree(fn))
 
 
 def _calls(node: ast.AST, interesting: Optional[Callable[[ast.AST], bool]] = None) -> List[ast.Call]:

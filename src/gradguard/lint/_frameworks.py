@@ -17,7 +17,7 @@ import ast
 
 from typing import Optional
 
-from ._ast import terminal, text
+from ._ast import subtree, terminal, text
 from ._project import _FRAMEWORK_PACKAGES, Project
 
 #: Base classes whose methods a framework calls: their code is not a raw loop.
@@ -123,7 +123,7 @@ def runs_own_loop(cls: ast.ClassDef) -> bool:
     """
     for fn in cls.body:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("train", "_inner_training_loop", "fit"):
-            attrs = {c.func.attr for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+            attrs = {c.func.attr for c in subtree(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
             if "step" in attrs and ("backward" in attrs or "manual_backward" in attrs):
                 return True
     return False
@@ -150,12 +150,12 @@ def is_manual_lightning(cls: ast.ClassDef, project: Optional[Project] = None, pa
     """
     if not is_framework_class(cls, project, path) or is_hf_trainer_class(cls, project, path):
         return False
-    for node in ast.walk(cls):
+    for node in subtree(cls):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is False:
             if any(isinstance(t, ast.Attribute) and t.attr == "automatic_optimization" for t in node.targets):
                 return True
         if isinstance(node, ast.FunctionDef) and node.name == "automatic_optimization":
-            returns = [r.value for r in ast.walk(node) if isinstance(r, ast.Return)]
+            returns = [r.value for r in subtree(node) if isinstance(r, ast.Return)]
             if returns and all(isinstance(v, ast.Constant) and v.value is False for v in returns):
                 return True
     return False

@@ -15,7 +15,7 @@ import ast
 import re
 from typing import Dict
 
-from ._ast import body_nodes, local_defs, terminal, text
+from ._ast import body_nodes, local_defs, subtree, terminal, text
 
 
 
@@ -33,21 +33,21 @@ class _IgniteLoops:
         # an event handler (`@trainer.on(Events.ITERATION_STARTED)`) may clear for the update function:
         # then the update's body alone is not the whole iteration
         handlers_clear = (".on(" in m.source or "add_event_handler" in m.source) and any(
-            "zero_grad" in m.lines_with(fn, "zero_grad") for fn in ast.walk(m.tree)
+            "zero_grad" in m.lines_with(fn, "zero_grad") for fn in subtree(m.tree)
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 isinstance(d, ast.Call) and terminal(d.func) == "on" for d in fn.decorator_list
             )
         ) or "add_event_handler" in m.source and "zero_grad" in m.source and self._added_handler_clears()
         # an update defined in a block at module level (`if __name__ == "__main__":`) is a function of the module
         scopes = [(m.tree, {**_block_defs(m.tree), **m.functions})] + [
-            (fn, local_defs(fn)) for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            (fn, local_defs(fn)) for fn in subtree(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
         for scope, defs in scopes:
             if not defs:
                 continue
             calls = body_nodes(scope) if scope is not m.tree else (
                 n for stmt in m.tree.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                for n in ast.walk(stmt)
+                for n in subtree(stmt)
             )
             for node in calls:
                 if not (isinstance(node, ast.Call) and terminal(node.func) == "Engine"):
@@ -82,8 +82,8 @@ class _IgniteLoops:
         """Some ``engine.add_event_handler(event, handler, ...)`` may clear: a lambda or a function of
         this file whose body calls ``zero_grad``, or a handler defined elsewhere (unknown)."""
         m = self.m
-        functions = {fn.name: fn for fn in ast.walk(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        for call in ast.walk(m.tree):
+        functions = {fn.name: fn for fn in subtree(m.tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for call in subtree(m.tree):
             if not (isinstance(call, ast.Call) and terminal(call.func) == "add_event_handler"):
                 continue
             handler = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "handler"), None)
@@ -155,7 +155,7 @@ def _closure_aliases(scope: ast.AST, defs: Dict[str, ast.AST]) -> Dict[str, ast.
         end = max(first.end_lineno, second.end_lineno)
         choice = ast.If(ast.Name(f"{name}_is_{first.name}", ast.Load()), [call(first)], [call(second)])
         fn = ast.FunctionDef(name=name, args=first.args, body=[choice], decorator_list=[], returns=None)
-        for node in ast.walk(fn):  # on the lines of the two closures: interesting where they are
+        for node in subtree(fn):  # on the lines of the two closures: interesting where they are
             if "lineno" in node._attributes:
                 node.lineno, node.end_lineno, node.col_offset, node.end_col_offset = start, end, 0, 0
         out[name] = fn

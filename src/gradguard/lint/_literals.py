@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import List, Optional
 
-from ._ast import body_nodes, bound_values, terminal, text
+from ._ast import body_nodes, bound_values, subtree, terminal, text
 from ._model import Loop, ScopeFacts
 
 
@@ -114,7 +114,7 @@ def appended(name: str, loop: Loop) -> Optional[int]:
     ``name`` is used no other way before the loop (passed on, extended, mutated: not known)."""
     root = loop.scope if loop.scope is not None else loop.module.tree
     count = 0
-    for n in ast.walk(root):
+    for n in subtree(root):
         if not (isinstance(n, ast.Name) and n.id == name) or n.lineno >= loop.node.lineno:
             continue
         if isinstance(n.ctx, ast.Store):
@@ -178,7 +178,7 @@ def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
     if init is None:
         return None
     values = []
-    for n in ast.walk(init):
+    for n in subtree(init):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 pairs = zip(t.elts, n.value.elts) if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) and len(t.elts) == len(n.value.elts) else [(t, n.value)]

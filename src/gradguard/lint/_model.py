@@ -220,7 +220,7 @@ def steps_after(loop: "Loop") -> bool:
 def _back_propagates(stmt: ast.AST) -> bool:
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
-        for n in ast.walk(stmt)
+        for n in subtree(stmt)
     )
 
 
@@ -261,6 +261,11 @@ def _continuations(tree: ast.AST, fn: ast.AST, method: bool) -> list:
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _block_children(node: ast.AST) -> List[ast.AST]:
+    """The statements, exception handlers and match cases directly under ``node`` (no expression)."""
+    return [c for c in child_nodes(node) if isinstance(c, _BLOCK_NODES)]
 
 
 def _called_names(stmt: ast.AST, method: bool, memo: Dict[int, frozenset]) -> frozenset:
@@ -512,7 +517,7 @@ class Loop:
         (``last_of_window = (i + 1) % accum == 0`` ... ``if last_of_window:``)."""
         if is_boundary_test(test):
             return True
-        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        names = {n.id for n in subtree(test) if isinstance(n, ast.Name)}
         assigns = self.assignments()
         if any(isinstance(v, ast.AST) and is_boundary_test(v) for name in names for v in assigns.get(name, ())):
             return True
@@ -548,9 +553,9 @@ class Loop:
         assigns = self.assignments()
         for m in self.window_paths():
             for _, _, test in m.decisions:
-                names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+                names = {n.id for n in subtree(test) if isinstance(n, ast.Name)}
                 for expr in [test] + [v for name in names for v in assigns.get(name, ()) if isinstance(v, ast.AST)]:
-                    for n in ast.walk(expr):
+                    for n in subtree(expr):
                         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                             return n.right
         if self.window_paths():
@@ -693,7 +698,7 @@ class Loop:
         """
         assigned = self.assignments()
         targets = set(target_names(self.node.target)) if isinstance(self.node, (ast.For, ast.AsyncFor)) else set()
-        for n in ast.walk(test):
+        for n in subtree(test):
             if isinstance(n, (ast.Call, ast.NamedExpr, ast.Await)) or isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                 return True
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
@@ -716,7 +721,7 @@ class Loop:
                 for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg)
                 if a is not None
             }
-        return not any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(test))
+        return not any(isinstance(n, ast.Name) and n.id in params for n in subtree(test))
 
     def proves_whole_windows(self, k: ast.expr) -> bool:
         """The function (or a helper holding the step) checks that the number of micro-batches
@@ -928,9 +933,11 @@ class Module:
         cached = getattr(self, "_mutated", None)
         if cached is None:
             found, pending = set(), [(self.tree, False)]
+            # assignments are statements: without a `setattr` in the text only statements are walked
+            walked = child_nodes if "setattr" in self.source else _block_children
             while pending:
                 node, in_init = pending.pop()
-                for child in ast.iter_child_nodes(node):
+                for child in walked(node):
                     if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         pending.append((child, child.name in ("__init__", "setup", "__post_init__")))
                         continue
@@ -942,7 +949,7 @@ class Module:
                                         # `self.engine.flag = x` rebinds `flag` of the engine, not `self.engine`
                                         found.add(e.attr)
                                     else:
-                                        found.update(n.attr for n in ast.walk(e) if isinstance(n, ast.Attribute))
+                                        found.update(n.attr for n in subtree(e) if isinstance(n, ast.Attribute))
                         elif isinstance(child, ast.Call) and terminal(child.func) == "setattr" and len(child.args) > 1:
                             arg = child.args[1]
                             found.add(arg.value if isinstance(arg, ast.Constant) else "")
@@ -960,7 +967,7 @@ class Module:
             bound: Dict[str, list] = {}
             checks: List[Tuple[ast.expr, bool]] = []
             names: Dict[str, int] = {}
-            for n in ast.walk(scope if scope is not None else self.tree):
+            for n in subtree(scope if scope is not None else self.tree):
                 if isinstance(n, ast.Name):
                     names[n.id] = names.get(n.id, 0) + 1
                 elif isinstance(n, ast.Assign):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Optional, Tuple
 
-from ._ast import terminal, text
+from ._ast import nodes_of, subtree, terminal, text
 from ._literals import literal_int, truth
 
 Sizes = Tuple[int, ...]
@@ -47,7 +47,7 @@ def _callers(module, fn: ast.AST, cls: Optional[ast.ClassDef]) -> Optional[List[
     out = []
     every = module.__dict__.get("_sizes_calls")
     if every is None:  # one walk of the file, kept: each parameter asked about reads it
-        every = module.__dict__["_sizes_calls"] = [n for n in ast.walk(module.tree) if isinstance(n, ast.Call)]
+        every = module.__dict__["_sizes_calls"] = nodes_of(module.tree, ast.Call)
     for n in every:
         f = n.func
         if cls is None and isinstance(f, ast.Name) and f.id == name:
@@ -356,7 +356,7 @@ def _counted_before_reset(loop, counters: list) -> bool:
     tests, and is set back to 0 only under a test that guards every step: then it counts the
     micro-batches of the open window, as :func:`windows` simulates it."""
     node = loop.node
-    guard_ifs = [n for n in ast.walk(node) if isinstance(n, ast.If) and all(any(g is n.test for g, _ in _guards(s)) for s in loop.steps)]
+    guard_ifs = [n for n in subtree(node) if isinstance(n, ast.If) and all(any(g is n.test for g, _ in _guards(s)) for s in loop.steps)]
     first_test = min((n.lineno for n in guard_ifs), default=None)
     if first_test is None:
         return False
@@ -368,7 +368,7 @@ def _counted_before_reset(loop, counters: list) -> bool:
         if len(grows) != 1 or not (isinstance(grows[0].op, ast.Add) and isinstance(grows[0].value, ast.Constant)
                                    and grows[0].value.value == 1 and grows[0].lineno < first_test):
             return False
-        for n in ast.walk(node):
+        for n in subtree(node):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
                 if not (isinstance(n.value, ast.Constant) and n.value.value == 0 and any(_inside(g, n) for g in guard_ifs)):
                     return False
@@ -378,4 +378,4 @@ def _counted_before_reset(loop, counters: list) -> bool:
 
 
 def _inside(outer: ast.AST, node: ast.AST) -> bool:
-    return any(n is node for n in ast.walk(outer))
+    return any(n is node for n in subtree(outer))

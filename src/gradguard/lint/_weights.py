@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterable, Optional
 
-from ._ast import assignments, bind_arguments, terminal, text
+from ._ast import assignments, bind_arguments, subtree, terminal, text
 from ._events import SCALE, Event, classify_call, classify_statement
 from ._literals import literal_int
 
@@ -47,7 +47,7 @@ def divisions(expr, same, assigns: Dict[str, list], loop, depth: int = 0) -> int
         return int(same(expr.right)) + divisions(expr.left, same, assigns, loop, depth + 1)
     fn = helper(expr, loop)
     if fn is not None:
-        returns = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None]
+        returns = [r.value for r in subtree(fn) if isinstance(r, ast.Return) and r.value is not None]
         if not returns or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return 0
         inner = {**bind_arguments(fn, expr), **assignments(fn)}
@@ -95,7 +95,7 @@ def bound(same, binding: Dict[str, list]):
 
 
 def _mentions(node: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == name for n in subtree(node))
 
 
 def _is_grad(node: ast.AST) -> bool:
@@ -114,14 +114,14 @@ def grad_division(node: ast.AST, same) -> bool:
         if node.func.attr == "div_" and _is_grad(node.func.value):
             return True
     if isinstance(node, ast.Call) and terminal(node.func) == "_foreach_div_" and len(node.args) == 2 and same(node.args[1]):
-        return any(_is_grad(g) for g in ast.walk(node.args[0]))  # `[p.grad for p in ...]` written in the call
+        return any(_is_grad(g) for g in subtree(node.args[0]))  # `[p.grad for p in ...]` written in the call
     return False
 
 
 def grad_divided_before(root: ast.AST, step: ast.Call, same) -> Optional[ast.AST]:
     """A division of ``.grad`` by K in a statement before the step's, in the step's block."""
     parents = {}
-    for n in ast.walk(root):
+    for n in subtree(root):
         for c in ast.iter_child_nodes(n):
             parents[id(c)] = n
     stmt = step
@@ -132,7 +132,7 @@ def grad_divided_before(root: ast.AST, step: ast.Call, same) -> Optional[ast.AST
     if block is None:
         return None
     for prev in block[: next(i for i, s in enumerate(block) if s is stmt)]:
-        for n in ast.walk(prev):
+        for n in subtree(prev):
             if grad_division(n, same):
                 return n
     return None
@@ -192,7 +192,7 @@ def statement_grad_scale(stmts, loop, same, nones: frozenset = frozenset(), dept
         for n in ast.iter_child_nodes(stmt):
             if isinstance(n, ast.stmt):
                 continue
-            for c in ast.walk(n):
+            for c in subtree(n):
                 if not isinstance(c, ast.Call):
                     continue
                 kind = classify_call(c)
@@ -237,7 +237,7 @@ def may_close_short(loop, k: ast.expr) -> bool:
     if loop.proves_whole_windows(k):
         return False
     if any(
-        any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in ast.walk(loop.resolve(test)))
+        any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) for n in subtree(loop.resolve(test)))
         for s in loop.steps for test, _ in tests(s) if isinstance(test, ast.AST)
     ):
         return True

@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, subtree
+from .._ast import body_nodes, nodes_of, subtree
 from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
@@ -176,7 +176,7 @@ def _ctor_modules(loop: Loop, target: str) -> list:
     roots.append(loop.module.tree)
     for root in roots:
         found = []
-        for n in ast.walk(root) if root is not loop.module.tree else root.body:
+        for n in nodes_of(root, ast.Assign) if root is not loop.module.tree else root.body:  # in ast.walk's order
             if isinstance(n, ast.Assign) and any(text(t) == target for t in n.targets):
                 found.append(optimizer_constructor(n.value))
         if found:

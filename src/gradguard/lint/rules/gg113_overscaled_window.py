@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional
 
-from .._ast import bind_arguments, nodes_of, subtree, text
+from .._ast import bind_arguments, nodes_of, text
 from .._literals import literal_int
 from .._events import BACKWARD, CLEAR, PARTIAL, STEP
 from .._model import Loop, Report, backward_tensor
@@ -142,14 +142,23 @@ def _built_with_steps(tree: ast.AST, recv: ast.expr) -> Optional[ast.expr]:
 def _aliases(tree: ast.AST, ctor: ast.stmt, k: ast.expr) -> set:
     """``self.X`` attributes assigned once, to K itself, in the function that builds the object
     (``self.k = k`` next to ``Accelerator(gradient_accumulation_steps=k)``)."""
-    # (a function's lines hold the statement before its nodes are searched for it)
+    # kept on the statement (``k`` is its keyword's value): every loop of the file with a framework
+    # backward pass asks again
+    cached = ctor.__dict__.get("_gg_aliases")
+    if cached is None:
+        cached = ctor.__dict__["_gg_aliases"] = frozenset(_find_aliases(tree, ctor, k))
+    return set(cached)
+
+
+def _find_aliases(tree: ast.AST, ctor: ast.stmt, k: ast.expr) -> set:
+    # (a function's lines hold the statement before its statements are searched for it)
     fn = next((f for f in nodes_of(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
-               if f.lineno <= ctor.lineno <= (f.end_lineno or f.lineno) and any(n is ctor for n in subtree(f))), None)
+               if f.lineno <= ctor.lineno <= (f.end_lineno or f.lineno)
+               and any(n is ctor for n in nodes_of(f, (ast.Assign, ast.AnnAssign)))), None)
     if fn is None:
         return set()
     values: Dict[str, list] = {}
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Assign):
+    for n in nodes_of(fn, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     values.setdefault(text(t), []).append(n.value)

@@ -111,7 +111,7 @@ def _torch_names(tree: ast.Module) -> FrozenSet[str]:
     ``from torch import nn``), ``torch`` (``import torch``, read as ``torch.nn.X``), and ``X`` of
     ``from torch.nn import X`` (prefixed ``=``)."""
     out = set()
-    for node in ast.walk(tree):
+    for node in nodes_of(tree, (ast.Import, ast.ImportFrom)):  # statements: no expression is walked
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name == "torch" or (a.name == "torch.nn" and a.asname is None):
