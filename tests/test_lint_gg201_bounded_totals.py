@@ -1,13 +1,15 @@
 """GG201: totals that keep nothing alive across iterations, read from what the program computes.
 
 A total bound afresh on every path of one iteration (a sum over the model's heads, reset per batch),
-one whose loop is the unrolled forward pass of an update that is back-propagated right after it
-(a local of that function, bound before the loop), a number scaled by a hyperparameter entry
-(``cfg["w"] * loss.item()``), and a name bound again after the backward pass from a metrics object:
-none links more than one iteration's graphs. Each program is run: the truth is how many batches'
-inputs the total still reaches through its autograd graph after the loop (more than one: kept
-across iterations). Negative controls: the buggy twin of each (the total bound once outside the
-loop, an attribute that outlives the call, no rebinding) is still reported.
+one whose loop is the unrolled forward pass of an update back-propagated right after it (a local of
+that function, bound before the loop), a number scaled by a hyperparameter entry
+(``cfg["w"] * loss.item()``), a list bound afresh by a function that is one update (its loop's
+passes feed one step, or it iterates over the optimizers it steps), and a name bound again after
+the backward pass from a metrics object: none links more than one iteration's graphs. Each program
+is run: the truth is how many batches' inputs the total still reaches through its autograd graph at
+the end (more than one: kept across iterations). Negative controls: the buggy twin of each (the
+total bound once outside the loop, an attribute that outlives the call, no rebinding, a list of a
+loop over batches) is still reported.
 """
 
 from __future__ import annotations
@@ -140,9 +142,93 @@ def train(model, data, optimizer, seen):
 """
 REBOUND_BAD = REBOUND.replace("        (p_loss, c_loss) = metrics.get_stats()\n", "")
 
-GOOD = {"heads": HEADS, "unrolled": UNROLLED, "weighted-number": WEIGHTED_NUMBER, "rebound": REBOUND}
+# the loop's passes all feed the one step its caller makes: a list bound afresh at each call holds one update
+ONE_WINDOW = """\
+import torch
+
+
+class Learner:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def backward_d(self, x, y):
+        self.d_losses = []
+        for xs, ys in zip(x.split(2), y.split(2)):
+            loss = ((self.model(xs) - ys) ** 2).mean()
+            loss.backward()
+            self.d_losses.append(loss)
+
+    def update(self, x, y):
+        self.optimizer.zero_grad()
+        self.backward_d(x, y)
+        self.optimizer.step()
+
+
+def train(model, data, optimizer, seen):
+    learner = Learner(model, optimizer)
+    for x, y in data:
+        learner.update(x, y)
+        seen(learner.d_losses)
+"""
+# bound once for the object's life: every update appends into it
+ONE_WINDOW_BAD = ONE_WINDOW.replace("        self.d_losses = []\n", "").replace(
+    "        self.model, self.optimizer = model, optimizer\n",
+    "        self.model, self.optimizer = model, optimizer\n        self.d_losses = []\n")
+
+# a loop over the optimizers it steps, on one batch: one pass and one step per optimizer
+PER_OPTIMIZER = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizers):
+        self.model, self.optimizers = model, optimizers
+
+    def run_batch(self, x, y):
+        all_losses = []
+        for opt_idx, optimizer in enumerate(self.optimizers):
+            loss = ((self.model(x) - y) ** 2).mean() * (opt_idx + 1)
+            loss.backward()
+            all_losses.append(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        return all_losses
+
+
+def train(model, data, optimizer, seen):
+    opts = [torch.optim.SGD([model.weight], lr=0.01), torch.optim.SGD([model.bias], lr=0.01)]
+    trainer = Trainer(model, opts)
+    for x, y in data:
+        seen(trainer.run_batch(x, y))
+"""
+# the same list in a loop over the batches of an epoch, stepping every optimizer each batch
+PER_OPTIMIZER_BAD = PER_OPTIMIZER.replace("""    def run_batch(self, x, y):
+        all_losses = []
+        for opt_idx, optimizer in enumerate(self.optimizers):
+            loss = ((self.model(x) - y) ** 2).mean() * (opt_idx + 1)
+            loss.backward()
+            all_losses.append(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        return all_losses
+""", """    def run_epoch(self, data):
+        all_losses = []
+        for x, y in data:
+            loss = ((self.model(x) - y) ** 2).mean()
+            loss.backward()
+            all_losses.append(loss)
+            for optimizer in self.optimizers:
+                optimizer.step()
+                optimizer.zero_grad()
+        return all_losses
+""").replace("""    for x, y in data:
+        seen(trainer.run_batch(x, y))""", """    seen(trainer.run_epoch(data))""")
+
+GOOD = {"heads": HEADS, "unrolled": UNROLLED, "weighted-number": WEIGHTED_NUMBER, "rebound": REBOUND,
+        "one-window": ONE_WINDOW, "per-optimizer": PER_OPTIMIZER}
 BAD = {"heads": HEADS_BAD, "unrolled": UNROLLED_BAD, "eval-then-update": EVAL_THEN_UPDATE_BAD,
-       "weighted-number": WEIGHTED_NUMBER_BAD, "rebound": REBOUND_BAD}
+       "weighted-number": WEIGHTED_NUMBER_BAD, "rebound": REBOUND_BAD,
+       "one-window": ONE_WINDOW_BAD, "per-optimizer": PER_OPTIMIZER_BAD}
 
 
 def _gg201(source):
@@ -162,7 +248,8 @@ def _batches_linked(source) -> int:
     namespace["train"](model, data, torch.optim.SGD(model.parameters(), lr=0.01), held.append)
     total = held[-1]
     inputs = {id(x) for x, _ in data}
-    reached, pending, seen = set(), [getattr(total, "grad_fn", None)], set()
+    totals = total if isinstance(total, list) else [total]
+    reached, pending, seen = set(), [getattr(t, "grad_fn", None) for t in totals], set()
     while pending:
         fn = pending.pop()
         if fn is None or id(fn) in seen:
@@ -195,7 +282,9 @@ def _rewrite(source: str) -> str:
     for old, new in (("c_loss_all", "head_loss_sum"), ("c_loss", "head_loss"), ("aux_loss", "side_loss"),
                      ("reg_loss", "penalty_loss"), ("total_r_loss", "box_loss_sum"), ("r_loss", "box_loss"),
                      ("avg_p_loss", "plan_loss_sum"), ("p_loss", "plan_loss"), ("metrics", "tracker"),
-                     ("outs", "heads_out"), ("optimizer", "opt"), ("model", "net"), ("cfg", "hp")):
+                     ("outs", "heads_out"), ("optimizer", "opt"), ("model", "net"), ("cfg", "hp"),
+                     ("d_losses", "critic_loss_list"), ("all_losses", "loss_log"), ("run_batch", "fit_one"),
+                     ("backward_d", "critic_passes"), ("Learner", "Agent"), ("opt_idx", "k")):
         source = re.sub(rf"\b{old}\b", new, source)
     helper = "\n\ndef sq_err(a, b):\n    return ((a - b) ** 2).mean()\n"
     return source.replace("((out - y) ** 2).mean()", "sq_err(out, y)").replace(

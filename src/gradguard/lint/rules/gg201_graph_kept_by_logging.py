@@ -59,7 +59,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
-            or _rebound_each_iteration(loop, node, text(total))
+            or _rebound_each_iteration(loop, node, text(total)) or _one_update_per_call(loop, text(total))
         ):
             report(
                 CODE,
@@ -167,6 +167,29 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
             return False
         node = parent
     return False
+
+
+def _one_update_per_call(loop: Loop, total: str) -> bool:
+    """The loop is one update of a function that binds the total afresh before it, at the function's own
+    level (``self.losses = []``), so the next call drops what the last one held: its passes all feed one
+    step made after it (no step inside: the caller steps), or it iterates over the optimizers it steps
+    (one pass and one step per optimizer, on one batch). The total links one update's graphs."""
+    scope = loop.scope
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed:
+        return False
+    root = total.split(".")[0].split("[")[0]
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and root in n.names for n in ast.walk(scope)):
+        return False
+    at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in ast.walk(s))), None)
+    if at is None or not any(
+            isinstance(s, ast.Assign) and any(text(t) == total for t in s.targets)
+            and not any(text(n) == total for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
+            for s in scope.body[:at]):
+        return False
+    if not loop.steps:
+        return True
+    over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
+    return all(not e.frame and re.split(r"\W", e.target, maxsplit=1)[0] in over for e in loop.steps)
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
