@@ -3,8 +3,8 @@
 A total bound afresh on every path of one iteration (a sum over the model's heads, reset per batch),
 one whose loop is the unrolled forward pass of an update back-propagated right after it (a local of
 that function, bound before the loop), a number scaled by a hyperparameter entry
-(``cfg["w"] * loss.item()``), a list bound afresh by a function that is one update (its loop's
-passes feed one step, or it iterates over the optimizers it steps), and a name bound again after
+(``cfg["w"] * loss.item()``), a list bound afresh by a function that is one update (its loop
+iterates over the optimizers it steps, on one batch), and a name bound again after
 the backward pass from a metrics object: none links more than one iteration's graphs. Each program
 is run: the truth is how many batches' inputs the total still reaches through its autograd graph at
 the end (more than one: kept across iterations). Negative controls: the buggy twin of each (the
@@ -142,39 +142,6 @@ def train(model, data, optimizer, seen):
 """
 REBOUND_BAD = REBOUND.replace("        (p_loss, c_loss) = metrics.get_stats()\n", "")
 
-# the loop's passes all feed the one step its caller makes: a list bound afresh at each call holds one update
-ONE_WINDOW = """\
-import torch
-
-
-class Learner:
-    def __init__(self, model, optimizer):
-        self.model, self.optimizer = model, optimizer
-
-    def backward_d(self, x, y):
-        self.d_losses = []
-        for xs, ys in zip(x.split(2), y.split(2)):
-            loss = ((self.model(xs) - ys) ** 2).mean()
-            loss.backward()
-            self.d_losses.append(loss)
-
-    def update(self, x, y):
-        self.optimizer.zero_grad()
-        self.backward_d(x, y)
-        self.optimizer.step()
-
-
-def train(model, data, optimizer, seen):
-    learner = Learner(model, optimizer)
-    for x, y in data:
-        learner.update(x, y)
-        seen(learner.d_losses)
-"""
-# bound once for the object's life: every update appends into it
-ONE_WINDOW_BAD = ONE_WINDOW.replace("        self.d_losses = []\n", "").replace(
-    "        self.model, self.optimizer = model, optimizer\n",
-    "        self.model, self.optimizer = model, optimizer\n        self.d_losses = []\n")
-
 # a loop over the optimizers it steps, on one batch: one pass and one step per optimizer
 PER_OPTIMIZER = """\
 import torch
@@ -225,10 +192,10 @@ PER_OPTIMIZER_BAD = PER_OPTIMIZER.replace("""    def run_batch(self, x, y):
         seen(trainer.run_batch(x, y))""", """    seen(trainer.run_epoch(data))""")
 
 GOOD = {"heads": HEADS, "unrolled": UNROLLED, "weighted-number": WEIGHTED_NUMBER, "rebound": REBOUND,
-        "one-window": ONE_WINDOW, "per-optimizer": PER_OPTIMIZER}
+        "per-optimizer": PER_OPTIMIZER}
 BAD = {"heads": HEADS_BAD, "unrolled": UNROLLED_BAD, "eval-then-update": EVAL_THEN_UPDATE_BAD,
        "weighted-number": WEIGHTED_NUMBER_BAD, "rebound": REBOUND_BAD,
-       "one-window": ONE_WINDOW_BAD, "per-optimizer": PER_OPTIMIZER_BAD}
+       "per-optimizer": PER_OPTIMIZER_BAD}
 
 
 def _gg201(source):
@@ -283,8 +250,7 @@ def _rewrite(source: str) -> str:
                      ("reg_loss", "penalty_loss"), ("total_r_loss", "box_loss_sum"), ("r_loss", "box_loss"),
                      ("avg_p_loss", "plan_loss_sum"), ("p_loss", "plan_loss"), ("metrics", "tracker"),
                      ("outs", "heads_out"), ("optimizer", "opt"), ("model", "net"), ("cfg", "hp"),
-                     ("d_losses", "critic_loss_list"), ("all_losses", "loss_log"), ("run_batch", "fit_one"),
-                     ("backward_d", "critic_passes"), ("Learner", "Agent"), ("opt_idx", "k")):
+                     ("all_losses", "loss_log"), ("run_batch", "fit_one"), ("opt_idx", "k")):
         source = re.sub(rf"\b{old}\b", new, source)
     helper = "\n\ndef sq_err(a, b):\n    return ((a - b) ** 2).mean()\n"
     return source.replace("((out - y) ** 2).mean()", "sq_err(out, y)").replace(

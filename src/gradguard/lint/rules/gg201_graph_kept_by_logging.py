@@ -170,12 +170,13 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
 
 
 def _one_update_per_call(loop: Loop, total: str) -> bool:
-    """The loop is one update of a function that binds the total afresh before it, at the function's own
-    level (``self.losses = []``), so the next call drops what the last one held: its passes all feed one
-    step made after it (no step inside: the caller steps), or it iterates over the optimizers it steps
-    (one pass and one step per optimizer, on one batch). The total links one update's graphs."""
+    """The loop iterates over the optimizers it steps (one pass and one step per optimizer, on one batch)
+    in a function that binds the total afresh before it, at the function's own level (``losses = []``),
+    so the next call drops what the last one held: the total links one update's graphs. (A loop whose
+    passes all feed one step after it may still run over a whole data loader, an LBFGS closure's: its
+    total links every batch's graph, so it is not read so.)"""
     scope = loop.scope
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed:
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed or not loop.steps:
         return False
     root = total.split(".")[0].split("[")[0]
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) and root in n.names for n in ast.walk(scope)):
@@ -186,8 +187,6 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
             and not any(text(n) == total for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
             for s in scope.body[:at]):
         return False
-    if not loop.steps:
-        return True
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
     return all(not e.frame and re.split(r"\W", e.target, maxsplit=1)[0] in over for e in loop.steps)
 
