@@ -228,27 +228,31 @@ def check_module(module: Module, report: Report) -> None:
 
 
 def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool:
-    """The loop runs inside an iteration of an enclosing loop (a sum over the model's heads inside the loop over
-    batches) that binds the total afresh before it on every path: the total links one iteration's graphs, never
-    many. Not where a loop in between runs backward passes: the total then spans that training loop's
-    iterations."""
+    """The loop runs inside an iteration of an enclosing training loop (a sum over the model's heads inside
+    the loop over batches, which back-propagates every iteration) that binds the total afresh before it on
+    every path: the total links one iteration's graphs, never many. Not where the loop itself, or a loop in
+    between, runs backward passes: the total then spans a training loop's iterations."""
     root = scope or module.tree
+    training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
     parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
-    outermost, node = None, loop_node
+    host, node = None, loop_node
     while id(node) in parents and parents[id(node)] is not root:
         node = parents[id(node)]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             break
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            outermost = node
-    if outermost is None:
+        if id(node) in training:
+            host = node
+            break
+    if host is None:
         return False
-    training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
+    # every backward pass a training loop of the file makes, and the calls that reach it (a helper, a partial)
+    passes = {id(n) for loop in module.loops for b in loop.backwards + loop.managed for n in [b.node] + [c for _, c in b.frame]}
 
     def trains(n: ast.AST) -> bool:
-        return id(n) in training or any(isinstance(c, ast.Call) and terminal(c.func) == "backward" for c in ast.walk(n))
+        return id(n) in training or any(
+            id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in ast.walk(n))
 
-    return _rebound_before(loop_node, total, outermost, parents, trains)
+    return not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
 
 
 def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str, list], total: ast.AST) -> bool:
