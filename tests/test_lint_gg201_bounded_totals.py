@@ -42,6 +42,10 @@ def train(model, data, optimizer, seen):
         optimizer.step()
     seen(c_loss_all)
 """
+# bound afresh each iteration, but then kept in a list that outlives it: every batch's graph stays linked
+HEADS_KEPT_BAD = HEADS.replace("    running = 0.0\n", "    running = 0.0\n    history = []\n").replace(
+    "        running += c_loss_all.item()\n", "        running += c_loss_all.item()\n        history.append(c_loss_all)\n").replace(
+    "    seen(c_loss_all)", "    seen(history)")
 HEADS_BAD = HEADS.replace("        c_loss_all = 0\n", "").replace("    running = 0.0\n", "    running = 0.0\n    c_loss_all = 0\n")
 
 UNROLLED = """\
@@ -193,7 +197,7 @@ PER_OPTIMIZER_BAD = PER_OPTIMIZER.replace("""    def run_batch(self, x, y):
 
 GOOD = {"heads": HEADS, "unrolled": UNROLLED, "weighted-number": WEIGHTED_NUMBER, "rebound": REBOUND,
         "per-optimizer": PER_OPTIMIZER}
-BAD = {"heads": HEADS_BAD, "unrolled": UNROLLED_BAD, "eval-then-update": EVAL_THEN_UPDATE_BAD,
+BAD = {"heads": HEADS_BAD, "heads-kept-in-a-list": HEADS_KEPT_BAD, "unrolled": UNROLLED_BAD, "eval-then-update": EVAL_THEN_UPDATE_BAD,
        "weighted-number": WEIGHTED_NUMBER_BAD, "rebound": REBOUND_BAD,
        "per-optimizer": PER_OPTIMIZER_BAD}
 

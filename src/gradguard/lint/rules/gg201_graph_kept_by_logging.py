@@ -135,7 +135,7 @@ def _rebound_each_iteration(loop: Loop, stmt: ast.stmt, total: str) -> bool:
     def runs_backward(node: ast.AST) -> bool:
         return any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward") for n in ast.walk(node))
 
-    return _rebound_before(stmt, total, loop.node, parents, runs_backward)
+    return _rebound_before(stmt, total, loop.node, parents, runs_backward) and not _escapes(loop.node, total)
 
 
 def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> bool:
@@ -252,7 +252,16 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
         return id(n) in training or any(
             id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in ast.walk(n))
 
-    return not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
+    inner = set(assignments(loop_node)) - set(target_names(loop_node.target) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else ())
+    return (not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
+            and not _escapes(host, total) and _flows_into_backward(host, loop_node, inner - {total}))
+
+
+def _escapes(loop_node: ast.AST, total: str) -> bool:
+    """The total is carried, graph and all, into something that outlives the iteration
+    (``history.append(total)``, ``epoch_loss += total``): bound afresh or not, it is kept there."""
+    name = total.split(".")[-1]
+    return any(text(t) != total and keeps_graph(v, name) for _, t, v in running_sums(loop_node))
 
 
 def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str, list], total: ast.AST) -> bool:
@@ -268,27 +277,36 @@ def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str
     at = next((i for i, s in enumerate(scope.body) if any(n is loop_node for n in ast.walk(s))), None)
     if at is None or not any(isinstance(s, ast.Assign) and any(text(t) == total.id for t in s.targets) for s in scope.body[:at]):
         return False  # bound before the loop at the function's own level: afresh at every call
-    # what the loop computed, followed forward in order through the statements after it (a name bound
-    # again from something else no longer holds it) to a backward pass
+    if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n is not loop_node and any(c is loop_node for c in ast.walk(n))
+           for n in ast.walk(scope.body[at])):
+        return False  # inside another loop: its iterations add into the total bound once before it
     targets = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
-    live = set(assigns) - targets - {total.id}
-    for stmt in scope.body[at + 1:]:
-        for n in [stmt] + [c for c in ast.walk(stmt) if isinstance(c, ast.stmt) and c is not stmt]:
-            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
-                call = n.value
-                if terminal(call.func) == "backward" and any(
-                        isinstance(c, ast.Name) and c.id in live for c in ast.walk(backward_tensor(call) or ast.Pass())):
-                    return True
-                if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") and isinstance(
-                        call.func.value, ast.Name) and any(isinstance(c, ast.Name) and c.id in live for a in call.args for c in ast.walk(a)):
-                    live.add(call.func.value.id)
-            elif isinstance(n, (ast.Assign, ast.AugAssign)):
-                bound = {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(t)
-                         if isinstance(c, ast.Name)}
-                if any(isinstance(c, ast.Name) and c.id in live for c in ast.walk(n.value)):
-                    live |= bound
-                elif isinstance(n, ast.Assign):
-                    live -= bound
+    return _flows_into_backward(scope, loop_node, set(assigns) - targets - {total.id})
+
+
+def _flows_into_backward(within: ast.AST, loop_node: ast.AST, live: set) -> bool:
+    """What the loop computed (``live``), followed forward in source order through the statements of
+    ``within`` after the loop (a name bound again from something else no longer holds it), reaches a
+    backward pass: the loop is part of the forward pass that pass differentiates."""
+    live = set(live)
+    after = sorted((n for n in ast.walk(within) if isinstance(n, ast.stmt) and n.lineno > loop_node.end_lineno),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for n in after:
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
+            call = n.value
+            if terminal(call.func) == "backward" and any(
+                    isinstance(c, ast.Name) and c.id in live for c in ast.walk(backward_tensor(call) or ast.Pass())):
+                return True
+            if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") and isinstance(
+                    call.func.value, ast.Name) and any(isinstance(c, ast.Name) and c.id in live for a in call.args for c in ast.walk(a)):
+                live.add(call.func.value.id)
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            bound = {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(t)
+                     if isinstance(c, ast.Name)}
+            if any(isinstance(c, ast.Name) and c.id in live for c in ast.walk(n.value)):
+                live |= bound
+            elif isinstance(n, ast.Assign):
+                live -= bound
     return False
 
 
@@ -746,7 +764,7 @@ def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 def backwarded_later(module, scope, name: str) -> bool:
     """The running total is itself the loss: back-propagated somewhere in the scope, directly or
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
-    names = derived_names(module, scope or module.tree, name)
+    names = derived_names(module, scope or module.tree, name, sums=True)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     if re.search(pattern, module.lines_with(scope, "backward")) is None:
         return False  # the cheap text search first; the lines it matched may be a docstring or a comment
@@ -766,29 +784,23 @@ def returned_as_loss(module, scope, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in ast.walk(r))
 
 
-def derived_names(module, scope: ast.AST, name: str) -> set:
+def derived_names(module, scope: ast.AST, name: str, sums: bool = False) -> set:
     """``name`` and every name the scope assigns from it, transitively (graph kept or not:
-    only what is back-propagated or returned is asked about). The assignment graph of a scope
-    is built once per file, whatever the number of running sums asked about."""
+    only what is back-propagated or returned is asked about); with ``sums``, also the totals it is
+    added into (``loss += reg_loss``: back-propagating ``loss`` back-propagates ``reg_loss``). The
+    assignment graph of a scope is built once per file, whatever the number of running sums asked about."""
     cache = module.__dict__.setdefault("_gg201_edges", {})
-    edges = cache.get(id(scope))
+    edges = cache.get((id(scope), sums))
     if edges is None:
-        edges = cache[id(scope)] = {}
+        edges = cache[(id(scope), sums)] = {}
         for n in body_nodes(scope) if hasattr(scope, "body") else ():
-            # `t = f(r)`, `t += r` (the sum keeps r's graph), `t.append(r)` (the list holds it)
-            if isinstance(n, (ast.Assign, ast.AugAssign)):
-                value, targets = n.value, (n.targets if isinstance(n, ast.Assign) else [n.target])
-            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend")
-                  and isinstance(n.func.value, ast.Name)):
-                value, targets = ast.Tuple(elts=list(n.args), ctx=ast.Load()), [n.func.value]
-            else:
-                continue
-            reads = {c.id for c in ast.walk(value) if isinstance(c, ast.Name)}
-            for t in targets:
-                for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
-                    for r in reads:
-                        if r != target:
-                            edges.setdefault(r, set()).add(target)
+            if isinstance(n, ast.Assign) or (sums and isinstance(n, ast.AugAssign)):
+                reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
+                        for r in reads:
+                            if r != target:
+                                edges.setdefault(r, set()).add(target)
     out, pending = {name}, [name]
     while pending:
         for nxt in edges.get(pending.pop(), ()):
