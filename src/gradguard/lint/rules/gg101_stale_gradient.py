@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from ...findings import Fix
-from .._ast import body_nodes, nodes_of, subtree
+from .._ast import assignments, body_nodes, nodes_of, subtree
 from .._edits import FUNCS, LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, READ, STEP, Event
 from .._flow import Path, condition_key
@@ -41,6 +41,8 @@ def check_loop(loop: Loop, report: Report) -> None:
             continue
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
+            if _given_a_loss(loop, step):
+                continue
             if any(loop.may_clear_for(c, step) for c in on_path):
                 earlier = _applied_by_an_earlier_step(loop, p, step, nested)
                 if earlier is not None:
@@ -219,6 +221,22 @@ def _other_run(loop: Loop, clear: Event, path: Path) -> bool:
             if path.decided(key) not in (None, body != negated):
                 return True
     return False
+
+
+def _given_a_loss(loop: Loop, step: Event) -> bool:
+    """``inner_optimizer.step(loss)``: the step is handed a value the loop computes by arithmetic
+    (``loss = 0; loss += ce(...)``), a tensor and not a closure (arithmetic never makes a callable).
+    Such a step (a differentiable optimizer's) takes the gradient of that loss itself: it reads no
+    ``.grad``, so nothing stale reaches it."""
+    call = step.node
+    if not isinstance(call, ast.Call) or len(call.args) != 1 or not isinstance(call.args[0], ast.Name):
+        return False
+    # in a helper, the names are the helper's own
+    values = (assignments(step.frame[-1][0]) if step.frame else loop.assignments()).get(call.args[0].id)
+    arithmetic = (ast.Constant, ast.BinOp, ast.UnaryOp)
+    return bool(values) and all(
+        isinstance(v, arithmetic) or (isinstance(v, tuple) and len(v) > 2 and isinstance(v[0], str) and v[0] == "aug")
+        for v in values)
 
 
 def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:

@@ -47,6 +47,11 @@ def check_loop(loop: Loop, report: Report) -> None:
             every = [c for c in loop.full_clears if mark in c.stack and not tests(c)]
         if every:
             return  # cleared on every pass of the micro-step loop (GG102): the step applies one pass
+        inside = [c for c in loop.full_clears if (micro is loop.node or mark in c.stack) and tests(c)]
+        if any(not _first_pass_only(c, micro) for c in inside):
+            # cleared on some pass after the first (PGD's `if t != K - 1: zero_grad()`): the step applies
+            # the passes made since the last clear, not the loop's K of them
+            return
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
         assigns = loop.scope_of(b) if b.frame else reaching(
@@ -74,6 +79,33 @@ def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dic
         elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and text(t) == key for t in n.targets):
             out.setdefault(key, []).append(n.value)
     return out
+
+
+def _first_pass_only(clear, micro: ast.AST) -> bool:
+    """The clear's ``if`` pins the micro-step loop's counter at 0 (``if i == 0:``, ``if not i:``): it runs
+    before the window's first pass, so every pass of the loop still reaches the step."""
+    counters = set()
+    if isinstance(micro, (ast.For, ast.AsyncFor)):
+        target = micro.target
+        if isinstance(target, ast.Tuple) and target.elts and terminal(micro.iter.func if isinstance(micro.iter, ast.Call) else micro.iter) == "enumerate":
+            target = target.elts[0]
+        counters = {target.id} if isinstance(target, ast.Name) else set()
+
+    def zero(e) -> bool:
+        return isinstance(e, ast.Constant) and e.value == 0 and not isinstance(e.value, bool)
+
+    for test, taken in tests(clear):
+        if not isinstance(test, ast.expr):
+            continue
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) and test.left.id in counters:
+            if zero(test.comparators[0]) and (isinstance(test.ops[0], ast.Eq) if taken else isinstance(test.ops[0], ast.NotEq)):
+                return True
+        if isinstance(test, ast.Name) and test.id in counters and not taken:
+            return True
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name) \
+                and test.operand.id in counters and taken:
+            return True
+    return False
 
 
 def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: Optional[ast.AST] = None) -> dict:

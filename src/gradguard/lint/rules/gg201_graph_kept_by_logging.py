@@ -58,11 +58,13 @@ def check_loop(loop: Loop, report: Report) -> None:
             continue
         if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes):
             continue
-        carried = any(keeps_graph(value, name) for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
+        carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
+                      for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
-            or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total), 
+            or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total),
                                       {id(e.frame[0][1] if e.frame else e.node) for e in loop.steps})
+            or _rebound_each_iteration(loop, node, text(total)) or _one_update_per_call(loop, text(total))
         ):
             report(
                 CODE,
@@ -183,6 +185,80 @@ def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set
     return False
 
 
+def _backward_sites(loop: Loop) -> set:
+    """Ids of the loop's statements-level nodes that run a backward pass: the call itself, or the call
+    of the helper that runs it."""
+    return {id(b.frame[0][1]) if b.frame else id(b.node) for b in loop.backwards + loop.managed}
+
+
+def _rebound_each_iteration(loop: Loop, stmt: ast.stmt, total: str) -> bool:
+    """The total is bound afresh (``total = 0``) on every path of one iteration of the training loop
+    before it is added to (a sum over the model's heads, layers or time steps of one batch): it links
+    one iteration's graphs, which that iteration's backward pass frees, and nothing across iterations.
+    A nested loop between the binding and the sum counts as part of the iteration unless it runs a
+    backward pass itself (then it is a training loop, and the total spans its iterations)."""
+    parents = {id(c): n for n in ast.walk(loop.node) for c in ast.iter_child_nodes(n)}
+    sites = _backward_sites(loop)
+
+    def runs_backward(node: ast.AST) -> bool:
+        return any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward") for n in ast.walk(node))
+
+    return _rebound_before(stmt, total, loop.node, parents, runs_backward) and not _escapes(loop.node, total)
+
+
+def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> bool:
+    """``name`` was back-propagated, then bound again later in the iteration, before ``stmt``, to a value read
+    from nothing the loop computes (``(p_loss, c_loss) = metrics.get_stats()`` after the backward pass): at
+    ``stmt`` it holds that value, not the loss tensor."""
+    parents = {id(c): n for n in ast.walk(loop.node) for c in ast.iter_child_nodes(n)}
+    sites = _backward_sites(loop)
+    node = stmt
+    while node is not loop.node:
+        parent = parents.get(id(node))
+        if parent is None or isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                      if isinstance(b, list) and any(s is node for s in b)), None)
+        if block is not None:
+            earlier = block[: next(i for i, s in enumerate(block) if s is node)]
+            for i in range(len(earlier) - 1, -1, -1):
+                s = earlier[i]
+                if isinstance(s, ast.Assign) and any(isinstance(c, ast.Name) and c.id == name for t in s.targets for c in ast.walk(t)):
+                    reads_loop = any(isinstance(c, ast.Name) and c.id in assigned for c in ast.walk(s.value))
+                    after = any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward")
+                                for e in earlier[:i] for n in ast.walk(e))
+                    return after and not reads_loop
+                if any(isinstance(c, (ast.Assign, ast.AugAssign)) and any(isinstance(x, ast.Name) and x.id == name
+                       for t in (c.targets if isinstance(c, ast.Assign) else [c.target]) for x in ast.walk(t)) for c in ast.walk(s)):
+                    return False  # bound inside a nested block: not on every path
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and parent is not loop.node:
+            return False
+        node = parent
+    return False
+
+
+def _one_update_per_call(loop: Loop, total: str) -> bool:
+    """The loop iterates over the optimizers it steps (one pass and one step per optimizer, on one batch)
+    in a function that binds the total afresh before it, at the function's own level (``losses = []``),
+    so the next call drops what the last one held: the total links one update's graphs. (A loop whose
+    passes all feed one step after it may still run over a whole data loader, an LBFGS closure's: its
+    total links every batch's graph, so it is not read so.)"""
+    scope = loop.scope
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed or not loop.steps:
+        return False
+    root = total.split(".")[0].split("[")[0]
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and root in n.names for n in ast.walk(scope)):
+        return False
+    at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in ast.walk(s))), None)
+    if at is None or not any(
+            isinstance(s, ast.Assign) and any(text(t) == total for t in s.targets)
+            and not any(text(n) == total for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
+            for s in scope.body[:at]):
+        return False
+    over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
+    return all(not e.frame and re.split(r"\W", e.target, maxsplit=1)[0] in over for e in loop.steps)
+
+
 def _reset_each_window(loop: Loop, total: str) -> bool:
     """The total is set back to a constant where the window's step runs (torchtune's form): it is
     the window's loss and links at most one window's graphs, whose activations backward() freed.
@@ -207,7 +283,8 @@ def check_module(module: Module, report: Report) -> None:
                 continue
             if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
                 backwarded_later(module, scope, terminal(total)) or reset_in_loop(loop_node, text(total))
-                or returned_as_loss(module, scope, terminal(total))
+                or returned_as_loss(module, scope, terminal(total)) or _reset_around(module, scope, loop_node, text(total))
+                or _feeds_backward(module, scope, loop_node, assigns, total)
             ):
                 report(
                     CODE,
@@ -216,6 +293,89 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool:
+    """The loop runs inside an iteration of an enclosing training loop (a sum over the model's heads inside
+    the loop over batches, which back-propagates every iteration) that binds the total afresh before it on
+    every path: the total links one iteration's graphs, never many. Not where the loop itself, or a loop in
+    between, runs backward passes: the total then spans a training loop's iterations."""
+    root = scope or module.tree
+    training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
+    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    host, node = None, loop_node
+    while id(node) in parents and parents[id(node)] is not root:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if id(node) in training:
+            host = node
+            break
+    if host is None:
+        return False
+    # every backward pass a training loop of the file makes, and the calls that reach it (a helper, a partial)
+    passes = {id(n) for loop in module.loops for b in loop.backwards + loop.managed for n in [b.node] + [c for _, c in b.frame]}
+
+    def trains(n: ast.AST) -> bool:
+        return id(n) in training or any(
+            id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in ast.walk(n))
+
+    inner = set(assignments(loop_node)) - set(target_names(loop_node.target) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else ())
+    return (not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
+            and not _escapes(host, total) and _flows_into_backward(host, loop_node, inner - {total}))
+
+
+def _escapes(loop_node: ast.AST, total: str) -> bool:
+    """The total is carried, graph and all, into something that outlives the iteration
+    (``history.append(total)``, ``epoch_loss += total``): bound afresh or not, it is kept there."""
+    name = total.split(".")[-1]
+    return any(text(t) != total and keeps_graph(v, name) for _, t, v in running_sums(loop_node))
+
+
+def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str, list], total: ast.AST) -> bool:
+    """The loop is the forward pass of one update, unrolled (over time steps, agents): what it computes is
+    back-propagated after it in the same function, so its graphs stay alive until that backward pass anyway.
+    A total that is a local name of the function, bound before the loop, then links one call's graphs:
+    the next call binds it afresh. (An attribute, a global, or a name of the module's top level outlives
+    the call.)"""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(total, ast.Name):
+        return False
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total.id in n.names for n in ast.walk(scope)):
+        return False
+    at = next((i for i, s in enumerate(scope.body) if any(n is loop_node for n in ast.walk(s))), None)
+    if at is None or not any(isinstance(s, ast.Assign) and any(text(t) == total.id for t in s.targets) for s in scope.body[:at]):
+        return False  # bound before the loop at the function's own level: afresh at every call
+    if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n is not loop_node and any(c is loop_node for c in ast.walk(n))
+           for n in ast.walk(scope.body[at])):
+        return False  # inside another loop: its iterations add into the total bound once before it
+    targets = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
+    return _flows_into_backward(scope, loop_node, set(assigns) - targets - {total.id})
+
+
+def _flows_into_backward(within: ast.AST, loop_node: ast.AST, live: set) -> bool:
+    """What the loop computed (``live``), followed forward in source order through the statements of
+    ``within`` after the loop (a name bound again from something else no longer holds it), reaches a
+    backward pass: the loop is part of the forward pass that pass differentiates."""
+    live = set(live)
+    after = sorted((n for n in ast.walk(within) if isinstance(n, ast.stmt) and n.lineno > loop_node.end_lineno),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for n in after:
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
+            call = n.value
+            if terminal(call.func) == "backward" and any(
+                    isinstance(c, ast.Name) and c.id in live for c in ast.walk(backward_tensor(call) or ast.Pass())):
+                return True
+            if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") and isinstance(
+                    call.func.value, ast.Name) and any(isinstance(c, ast.Name) and c.id in live for a in call.args for c in ast.walk(a)):
+                live.add(call.func.value.id)
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            bound = {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(t)
+                     if isinstance(c, ast.Name)}
+            if any(isinstance(c, ast.Name) and c.id in live for c in ast.walk(n.value)):
+                live |= bound
+            elif isinstance(n, ast.Assign):
+                live -= bound
+    return False
 
 
 def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list]) -> set:
@@ -376,6 +536,9 @@ def is_weight(node: ast.expr, loop_names) -> bool:
         return is_weight(node.left, loop_names) and is_weight(node.right, loop_names)
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):  # x.shape[0]
         return node.value.attr in _NO_GRAPH_ATTRS
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        # ``cfg["loc_weight"]``: a fixed entry of a name the loop never assigns, a hyperparameter as a bare name is
+        return isinstance(node.value, ast.Name) and node.value.id not in loop_names
     if isinstance(node, ast.Attribute):
         # ``data.num_graphs``: a field of the batch the loop iterates over (it holds no graph)
         return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and (
@@ -669,7 +832,7 @@ def grad_enabled_statements(stmts) -> Iterator[ast.stmt]:
 def backwarded_later(module, scope, name: str) -> bool:
     """The running total is itself the loss: back-propagated somewhere in the scope, directly or
     through names built from it (``meta = total / n; meta.backward()``, a meta-learning outer loss)."""
-    names = derived_names(module, scope or module.tree, name)
+    names = derived_names(module, scope or module.tree, name, sums=True)
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     if re.search(pattern, module.lines_with(scope, "backward")) is None:
         return False  # the cheap text search first; the lines it matched may be a docstring or a comment
@@ -695,21 +858,23 @@ def returned_as_loss(module, scope, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in ast.walk(r))
 
 
-def derived_names(module, scope: ast.AST, name: str) -> set:
+def derived_names(module, scope: ast.AST, name: str, sums: bool = False) -> set:
     """``name`` and every name the scope assigns from it, transitively (graph kept or not:
-    only what is back-propagated or returned is asked about). The assignment graph of a scope
-    is built once per file, whatever the number of running sums asked about."""
+    only what is back-propagated or returned is asked about); with ``sums``, also the totals it is
+    added into (``loss += reg_loss``: back-propagating ``loss`` back-propagates ``reg_loss``). The
+    assignment graph of a scope is built once per file, whatever the number of running sums asked about."""
     cache = module.__dict__.setdefault("_gg201_edges", {})
-    edges = cache.get(id(scope))
+    edges = cache.get((id(scope), sums))
     if edges is None:
-        edges = cache[id(scope)] = {}
+        edges = cache[(id(scope), sums)] = {}
         for n in body_nodes(scope) if hasattr(scope, "body") else ():
-            if isinstance(n, ast.Assign):
+            if isinstance(n, ast.Assign) or (sums and isinstance(n, ast.AugAssign)):
                 reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
-                for t in n.targets:
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
                     for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
                         for r in reads:
-                            edges.setdefault(r, set()).add(target)
+                            if r != target:
+                                edges.setdefault(r, set()).add(target)
     out, pending = {name}, [name]
     while pending:
         for nxt in edges.get(pending.pop(), ()):
@@ -766,11 +931,12 @@ def _moving_average(value: ast.BinOp, total: str) -> bool:
     return False
 
 
-def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dict[int, ast.AST], trains=None) -> bool:
     """``total = total + x`` after ``total = <anything else>`` that runs before it in every iteration
     (``loss = divergence; if penalty: loss = loss + gp``): the name is rebuilt each iteration, so it
     holds one iteration's graph, not a running total. A binding before a nested loop does not count:
-    the nested loop adds into it many times."""
+    the nested loop adds into it many times, unless ``trains`` (given) says that nested loop runs no
+    backward pass: then its iterations are parts of one iteration of ``loop_node``."""
     node = stmt
     while node is not loop_node:
         parent = parents.get(id(node))
@@ -787,7 +953,8 @@ def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dic
                         ):
                             return True
         if parent is not loop_node and not isinstance(parent, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.ExceptHandler)):
-            return False  # a nested loop (or function): its iterations add into the binding before it
+            if trains is None or not isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) or trains(parent):
+                return False  # a nested loop (or function): its iterations add into the binding before it
         node = parent
     return False
 
