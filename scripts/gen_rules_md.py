@@ -71,6 +71,8 @@ condition. Where none of that decides, these names are read, as a last resort:
 | GG104 `loss_scale` | a call named `sum`, `item`, or with `scale`, `norm`, `weight`, `accum` in its name | the loss's reduction is not known |
 | `_model.steps_after` | `self.<method>()` that no class of the file defines, with `step` or `flush` in its name | an inherited method steps the remainder (GG103) |
 | `_checker._other_autograd` | `autograd` imported by `from X import autograd` with `X` not `torch`, in a file that imports nothing of torch | the file differentiates with another library (MXNet writes fresh gradients): it is not read |
+| GG201 `LOSS_NAME` | a variable name holding `loss`, `nll` or `cost` | a name bound in the loop to a freshly computed value is taken for a loss whose graph a running total may keep (a loss held under any other name is not followed: GG201 misses it) |
+| `_line_filter._running_sum_lines` | `loss` on a `+=` line | such a line marks a candidate evaluation loop whose totals GG201 reads (a total of a loss under another name there is not read) |
 | `_per_call._passed` | a one-argument call of a method named `scale` | `scaler.scale(loss).backward()` back-propagates `loss`: a function doing that to a loss its caller hands in is no update of its own (GG101/GG102 read the caller's) |
 | `_per_call._CLEARS` | `zero_grad`, `clear_grad`, `reset_grad`, `free_grad`, `grads_to_none`, ..., a `.grad` write | a function that may call a per-update function (it names it) and has one of these in its text may clear for it: the update is not read on its own |
 """
