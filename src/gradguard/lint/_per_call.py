@@ -34,6 +34,7 @@ from typing import Dict, Iterator, Optional, Set
 
 from ._ast import bind_arguments, body_nodes, find_all, lines_of, local_defs, nodes_of, overlaps, walk_lines
 from ._events import BACKWARD, STEP, conditional_step
+from ._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, used_in_place as _used_in_place
 from ._line_filter import _propagate
 from ._model import backward_tensor
 
@@ -253,7 +254,6 @@ class _PerCallBodies:
         if not reach:
             return False
         if loop.cls is not None:
-            from .rules.gg101_stale_gradient import _used_in_place  # (the rules import the builder)
 
             # and the modules whose parameters the object's code hands those optimizers
             # (`self.opt = make(self.net.parameters())`)
@@ -299,7 +299,6 @@ class _FilesIndex:
     def grad_helper_elsewhere(self, path: str) -> bool:
         """A file other than ``path`` has a ``.grad`` write outside any class."""
         if self.helpers is None:
-            from .rules.gg101_stale_gradient import _GRAD_WRITE, _class_span  # (the rules import the builder)
 
             self.helpers = {
                 p for p, text in self.project.sources.items()

@@ -16,6 +16,7 @@ from .._flow import Path, condition_key
 from .._ast import terminal, text
 from .._builder import _models_of as models_of
 from .._events import optimizer_constructor
+from .._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, used_in_place as _used_in_place
 from .._literals import top_level
 from .._model import Diagnostic, Loop, Report, describe, tests
 
@@ -334,10 +335,6 @@ def reaches(event: Event, path: Path) -> bool:
 # updated again; a method right only on its first call is the bug this rule names.
 # Anything that may clear counts as clearing, so the check stays silent wherever it is unsure.
 _CLEAR_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*[ \t]*\.[ \t]*)*[A-Za-z_]\w*)?([ \t]*[)\]][ \t]*)?\.[ \t]*zero_grad[ \t]*\(|(?<![\w.])zero_grad[ \t]*\(")
-_GRAD_WRITE = re.compile(
-    r"\.grad[ \t]*(?:\.data[ \t]*)?(?:=(?!=)|[-+*/]=|\.[ \t]*(?:zero_|fill_|mul_|detach_|copy_|set_|requires_grad_))"
-    r"|\bdel\s+[^\n]*\.grad\b|_foreach_zero_|_foreach_mul_"
-)
 
 
 def check_module(module, report: Report) -> None:
@@ -512,32 +509,6 @@ def _may_be_cleared(module, cls: ast.ClassDef, name: str, modules: set) -> bool:
 
 def _is_related(project, other: str, path: str, related: set, name: str) -> bool:
     return other in related or name in {c for _, c in project.ancestors(other, path)}
-
-
-def _used_in_place(cls: ast.ClassDef, node: ast.Attribute) -> bool:
-    """``self.X`` read as ``self.X.something`` (``.step()``, ``.state_dict()``, ``.param_groups``),
-    called (a module's forward), or copied (``copy.deepcopy(self.actor)``: a new object)."""
-    for n in ast.walk(cls):
-        if isinstance(n, ast.Attribute) and n.value is node:
-            return True
-        if isinstance(n, ast.Call) and (n.func is node or (node in n.args and terminal(n.func) == "deepcopy")):
-            return True
-    return False
-
-
-def _class_span(text: str, at: int):
-    """(name, start, end) of the innermost class whose body holds offset ``at`` of ``text``."""
-    line_start = text.rfind("\n", 0, at) + 1
-    indent = len(text[line_start:at]) - len(text[line_start:at].lstrip())
-    for m in reversed(list(re.finditer(r"^([ \t]*)class[ \t]+(\w+)", text[:line_start], re.M))):
-        if len(m.group(1)) < indent:
-            # the class ends at the first code line indented no deeper than its header
-            after = re.compile(r"^[ \t]{0,%d}(?=[^\s#])" % len(m.group(1)), re.M).search(text, text.find("\n", m.end()) + 1)
-            end = after.start() if after else len(text)
-            return (m.group(2), m.start(), end) if end > at else None
-        if len(m.group(1)) == 0:
-            break
-    return None
 
 
 # --- the fix ---------------------------------------------------------------------
