@@ -1391,7 +1391,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.traincheck_run:
         selected = [c for c in load_cases(args.select) if not args.rounds or c.round in args.rounds]
         if not selected:
-            raise SystemExit("no case selected")
+            ap.error("no case selected: check -k and --round (rounds 1 to %d)" % max(c.round for c in load_cases(None)))
         target = Path(args.traincheck_out) if args.traincheck_out else TRAINCHECK_RUN
         run_traincheck(selected, target, args.traincheck_timeout)
         print(f"wrote {target}")
@@ -1430,7 +1430,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     cases = [c for c in load_cases(args.select) if not args.rounds or c.round in args.rounds]
     if not cases:
-        raise SystemExit("no case selected")
+        ap.error("no case selected: check -k and --round (rounds 1 to %d)" % max(c.round for c in load_cases(None)))
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gradbench-") as work:
         results = run_all(cases, Path(work))
