@@ -104,3 +104,18 @@ def test_gg104_fix_is_not_offered_where_the_remainder_is_stepped_after_the_loop(
     whole = _spec(k=3, sizes=(3,) * 9, condition="mod_k_minus1", division="none", remainder="drop")
     [r] = bench.evaluate_spec((0, whole, ("module",), ("safe",)))["rows"]
     assert r["required"] == ["GG104"] and bench.verdict(r, "safe") == "repaired", r
+
+
+def test_gg104_fix_is_not_offered_for_a_micro_step_loop_over_slices_that_may_be_short():
+    # windows as slices `batches[s:s + K]`: the last of 15 batches holds 3 of K = 4, and dividing every pass by
+    # K would leave it at 3/4 of its mean (GG111): judged by running both programs in float64
+    s = _spec(seed=916444838, k=4, sizes=(3,) * 15, condition="inner", clear_form="model_zero_grad",
+              clear_place="after_step", division="none", remainder="after_loop", logging="detach", backward="function")
+    rows = bench.evaluate_spec((0, s, generate.FORMS, ("safe",)))["rows"]
+    assert all("GG104" in r["required"] and "GG104" not in r["safe"]["fixed_codes"] for r in rows), rows
+    assert all(bench.verdict(r, "safe") != "wrong" for r in rows), rows
+    # with 16 batches every slice is whole, but the micro-step loop's size is not read from the slice: no fix either
+    whole = _spec(seed=916444838, k=4, sizes=(3,) * 16, condition="inner", clear_form="model_zero_grad",
+                  clear_place="after_step", division="none", remainder="after_loop", logging="detach", backward="function")
+    [r] = bench.evaluate_spec((0, whole, ("module",), ("safe",)))["rows"]
+    assert r["required"] == ["GG104"] and bench.verdict(r, "safe") == "not-offered", r

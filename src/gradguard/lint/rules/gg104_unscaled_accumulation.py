@@ -383,6 +383,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     count, back = d.accum, t.statement_of(d.backward)
     if d.loop is not None and count is not None and may_close_short(d.loop, count):
         return None  # a short window divided by K would weigh K'/K of its mean (GG111)
+    if d.loop is not None and back is not None and count is not None and _micro_loop_unsized(t, d.loop.node, back, count):
+        return None  # the same, for a micro-step loop over a slice or chunks that may hold fewer than K
     loss = backward_tensor(d.backward)
     if isinstance(loss, ast.Call) and isinstance(loss.func, ast.Attribute) and loss.func.attr == "scale" and loss.args:
         loss = loss.args[0]  # scaler.scale(loss).backward(): divide the loss, not the scaled one
@@ -392,6 +394,22 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     # divided where it is back-propagated and nowhere else: the loss the code logs keeps its value
     (line, col), (end_line, end_col) = t.start(loss), t.end(loss)
     return Fix(f"Divide the loss by `{t.segment(count)}`", (Edit(line, col, end_line, end_col, f"({parenthesize(t, loss)} / {k})"),))
+
+
+def _micro_loop_unsized(t: Tree, loop_node: ast.AST, back: ast.AST, count: ast.AST) -> bool:
+    """The pass runs in a loop nested in the window's loop that iterates something other than
+    ``range(K)`` (``enumerate(batches[i:i + K])``, ``x.chunk(K)``): its last run may hold fewer than K
+    micro-batches, and dividing each of them by K would weigh that window K'/K of its mean."""
+    for n in ast.walk(loop_node):
+        if n is loop_node or not isinstance(n, (ast.For, ast.AsyncFor)) or not t.contains(n, back):
+            continue
+        it = n.iter
+        if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and it.args:
+            it = it.args[0]
+        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and len(it.args) == 1
+                and text(it.args[0]) == text(count)):
+            return True
+    return False
 
 
 def _visible(t: Tree, count: ast.AST, at: ast.AST) -> bool:
