@@ -282,6 +282,29 @@ def test_round_6_is_the_list_written_down_before_its_cases_and_split_by_the_same
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_7_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 7}
+    # the list, its sources (with the mechanism) and the split were committed before any round-7 case was written
+    assert set(cases) <= set(gb.ROUND_7)
+    assert set(gb.ROUND_7) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_7) >= 24
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_7 for n in gb.ROUND_7)
+    assert {n.split("_")[0] for n in gb.ROUND_7} == set(gb.ROUND_7_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_7 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c152", "c156", "c158", "c160", "c161", "c162", "c164", "c166", "c170", "c171", "c172", "c173"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_7_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-7 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 7
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_7_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
@@ -290,6 +313,16 @@ def test_every_round_6_case_has_an_audit_entry():
         assert how and ("confirmed" in verdict)
     text = "\n".join(gb._audit_section(gb.load_cases()))
     assert "| `c143` |" in text and f"Round 6: {len(cases)} cases," in text
+
+
+def test_every_round_7_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 7]
+    assert set(gb.AUDIT_7) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_7[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c172` |" in text and f"Round 7: {len(cases)} cases," in text
 
 
 def test_the_newest_round_leads_the_headline_table():
