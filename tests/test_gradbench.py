@@ -335,3 +335,17 @@ def test_the_newest_round_leads_the_headline_table():
     assert rows[1].startswith("| round 6, other half | 1 |")
     assert any(r.startswith("| round 5, held-out half (in-sample since: its misses are being fixed) | 1 |") for r in rows)
     assert "Round 6 is the 2 cases from c132 on" in text
+
+
+def test_round_7_leads_the_headline_table_once_its_cases_exist():
+    # round 7's held-out half heads the table; round 6 becomes in-sample (its misses are being fixed), and the
+    # prose counts the cases no tool declares (c156 is out of both tools' scope)
+    cases = gb.load_cases(["c152_", "c153_", "c156_", "c134_", "c132_"])
+    judged = {c.name: _fake() for c in cases}
+    judged["c152_kempnerforge_182_muon_inner_adamw_grads_never_zeroed"] = _fake(watch=True)
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 7, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) |")
+    assert rows[1].startswith("| round 7, other half | 1 |")
+    assert any(r.startswith("| round 6, held-out half (in-sample since: its misses are being fixed) | 1 |") for r in rows)
+    assert "Round 7 is the 3 cases from c152 on" in text and "1 of the 3 cases are declared out" in text
