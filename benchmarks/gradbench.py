@@ -967,7 +967,7 @@ AUDIT_7 = {
     "c170": ("Adv-Makeup#25 read (open, no reply): the quoted model.py#L346-L348 (clip of self.dis's parameters in the generator update); the rest of model.py was not read", "matches the lines quoted; unconfirmed"),
     "c171": ("tianshou#395 read (labelled bug, closed): the duplicated parameters in test_ppo.py#L79 and the maintainer's set union; the test was not read", "matches; confirmed (maintainer's fix)"),
     "c172": ("vision#4874 read (merged): the description (optimizer step twice under autocast, clipping fixed) and the review diff of the loop's tail", "matches the diff quoted; confirmed (merged)"),
-    "c173": ("Applio#860 read (closed; a maintainer adopted the change in his pull request): the two extra optim.step() calls at lines 433-434; train.py was not read", "matches the description; confirmed (adopted by a maintainer)"),
+    "c173": ("Applio#860 read (closed, not merged; another contributor: \"added the same change to my PR\"): the two extra optim.step() calls at lines 433-434; train.py was not read", "matches the description; unconfirmed (closed; the change was carried into another pull request)"),
     "c174": ("FlowModels#3 read (open): the quoted student step; the author: \"This may be true! not sure yet.\"; the notebook was not read beyond the quote", "matches the code quoted; unconfirmed"),
     "c175": ("audiolm-pytorch#256 read (closed): the quoted clip of the STFT discriminator only and the proposed second clip; the reporter thanks the author for the change", "matches the lines quoted; confirmed (closed with the change)"),
 }
