@@ -4,6 +4,7 @@
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 15
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --compare /tmp/old/src
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --log-every-n-steps 10
+    PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --instructions --rounds 3 --compare /tmp/old/src
 
 1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
    with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
@@ -18,6 +19,8 @@
    cost of one more callback) vs ``ExactAccumulation()`` (which logs the window
    loss) vs ``ExactAccumulation(log_name=None)``. With ``--compare SRC`` (another checkout's
    ``src`` folder), that checkout's ``ExactAccumulation()`` runs in the same rounds too.
+   With ``--instructions``, the same fits counted in instructions executed (valgrind's
+   callgrind), which a busy machine does not change, instead of timed.
 
 A model big enough that the step is not all framework overhead (an MLP of
 about 1.1 M parameters, micro-batches of 64 rows).
@@ -32,6 +35,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -105,6 +109,7 @@ def lightning_fit(batches, exact, world_size=1, comm_hook=None):
 TINY_VARIANTS = ("stock", "a callback doing nothing", "exact", "exact, log_name=None")
 BEFORE = "exact, --compare checkout"
 _before_package = None  # the gradguard package of --compare's checkout, loaded under another name
+TINY_ALL = TINY_VARIANTS + (BEFORE,)  # every variant, in a fixed order (its index names it in a callgrind dump)
 
 
 def tiny_batches(n=256):
@@ -112,9 +117,11 @@ def tiny_batches(n=256):
     return [(torch.randn(s, 16, generator=g), torch.randn(s, 1, generator=g)) for s in (3 + i % 6 for i in range(n))]
 
 
-def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
+def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None):
     """Seconds per optimizer step of a fit on a 16-32-1 MLP, K=4: the median over the fit's windows (each K
-    micro-batches and its step; the Trainer's set-up excluded) of ``(wall, CPU time of this thread)``."""
+    micro-batches and its step; the Trainer's set-up excluded) of ``(wall, CPU time of this thread)``.
+    ``probe``, if given, is called with the window's index at the start of every window and with None at the
+    end of the epoch (the instruction counts below zero and dump their counters there)."""
     import lightning.pytorch as L
     from gradguard.integrations.lightning import ExactAccumulation
 
@@ -141,9 +148,13 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx % K == 0:
                 self.marks.append((time.perf_counter(), time.thread_time()))
+                if probe is not None:
+                    probe(batch_idx // K)
 
         def on_train_epoch_end(self, trainer, pl_module):
             self.marks.append((time.perf_counter(), time.thread_time()))
+            if probe is not None:
+                probe(None)
 
     class Nothing(L.Callback):
         # Five per-step hooks, empty: what Lightning's dispatch of one more callback with them costs
@@ -187,7 +198,7 @@ def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
 
     batches = tiny_batches()
     for v in variants:
-        lightning_tiny_fit(batches[:16], v)  # warm-up: imports, first-call costs
+        lightning_tiny_fit(batches[:16], v, log_every_n_steps=1)  # warm-up: imports, first calls, first log
     order = random.Random(0)
     times = {v: [] for v in variants}
     for _ in range(rounds):
@@ -198,6 +209,103 @@ def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
         out[v] = [(statistics.median(x[c] for x in t), _spread([x[c] / s[c] for x, s in zip(t, times["stock"])]))
                   for c in (0, 1)]
     return out
+
+
+# ------------------------------------------------ the same fits, counted in instructions
+# CPU time on a machine shared with other jobs moves by a few per cent from round to round (caches, frequency),
+# as much as the cost being measured. The number of instructions a fit executes does not depend on the load:
+# callgrind (valgrind) counts them for every window from the third to the end of the epoch. Like the timed
+# fits, a variant is read by its median window; the mean over the windows is printed beside it, because it
+# holds what the median leaves out: the window in which Lightning writes its logs, whose first `log` call of
+# a fit costs several windows' worth (Lightning sets up its result collection), once per fit.
+FIRST_COUNTED_WINDOW = 2  # the first windows make the cached weights and warm Lightning's own caches
+
+
+def tiny_instructions(rounds, variants, log_every_n_steps=50, compare=None):
+    """Per variant: ``(median, mean)`` instructions per window (over every counted window of ``rounds`` fits),
+    and the ratios of each to stock's. Runs this script again under ``valgrind --tool=callgrind``, one process
+    for every fit (variants in a seeded new order each round), and reads the counter dumps it leaves in a
+    temporary folder: one per window."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"--instructions needs {tool} (valgrind's callgrind) on PATH: install valgrind, or time "
+                             "the fits without --instructions")
+    out = tempfile.mkdtemp(prefix="gg_callgrind_")
+    try:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg.%p",
+               sys.executable, os.path.abspath(__file__), "--tiny", "--log-every-n-steps", str(log_every_n_steps),
+               "--count-in-callgrind", ",".join(str(TINY_ALL.index(v)) for v in variants), "--rounds", str(rounds)]
+        if compare:
+            cmd += ["--compare", compare]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"the fits under callgrind failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
+        counts = {}  # variant index -> {(round, window): instructions}
+        for dump in Path(out).glob("cg.*"):
+            tag, total = None, None
+            with open(dump, errors="replace") as f:
+                for line in f:
+                    if line.startswith("desc: Trigger:") and "gg-" in line:
+                        tag = line.split("gg-", 1)[1].split()[0]
+                    elif line.startswith("totals:"):
+                        total = int(line.split()[1])
+                        break
+            if tag is not None and total is not None:
+                v, r, w = map(int, tag.split("-"))
+                counts.setdefault(v, {})[r, w] = total
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    windows = 256 // K - FIRST_COUNTED_WINDOW
+    short = [TINY_ALL[i] for i in map(TINY_ALL.index, variants) if len(counts.get(i, ())) != rounds * windows]
+    if short:
+        raise SystemExit(f"callgrind left too few window counts for {short}: see `valgrind --tool=callgrind` here")
+    result = {}
+    for v in variants:
+        per = list(counts[TINY_ALL.index(v)].values())
+        result[v] = statistics.median(per), statistics.fmean(per)
+    stock = result["stock"]
+    return {v: (median, median / stock[0], mean, mean / stock[1]) for v, (median, mean) in result.items()}
+
+
+def _count_in_callgrind(rounds, indices, log_every_n_steps):
+    """The child run under callgrind: the instructions of every window of every fit, from its third window to its
+    epoch's end, each dumped under a tag ``gg-<variant index>-<round>-<window>`` read back by
+    :func:`tiny_instructions`. (A dump also zeroes the counters.)"""
+    import random
+    import subprocess
+
+    pid = str(os.getpid())
+
+    def control(*args):
+        return subprocess.run(["callgrind_control", *args, pid], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    batches = tiny_batches()
+    variants = [TINY_ALL[i] for i in indices]
+    for v in variants:
+        lightning_tiny_fit(batches[:16], v, log_every_n_steps=1)  # warm-up, not counted (the first log too)
+    deadline = time.monotonic() + 120
+    while control("-i", "on").returncode != 0:  # valgrind's command server answers a few seconds after start
+        if time.monotonic() > deadline:
+            raise SystemExit("callgrind_control found no callgrind process to switch on")
+        time.sleep(1)
+    order = random.Random(0)
+    for r in range(rounds):
+        for v in order.sample(variants, len(variants)):
+            last = 256 // K  # the epoch's end closes the last window
+
+            def probe(window, v=TINY_ALL.index(v), r=r, last=last):
+                window = last if window is None else window
+                if window == FIRST_COUNTED_WINDOW:
+                    control("-z")
+                elif window > FIRST_COUNTED_WINDOW:
+                    control("-d", f"gg-{v}-{r}-{window - 1}")
+
+            lightning_tiny_fit(batches, v, log_every_n_steps, probe)
+    control("-i", "off")
 
 
 def _spread(ratios):
@@ -338,6 +446,10 @@ def main(argv=None) -> int:
                    help="with --tiny: also time the ExactAccumulation of another checkout's src folder, same rounds")
     p.add_argument("--log-every-n-steps", type=int, default=50, metavar="N",
                    help="with --tiny: the Trainer's log_every_n_steps (default 50; the fit has 64 steps)")
+    p.add_argument("--instructions", action="store_true",
+                   help="with --tiny: count the instructions each fit executes (valgrind's callgrind: the same on a "
+                        "busy machine) instead of timing it; a few minutes per round")
+    p.add_argument("--count-in-callgrind", metavar="VARIANTS", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.log_every_n_steps < 1:
         p.error(f"--log-every-n-steps {args.log_every_n_steps}: pass a number of steps >= 1")
@@ -345,19 +457,17 @@ def main(argv=None) -> int:
         p.error(f"--compare {args.compare}: no gradguard package there; pass the src folder of another checkout")
     if args.compare and not args.tiny:
         p.error("--compare works with --tiny only")
+    if args.instructions and not args.tiny:
+        p.error("--instructions works with --tiny only")
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds}: pass a number of rounds >= 1")
     torch.set_num_threads(1)
     if args.tiny:
         import lightning.pytorch  # noqa: F401  (first: its import sets its logger's level, overridden next)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
 
-    if args.tiny:
-        print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
-              f"log_every_n_steps={args.log_every_n_steps}, {args.rounds} rounds (variants in a seeded new order each round)")
-        print(f"  {'':26s} {'wall':>9s} {'ratio [quartiles]':>23s}   {'CPU':>9s} {'ratio [quartiles]':>23s}")
-        print("  (median window of K micro-batches and its step; ratio to stock: median and quartiles of the "
-              "per-round ratios)")
-        variants = TINY_VARIANTS
+    if args.tiny and (args.compare or args.count_in_callgrind):
         if args.compare:
             global _before_package
             sys.path.insert(0, os.path.dirname(__file__))
@@ -365,8 +475,28 @@ def main(argv=None) -> int:
 
             _before_package = load_copy(args.compare, "gradguard_before")
             import gradguard_before.integrations.lightning  # noqa: F401  (the submodule, imported by name)
-
-            variants = TINY_VARIANTS + (BEFORE,)
+    if args.count_in_callgrind:
+        _count_in_callgrind(args.rounds, [int(i) for i in args.count_in_callgrind.split(",")], args.log_every_n_steps)
+        return 0
+    if args.tiny and args.instructions:
+        variants = TINY_VARIANTS + ((BEFORE,) if args.compare else ())
+        print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
+              f"log_every_n_steps={args.log_every_n_steps}, {args.rounds} rounds, instructions counted by callgrind "
+              f"from window {FIRST_COUNTED_WINDOW + 1} to the epoch's end")
+        print(f"  {'':26s} {'median window':>14s} {'ratio':>6s}   {'mean window':>12s} {'ratio':>6s}")
+        print("  (instructions per window of K micro-batches and its step, ratio to stock; the mean holds the "
+              "logging window)")
+        for v, (median, median_ratio, mean, mean_ratio) in tiny_instructions(
+                args.rounds, variants, args.log_every_n_steps, args.compare).items():
+            print(f"  {v:26s} {median / 1e6:12.3f} M {median_ratio:6.3f}   {mean / 1e6:10.3f} M {mean_ratio:6.3f}")
+        return 0
+    if args.tiny:
+        print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
+              f"log_every_n_steps={args.log_every_n_steps}, {args.rounds} rounds (variants in a seeded new order each round)")
+        print(f"  {'':26s} {'wall':>9s} {'ratio [quartiles]':>23s}   {'CPU':>9s} {'ratio [quartiles]':>23s}")
+        print("  (median window of K micro-batches and its step; ratio to stock: median and quartiles of the "
+              "per-round ratios)")
+        variants = TINY_VARIANTS + ((BEFORE,) if args.compare else ())
         for v, ((wall, wall_ratio), (cpu, cpu_ratio)) in tiny_rounds(args.rounds, variants, args.log_every_n_steps).items():
             print(f"  {v:26s} {wall * 1e3:6.2f} ms {_ratio(wall_ratio):>23s}   {cpu * 1e3:6.2f} ms {_ratio(cpu_ratio):>23s}")
         return 0

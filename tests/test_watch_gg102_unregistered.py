@@ -11,7 +11,7 @@ the window's start (correct).
 import pytest
 import torch
 
-import gradguard as gg
+from _watch_harness import run_recording_steps, first_applied
 
 K = 2
 
@@ -77,21 +77,8 @@ def _run(form, every, watch=True):
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 3).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    first = []
-    orig = opt.step
-
-    def step(*a, **kw):
-        if not first:
-            first.extend(p.grad.clone() for p in model.parameters())
-        return orig(*a, **kw)
-
-    opt.step = step
-    if not watch:
-        FORMS[form](model, opt, _data(), every)
-        return None, first
-    with gg.watch(mode="record") as w:
-        FORMS[form](model, opt, _data(), every)
-    return sorted({f.code for f in w.findings}), first
+    findings, applied, _ = run_recording_steps(FORMS[form], model, opt, _data(), every, watch=watch)
+    return (None if findings is None else sorted({f.code for f in findings})), first_applied(applied)
 
 
 def _window_mean():

@@ -14,7 +14,7 @@ moved by hand into the zero-filled buffers (an Opacus-style virtual step, correc
 import pytest
 import torch
 
-import gradguard as gg
+from _watch_harness import run_recording_steps
 
 K = 2
 N = 6
@@ -116,22 +116,9 @@ def _run(form, bad, watch=True):
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 3).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    applied, weights = [], []
-    orig = opt.step
-
-    def step(*a, **kw):
-        applied.append([p.grad.clone() for p in model.parameters()])
-        weights.append([p.detach().clone() for p in model.parameters()])
-        return orig(*a, **kw)
-
-    opt.step = step
     fn = by_hand_form if form == "by_hand" else FORMS[form]
-    if not watch:
-        fn(model, opt, _data(), bad)
-        return None, applied, weights
-    with gg.watch(mode="record") as w:
-        fn(model, opt, _data(), bad)
-    return sorted({f.code for f in w.findings}), applied, weights
+    findings, applied, weights = run_recording_steps(fn, model, opt, _data(), bad, watch=watch)
+    return (None if findings is None else sorted({f.code for f in findings})), applied, weights
 
 
 def _window_mean(weights, window):

@@ -11,7 +11,7 @@ its own size K' (correct), clean; the fixed-K windows alone draw no GG104.
 import pytest
 import torch
 
-import gradguard as gg
+from _watch_harness import run_recording_steps
 
 K = 4
 N = 10  # two windows of 4, a remainder of 2
@@ -87,21 +87,8 @@ def _run(form, own, watch=True):
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 3).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    applied, weights = [], []
-    orig = opt.step
-
-    def step(*a, **kw):
-        applied.append([p.grad.clone() for p in model.parameters()])
-        weights.append([p.detach().clone() for p in model.parameters()])
-        return orig(*a, **kw)
-
-    opt.step = step
-    if not watch:
-        FORMS[form](model, opt, _data(), own)
-        return None, applied, weights
-    with gg.watch(mode="record") as w:
-        FORMS[form](model, opt, _data(), own)
-    return [(f.code, f.step) for f in w.findings], applied, weights
+    findings, applied, weights = run_recording_steps(FORMS[form], model, opt, _data(), own, watch=watch)
+    return (None if findings is None else [(f.code, f.step) for f in findings]), applied, weights
 
 
 def _last_window_mean(weights):

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import gradguard as gg
+from _watch_harness import run_recording_steps, first_applied
 
 K = 4
 
@@ -75,21 +76,8 @@ FORMS = {"branches": branches_form, "helper": helper_form, "method": method_form
 
 def _run(form, fixed, watch=True):
     model, opt = _setup()
-    first = []
-    orig = opt.step
-
-    def step(*a, **kw):
-        if not first:
-            first.extend(p.grad.clone() for p in model.parameters())
-        return orig(*a, **kw)
-
-    opt.step = step
-    if not watch:
-        FORMS[form](model, opt, _data(), fixed)
-        return None, first
-    with gg.watch(mode="record") as w:
-        FORMS[form](model, opt, _data(), fixed)
-    return [(f.code, f.step) for f in w.findings], first
+    findings, applied, _ = run_recording_steps(FORMS[form], model, opt, _data(), fixed, watch=watch)
+    return (None if findings is None else [(f.code, f.step) for f in findings]), first_applied(applied)
 
 
 def _mean(batches):

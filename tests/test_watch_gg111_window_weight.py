@@ -20,7 +20,7 @@ clearing before every micro-batch with a remainder divided by its own size (GG10
 import pytest
 import torch
 
-import gradguard as gg
+from _watch_harness import run_recording_steps
 
 K = 3
 
@@ -146,21 +146,8 @@ def _run(fn, n, own, watch=True):
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 3).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    applied, weights = [], []
-    orig = opt.step
-
-    def step(*a, **kw):
-        applied.append([p.grad.clone() for p in model.parameters()])
-        weights.append([p.detach().clone() for p in model.parameters()])
-        return orig(*a, **kw)
-
-    opt.step = step
-    if not watch:
-        fn(model, opt, _data(n), own)
-        return None, applied, weights
-    with gg.watch(mode="record") as w:
-        fn(model, opt, _data(n), own)
-    return sorted({(f.code, f.step) for f in w.findings}), applied, weights
+    findings, applied, weights = run_recording_steps(fn, model, opt, _data(n), own, watch=watch)
+    return (None if findings is None else sorted({(f.code, f.step) for f in findings})), applied, weights
 
 
 def _mean(weights, rows):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import gradguard as gg
+from _watch_harness import run_recording_steps, first_applied
 
 
 def _model():
@@ -116,22 +116,9 @@ FORMS = {"inline": inline_form, "helper": helper_form, "method": method_form}
 def _run(form, how, k, watch=True):
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    first = []
-    orig = opt.step
-
-    def step(*a, **kw):
-        if not first:
-            first.extend(p.grad.clone() for p in model.parameters())
-        return orig(*a, **kw)
-
-    opt.step = step
     data = _data(3 * k)
-    if not watch:
-        FORMS[form](model, opt, data, k, HOW[how])
-        return None, first
-    with gg.watch(mode="record") as w:
-        FORMS[form](model, opt, data, k, HOW[how])
-    return [(f.code, f.step) for f in w.findings], first
+    findings, applied, _ = run_recording_steps(FORMS[form], model, opt, data, k, HOW[how], watch=watch)
+    return (None if findings is None else [(f.code, f.step) for f in findings]), first_applied(applied)
 
 
 def _mean(k):
