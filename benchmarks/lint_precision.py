@@ -254,8 +254,8 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
                                Path("/work/realrepos_fresh4"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
-# halves of the three fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout")}
+# halves of the four fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -649,8 +649,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
                              "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for "
                              "lint_precision_fresh3_repos.tsv; fresh4-heldout / fresh4-tune: the same for "
-                             "lint_precision_fresh4_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout and "
-                             "fresh3-heldout together, each from its own folder")
+                             "lint_precision_fresh4_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "fresh3-heldout and fresh4-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")

@@ -231,7 +231,8 @@ def test_combined_held_out_set_adds_the_parts_reports(tmp_path):
     # each part keeps its own verdicts: b's row does not judge a's finding (negative control)
     crossed = lint_precision.precision(tmp_path, (repo_a,), vb)
     assert crossed["rules"]["GG101"]["unjudged"] == 1
-    assert set(lint_precision.COMBINED["heldout-all"]) == {"fresh-heldout", "fresh2-heldout", "fresh3-heldout"}
+    assert set(lint_precision.COMBINED["heldout-all"]) == {"fresh-heldout", "fresh2-heldout", "fresh3-heldout",
+                                                         "fresh4-heldout"}
 
 
 def _gone_file(verdicts: Path) -> Path:
