@@ -46,7 +46,9 @@ Both halves extract into ``/work/realrepos_wide``; each has its own verdicts fil
 filed by the same rules as the wide list, and extracted into ``/work/realrepos_fresh``.
 ``--set fresh2-heldout`` and ``--set fresh2-tune`` are the halves of a second such list
 (``lint_precision_fresh2_repos.tsv``), extracted into ``/work/realrepos_fresh2``; ``--set fresh3-heldout``
-and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/work/realrepos_fresh3``).
+and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/work/realrepos_fresh3``);
+``--set fresh4-heldout`` and ``--set fresh4-tune`` of a fourth (``lint_precision_fresh4_repos.tsv``,
+``/work/realrepos_fresh4``).
 """
 
 from __future__ import annotations
@@ -217,6 +219,9 @@ FRESH2_LIST = HERE / "lint_precision_fresh2_repos.tsv"
 # A third fresh list, chosen the same way while both earlier fresh held-out halves were being read; none of its
 # repositories in any list above.
 FRESH3_LIST = HERE / "lint_precision_fresh3_repos.tsv"
+# A fourth fresh list, chosen the same way once the third fresh set had been measured; none of its repositories in
+# any list above.
+FRESH4_LIST = HERE / "lint_precision_fresh4_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -242,11 +247,15 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh3-heldout": RepoSet(wide_repos("heldout", FRESH3_LIST), HERE / "lint_precision_fresh3_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh3")),
         "fresh3-tune": RepoSet(wide_repos("tune", FRESH3_LIST), HERE / "lint_precision_fresh3_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh3"))}
+                               Path("/work/realrepos_fresh3")),
+        "fresh4-heldout": RepoSet(wide_repos("heldout", FRESH4_LIST), HERE / "lint_precision_fresh4_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh4")),
+        "fresh4-tune": RepoSet(wide_repos("tune", FRESH4_LIST), HERE / "lint_precision_fresh4_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh4"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
-# halves of the three fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout")}
+# halves of the four fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -639,8 +648,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "of lint_precision_wide_repos.tsv, split by a hash of the name; fresh-heldout / fresh-tune: "
                              "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
                              "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for "
-                             "lint_precision_fresh3_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout and "
-                             "fresh3-heldout together, each from its own folder")
+                             "lint_precision_fresh3_repos.tsv; fresh4-heldout / fresh4-tune: the same for "
+                             "lint_precision_fresh4_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "fresh3-heldout and fresh4-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")
