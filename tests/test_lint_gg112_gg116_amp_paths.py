@@ -393,3 +393,49 @@ def test_negative_control_a_clip_after_the_plain_branchs_step_is_still_gg116(for
                          "            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)\n")
     assert bad != source and _lint(bad, "GG116") == ["GG116"]
     assert _close(_run(bad), _reference(1, clip=False)), "a clip after the step changes no update"
+
+
+# ---------------------------------------------------------------- the same words in a function the loop never runs
+
+LOCAL_SCALER = """\
+import torch
+
+
+def describe(model, scaler):
+    if scaler:
+        print("mixed precision for", type(model).__name__)
+
+
+def train(model, data, optimizer, use_scaler=True):
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10) if use_scaler else None
+    describe(model, scaler)
+    for i, (x, y) in enumerate(data):
+        loss = ((model(x) - y) ** 2).mean() / 2
+        if scaler:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (i + 1) % 2 == 0:
+            if scaler:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+                optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_a_test_of_the_same_words_in_a_function_the_loop_never_runs_does_not_unsettle_the_flag():
+    assert _lint(LOCAL_SCALER, "GG112") == []
+    assert _lint(LOCAL_SCALER.replace("describe", "log_setup").replace("scaler", "amp_s"), "GG112") == []
+    assert _close(_run(LOCAL_SCALER), _reference(2, clip=True)) and _close(_run(LOCAL_SCALER, False), _reference(2, clip=True))
+
+
+def test_negative_control_the_loop_rebinding_the_scaler_mid_window_is_reported_and_wrong():
+    bad = LOCAL_SCALER.replace("        loss = ((model(x) - y) ** 2).mean() / 2\n",
+                               "        loss = ((model(x) - y) ** 2).mean() / 2\n        scaler = None if i == 3 else scaler\n")
+    assert bad != LOCAL_SCALER and _lint(bad, "GG112") != []
+    assert not _close(_run(bad), _reference(2, clip=True))

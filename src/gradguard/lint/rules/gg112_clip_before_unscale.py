@@ -84,6 +84,7 @@ class Flow:
         self._keys: Dict[int, Tuple[str, bool]] = {}  # id of a branch test -> its key
         self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
         self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
+        self._test_reads: Dict[tuple, FrozenSet[str]] = {}  # (branch test's key, tests seen) -> what they read
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -167,6 +168,8 @@ class Flow:
         states = self.exprs(exprs, states, stmt, ctx)
         if self._iter_reads and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             states = self._forget_iterables(stmt, states, ctx)
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(s.decided for s in states):
+            states = self._forget_tests(stmt, states)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             scaler = self._scale_of(stmt.value, ctx)
@@ -212,6 +215,26 @@ class Flow:
             return states
         return [s._replace(decided=frozenset(d for d in s.decided if d[0] not in stale)) for s in states]
 
+    def _forget_tests(self, stmt: ast.stmt, states: List[State]) -> List[State]:
+        """An assignment to what a decided test reads (``scaler = None`` after ``if scaler:``): a test of
+        the same words later on may take the other side."""
+        stored = {text(t) for t in _stores(stmt)}
+        out = []
+        for s in states:
+            kept = frozenset(d for d in s.decided if not self._reads(d[0]) & stored)
+            out.append(s if len(kept) == len(s.decided) else s._replace(decided=kept))
+        return out
+
+    def _reads(self, key: str) -> FrozenSet[str]:
+        """The names and attributes the tests seen under ``key`` read (with their prefixes: ``self.args``
+        of ``self.args.fp16``)."""
+        tests = self.tests.get(key, [])
+        out = self._test_reads.get((key, len(tests)))
+        if out is None:
+            out = frozenset(text(n) for test in tests for n in subtree(test) if isinstance(n, (ast.Name, ast.Attribute)))
+            self._test_reads[(key, len(tests))] = out
+        return out
+
     def _unchanged(self, key: str, loop: ast.stmt) -> bool:
         """Every test seen under ``key`` reads only what keeps its value across ``loop``'s iterations: no call
         or subscript; a plain name the loop never rebinds, read in the loop's function or, in a helper, a
@@ -236,9 +259,11 @@ class Flow:
             globs = {name for fn in reached | ({owner} if owner is not None else set())
                      for g in subtree(fn) if isinstance(g, ast.Global) for name in g.names}
             self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)},
-                                          self._own_nodes(loop), attrs, globs)
-        in_loop, stored, own, attrs, globs = self._loop_facts[id(loop)]
+                                          self._own_nodes(loop), attrs, globs, reached)
+        in_loop, stored, own, attrs, globs, reached = self._loop_facts[id(loop)]
         for test in tests:
+            if id(test) not in in_loop and id(test) not in own and self._scope_of(test) not in reached:
+                continue  # a test of the same words in a function the loop never runs decides nothing here
             for n in subtree(test):
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
                         isinstance(n, ast.Name) and n.id in stored:
