@@ -15,6 +15,7 @@ from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 from .._sizes import sizes, windows
 from .._weights import may_close_short
+from .gg104_unscaled_accumulation import _micro_loop_unsized
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -313,6 +314,9 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     if d.loop is not None and may_close_short(d.loop, count):
         return None  # a window closed before K micro-batches would weigh K'/K of its mean (GG111): no certain fix
+    back = t.statement_of(d.backward) if d.backward is not None else None
+    if d.loop is not None and back is not None and _micro_loop_unsized(t, d.loop.node, back, count):
+        return None  # the same, for a micro-step loop over a slice or chunks that may hold fewer than K
     if d.loop is not None and _sizes_differ(d.loop):
         # each micro-batch's mean divided by K is a mean of means: not the window's mean over items
         # when the micro-batches hold different numbers of items (the fix would still be wrong)
