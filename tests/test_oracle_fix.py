@@ -119,3 +119,89 @@ def test_gg104_fix_is_not_offered_for_a_micro_step_loop_over_slices_that_may_be_
                   clear_place="after_step", division="none", remainder="after_loop", logging="detach", backward="function")
     [r] = bench.evaluate_spec((0, whole, ("module",), ("safe",)))["rows"]
     assert r["required"] == ["GG104"] and bench.verdict(r, "safe") == "not-offered", r
+
+
+@pytest.mark.parametrize("condition", ["mod_plus1", "inner", "counter"])
+def test_gg105_fix_is_not_offered_where_the_window_mixes_micro_batch_sizes(condition):
+    # each micro-batch's mean divided by K (the fix's divisor) is a mean of means: with 2, 3, 1, 4, ... items it is
+    # not the window's mean over its items, and the fixed program still trains wrong (judged in float64)
+    unequal = _spec(division="counter", remainder="drop", sizes=(2, 3, 1, 4, 2, 3), condition=condition)
+    rows = bench.evaluate_spec((0, unequal, generate.FORMS, ("unsafe",)))["rows"]
+    assert all(r["required"] == ["GG105"] for r in rows), rows
+    assert all("GG105" not in r["unsafe"]["fixed_codes"] and bench.verdict(r, "unsafe") != "wrong" for r in rows), rows
+    # negative control: equal micro-batches, the same loop: the fix is offered and trains to the float64 reference
+    # (a micro-step loop over slices is not read for its size: no fix there, as for GG104's)
+    equal = _spec(division="counter", remainder="drop", sizes=(3,) * 6, condition=condition)
+    rows = bench.evaluate_spec((0, equal, ("module", "module_short"), ("unsafe",)))["rows"]
+    if condition == "inner":
+        assert all("GG105" not in r["unsafe"]["fixed_codes"] for r in rows), rows
+    else:
+        assert all("GG105" in r["unsafe"]["fixed_codes"] and bench.verdict(r, "unsafe") == "repaired" for r in rows), rows
+
+
+def test_gg105_fix_is_not_offered_for_a_micro_step_loop_over_slices_that_may_be_short():
+    # 5 equal micro-batches cut in slices of K = 2: the last slice holds 1, and dividing it by K would leave that
+    # window at 1/2 of its mean (GG111): judged by running both programs in float64
+    s = _spec(k=2, sizes=(3,) * 5, condition="inner", clear_place="window_start", division="counter",
+              remainder="in_condition", logging="tensor", backward="function")
+    rows = bench.evaluate_spec((0, s, generate.FORMS, ("unsafe",)))["rows"]
+    assert all("GG105" in r["required"] and "GG105" not in r["unsafe"]["fixed_codes"] for r in rows), rows
+    assert all(bench.verdict(r, "unsafe") != "wrong" for r in rows), rows
+
+
+def test_gg105_fix_withheld_for_sizes_spelled_by_a_split_and_the_divided_by_k_program_is_wrong():
+    import torch
+
+    src = textwrap.dedent("""
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 3).double()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        K = 2
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+        y = torch.randn(12, 3, generator=g, dtype=torch.float64)
+        pieces = list(zip(torch.split(x, SIZES), torch.split(y, SIZES)))
+        for i, (a, b) in enumerate(pieces):
+            per_item = ((model(a) - b) ** 2).sum(dim=1)
+            loss = per_item.mean() / (i % K + 1)
+            loss.backward()
+            if (i + 1) % K == 0:
+                opt.step()
+                opt.zero_grad()
+    """)
+
+    def run(source):
+        ns: dict = {}
+        exec(compile(source, "<gg105>", "exec"), ns)
+        return torch.cat([p.detach().flatten() for p in ns["model"].parameters()])
+
+    def reference(sizes):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 3).double()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+        y = torch.randn(12, 3, generator=g, dtype=torch.float64)
+        ends = [sum(sizes[:n + 1]) for n in range(len(sizes))]
+        for w in range(0, len(sizes), 2):
+            lo, hi = ends[w] - sizes[w], ends[w + 1]
+            opt.zero_grad()
+            ((model(x[lo:hi]) - y[lo:hi]) ** 2).sum(dim=1).mean().backward()
+            opt.step()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    unequal = src.replace("SIZES", "[1, 5, 2, 4]")
+    [f] = [f for f in gg.lint_source(unequal, "p.py") if f.code == "GG105"]
+    assert f.fix is None
+    # what the fix would have written, run: not the window's mean over items
+    divided = unequal.replace("/ (i % K + 1)", "/ K")
+    assert not torch.allclose(run(divided), reference([1, 5, 2, 4]), atol=1e-6)
+    # negative control: equal sizes, the fix is offered and what it writes trains to the reference
+    equal = src.replace("SIZES", "[3, 3, 3, 3]")
+    [f] = [f for f in gg.lint_source(equal, "p.py") if f.code == "GG105"]
+    assert f.fix is not None
+    from gradguard.lint.autofix import fix_source
+
+    fixed = fix_source(equal, "p.py", unsafe=True).text
+    assert "/ (i % K + 1)" not in fixed and torch.allclose(run(fixed), reference([3, 3, 3, 3]), atol=1e-12)

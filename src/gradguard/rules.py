@@ -262,7 +262,11 @@ for i, (x, y) in enumerate(loader):
             "(the data cut by a literal list of sizes: `torch.split(x, [3, 1, 2])`, or slices as\n"
             "long as the sizes of such a list), each pass back-propagating its own micro-batch's\n"
             "`.mean()` scaled the same. Sizes known only at run time (a DataLoader's last batch,\n"
-            "padding) are left to the watch."
+            "padding) are left to the watch. The linter's fix (unsafe) divides by the window's number\n"
+            "of micro-batches instead of the counter; it is not offered where that is not the window's\n"
+            "mean over its items: micro-batches the file shows to differ in size (each mean divided by\n"
+            "K is then a mean of means), a window that may close short, or a micro-step loop over a\n"
+            "slice or chunks that may hold fewer than K."
         ),
         why=(
             "`loss / accum_steps` reproduces the full-batch mean only when every micro-batch has\n"
@@ -521,7 +525,14 @@ acc.flush()
             "calls): a clip reached by `X.scale(loss).backward()` (or `backward()` of a name bound to\n"
             "`X.scale(...)`), with no `X.unscale_(...)` and no `X.step(...)`/`zero_grad` in between, is\n"
             "reported. The scaler is recognised by that call shape, never by its name; a branch test\n"
-            "seen twice (`if use_amp:`) takes the same side both times."
+            "seen twice (`if use_amp:`) takes the same side both times, unless what it reads is assigned\n"
+            "in between or, across a loop's iterations, set by the loop or by a function of the file the\n"
+            "loop runs (a flag a builder method sets once before the loop, or a module global read in a\n"
+            "helper, keeps its side). `X.unscale_(...)` ends `X`'s scale even where `X` is built from a\n"
+            "class of the file (a stand-in `GradScaler` for an old torch). A clip whose threshold carries\n"
+            "the scale (`max_norm * scaler.get_scale()`, or `scaler.get_scale()` handed to a clipping\n"
+            "helper) clips the scaled gradients at the scaled threshold, the same clip as after an\n"
+            "unscale, and is not reported."
         ),
         why=(
             "`scaler.scale(loss)` multiplies the loss, and so every gradient, by the scale (65536 at the\n"
@@ -732,6 +743,8 @@ for i, (x, y) in enumerate(loader):
             "loop's body whose nearest gradient event before it, in the order an iteration runs (the previous\n"
             "iteration's when none precedes it), is a step or a clearing and whose nearest event after it is a\n"
             "clearing or a backward pass is reported, unless some path has the clip between a backward pass and a step.\n"
+            "Only the paths that run the clip are judged: a path that took the other side of an `if` around the\n"
+            "clip never reaches it (a clip in a GradScaler branch is not judged by the other branch's step).\n"
             "A clip in the `training_step` of a `LightningModule` that leaves optimization to Lightning is reported\n"
             "too: Lightning runs its backward pass after `training_step` returns the loss (clip in\n"
             "`configure_gradient_clipping`, or give the Trainer `gradient_clip_val`)."

@@ -13,8 +13,9 @@ from ...findings import Edit, Fix
 from .._ast import assignments, bind_arguments, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
-from .._sizes import windows
+from .._sizes import sizes, windows
 from .._weights import may_close_short
+from .gg104_unscaled_accumulation import _micro_loop_unsized
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -71,6 +72,29 @@ def _check_sizes(loop: Loop, report: Report) -> None:
         f"the window's number of items).",
         loop=loop, backward=b.node,
     )
+
+
+def _sizes_differ(loop: Loop) -> bool:
+    """The file proves that the micro-batches of some window, or of the data the micro-batches are
+    drawn from, hold different numbers of items (see :mod:`.._sizes`)."""
+    found = windows(loop)
+    if found is not None:
+        return any(len(set(w)) > 1 for w in found)
+    micro = loop._micro_loop() or loop.node
+    it = getattr(micro, "iter", None)
+    if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if isinstance(it, ast.Name) and micro is not loop.node:
+        # `window = data[s:s + K]` bound in the window's loop, then `for x in window:`
+        values = [v for v in ast.walk(loop.node) if isinstance(v, ast.Assign) and len(v.targets) == 1
+                  and isinstance(v.targets[0], ast.Name) and v.targets[0].id == it.id]
+        it = values[0].value if len(values) == 1 else it
+    if isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice):
+        it = it.value
+    if it is None:
+        return False
+    data = sizes(it, loop.scope, loop.module, loop.cls)
+    return data is not None and len(set(data)) > 1
 
 
 def _micro_names(loop: Loop) -> set:
@@ -290,6 +314,13 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     if d.loop is not None and may_close_short(d.loop, count):
         return None  # a window closed before K micro-batches would weigh K'/K of its mean (GG111): no certain fix
+    back = t.statement_of(d.backward) if d.backward is not None else None
+    if d.loop is not None and back is not None and _micro_loop_unsized(t, d.loop.node, back, count):
+        return None  # the same, for a micro-step loop over a slice or chunks that may hold fewer than K
+    if d.loop is not None and _sizes_differ(d.loop):
+        # each micro-batch's mean divided by K is a mean of means: not the window's mean over items
+        # when the micro-batches hold different numbers of items (the fix would still be wrong)
+        return None
     (line, col), (end_line, end_col) = t.start(divisor), t.end(divisor)
     text = t.lines[line - 1]
     if end_line == line and text[col - 2 : col - 1] == "(" and text[end_col - 1 : end_col] == ")":

@@ -14,8 +14,8 @@ scale is reported. Both sides of a branch are followed, but a test seen again
 (``if use_amp:`` twice) takes the side it took before; a loop's body is followed
 twice (the window's earlier iterations reach the clip of a later one), its own
 branch decisions forgotten between the two unless the test reads only what the
-loop leaves unchanged (a flag set before it, a ``self.`` attribute set only in
-``__init__``); two loops of one function over the same collection (``for opt in
+loop leaves unchanged (a flag set before it, a ``self.`` attribute or a module global
+that no function the loop runs sets); two loops of one function over the same collection (``for opt in
 opts: scaler.unscale_(opt)`` then ``for opt in opts: clip(...)``) both run or
 neither does, until something rebinds what the collection is read from; helpers of the same file called by
 name or through ``self.`` are followed (three deep), their parameters standing
@@ -78,21 +78,13 @@ class Flow:
         self.tests: Dict[str, List[ast.expr]] = {}  # each branch test's key -> the tests seen with it
         self._unchanged_memo: Dict[tuple, bool] = {}
         self._loop_facts: Dict[int, tuple] = {}
-        self._varying: Optional[set] = None
+        self._scopes: Optional[Dict[int, ast.AST]] = None  # id of a node -> the function it runs in
         self._calls: Dict[int, List[ast.Call]] = {}  # id of an expression of the tree -> its calls in order
         self._live: Dict[tuple, List[ast.Call]] = {}  # (id of an expression, id of its function) -> calls not inert
         self._keys: Dict[int, Tuple[str, bool]] = {}  # id of a branch test -> its key
         self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
         self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
-
-    @property
-    def varying(self) -> set:
-        """Attributes of ``self`` set outside ``__init__``: a test reading one may change between
-        iterations (computed on first use: only a test reading ``self.`` asks)."""
-        if self._varying is None:
-            self._varying = {text(t) for fn in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef))
-                             if fn.name != "__init__" for t in _stores(fn)}
-        return self._varying
+        self._test_reads: Dict[tuple, FrozenSet[str]] = {}  # (branch test's key, tests seen) -> what they read
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -176,6 +168,8 @@ class Flow:
         states = self.exprs(exprs, states, stmt, ctx)
         if self._iter_reads and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             states = self._forget_iterables(stmt, states, ctx)
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(s.decided for s in states):
+            states = self._forget_tests(stmt, states)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             scaler = self._scale_of(stmt.value, ctx)
@@ -221,10 +215,31 @@ class Flow:
             return states
         return [s._replace(decided=frozenset(d for d in s.decided if d[0] not in stale)) for s in states]
 
+    def _forget_tests(self, stmt: ast.stmt, states: List[State]) -> List[State]:
+        """An assignment to what a decided test reads (``scaler = None`` after ``if scaler:``): a test of
+        the same words later on may take the other side."""
+        stored = {text(t) for t in _stores(stmt)}
+        out = []
+        for s in states:
+            kept = frozenset(d for d in s.decided if not self._reads(d[0]) & stored)
+            out.append(s if len(kept) == len(s.decided) else s._replace(decided=kept))
+        return out
+
+    def _reads(self, key: str) -> FrozenSet[str]:
+        """The names and attributes the tests seen under ``key`` read (with their prefixes: ``self.args``
+        of ``self.args.fp16``)."""
+        tests = self.tests.get(key, [])
+        out = self._test_reads.get((key, len(tests)))
+        if out is None:
+            out = frozenset(text(n) for test in tests for n in subtree(test) if isinstance(n, (ast.Name, ast.Attribute)))
+            self._test_reads[(key, len(tests))] = out
+        return out
+
     def _unchanged(self, key: str, loop: ast.stmt) -> bool:
         """Every test seen under ``key`` reads only what keeps its value across ``loop``'s iterations: no call
-        or subscript; a plain name the loop never rebinds, read in the loop itself (not a helper's local);
-        ``self.`` attributes set only in ``__init__``; other attributes the loop never sets."""
+        or subscript; a plain name the loop never rebinds, read in the loop's function or, in a helper, a
+        global no function the loop runs sets; attributes neither the loop nor a function of the file it
+        runs sets (a flag set by a builder method called once before the loop stays as it was)."""
         tests = self.tests.get(key, [])
         if not tests:
             return False
@@ -234,23 +249,63 @@ class Flow:
         return self._unchanged_memo[memo]
 
     def _reads_unchanged(self, tests: List[ast.expr], loop: ast.stmt) -> bool:
-        if id(loop) not in self._loop_facts:  # (the ids of the loop's nodes, what it sets, its function's): once per loop
-            self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)}, self._own_nodes(loop))
-        in_loop, stored, own = self._loop_facts[id(loop)]
+        if id(loop) not in self._loop_facts:  # once per loop
+            owner = self._scope_of(loop)
+            reached = self._reached(loop, owner)
+            # what one iteration may set: the loop's own stores, the ``self.`` attributes and globals
+            # (``global`` names) that the functions of the file it calls set (a builder method run
+            # once before the loop leaves its flag as it was)
+            attrs = {text(t) for fn in reached for t in _stores(fn) if isinstance(t, ast.Attribute)}
+            globs = {name for fn in reached | ({owner} if owner is not None else set())
+                     for g in subtree(fn) if isinstance(g, ast.Global) for name in g.names}
+            self._loop_facts[id(loop)] = ({id(n) for n in subtree(loop)}, {text(t) for t in _stores(loop)},
+                                          self._own_nodes(loop), attrs, globs, reached)
+        in_loop, stored, own, attrs, globs, reached = self._loop_facts[id(loop)]
         for test in tests:
+            if id(test) not in in_loop and id(test) not in own and self._scope_of(test) not in reached:
+                continue  # a test of the same words in a function the loop never runs decides nothing here
             for n in subtree(test):
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
-                        isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                        isinstance(n, ast.Name) and n.id in stored:
                     return False
-                # a test of the same name above the loop in the loop's own function (`if amp: scaler =
-                # GradScaler()` before it) reads the same variable; a helper's local of that name may not
-                if isinstance(n, ast.Name) and n.id != "self" and (n.id in stored or (id(test) not in in_loop and id(test) not in own)):
-                    return False
+                if isinstance(n, ast.Name) and n.id != "self" and id(test) not in in_loop and id(test) not in own:
+                    # read in a helper: the loop's variable only where it is a global there (never
+                    # bound in the helper) that nothing the loop runs declares ``global`` and sets
+                    scope = self._scope_of(test)
+                    if scope is None or n.id in globs or n.id in _locals(scope):
+                        return False
                 if isinstance(n, ast.Attribute):
                     t = text(n)
-                    if t in stored or (t.startswith("self.") and t in self.varying):
+                    if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
                         return False
         return True
+
+    def _scope_of(self, node: ast.AST) -> Optional[ast.AST]:
+        """The function whose body runs ``node`` (nested functions and lambdas are their own)."""
+        if self._scopes is None:
+            self._scopes = {}
+            for fn in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                todo = list(child_nodes(fn))
+                while todo:
+                    n = todo.pop()
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                        continue
+                    self._scopes[id(n)] = fn
+                    todo.extend(child_nodes(n))
+        return self._scopes.get(id(node))
+
+    def _reached(self, loop: ast.stmt, owner: Optional[ast.AST]) -> set:
+        """The functions of the file an iteration of ``loop`` may run: the helpers and methods its calls
+        reach (:meth:`_helper`), and theirs, transitively."""
+        seen: set = set()
+        todo = [(n, owner) for n in subtree(loop) if isinstance(n, ast.Call)]
+        while todo:
+            call, caller = todo.pop()
+            fn = self._helper(call, caller)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn not in seen:
+                seen.add(fn)
+                todo += [(n, fn) for n in subtree(fn) if isinstance(n, ast.Call)]
+        return seen
 
     def _own_nodes(self, loop: ast.stmt) -> FrozenSet[int]:
         """The ids of the nodes of the innermost function holding ``loop``, less those of the functions, classes
@@ -325,7 +380,12 @@ class Flow:
                 return states
             res = self.block(fn.body, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
             after = res["next"] + res["ret"]
-            return _bound(after) if after else states
+            states = _bound(after) if after else states
+            if name not in ("unscale_", "step") or recv is None:
+                return states
+            # a scaler built from a class of the file (a stand-in ``GradScaler`` for old torch whose
+            # ``unscale_`` does nothing and whose ``scale`` returns the loss): its ``unscale_`` or
+            # ``step`` still ends what its ``scale`` began, whatever the class does inside
         # a scaled backward pass
         if name == "backward":
             root = call.args[0] if call.args and recv is not None and text(recv) in ("torch.autograd", "autograd") else recv
@@ -342,11 +402,43 @@ class Flow:
         if name == "zero_grad" or name == "_foreach_zero_":
             return [State(frozenset(), s.decided, s.names) for s in states]
         if self._clips(call):
-            held = sorted({x for s in states for x in s.scaled})
+            # a clip told the scale (``max_norm * scaler.get_scale()``) bounds the scaled gradients
+            # at the scaled threshold: the same clip as on unscaled gradients
+            told = self._told(call, ctx)
+            held = sorted({x for s in states for x in s.scaled} - told)
             if held:
                 self.found.setdefault(id(call), (call, held[0], stmt, ctx[0]))
             return states
         return states
+
+    def _told(self, call: ast.Call, ctx) -> FrozenSet[str]:
+        """The scalers whose current scale a clip's threshold carries: an argument after the gradients
+        (or a keyword) that is ``X.get_scale()``, a product with it as a factor, a name the function
+        binds only to one of those, or a helper's parameter given one."""
+        out = set()
+        for arg in call.args[1:] + [k.value for k in call.keywords]:
+            out |= self._scale_factor(arg, ctx, 0)
+        return frozenset(out)
+
+    def _scale_factor(self, node: ast.AST, ctx, depth: int) -> set:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get_scale":
+            scaler = self._scaler(text(node.func.value), ctx)
+            return {scaler} if scaler else set()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return self._scale_factor(node.left, ctx, depth) | self._scale_factor(node.right, ctx, depth)
+        if isinstance(node, ast.Name) and node.id in ctx[2] and depth < 2:
+            # a helper's parameter: what the caller gave, already in the outermost caller's words
+            try:
+                given = ast.parse(ctx[2][node.id], mode="eval").body
+            except SyntaxError:
+                return set()
+            return self._scale_factor(given, (ctx[0], ctx[1], {}), depth + 1)
+        if isinstance(node, ast.Name) and depth < 2:
+            scope = ctx[0] if ctx[0] is not None else self.module.tree
+            values = _values_of(scope, node.id)
+            found = [self._scale_factor(v, ctx, depth + 1) for v in values]
+            return set.intersection(*found) if found and all(found) else set()
+        return set()
 
     def _clips(self, call: ast.Call) -> bool:
         func = call.func
@@ -527,6 +619,19 @@ def _scalers(tree: ast.AST) -> set:
                 other.update(text(t) for t in targets)
     # ``X.scale(...)`` itself is checked against the first set: a receiver of both
     return (scale & other) | other
+
+
+def _locals(fn: ast.AST) -> FrozenSet[str]:
+    """The names local to ``fn``: its parameters and what its body binds, less its ``global`` names
+    (kept on the function: asked for every test a helper makes)."""
+    out = fn.__dict__.get("_gg112_locals")
+    if out is None:
+        a = fn.args
+        names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
+        names |= {t.id for t in _stores(fn) if isinstance(t, ast.Name)}
+        names -= {name for g in subtree(fn) if isinstance(g, ast.Global) for name in g.names}
+        out = fn.__dict__["_gg112_locals"] = frozenset(names)
+    return out
 
 
 def _stores(node: ast.AST) -> List[ast.AST]:

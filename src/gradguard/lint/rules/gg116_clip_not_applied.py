@@ -7,7 +7,9 @@ previous iteration's last one when none precedes it) and the nearest after it (t
 next iteration's first one when none follows). On every path that steps, a clip
 preceded by a step or a clearing and followed by a clearing or a backward pass
 limits nothing: it acts on a gradient already applied, or on one the next pass has not
-filled yet. A clip preceded by a backward pass on some path (between the pass and its
+filled yet. Only the paths that run the clip are judged (a path that took the other side of
+an ``if`` around it never does): a clip in a branch whose step the model does not see is
+left alone. A clip preceded by a backward pass on some path (between the pass and its
 step, or inside a window: GG115's) is left alone, as is a clip whose threshold is
 infinite (a norm read for a log), a clip in a nested function or inner loop, and a
 loop whose steps a framework makes (``accelerator.accumulate``).
@@ -21,10 +23,11 @@ Lightning acts on the previous step's gradient, already applied (or on nothing).
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from .._ast import terminal, text
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, PARTIAL, STEP
+from .._flow import condition_key
 from .._frameworks import is_lightning_module, is_manual_lightning
 from .._model import Loop, Module, Report
 
@@ -44,7 +47,11 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     for clip in _clips(loop.node.body):
         where = _position(clip)
-        verdicts = [_around(path.events, where) for path in loop.step_paths]
+        # only the paths the clip can be on: a path that took the other side of an `if` around the
+        # clip never runs it (a clip in the GradScaler branch is not judged by the plain branch's step)
+        sides = _sides(loop.node, clip)
+        verdicts = [_around(path.events, where) for path in loop.step_paths
+                    if all(path.decided(key) in (None, value) for key, value in sides)]
         if not verdicts or any(v is None for v in verdicts):
             continue
         if any(before == BACKWARD for before, _ in verdicts) or any(after == STEP for _, after in verdicts):
@@ -87,6 +94,30 @@ def _around(events, where: Tuple[int, int]) -> Optional[Tuple[str, str]]:
     before = [k for pos, k in seq if pos < where]
     after = [k for pos, k in seq if pos > where]
     return (before[-1] if before else seq[-1][1]), (after[0] if after else seq[0][1])
+
+
+def _sides(loop: ast.AST, clip: ast.Call) -> List[Tuple[str, bool]]:
+    """``(key, value)`` of every ``if`` of the loop's body around ``clip``: the truth of its test
+    (in :func:`condition_key`'s words) on any path that runs the clip."""
+    out: List[Tuple[str, bool]] = []
+
+    def visit(node) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if child is clip:
+                return True
+            if isinstance(node, ast.If) and child is not node.test:
+                arm = any(child is b for b in node.body)
+                if visit(child):
+                    key, negated = condition_key(node.test)
+                    out.append((key, arm != negated))
+                    return True
+                continue
+            if visit(child):
+                return True
+        return False
+
+    visit(loop)
+    return out
 
 
 def _position(node: ast.AST) -> Tuple[int, int]:
