@@ -402,4 +402,4 @@ def python_number(expr, assigns: Dict[str, list], depth: int = 0) -> bool:
 
 def _outside(expr: ast.AST, assigns: Dict[str, list]) -> bool:
     """Built only from constants and names with no binding in ``assigns`` (``step + 1``, ``args.k``)."""
-    return all(not (isinstance(n, ast.Name) and assigns.get(n.id)) and not isinstance(n, ast.Call) for n in ast.walk(expr))
+    return all(not (isinstance(n, ast.Name) and n.id in assigns) and not isinstance(n, ast.Call) for n in ast.walk(expr))
