@@ -8,14 +8,16 @@ Three shapes of real code whose total links the graphs of one update only, each 
 * bound afresh at the top of a ``train_step`` method whose micro-step loop (``for _ in range(K)``)
   back-propagates K passes into the one step after it, returned, and only read by the caller;
 * a list bound afresh by a per-agent update whose loop steps each agent's own optimizer
-  (``self.opts[agent].step()``), returned and overwritten by the caller.
+  (``self.opts[agent].step()``), returned and overwritten by the caller;
+* an attribute (``self.loss_ds = []``) bound afresh by each call of a method whose counted loop
+  back-propagates one pass per head into the step its caller makes after the call.
 
 The truth is how many batches' inputs the total the program hands to ``seen`` still reaches through
 its autograd graph at the end (one: it dies with its update; three: it is kept across updates).
 Negative controls (each still reported, each linking all three batches): the total bound once outside
 the loop that steps; the caller adding the returned total into a running total of its own; the same
 ``train_step`` looping over a whole data loader before one step (an LBFGS-closure-like pass, whose total
-links every batch); the per-agent list extended into a history by the caller.
+links every batch); the per-agent list extended into a history by the caller; the attribute bound once, when the object is built.
 Every program is also checked renamed (no name says "loss"), with the loss in a helper.
 """
 
@@ -141,9 +143,46 @@ def train(model, data, optimizer, seen):
 PER_AGENT_BAD = PER_AGENT.replace("        c_loss = agents.update_policy(x, y)\n", "        c_loss = agents.update_policy(x, y)\n        history.extend(c_loss)\n").replace(
     "    agents = Agents(model)\n", "    agents = Agents(model)\n    history = []\n").replace("    seen(c_loss)", "    seen(history)")
 
-GOOD = {"noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT}
-BAD = {"noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD}
-TWIN = {"noise": "noise", "window": "window-caller", "per-agent": "per-agent"}
+# an attribute bound afresh by each call of a method whose counted loop back-propagates one pass per
+# head into the step its caller makes after it
+PER_CALL_ATTRIBUTE = """\
+import torch
+
+
+class Retarget:
+    def __init__(self, model, optimizer, heads):
+        self.model, self.optimizer, self.heads = model, optimizer, heads
+
+    def backward_d(self, x, y):
+        self.loss_ds = []
+        self.loss_d = 0
+        for i in range(self.heads):
+            loss = ((self.model(x) * (i + 1) - y) ** 2).mean()
+            loss.backward()
+            self.loss_ds.append(loss)
+            self.loss_d += self.loss_ds[-1]
+
+    def optimize(self, x, y):
+        self.optimizer.zero_grad()
+        self.backward_d(x, y)
+        self.optimizer.step()
+
+
+def train(model, data, optimizer, seen):
+    r = Retarget(model, optimizer, 2)
+    for x, y in data:
+        r.optimize(x, y)
+    seen(r.loss_ds)
+"""
+# bound once when the object is built: every call appends to the same list
+PER_CALL_ATTRIBUTE_BAD = PER_CALL_ATTRIBUTE.replace("        self.loss_ds = []\n", "").replace(
+    "        self.model, self.optimizer, self.heads = model, optimizer, heads\n",
+    "        self.model, self.optimizer, self.heads = model, optimizer, heads\n        self.loss_ds = []\n")
+
+GOOD = {"noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT, "per-call-attribute": PER_CALL_ATTRIBUTE}
+BAD = {"noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD,
+       "per-call-attribute": PER_CALL_ATTRIBUTE_BAD}
+TWIN = {"noise": "noise", "window": "window-caller", "per-agent": "per-agent", "per-call-attribute": "per-call-attribute"}
 
 
 def _gg201(source):
@@ -179,7 +218,8 @@ def _batches_linked(source) -> int:
 
 def _rewrite(source: str) -> str:
     """Rename every user name (none of the new ones says "loss"), move the error into a helper."""
-    for old, new in (("sum_loss", "acc"), ("total_loss", "running"), ("c_loss", "per_agent"), ("loss_q", "q_err"),
+    for old, new in (("loss_ds", "parts"), ("loss_d", "part_sum"), ("backward_d", "fit_heads"), ("Retarget", "Multi"),
+                     ("sum_loss", "acc"), ("total_loss", "running"), ("c_loss", "per_agent"), ("loss_q", "q_err"),
                      ("loss", "objective"), ("train_step", "fit_once"), ("update_policy", "improve"),
                      ("Trainer", "Runner"), ("Agents", "Team"), ("optimizer", "opt"), ("model", "net"),
                      ("extractors", "views"), ("agent", "k"), ("epoch", "kept"), ("history", "kept_lists")):

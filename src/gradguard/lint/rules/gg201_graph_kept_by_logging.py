@@ -271,15 +271,23 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
     (A loop whose passes all feed one step after it may still run over a whole data loader, an LBFGS
     closure's: its total links every batch's graph, so it is not read so.)"""
     scope = loop.scope
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed or not re.fullmatch(r"\w+", total):
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed:
+        return False
+    own = _own_attribute(loop, scope, total)
+    if not (re.fullmatch(r"\w+", total) or own):
         return False
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total in n.names for n in ast.walk(scope)):
         return False
     at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in ast.walk(s))), None)
-    if at is None or not any(
-            isinstance(s, ast.Assign) and any(text(t) == total for t in s.targets)
-            and not any(text(n) == total for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
-            for s in scope.body[:at]):
+    if at is None:
+        return False
+
+    def fresh(name: str) -> bool:  # bound afresh at the function's own level, before the loop
+        return any(isinstance(s, ast.Assign) and any(text(t) == name for t in s.targets)
+                   and not any(text(n) == name for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
+                   for s in scope.body[:at])
+
+    if not fresh(total):
         return False
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
     if loop.steps:
@@ -289,11 +297,39 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
     one_window = not loop.steps and micro_batches_of(loop.node) is not None
     if not (per_optimizer or one_window):
         return False
-    if any(isinstance(n, ast.Assign) and keeps_graph(n.value, total) and any(not isinstance(t, ast.Name) for t in n.targets)
+    # carried into another total: only one the call binds afresh too (`self.loss_D += self.loss_Ds[-1]`)
+    if any(text(t) != total and _keeps_text(v, total) and not fresh(text(t)) for _, t, v in running_sums(loop.node)):
+        return False
+    if any(isinstance(n, ast.Assign) and _keeps_text(n.value, total) and any(not isinstance(t, ast.Name) for t in n.targets)
            for n in ast.walk(scope)):
         return False  # stored on an object (`self.history = total`): it outlives the call
+    if own:  # `self.losses`, bound afresh by each call: no other function of the class may add it into a total
+        return not any(fn is not scope and any(_keeps_text(v, total) for _, t, v in running_sums(fn) if text(t) != total)
+                       for fn in own.values())
     returned = any(keeps_graph(r, total) for r in returns_of(scope))
     return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _own_attribute(loop: Loop, scope: ast.AST, total: str) -> Optional[Dict[str, ast.AST]]:
+    """For ``self.x`` in a method of a class of the file (``self`` its first parameter), the methods of
+    that class (name -> def); else None."""
+    args = scope.args.posonlyargs + scope.args.args
+    if loop.cls is None or not args or not re.fullmatch(r"%s\.\w+" % re.escape(args[0].arg), total):
+        return None
+    methods = loop.methods or {}
+    return methods if any(m is scope for m in methods.values()) else None
+
+
+def _keeps_text(expr: ast.AST, total: str) -> bool:
+    """:func:`keeps_graph` of the value whose source text is ``total`` (a name or ``self.x``)."""
+    if re.fullmatch(r"\w+", total):
+        return keeps_graph(expr, total)
+
+    class _Swap(ast.NodeTransformer):
+        def visit_Attribute(self, node):
+            return ast.Name("__gg201_total__", ast.Load()) if text(node) == total else self.generic_visit(node)
+
+    return keeps_graph(_Swap().visit(ast.parse(text(expr), mode="eval").body), "__gg201_total__")
 
 
 def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
