@@ -9,6 +9,8 @@ Three shapes of real code whose total links the graphs of one update only, each 
   back-propagates K passes into the one step after it, returned, and only read by the caller;
 * a list bound afresh by a per-agent update whose loop steps each agent's own optimizer
   (``self.opts[agent].step()``), returned and overwritten by the caller;
+* a list bound afresh at each update, filled by a loop over the pieces that iteration split its batch
+  into (``pieces = subdivide(x, y)``; ``for xc, yc in pieces``);
 * an attribute (``self.loss_ds = []``) bound afresh by each call of a method whose counted loop
   back-propagates one pass per head into the step its caller makes after the call.
 
@@ -17,7 +19,7 @@ its autograd graph at the end (one: it dies with its update; three: it is kept a
 Negative controls (each still reported, each linking all three batches): the total bound once outside
 the loop that steps; the caller adding the returned total into a running total of its own; the same
 ``train_step`` looping over a whole data loader before one step (an LBFGS-closure-like pass, whose total
-links every batch); the per-agent list extended into a history by the caller; the attribute bound once, when the object is built.
+links every batch); the per-agent list extended into a history by the caller; the attribute bound once, when the object is built; the list of pieces bound once before the loop over batches.
 Every program is also checked renamed (no name says "loss"), with the loss in a helper.
 """
 
@@ -179,10 +181,35 @@ PER_CALL_ATTRIBUTE_BAD = PER_CALL_ATTRIBUTE.replace("        self.loss_ds = []\n
     "        self.model, self.optimizer, self.heads = model, optimizer, heads\n",
     "        self.model, self.optimizer, self.heads = model, optimizer, heads\n        self.loss_ds = []\n")
 
-GOOD = {"noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT, "per-call-attribute": PER_CALL_ATTRIBUTE}
-BAD = {"noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD,
+# a list bound afresh at each update, filled by a loop over the pieces this iteration split its batch into
+CHUNKS = """\
+import torch
+
+
+def subdivide(x, y, n):
+    return list(zip(x.split(n), y.split(n)))
+
+
+def train(model, data, optimizer, seen):
+    for x, y in data:
+        pieces = subdivide(x, y, 2)
+        optimizer.zero_grad()
+        losses = []
+        for xc, yc in pieces:
+            loss = ((model(xc) - yc) ** 2).mean() / len(pieces)
+            losses.append(loss)
+            loss.backward()
+        optimizer.step()
+        shown = sum(losses).item()
+    seen(losses)
+"""
+# bound once before the loop over batches: every update's pieces stay in it
+CHUNKS_BAD = CHUNKS.replace("        losses = []\n", "").replace("    for x, y in data:\n", "    losses = []\n    for x, y in data:\n", 1)
+
+GOOD = {"chunks": CHUNKS, "noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT, "per-call-attribute": PER_CALL_ATTRIBUTE}
+BAD = {"chunks": CHUNKS_BAD, "noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD,
        "per-call-attribute": PER_CALL_ATTRIBUTE_BAD}
-TWIN = {"noise": "noise", "window": "window-caller", "per-agent": "per-agent", "per-call-attribute": "per-call-attribute"}
+TWIN = {"chunks": "chunks", "noise": "noise", "window": "window-caller", "per-agent": "per-agent", "per-call-attribute": "per-call-attribute"}
 
 
 def _gg201(source):
@@ -219,7 +246,7 @@ def _batches_linked(source) -> int:
 def _rewrite(source: str) -> str:
     """Rename every user name (none of the new ones says "loss"), move the error into a helper."""
     for old, new in (("loss_ds", "parts"), ("loss_d", "part_sum"), ("backward_d", "fit_heads"), ("Retarget", "Multi"),
-                     ("sum_loss", "acc"), ("total_loss", "running"), ("c_loss", "per_agent"), ("loss_q", "q_err"),
+                     ("sum_loss", "acc"), ("losses", "parts_kept"), ("pieces", "bits"), ("subdivide", "cut"), ("total_loss", "running"), ("c_loss", "per_agent"), ("loss_q", "q_err"),
                      ("loss", "objective"), ("train_step", "fit_once"), ("update_policy", "improve"),
                      ("Trainer", "Runner"), ("Agents", "Team"), ("optimizer", "opt"), ("model", "net"),
                      ("extractors", "views"), ("agent", "k"), ("epoch", "kept"), ("history", "kept_lists")):

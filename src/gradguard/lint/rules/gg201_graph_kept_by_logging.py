@@ -206,10 +206,33 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
         if any(id(c) in steps for c in inside):
             return True
         backward = any(id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in inside)
-        return backward and micro_batches_of(n) is None
+        return backward and micro_batches_of(n) is None and not _over_this_iteration(n, parents)
 
     at = _binding_loop(stmt, total, outer, parents, grows)
     return at is not None and not _escapes(at, total)
+
+
+def _over_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """A ``for`` loop over values an enclosing loop's iteration computes (``for chunk in chunks`` with
+    ``chunks = split(batch)`` bound in the body of the loop over batches, or its target): pieces of this
+    iteration's data, not a data loader from outside, so its passes are one update's."""
+    if not isinstance(n, (ast.For, ast.AsyncFor)):
+        return False
+    called = {id(c.func) for c in ast.walk(n.iter) if isinstance(c, ast.Call)}
+    names = {c.id for c in ast.walk(n.iter) if isinstance(c, ast.Name) and id(c) not in called}
+    if not names:
+        return False
+    bound: set = set()
+    node = n
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            bound |= set(assignments(node))
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                bound |= set(target_names(node.target))
+    return names <= bound
 
 
 def _binding_loop(stmt: ast.stmt, total: str, outer: ast.AST, parents: Dict[int, ast.AST], grows) -> Optional[ast.AST]:
