@@ -11,6 +11,8 @@ Three shapes of real code whose total links the graphs of one update only, each 
   (``self.opts[agent].step()``), returned and overwritten by the caller;
 * a list bound afresh at each update, filled by a loop over the pieces that iteration split its batch
   into (``pieces = subdivide(x, y)``; ``for xc, yc in pieces``);
+* a list bound afresh at each batch, filled by a loop over the heads and the optimizers it steps
+  (``for head, opt in zip(heads, opts)``: each optimizer steps once per batch);
 * an attribute (``self.loss_ds = []``) bound afresh by each call of a method whose counted loop
   back-propagates one pass per head into the step its caller makes after the call.
 
@@ -206,10 +208,34 @@ def train(model, data, optimizer, seen):
 # bound once before the loop over batches: every update's pieces stay in it
 CHUNKS_BAD = CHUNKS.replace("        losses = []\n", "").replace("    for x, y in data:\n", "    losses = []\n    for x, y in data:\n", 1)
 
-GOOD = {"chunks": CHUNKS, "noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT, "per-call-attribute": PER_CALL_ATTRIBUTE}
-BAD = {"chunks": CHUNKS_BAD, "noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD,
+# a list bound afresh at each batch, filled by a loop over the heads and the optimizers it steps, one each
+HEADS_PER_OPTIMIZER = """\
+import torch
+
+
+def train(model, data, optimizer, seen):
+    heads = [torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)]
+    opts = [torch.optim.SGD(h.parameters(), lr=0.01) for h in heads]
+    for x, y in data:
+        feats = model(x)
+        losses = []
+        for head, opt in zip(heads, opts):
+            loss = ((head(feats) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            opt.step()
+            losses.append(loss)
+        shown = [v.item() for v in losses]
+    seen(losses)
+"""
+# bound once before the loop over batches
+HEADS_PER_OPTIMIZER_BAD = HEADS_PER_OPTIMIZER.replace("        losses = []\n", "").replace(
+    "    for x, y in data:\n", "    losses = []\n    for x, y in data:\n", 1)
+
+GOOD = {"heads-per-optimizer": HEADS_PER_OPTIMIZER, "chunks": CHUNKS, "noise": NOISE, "window": WINDOW, "per-agent": PER_AGENT, "per-call-attribute": PER_CALL_ATTRIBUTE}
+BAD = {"heads-per-optimizer": HEADS_PER_OPTIMIZER_BAD, "chunks": CHUNKS_BAD, "noise": NOISE_BAD, "window-caller": WINDOW_CALLER_BAD, "window-loader": WINDOW_LOADER_BAD, "per-agent": PER_AGENT_BAD,
        "per-call-attribute": PER_CALL_ATTRIBUTE_BAD}
-TWIN = {"chunks": "chunks", "noise": "noise", "window": "window-caller", "per-agent": "per-agent", "per-call-attribute": "per-call-attribute"}
+TWIN = {"heads-per-optimizer": "heads-per-optimizer", "chunks": "chunks", "noise": "noise", "window": "window-caller", "per-agent": "per-agent", "per-call-attribute": "per-call-attribute"}
 
 
 def _gg201(source):
@@ -245,7 +271,8 @@ def _batches_linked(source) -> int:
 
 def _rewrite(source: str) -> str:
     """Rename every user name (none of the new ones says "loss"), move the error into a helper."""
-    for old, new in (("loss_ds", "parts"), ("loss_d", "part_sum"), ("backward_d", "fit_heads"), ("Retarget", "Multi"),
+    for old, new in (("opts", "updaters"), ("opt", "u"), ("heads", "probes"), ("head", "probe"), ("feats", "h"),
+                     ("loss_ds", "parts"), ("loss_d", "part_sum"), ("backward_d", "fit_heads"), ("Retarget", "Multi"),
                      ("sum_loss", "acc"), ("losses", "parts_kept"), ("pieces", "bits"), ("subdivide", "cut"), ("total_loss", "running"), ("c_loss", "per_agent"), ("loss_q", "q_err"),
                      ("loss", "objective"), ("train_step", "fit_once"), ("update_policy", "improve"),
                      ("Trainer", "Runner"), ("Agents", "Team"), ("optimizer", "opt"), ("model", "net"),

@@ -169,12 +169,13 @@ def _bounded(loop: Loop, stmt: ast.stmt, total: str) -> bool:
     return _rebound_in_update(loop, stmt, total) or _one_update_per_call(loop, total)
 
 
-def _step_sites(module: Module) -> set:
-    """Ids of the statement-level nodes of the file that step an optimizer: the call itself, or the call of
-    the helper that reaches it."""
+def _step_sites(module: Module) -> Dict[int, str]:
+    """Ids of the statement-level nodes of the file that step an optimizer (the call itself, or the call of
+    the helper that reaches it), each with the text of the optimizer it steps ("" through a helper)."""
     cache = module.__dict__.get("_gg201_steps")
     if cache is None:
-        cache = module.__dict__["_gg201_steps"] = {id(e.frame[0][1] if e.frame else e.node) for l in module.loops for e in l.steps}
+        cache = module.__dict__["_gg201_steps"] = {id(e.frame[0][1] if e.frame else e.node): "" if e.frame else e.target
+                                                   for l in module.loops for e in l.steps}
     return cache
 
 
@@ -203,8 +204,12 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
 
     def grows(n: ast.AST) -> bool:  # a loop whose iterations are separate updates, or a pass over the data
         inside = [c for c in ast.walk(n)]
-        if any(id(c) in steps for c in inside):
-            return True
+        stepped = [steps[id(c)] for c in inside if id(c) in steps]
+        if stepped:
+            # a loop over the optimizers it steps (`for clf, opt in zip(heads, opts)`): each optimizer
+            # steps once per iteration of the loop around it, one update each
+            over = set(target_names(n.target)) if isinstance(n, (ast.For, ast.AsyncFor)) else set()
+            return not all(over & set(re.findall(r"\w+", t)) for t in stepped)
         backward = any(id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in inside)
         return backward and micro_batches_of(n) is None and not _over_this_iteration(n, parents)
 
