@@ -181,9 +181,10 @@ def _step_sites(module: Module) -> Dict[int, str]:
 
 def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
     """The total is bound afresh on every path of one iteration of a loop enclosing the sum, before the sum,
-    and every loop between that binding and the sum is part of one update: it runs no step, and any backward
-    passes it runs are the micro-batches of one window (``for _ in range(K)``, ``x.chunk(K)``), not a pass
-    over a data loader (whose total would link every batch's graph until the step). A sum over the model's
+    and every loop between that binding and the sum is part of one update: it runs no step (or steps each
+    optimizer it iterates over once), and any backward passes it runs are the micro-batches of one window
+    (``for _ in range(K)``, ``x.chunk(K)``, pieces of this iteration's batch) or are followed by a step in the
+    same iteration, not a pass over a data loader whose steps it runs itself. A sum over the model's
     heads, layers or time steps of one batch, a micro-step loop's list set back at each update, a noise
     vector's per-iteration loss summed over feature extractors: each links one update's graphs, which that
     update's backward pass frees."""
@@ -202,18 +203,24 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
     passes = _backward_sites(loop) | {id(n) for l in loop.module.loops for b in l.backwards + l.managed
                                       for n in [b.node] + [c for _, c in b.frame]}
 
-    def grows(n: ast.AST) -> bool:  # a loop whose iterations are separate updates, or a pass over the data
-        inside = [c for c in ast.walk(n)]
-        stepped = [steps[id(c)] for c in inside if id(c) in steps]
-        if stepped:
-            # a loop over the optimizers it steps (`for clf, opt in zip(heads, opts)`): each optimizer
-            # steps once per iteration of the loop around it, one update each
-            over = set(target_names(n.target)) if isinstance(n, (ast.For, ast.AsyncFor)) else set()
-            return not all(over & set(re.findall(r"\w+", t)) for t in stepped)
-        backward = any(id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in inside)
-        return backward and micro_batches_of(n) is None and not _over_this_iteration(n, parents)
+    def grows_in(host: ast.AST):
+        def grows(n: ast.AST) -> bool:  # a loop whose iterations are separate updates, or a pass over the data
+            inside = [c for c in ast.walk(n)]
+            stepped = [steps[id(c)] for c in inside if id(c) in steps]
+            if stepped:
+                # a loop over the optimizers it steps (`for clf, opt in zip(heads, opts)`): each optimizer
+                # steps once per iteration of the loop around it, one update each
+                over = set(target_names(n.target)) if isinstance(n, (ast.For, ast.AsyncFor)) else set()
+                return not all(over & set(re.findall(r"\w+", t)) for t in stepped)
+            backward = any(id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in inside)
+            if not backward or micro_batches_of(n) is not None or _over_this_iteration(n, parents):
+                return False
+            # passes whose step follows them in the same iteration of `host`: that iteration is one update
+            own = {id(c) for c in inside}
+            return not any(id(c) in steps and id(c) not in own and getattr(c, "lineno", 0) > n.end_lineno for c in ast.walk(host))
+        return grows
 
-    at = _binding_loop(stmt, total, outer, parents, grows)
+    at = _binding_loop(stmt, total, outer, parents, grows_in)
     return at is not None and not _escapes(at, total)
 
 
@@ -242,14 +249,14 @@ def _over_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
 
 def _binding_loop(stmt: ast.stmt, total: str, outer: ast.AST, parents: Dict[int, ast.AST], grows) -> Optional[ast.AST]:
     """The loop whose iteration binds ``total`` afresh before ``stmt`` on every path (as
-    :func:`_rebound_before` reads it, loops that do not ``grow`` the total counted as part of the iteration),
-    or None."""
+    :func:`_rebound_before` reads it, loops that do not grow the total, ``grows(loop)``'s verdict, counted as
+    part of the iteration), or None."""
     node = stmt
     while node is not outer:
         parent = parents.get(id(node))
         if parent is None:
             return None
-        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and _rebound_before(stmt, total, parent, parents, grows):
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and _rebound_before(stmt, total, parent, parents, grows(parent)):
             return parent
         node = parent
     return None
