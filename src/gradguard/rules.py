@@ -262,11 +262,12 @@ for i, (x, y) in enumerate(loader):
             "(the data cut by a literal list of sizes: `torch.split(x, [3, 1, 2])`, or slices as\n"
             "long as the sizes of such a list), each pass back-propagating its own micro-batch's\n"
             "`.mean()` scaled the same. Sizes known only at run time (a DataLoader's last batch,\n"
-            "padding) are left to the watch. The linter's fix (unsafe) divides by the window's number\n"
-            "of micro-batches instead of the counter; it is not offered where that is not the window's\n"
-            "mean over its items: micro-batches the file shows to differ in size (each mean divided by\n"
-            "K is then a mean of means), a window that may close short, or a micro-step loop over a\n"
-            "slice or chunks that may hold fewer than K."
+            "padding) are left to the watch. A Python number over the counter (`tr_loss / (step + 1)`\n"
+            "with `tr_loss += loss.item()`, for the log) is no loss and is not reported. The linter's\n"
+            "fix (unsafe) divides by the window's number of micro-batches instead of the counter; it is\n"
+            "not offered where that is not the window's mean over its items: micro-batches the file\n"
+            "shows to differ in size (each mean divided by K is then a mean of means), a window that\n"
+            "may close short, or a micro-step loop over a slice or chunks that may hold fewer than K."
         ),
         why=(
             "`loss / accum_steps` reproduces the full-batch mean only when every micro-batch has\n"
@@ -789,7 +790,12 @@ for x, y in loader:
             "tensor that reaches `backward()`, and inside a loop that computes a loss without `backward()`\n"
             "and without `torch.no_grad()` (an evaluation loop). In a training loop it also flags\n"
             "`history.append(loss)` onto a list built outside the loop, and `meter.update(loss)` on an object\n"
-            "of a class of the same file whose method adds the argument into the object's own total."
+            "of a class of the same file whose method adds the argument into the object's own total.\n"
+            "A total that links at most one update's graphs is not reported: one bound afresh on every path\n"
+            "of an iteration before the sum, with no step between (a sum over the heads, layers or pieces of\n"
+            "one batch), or one bound afresh by each call of a function that is one update (its loop steps\n"
+            "each optimizer once, or is a micro-step loop whose step follows) and not added by a caller into a\n"
+            "total of its own; either way not carried on into something that outlives the update."
         ),
         why=(
             "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"

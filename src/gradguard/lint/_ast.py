@@ -360,3 +360,46 @@ def lines_of(source: str, positions) -> List[int]:
 def self_ref(value, name: str) -> bool:
     """Whether ``value`` mentions the name ``name`` (``total + x`` for ``total``)."""
     return isinstance(value, ast.AST) and any(isinstance(n, ast.Name) and n.id == name for n in subtree(value))
+
+
+# Calls whose result is a Python number whatever their argument: the builtins, and the tensor methods
+# that read one out (``loss.item()``, ``t.tolist()``); ``t.float()`` (a method) stays a tensor.
+_NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "bool"})
+_NUMBER_METHODS = frozenset({"item", "tolist"})
+
+
+def python_number(expr, assigns: Dict[str, list], depth: int = 0) -> bool:
+    """``expr`` is a plain Python number, not a tensor: a numeric literal, ``x.item()``, ``float(x)``,
+    ``len(x)``, arithmetic on such values (with values from outside ``assigns``: a step count, a
+    hyperparameter), or a name every binding of which in ``assigns`` (``tr_loss += loss.item()``) is one.
+    A number carries no autograd graph, so it can never be what a backward pass differentiates.
+    False where not proven (a name with no binding in ``assigns``, a call of anything else)."""
+    if depth > 8:
+        return False
+    if isinstance(expr, tuple):  # ("aug", op, node): `total += value`
+        return python_number(expr[2].value, assigns, depth + 1)
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool) or expr.value is None
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return (isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS) or (
+            isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS)
+    if isinstance(expr, ast.UnaryOp):
+        return python_number(expr.operand, assigns, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        sides = (expr.left, expr.right)
+        proven = [python_number(s, assigns, depth + 1) for s in sides]
+        # one side proven a number, the other a number or a value bound outside (`tr_loss / (step + 1)`)
+        return any(proven) and all(p or _outside(s, assigns) for p, s in zip(proven, sides))
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id)
+        if not values:
+            return False
+        inner = {**assigns, expr.id: []}
+        return all(v is not None and python_number(v, inner, depth + 1) for v in values)
+    return False
+
+
+def _outside(expr: ast.AST, assigns: Dict[str, list]) -> bool:
+    """Built only from constants and names with no binding in ``assigns`` (``step + 1``, ``args.k``)."""
+    return all(not (isinstance(n, ast.Name) and n.id in assigns) and not isinstance(n, ast.Call) for n in ast.walk(expr))

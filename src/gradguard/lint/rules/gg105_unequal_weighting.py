@@ -10,7 +10,7 @@ import ast
 from typing import Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, returns_of, terminal, text
+from .._ast import assignments, bind_arguments, python_number, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 from .._sizes import sizes, windows
@@ -215,9 +215,14 @@ def _counter_division(expr, assigns, counters, depth, loop) -> Optional[ast.AST]
         if isinstance(expr[1], ast.Div) and _varies_in_window(node.value, counters, loop):
             return node
         return None
+    if python_number(expr, assigns):
+        # `loss = tr_loss / (step + 1)` with `tr_loss += loss.item()`: a Python number for the log, which
+        # carries no graph, so no backward pass differentiates it whatever name it is bound to
+        return None
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.Div) and _varies_in_window(expr.right, counters, loop):
-            return expr
+            # a number over the counter (`running / (i + 1)`, any counter) is no loss either
+            return None if python_number(expr.left, assigns) else expr
         if isinstance(expr.op, (ast.Div, ast.Mult, ast.Add, ast.Sub)):
             return _counter_division(expr.left, assigns, counters, depth + 1, loop) or (
                 _counter_division(expr.right, assigns, counters, depth + 1, loop) if not isinstance(expr.op, ast.Div) else None

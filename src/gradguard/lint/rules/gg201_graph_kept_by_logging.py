@@ -18,7 +18,7 @@ from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, return
 from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
-from .._model import Diagnostic, Loop, Module, Report, backward_tensor, tests
+from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_batches_of, tests
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -62,9 +62,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
-            or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total),
-                                      {id(e.frame[0][1] if e.frame else e.node) for e in loop.steps})
-            or _rebound_each_iteration(loop, node, text(total)) or _one_update_per_call(loop, text(total))
+            or _bounded(loop, node, text(total))
         ):
             report(
                 CODE,
@@ -151,59 +149,117 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
             yield text(total)
 
 
-def _reset_every_iteration(scope: ast.AST, node: ast.AST, total: str, steps: set) -> bool:
-    """The total is set back to a constant by a statement of the body (no branch) of a loop holding the sum,
-    above the statement that holds it, and no step runs in a loop between the two (``losses = []`` at the top
-    of an update whose micro-step loop appends each micro-batch's loss, summed for the log after it): it links
-    at most one update's graphs, whose activations backward() freed, unless it is handed to an object's method
-    after it. (An epoch total set back at each epoch's start, over a batch loop that steps, links every step of
-    the epoch: not this.)"""
-    for outer in ast.walk(scope):
-        if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
-            continue
-        at = next((i for i, st in enumerate(outer.body) if any(n is node for n in ast.walk(st))), None)
-        if at is None:
-            continue
-        between = [n for n in ast.walk(outer.body[at]) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-                   and any(c is node for c in ast.walk(n))]
-        if any(id(c) in steps for n in between for c in ast.walk(n)):
-            continue
-        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and any(
-                isinstance(n, ast.Name) and n.id == total for a in list(c.args) + [k.value for k in c.keywords]
-                for n in ast.walk(a)) for st in outer.body[at + 1:] for c in ast.walk(st)):
-            continue  # handed to an object's method (`meter.update(mean(losses))`): it may keep them past the update
-        if any(isinstance(c, ast.AugAssign) and any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(c.value))
-               for st in outer.body[at + 1:] for c in ast.walk(st)):
-            continue  # added into another running total (`loss_sum += batch_loss`) that outlives the update
-        if any(
-            isinstance(st, ast.Assign) and any(text(t) == total for t in st.targets)
-            and isinstance(st.value, (ast.Constant, ast.List, ast.Dict, ast.Tuple))
-            and not any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(st.value))
-            for st in outer.body[:at]
-        ):
-            return True
-    return False
-
-
 def _backward_sites(loop: Loop) -> set:
     """Ids of the loop's statements-level nodes that run a backward pass: the call itself, or the call
     of the helper that runs it."""
     return {id(b.frame[0][1]) if b.frame else id(b.node) for b in loop.backwards + loop.managed}
 
 
-def _rebound_each_iteration(loop: Loop, stmt: ast.stmt, total: str) -> bool:
-    """The total is bound afresh (``total = 0``) on every path of one iteration of the training loop
-    before it is added to (a sum over the model's heads, layers or time steps of one batch): it links
-    one iteration's graphs, which that iteration's backward pass frees, and nothing across iterations.
-    A nested loop between the binding and the sum counts as part of the iteration unless it runs a
-    backward pass itself (then it is a training loop, and the total spans its iterations)."""
-    parents = {id(c): n for n in ast.walk(loop.node) for c in ast.iter_child_nodes(n)}
-    sites = _backward_sites(loop)
+def _bounded(loop: Loop, stmt: ast.stmt, total: str) -> bool:
+    """The one reading of "this total is bounded": it links the graphs of at most one update, because
 
-    def runs_backward(node: ast.AST) -> bool:
-        return any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward") for n in ast.walk(node))
+    * it is bound afresh (``total = 0``, ``total = []``, ``total = torch.zeros(n)``) on every path of an
+      iteration of a loop enclosing the sum, before the sum, and no loop between that binding and the sum
+      runs more than one update (:func:`_rebound_in_update`); or
+    * its lifetime is one call of the function holding the loop, and that call is one update
+      (:func:`_one_update_per_call`);
 
-    return _rebound_before(stmt, total, loop.node, parents, runs_backward) and not _escapes(loop.node, total)
+    and, either way, it is not carried on, graph and all, into something that outlives the update
+    (:func:`_escapes`). (Consumed by a backward pass in the same iteration: :func:`backwarded_later`.)"""
+    return _rebound_in_update(loop, stmt, total) or _one_update_per_call(loop, total)
+
+
+def _step_sites(module: Module) -> Dict[int, str]:
+    """Ids of the statement-level nodes of the file that step an optimizer (the call itself, or the call of
+    the helper that reaches it), each with the text of the optimizer it steps ("" through a helper)."""
+    cache = module.__dict__.get("_gg201_steps")
+    if cache is None:
+        cache = module.__dict__["_gg201_steps"] = {id(e.frame[0][1] if e.frame else e.node): "" if e.frame else e.target
+                                                   for l in module.loops for e in l.steps}
+    return cache
+
+
+def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
+    """The total is bound afresh on every path of one iteration of a loop enclosing the sum, before the sum,
+    and every loop between that binding and the sum is part of one update: it runs no step (or steps each
+    optimizer it iterates over once), and any backward passes it runs are the micro-batches of one window
+    (``for _ in range(K)``, ``x.chunk(K)``, pieces of this iteration's batch) or are followed by a step in the
+    same iteration, not a pass over a data loader whose steps it runs itself. A sum over the model's
+    heads, layers or time steps of one batch, a micro-step loop's list set back at each update, a noise
+    vector's per-iteration loss summed over feature extractors: each links one update's graphs, which that
+    update's backward pass frees."""
+    root = loop.scope or loop.module.tree
+    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    outer, node = None, stmt
+    while id(node) in parents:  # the outermost loop around the sum within its function
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            outer = node
+    if outer is None:
+        return False
+    steps = _step_sites(loop.module)
+    passes = _backward_sites(loop) | {id(n) for l in loop.module.loops for b in l.backwards + l.managed
+                                      for n in [b.node] + [c for _, c in b.frame]}
+
+    def grows_in(host: ast.AST):
+        def grows(n: ast.AST) -> bool:  # a loop whose iterations are separate updates, or a pass over the data
+            inside = [c for c in ast.walk(n)]
+            stepped = [steps[id(c)] for c in inside if id(c) in steps]
+            if stepped:
+                # a loop over the optimizers it steps (`for clf, opt in zip(heads, opts)`): each optimizer
+                # steps once per iteration of the loop around it, one update each
+                over = set(target_names(n.target)) if isinstance(n, (ast.For, ast.AsyncFor)) else set()
+                return not all(over & set(re.findall(r"\w+", t)) for t in stepped)
+            backward = any(id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in inside)
+            if not backward or micro_batches_of(n) is not None or _over_this_iteration(n, parents):
+                return False
+            # passes whose step follows them in the same iteration of `host`: that iteration is one update
+            own = {id(c) for c in inside}
+            return not any(id(c) in steps and id(c) not in own and getattr(c, "lineno", 0) > n.end_lineno for c in ast.walk(host))
+        return grows
+
+    at = _binding_loop(stmt, total, outer, parents, grows_in)
+    return at is not None and not _escapes(at, total)
+
+
+def _over_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """A ``for`` loop over values an enclosing loop's iteration computes (``for chunk in chunks`` with
+    ``chunks = split(batch)`` bound in the body of the loop over batches, or its target): pieces of this
+    iteration's data, not a data loader from outside, so its passes are one update's."""
+    if not isinstance(n, (ast.For, ast.AsyncFor)):
+        return False
+    called = {id(c.func) for c in ast.walk(n.iter) if isinstance(c, ast.Call)}
+    names = {c.id for c in ast.walk(n.iter) if isinstance(c, ast.Name) and id(c) not in called}
+    if not names:
+        return False
+    bound: set = set()
+    node = n
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            bound |= set(assignments(node))
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                bound |= set(target_names(node.target))
+    return names <= bound
+
+
+def _binding_loop(stmt: ast.stmt, total: str, outer: ast.AST, parents: Dict[int, ast.AST], grows) -> Optional[ast.AST]:
+    """The loop whose iteration binds ``total`` afresh before ``stmt`` on every path (as
+    :func:`_rebound_before` reads it, loops that do not grow the total, ``grows(loop)``'s verdict, counted as
+    part of the iteration), or None."""
+    node = stmt
+    while node is not outer:
+        parent = parents.get(id(node))
+        if parent is None:
+            return None
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and _rebound_before(stmt, total, parent, parents, grows(parent)):
+            return parent
+        node = parent
+    return None
 
 
 def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> bool:
@@ -238,25 +294,107 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
 
 
 def _one_update_per_call(loop: Loop, total: str) -> bool:
-    """The loop iterates over the optimizers it steps (one pass and one step per optimizer, on one batch)
-    in a function that binds the total afresh before it, at the function's own level (``losses = []``),
-    so the next call drops what the last one held: the total links one update's graphs. (A loop whose
-    passes all feed one step after it may still run over a whole data loader, an LBFGS closure's: its
-    total links every batch's graph, so it is not read so.)"""
+    """The total's lifetime is one call of the function holding the loop, and that call is one update:
+
+    * the function binds the total afresh before the loop, at its own level (``losses = []``), as a local
+      name (no ``global``), so the next call drops what the last one held;
+    * the loop is one update: it iterates over the optimizers it steps (the step's receiver changes with the
+      loop's variable: ``for opt in opts``, ``self.opts[agent]``: one step per optimizer, on one batch), or it
+      is the micro-step loop of one window (``for _ in range(K)``, ``x.chunk(K)``) with no step of its own;
+    * no caller in the file adds the call's result, graph and all, into a running total.
+
+    (A loop whose passes all feed one step after it may still run over a whole data loader, an LBFGS
+    closure's: its total links every batch's graph, so it is not read so.)"""
     scope = loop.scope
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed or not loop.steps:
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.managed:
         return False
-    root = total.split(".")[0].split("[")[0]
-    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and root in n.names for n in ast.walk(scope)):
+    own = _own_attribute(loop, scope, total)
+    if not (re.fullmatch(r"\w+", total) or own):
+        return False
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total in n.names for n in ast.walk(scope)):
         return False
     at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in ast.walk(s))), None)
-    if at is None or not any(
-            isinstance(s, ast.Assign) and any(text(t) == total for t in s.targets)
-            and not any(text(n) == total for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
-            for s in scope.body[:at]):
+    if at is None:
+        return False
+
+    def fresh(name: str) -> bool:  # bound afresh at the function's own level, before the loop
+        return any(isinstance(s, ast.Assign) and any(text(t) == name for t in s.targets)
+                   and not any(text(n) == name for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
+                   for s in scope.body[:at])
+
+    if not fresh(total):
         return False
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
-    return all(not e.frame and re.split(r"\W", e.target, maxsplit=1)[0] in over for e in loop.steps)
+    if loop.steps:
+        per_optimizer = all(not e.frame and over & set(re.findall(r"\w+", e.target)) for e in loop.steps)
+    else:
+        per_optimizer = False
+    one_window = not loop.steps and micro_batches_of(loop.node) is not None
+    if not (per_optimizer or one_window):
+        return False
+    # carried into another total: only one the call binds afresh too (`self.loss_D += self.loss_Ds[-1]`)
+    if any(text(t) != total and _keeps_text(v, total) and not fresh(text(t)) for _, t, v in running_sums(loop.node)):
+        return False
+    if any(isinstance(n, ast.Assign) and _keeps_text(n.value, total) and any(not isinstance(t, ast.Name) for t in n.targets)
+           for n in ast.walk(scope)):
+        return False  # stored on an object (`self.history = total`): it outlives the call
+    if own:  # `self.losses`, bound afresh by each call: no other function of the class may add it into a total
+        return not any(fn is not scope and any(_keeps_text(v, total) for _, t, v in running_sums(fn) if text(t) != total)
+                       for fn in own.values())
+    returned = any(keeps_graph(r, total) for r in returns_of(scope))
+    return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _own_attribute(loop: Loop, scope: ast.AST, total: str) -> Optional[Dict[str, ast.AST]]:
+    """For ``self.x`` in a method of a class of the file (``self`` its first parameter), the methods of
+    that class (name -> def); else None."""
+    args = scope.args.posonlyargs + scope.args.args
+    if loop.cls is None or not args or not re.fullmatch(r"%s\.\w+" % re.escape(args[0].arg), total):
+        return None
+    methods = loop.methods or {}
+    return methods if any(m is scope for m in methods.values()) else None
+
+
+def _keeps_text(expr: ast.AST, total: str) -> bool:
+    """:func:`keeps_graph` of the value whose source text is ``total`` (a name or ``self.x``)."""
+    if re.fullmatch(r"\w+", total):
+        return keeps_graph(expr, total)
+
+    class _Swap(ast.NodeTransformer):
+        def visit_Attribute(self, node):
+            return ast.Name("__gg201_total__", ast.Load()) if text(node) == total else self.generic_visit(node)
+
+    return keeps_graph(_Swap().visit(ast.parse(text(expr), mode="eval").body), "__gg201_total__")
+
+
+def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
+    """Some call of ``fn`` in the file (``fn(...)``, ``self.fn(...)``) has its result added, graph and all,
+    into a running total: directly (``total += fn(x)``), or through the names it is bound to
+    (``out, loss = self.fn(x)`` then ``losses.append(loss)``) in the caller's function."""
+    name = fn.name
+    parents = module.__dict__.get("_gg201_parents")
+    if parents is None:
+        parents = module.__dict__["_gg201_parents"] = {id(c): n for n in ast.walk(module.tree) for c in ast.iter_child_nodes(n)}
+    for call in ast.walk(module.tree):
+        if not (isinstance(call, ast.Call) and terminal(call.func) == name and call.func is not fn):
+            continue
+        stmt, node = None, call
+        while id(node) in parents:
+            node = parents[id(node)]
+            if isinstance(node, ast.stmt):
+                stmt = stmt or node
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                break
+        if stmt is None:
+            return True
+        held = {t for tg in (stmt.targets if isinstance(stmt, ast.Assign) else []) for t in target_names(tg)}
+        for n in ast.walk(node):
+            added = n.value if isinstance(n, ast.AugAssign) else (
+                n.value.args[0] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+                and n.value.func.attr in ("append", "extend", "add") and n.value.args else None)
+            if added is not None and (any(c is call for c in ast.walk(added)) or any(keeps_graph(added, h) for h in held)):
+                return True
+    return False
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
@@ -327,9 +465,21 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
 
 def _escapes(loop_node: ast.AST, total: str) -> bool:
     """The total is carried, graph and all, into something that outlives the iteration
-    (``history.append(total)``, ``epoch_loss += total``): bound afresh or not, it is kept there."""
+    (``history.append(total)``, ``epoch_loss += total``), or handed to an object's method that may keep it
+    (``meter.update(mean(losses))``): bound afresh or not, it is kept there. (A method of torch or another
+    module, ``torch.stack(losses)``, computes a new value.)"""
     name = total.split(".")[-1]
-    return any(text(t) != total and keeps_graph(v, name) for _, t, v in running_sums(loop_node))
+    if any(text(t) != total and keeps_graph(v, name) for _, t, v in running_sums(loop_node)):
+        return True
+    for c in ast.walk(loop_node):
+        if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr not in _GRAPH_METHODS
+                and c.func.attr not in _NUMBER_SINKS):
+            receiver = c.func.value
+            if isinstance(receiver, ast.Name) and receiver.id in _MODULE_NAMES:
+                continue
+            if any(keeps_graph(a, name) for a in list(c.args) + [k.value for k in c.keywords]):
+                return True
+    return False
 
 
 def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str, list], total: ast.AST) -> bool:
