@@ -168,6 +168,7 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                     stepped.add(text(found_step[0]))
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
         found |= self._passed_optimizers(m.optimizer_names | found)
+        found |= self._yielded_optimizers()
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
         # an object handed the loss to back-propagate (`X.backward(loss)`: DeepSpeed's engine) runs
         # the backward pass itself and owns the gradient buffers it fills, clearing them at its own
@@ -183,6 +184,37 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
             }
         m.optimizer_names.update(found)
+
+    def _yielded_optimizers(self) -> set:
+        """Names bound by ``with f(...) as o`` (or ``as (model, o)``) where ``f`` is a generator
+        context manager of this module that yields an optimizer it builds (``yield model,
+        torch.optim.SGD(...)``): ``o`` is that optimizer, whatever it is called."""
+        m = self.m
+        if "yield" not in m.source or " as " not in m.source:
+            return set()
+        yielded: Dict[str, Dict[Optional[int], bool]] = {}
+        for name, fn in m.functions.items():
+            for node in nodes_of(fn, (ast.Yield,)):
+                value = node.value
+                if isinstance(value, ast.Tuple):
+                    for i, elt in enumerate(value.elts):
+                        if isinstance(elt, ast.Call) and optimizer_constructor(elt) is not None:
+                            yielded.setdefault(name, {})[i] = True
+                elif isinstance(value, ast.Call) and optimizer_constructor(value) is not None:
+                    yielded.setdefault(name, {})[None] = True
+        out = set()
+        if not yielded:
+            return out
+        for node in walk_lines(m.tree, m.word_lines((" as ",))):
+            if not (isinstance(node, ast.withitem) and isinstance(node.context_expr, ast.Call)
+                    and isinstance(node.context_expr.func, ast.Name) and node.context_expr.func.id in yielded):
+                continue
+            positions, bound = yielded[node.context_expr.func.id], node.optional_vars
+            if isinstance(bound, ast.Tuple):
+                out |= {text(elt) for i, elt in enumerate(bound.elts) if positions.get(i)}
+            elif bound is not None and positions.get(None):
+                out.add(text(bound))
+        return out
 
     def _backward_owners(self) -> set:
         """The objects handed a loss to back-propagate (``engine.backward(loss)``), whatever they
@@ -256,6 +288,9 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             built = [
                 n.value for n in walk_lines(m.tree, m.word_lines((attr + " =", attr + "=")))
                 if isinstance(n, ast.Assign) and any(text(t) in (name, attr) for t in n.targets)
+            ] + [  # `with torch.profiler.profile(...) as prof:` binds what the call returns too
+                n.context_expr for n in walk_lines(m.tree, m.word_lines(("as " + attr,)))
+                if isinstance(n, ast.withitem) and n.optional_vars is not None and text(n.optional_vars) in (name, attr)
             ]
             if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None and not _handed_parameters(v) for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else

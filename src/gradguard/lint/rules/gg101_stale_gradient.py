@@ -42,7 +42,9 @@ def check_loop(loop: Loop, report: Report) -> None:
             continue
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
-            if _given_a_loss(loop, step):
+            if _given_a_loss(loop, step) or _runs_its_own_backward(loop, step):
+                continue
+            if loop.per_call and _caller_picks_the_steps(loop, step):
                 continue
             if any(loop.may_clear_for(c, step) for c in on_path):
                 earlier = _applied_by_an_earlier_step(loop, p, step, nested)
@@ -222,6 +224,32 @@ def _other_run(loop: Loop, clear: Event, path: Path) -> bool:
             if path.decided(key) not in (None, body != negated):
                 return True
     return False
+
+
+def _caller_picks_the_steps(loop: Loop, step: Event) -> bool:
+    """In a function read as one update: its step waits on a window test (a modulo, ``update_grad=(i + 1)
+    % K == 0``) or on a bare flag the caller hands it (``if update_grad:``). Then the function is one
+    micro-step of a window its caller runs, which clears at the window's start: no call is one update."""
+    fn = loop.node
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} if isinstance(
+        fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    return any(
+        isinstance(t, ast.expr) and (loop.boundary(t) or isinstance(t, ast.Name) and t.id in params)
+        for t, _ in tests(step)
+    )
+
+
+def _runs_its_own_backward(loop: Loop, step: Event) -> bool:
+    """The stepped object is also handed the loss to back-propagate in this loop (``optimizer.backward(loss)``
+    then ``optimizer.step()``: ColossalAI's ZeroOptimizer, DeepSpeed's engine). Its backward pass is its
+    own code, which writes gradient buffers it owns and may reset (ZeroDDP clears the module's gradients
+    at every forward): what the step reads is not the ``.grad`` this file can see, so no stale use is proved."""
+    return any(
+        e.kind == BACKWARD and e.target == step.target and isinstance(e.node, ast.Call)
+        and isinstance(e.node.func, ast.Attribute) and e.node.func.attr == "backward" and e.node.args
+        and text(e.node.func.value) == step.target
+        for e in loop.events
+    )
 
 
 def _given_a_loss(loop: Loop, step: Event) -> bool:
