@@ -467,3 +467,82 @@ def test_negative_control_a_run_that_can_end_on_a_partial_window_is_reported(sou
     elif source is BY_EPOCHS:
         assert _left_unapplied(source, total)
     assert "GG103" in codes(source)
+
+
+# --- GG101: a step that a parameter compared with a constant picks ----------------------------------
+PICKED = """\
+import torch
+from timm.utils import ApexScaler
+from apex import amp
+
+
+class SAMScaler(ApexScaler):
+    def __call__(self, loss, optimizer, clip_grad=None, step=0, rho=0.05):
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        if step == 0 or step == 2:
+            if clip_grad is not None:
+                torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), clip_grad)
+            optimizer.step()
+        elif step == 1:
+            torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), rho)
+            optimizer.step()
+"""
+
+
+def test_a_step_picked_by_a_parameter_compared_with_constants_is_the_callers():
+    for source in (PICKED, _rename(PICKED, [("step", "phase"), ("optimizer", "o"), ("SAMScaler", "Wrapper")])):
+        assert "GG101" not in codes(source)
+
+
+def test_negative_control_a_step_on_every_call_is_one_update():
+    source = PICKED.replace("if step == 0 or step == 2:", "if True:").replace("elif step == 1:", "else:")
+    assert "GG101" in codes(source)
+
+
+# --- GG101: an optimizer built every iteration over a new detached leaf -----------------------------
+GUIDED = """\
+import torch
+
+
+def main(model, latents, steps, lr):
+    for t in range(steps):
+        x_in = latents.detach().clone()
+        x_in.requires_grad = True
+        opt = torch.optim.SGD([x_in], lr=lr)
+        model(x_in).pow(2).sum().backward()
+        opt.step()
+        latents = x_in.detach() * 0.9
+    return latents
+"""
+# the leaf made once: every iteration's optimizer steps the gradients of all earlier passes too
+ONE_LEAF = GUIDED.replace("    for t in range(steps):\n        x_in = latents.detach().clone()\n        x_in.requires_grad = True\n",
+                          "    x_in = latents.detach().clone()\n    x_in.requires_grad = True\n    for t in range(steps):\n").replace(
+    "        latents = x_in.detach() * 0.9\n    return latents\n", "    return x_in.detach()\n")
+
+
+def test_an_optimizer_over_a_leaf_cut_afresh_each_iteration_steps_only_its_pass():
+    model = _model()
+    start = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    got = _run(GUIDED)(model, start, 3, 0.1)
+    x = start
+    for _ in range(3):  # the reference: one gradient step per iteration on the fresh leaf
+        leaf = x.detach().clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(model(leaf).pow(2).sum(), leaf)
+        x = (leaf - 0.1 * g).detach() * 0.9
+    assert torch.allclose(got, x)
+    for source in (GUIDED, _rename(GUIDED, [("x_in", "z"), ("opt", "inner")])):
+        assert "GG101" not in codes(source)
+
+
+def test_negative_control_one_leaf_for_the_whole_loop_is_reported():
+    model = _model()
+    start = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    got = _run(ONE_LEAF)(model, start, 3, 0.1)
+    x = start.clone()
+    for _ in range(3):  # the right update: one pass's gradient per step
+        leaf = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(model(leaf).pow(2).sum(), leaf)
+        x = (leaf - 0.1 * g).detach()
+    assert not torch.allclose(got, x)  # the stale gradients moved the leaf elsewhere
+    assert "GG101" in codes(ONE_LEAF)

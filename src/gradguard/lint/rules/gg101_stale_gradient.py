@@ -233,10 +233,22 @@ def _caller_picks_the_steps(loop: Loop, step: Event) -> bool:
     fn = loop.node
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} if isinstance(
         fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params)) for t, _ in tests(step))
+
+
+def _picks_calls(test: ast.expr, params: set) -> bool:
+    """``test`` reads only parameters of the function (and constants) and is a bare flag (``if
+    update_grad:``) or compares one with a value other than None (``if step == 0 or step == 2:``, which
+    picks calls): the caller decides which of its calls step. (``if optimizer is not None:`` picks none.)"""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not names or not names <= params or any(isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+        return False
+    if isinstance(test, ast.Name):
+        return True
     return any(
-        isinstance(t, ast.expr) and (loop.boundary(t) or isinstance(t, ast.Name) and t.id in params)
-        for t, _ in tests(step)
-    )
+        isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops)
+        and any(isinstance(c, ast.Constant) and c.value is not None for c in [n.left, *n.comparators])
+        for n in ast.walk(test))
 
 
 def _runs_its_own_backward(loop: Loop, step: Event) -> bool:
@@ -288,7 +300,7 @@ def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
                 return False
             roots = _root_names(v)
             # a constructor (`Net(**case)`) or a value built from this iteration's names only
-            if _constructed(v):
+            if _constructed(v) or _detached(v):
                 continue
             if not roots or not all(fresh(r, seen | {name}) for r in roots):
                 return False
@@ -302,6 +314,16 @@ def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
         if not roots or not all(fresh(r, frozenset()) for r in roots):
             return False
     return True
+
+
+def _detached(value: ast.AST) -> bool:
+    """A new tensor object cut from the graph (``x.detach().clone()``, ``x.detach()``): its ``.grad``
+    starts empty, whatever earlier iterations did to the tensor it was cut from."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "detach" and not value.args:
+            return True
+        value = value.func.value
+    return False
 
 
 def _constructed(value: ast.AST) -> bool:
