@@ -546,3 +546,46 @@ def test_negative_control_one_leaf_for_the_whole_loop_is_reported():
         x = (leaf - 0.1 * g).detach()
     assert not torch.allclose(got, x)  # the stale gradients moved the leaf elsewhere
     assert "GG101" in codes(ONE_LEAF)
+
+
+# --- GG101: a learning-rate scheduler bound by its constructor is no optimizer ----------------------
+SCHEDULED = """\
+import torch
+from torch.optim.lr_scheduler import ExponentialLR
+
+
+def main(model, data, optimizer):
+    transition_optim = ExponentialLR(optimizer, gamma=0.99)
+    for x, y in data:
+        optimizer.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        optimizer.step()
+        transition_optim.step()
+"""
+
+
+@pytest.mark.parametrize("form", ["from", "module"])
+def test_a_scheduler_named_like_an_optimizer_is_no_optimizer(form):
+    source = SCHEDULED if form == "from" else SCHEDULED.replace(
+        "from torch.optim.lr_scheduler import ExponentialLR\n", "").replace("ExponentialLR(", "torch.optim.lr_scheduler.ExponentialLR(")
+    model = _model()
+    _run(source)(model, _data(3), torch.optim.SGD(model.parameters(), lr=0.1))
+    assert torch.allclose(_weights(model), _plain_weights_decayed())  # the truth: one clean pass per step
+    assert "GG101" not in codes(source)
+
+
+def _plain_weights_decayed():
+    reference = _model()
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.99)
+    for x, y in _data(3):
+        opt.zero_grad()
+        ((reference(x) - y) ** 2).mean().backward()
+        opt.step()
+        sched.step()
+    return _weights(reference)
+
+
+def test_negative_control_a_second_optimizer_never_cleared_is_reported():
+    source = SCHEDULED.replace("ExponentialLR(optimizer, gamma=0.99)", "torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert "GG101" in codes(source)

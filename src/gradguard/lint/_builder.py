@@ -201,10 +201,15 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
         scheduler), resolved by the file's imports: ``with torch.profiler.profile(...) as opt:`` makes
         ``opt.step()`` advance the profiler's schedule, whatever the name says."""
         m = self.m
-        if "torch" not in m.source:
+        if "torch" not in m.source or not any(w in m.source for w in ("profile", "lr_scheduler", "SWALR")):
             return set()
+        # the lines that can call such a constructor: written through a module, or by a name imported from one
+        words = {"profile(", "lr_scheduler.", "SWALR("}
+        for stmt in m.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith(("torch.profiler", "torch.autograd.profiler", "torch.optim")):
+                words |= {(a.asname or a.name) + "(" for a in stmt.names}
         bound: Dict[str, List[ast.AST]] = {}
-        for n in walk_lines(m.tree, m.word_lines((" as ", "="))):
+        for n in walk_lines(m.tree, m.word_lines(tuple(sorted(words)))):
             if isinstance(n, ast.withitem) and n.optional_vars is not None:
                 bound.setdefault(text(n.optional_vars), []).append(n.context_expr)
             elif isinstance(n, ast.Assign):
@@ -212,9 +217,18 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                     bound.setdefault(text(t), []).append(n.value)
         out = set()
         for name, values in bound.items():
-            if all(isinstance(v, ast.Call) and self._no_optimizer_ctor(v) for v in values):
+            if all(isinstance(v, ast.Call) and self._no_optimizer_ctor(v) for v in values) and not self._bound_elsewhere(name):
                 out.add(name)
         return out
+
+    def _bound_elsewhere(self, name: str) -> bool:
+        """``name`` is also assigned on a line that calls no such constructor (``opt = make(...)``)."""
+        attr = name.rpartition(".")[2]
+        return any(
+            isinstance(n, ast.Assign) and any(text(t) == name for t in n.targets) and not (
+                isinstance(n.value, ast.Call) and self._no_optimizer_ctor(n.value))
+            for n in walk_lines(self.m.tree, self.m.word_lines((attr + " =", attr + "=")))
+        )
 
     def _no_optimizer_ctor(self, call: ast.Call) -> bool:
         written = text(call.func)
