@@ -75,6 +75,8 @@ condition. Where none of that decides, these names are read, as a last resort:
 | `_line_filter._running_sum_lines` | `loss` on a `+=` line | such a line marks a candidate evaluation loop whose totals GG201 reads (a total of a loss under another name there is not read) |
 | `_per_call._passed` | a one-argument call of a method named `scale` | `scaler.scale(loss).backward()` back-propagates `loss`: a function doing that to a loss its caller hands in is no update of its own (GG101/GG102 read the caller's) |
 | `_per_call._CLEARS` | `zero_grad`, `clear_grad`, `reset_grad`, `free_grad`, `grads_to_none`, ..., a `.grad` write | a function that may call a per-update function (it names it) and has one of these in its text may clear for it: the update is not read on its own |
+| `_builder._NO_OPTIMIZER_CTORS` | the constructors `torch.profiler.profile`, `torch.autograd.profiler.profile`, `torch.optim.swa_utils.SWALR`, `torch.optim.lr_scheduler.*` (resolved by the file's imports) | an object bound only to one of them (`x = ...`, `with ... as x`) is no optimizer, whatever it is called: its `step()` advances a profiler's or scheduler's schedule |
+| GG103 `_cycle` | a call of `cycle` brought in by a star import (`from utils import *`) that the file neither defines nor imports by name | taken for `itertools.cycle` (as `from itertools import cycle` is): the loop over it never runs out of data |
 """
 
 

@@ -19,7 +19,7 @@ from ._ast import (
     terminal, text, walk_lines,
 )
 from ._cross_file import _ForeignObjects
-from ._events import conditional_step, optimizer_constructor
+from ._events import NOT_AN_OPTIMIZER, conditional_step, optimizer_constructor
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import (
     is_framework_by_name_only, is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop,
@@ -49,6 +49,12 @@ _SCHEDULER_CTOR = re.compile(r"lr_scheduler\.|(?:LR|Scheduler)$|_schedule_with_w
 
 # A name that says scheduler or scaler (the last resort of _sole_stepped, listed in docs/rules.md).
 _SCHEDULER_NAME = re.compile(r"sched|scaler", re.I)
+
+# torch constructors whose objects have a ``step()`` and are no optimizer (listed in docs/rules.md)
+_NO_OPTIMIZER_CTORS = frozenset({
+    "torch.profiler.profile", "torch.autograd.profiler.profile", "torch.optim.swa_utils.SWALR",
+})
+_NO_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.",)
 
 #: Statement visits per line of a file that its loops may share beyond :data:`~._flow.MAX_WORK` each.
 WORK_PER_LINE = 20
@@ -168,6 +174,9 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                     stepped.add(text(found_step[0]))
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
         found |= self._passed_optimizers(m.optimizer_names | found)
+        found |= self._yielded_optimizers()
+        others = self._built_as_no_optimizer()
+        found -= others
         found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
         # an object handed the loss to back-propagate (`X.backward(loss)`: DeepSpeed's engine) runs
         # the backward pass itself and owns the gradient buffers it fills, clearing them at its own
@@ -183,6 +192,79 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
             }
         m.optimizer_names.update(found)
+        # what a constructor proves is no optimizer is none whatever it is called (see _events.is_optimizer_name)
+        m.optimizer_names.update(NOT_AN_OPTIMIZER + name for name in others)
+
+    def _built_as_no_optimizer(self) -> set:
+        """Names bound (``x = ...`` or ``with ... as x``) only to calls of a torch constructor whose object
+        steps without being an optimizer (:data:`_NO_OPTIMIZER_CTORS`: a profiler, a learning-rate
+        scheduler), resolved by the file's imports: ``with torch.profiler.profile(...) as opt:`` makes
+        ``opt.step()`` advance the profiler's schedule, whatever the name says."""
+        m = self.m
+        if "torch" not in m.source or not any(w in m.source for w in ("profile", "lr_scheduler", "SWALR")):
+            return set()
+        # the lines that can call such a constructor: written through a module, or by a name imported from one
+        words = {"profile(", "lr_scheduler.", "SWALR("}
+        for stmt in m.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith(("torch.profiler", "torch.autograd.profiler", "torch.optim")):
+                words |= {(a.asname or a.name) + "(" for a in stmt.names}
+        bound: Dict[str, List[ast.AST]] = {}
+        for n in walk_lines(m.tree, m.word_lines(tuple(sorted(words)))):
+            if isinstance(n, ast.withitem) and n.optional_vars is not None:
+                bound.setdefault(text(n.optional_vars), []).append(n.context_expr)
+            elif isinstance(n, ast.Assign):
+                for t in n.targets:
+                    bound.setdefault(text(t), []).append(n.value)
+        out = set()
+        for name, values in bound.items():
+            if all(isinstance(v, ast.Call) and self._no_optimizer_ctor(v) for v in values) and not self._bound_elsewhere(name):
+                out.add(name)
+        return out
+
+    def _bound_elsewhere(self, name: str) -> bool:
+        """``name`` is also assigned on a line that calls no such constructor (``opt = make(...)``)."""
+        attr = name.rpartition(".")[2]
+        return any(
+            isinstance(n, ast.Assign) and any(text(t) == name for t in n.targets) and not (
+                isinstance(n.value, ast.Call) and self._no_optimizer_ctor(n.value))
+            for n in walk_lines(self.m.tree, self.m.word_lines((attr + " =", attr + "=")))
+        )
+
+    def _no_optimizer_ctor(self, call: ast.Call) -> bool:
+        written = text(call.func)
+        qualified = self.m.project.qualified(written, self.m.filename) or ""
+        return qualified in _NO_OPTIMIZER_CTORS or qualified.startswith(_NO_OPTIMIZER_PREFIXES)
+
+    def _yielded_optimizers(self) -> set:
+        """Names bound by ``with f(...) as o`` (or ``as (model, o)``) where ``f`` is a generator
+        context manager of this module that yields an optimizer it builds (``yield model,
+        torch.optim.SGD(...)``): ``o`` is that optimizer, whatever it is called."""
+        m = self.m
+        if "yield" not in m.source or " as " not in m.source:
+            return set()
+        yielded: Dict[str, Dict[Optional[int], bool]] = {}
+        for name, fn in m.functions.items():
+            for node in nodes_of(fn, (ast.Yield,)):
+                value = node.value
+                if isinstance(value, ast.Tuple):
+                    for i, elt in enumerate(value.elts):
+                        if isinstance(elt, ast.Call) and optimizer_constructor(elt) is not None:
+                            yielded.setdefault(name, {})[i] = True
+                elif isinstance(value, ast.Call) and optimizer_constructor(value) is not None:
+                    yielded.setdefault(name, {})[None] = True
+        out = set()
+        if not yielded:
+            return out
+        for node in walk_lines(m.tree, m.word_lines((" as ",))):
+            if not (isinstance(node, ast.withitem) and isinstance(node.context_expr, ast.Call)
+                    and isinstance(node.context_expr.func, ast.Name) and node.context_expr.func.id in yielded):
+                continue
+            positions, bound = yielded[node.context_expr.func.id], node.optional_vars
+            if isinstance(bound, ast.Tuple):
+                out |= {text(elt) for i, elt in enumerate(bound.elts) if positions.get(i)}
+            elif bound is not None and positions.get(None):
+                out.add(text(bound))
+        return out
 
     def _backward_owners(self) -> set:
         """The objects handed a loss to back-propagate (``engine.backward(loss)``), whatever they
@@ -256,6 +338,9 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             built = [
                 n.value for n in walk_lines(m.tree, m.word_lines((attr + " =", attr + "=")))
                 if isinstance(n, ast.Assign) and any(text(t) in (name, attr) for t in n.targets)
+            ] + [  # `with torch.profiler.profile(...) as prof:` binds what the call returns too
+                n.context_expr for n in walk_lines(m.tree, m.word_lines(("as " + attr,)))
+                if isinstance(n, ast.withitem) and n.optional_vars is not None and text(n.optional_vars) in (name, attr)
             ]
             if any(isinstance(v, ast.Call) and optimizer_constructor(v) is None and not _handed_parameters(v) for v in built):
                 continue  # `sched = StepLR(opt)`, `prof = torch.profiler.profile()`: built as something else

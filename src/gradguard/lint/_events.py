@@ -94,10 +94,18 @@ _MAYBE_CLEAR_NAME = re.compile(r"zero_?grad|clear_?grad|reset_?grad|free_?grad|s
 CUTTING_ATTRS = frozenset({"item", "detach", "data", "tolist", "numpy", "detach_"})
 
 
+#: Marks, in a set of known optimizers, a name the file binds to something that is no optimizer
+#: (``NOT_AN_OPTIMIZER + "prof"`` for ``with torch.profiler.profile() as prof``): no text starts with it.
+NOT_AN_OPTIMIZER = "!"
+
+
 def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
     """Whether ``node`` names an optimizer, by its name or by how it was built."""
-    if text(node) in known:
+    written = text(node)
+    if written in known:
         return True  # built by an optimizer constructor, whatever the variable is called
+    if known and NOT_AN_OPTIMIZER + written in known:
+        return False  # built as something else (a profiler), whatever the variable is called
     name = terminal(node).lower()
     if not name or "sched" in name or "scaler" in name:
         return False

@@ -59,6 +59,9 @@ MERGE_AT = 16
 
 _JUMPS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 
+# The methods of torch.optim.Optimizer that read no gradient (step and zero_grad are events of their own).
+_OPTIMIZER_API = frozenset({"state_dict", "load_state_dict", "add_param_group", "zero_grad", "step", "profile_hook_step"})
+
 #: What a recorder that ran ``R.backward(loss)`` is asked to do to the gradients it wrote (Warp's
 #: ``tape.zero()`` / ``tape.reset()``); read only on that receiver (see ``Walker._zeroes_its_recorder``).
 _RECORDER_CLEARS = frozenset({"zero", "reset"})
@@ -311,6 +314,18 @@ class Walker:
             return [s._replace(end="break") for s in states]
         if isinstance(stmt, ast.Raise):
             return [s._replace(end="raise") for s in states]
+        if isinstance(stmt, ast.Assert) and isinstance(stmt.test, (ast.Compare, ast.Name, ast.Attribute, ast.UnaryOp)):
+            # `assert self.n_backward == 0`: past it the test holds, so a later `if self.n_backward == 0:`
+            # (in a helper it calls) takes its body; a path that decided the opposite raised here
+            key, negated = condition_key(stmt.test)
+            out = []
+            for s in states:
+                known = s.decided(key)
+                if known is None:
+                    out.append(s._replace(decisions=s.decisions + ((key, not negated, stmt.test),)))
+                else:
+                    out.append(s if known != negated else s._replace(end="raise"))
+            return out
         if not self.interesting(stmt):
             return states
         states = self.expr(stmt, states, stack)
@@ -550,6 +565,11 @@ class Walker:
             if helper is not None:
                 states = self._inline(helper, states, stack, call=call)
                 continue
+            if self._optimizer_method_reads(call):
+                # `optimizer.step_kd()`: a method of the optimizer's own class that torch's Optimizer does
+                # not have can read every parameter's `.grad` it holds (mdistiller's DOT copies them into a buffer)
+                states = self._add(states, self._event(READ, call, "", stack))
+                continue
             window = self._conditional_step(call)
             if window is not None:
                 # `loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)` of code we cannot see
@@ -573,6 +593,16 @@ class Walker:
             e.kind == BACKWARD and e.frame == frames and isinstance(e.node, ast.Call) and isinstance(e.node.func, ast.Attribute)
             and e.node.func.attr == "backward" and (e.node.args or e.node.keywords) and text(e.node.func.value) == receiver
             for s in states for e in s.events
+        )
+
+    def _optimizer_method_reads(self, call: ast.Call) -> bool:
+        """``call`` is a method of an optimizer that torch's ``Optimizer`` does not define (nor a
+        hook registration): the class is the user's, and whatever it does with the gradients of the
+        parameters it holds is not known here, so it counts as a read of ``.grad``."""
+        func = call.func
+        return (
+            isinstance(func, ast.Attribute) and func.attr not in _OPTIMIZER_API and not func.attr.startswith("register_")
+            and not func.attr.startswith("__") and is_optimizer_name(func.value, self.optimizers)
         )
 
     def _is_optimizer(self, call: ast.Call) -> bool:

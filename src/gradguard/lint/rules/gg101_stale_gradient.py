@@ -42,7 +42,9 @@ def check_loop(loop: Loop, report: Report) -> None:
             continue
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
-            if _given_a_loss(loop, step):
+            if _given_a_loss(loop, step) or _runs_its_own_backward(loop, step):
+                continue
+            if loop.per_call and _caller_picks_the_steps(loop, step):
                 continue
             if any(loop.may_clear_for(c, step) for c in on_path):
                 earlier = _applied_by_an_earlier_step(loop, p, step, nested)
@@ -224,6 +226,44 @@ def _other_run(loop: Loop, clear: Event, path: Path) -> bool:
     return False
 
 
+def _caller_picks_the_steps(loop: Loop, step: Event) -> bool:
+    """In a function read as one update: its step waits on a window test (a modulo, ``update_grad=(i + 1)
+    % K == 0``) or on a bare flag the caller hands it (``if update_grad:``). Then the function is one
+    micro-step of a window its caller runs, which clears at the window's start: no call is one update."""
+    fn = loop.node
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} if isinstance(
+        fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params)) for t, _ in tests(step))
+
+
+def _picks_calls(test: ast.expr, params: set) -> bool:
+    """``test`` reads only parameters of the function (and constants) and is a bare flag (``if
+    update_grad:``) or compares one with a value other than None (``if step == 0 or step == 2:``, which
+    picks calls): the caller decides which of its calls step. (``if optimizer is not None:`` picks none.)"""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not names or not names <= params or any(isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+        return False
+    if isinstance(test, ast.Name):
+        return True
+    return any(
+        isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops)
+        and any(isinstance(c, ast.Constant) and c.value is not None for c in [n.left, *n.comparators])
+        for n in ast.walk(test))
+
+
+def _runs_its_own_backward(loop: Loop, step: Event) -> bool:
+    """The stepped object is also handed the loss to back-propagate in this loop (``optimizer.backward(loss)``
+    then ``optimizer.step()``: ColossalAI's ZeroOptimizer, DeepSpeed's engine). Its backward pass is its
+    own code, which writes gradient buffers it owns and may reset (ZeroDDP clears the module's gradients
+    at every forward): what the step reads is not the ``.grad`` this file can see, so no stale use is proved."""
+    return any(
+        e.kind == BACKWARD and e.target == step.target and isinstance(e.node, ast.Call)
+        and isinstance(e.node.func, ast.Attribute) and e.node.func.attr == "backward" and e.node.args
+        and text(e.node.func.value) == step.target
+        for e in loop.events
+    )
+
+
 def _given_a_loss(loop: Loop, step: Event) -> bool:
     """``inner_optimizer.step(loss)``: the step is handed a value the loop computes by arithmetic
     (``loss = 0; loss += ce(...)``), a tensor and not a closure (arithmetic never makes a callable).
@@ -260,7 +300,7 @@ def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
                 return False
             roots = _root_names(v)
             # a constructor (`Net(**case)`) or a value built from this iteration's names only
-            if _constructed(v):
+            if _constructed(v) or _detached(v):
                 continue
             if not roots or not all(fresh(r, seen | {name}) for r in roots):
                 return False
@@ -274,6 +314,16 @@ def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
         if not roots or not all(fresh(r, frozenset()) for r in roots):
             return False
     return True
+
+
+def _detached(value: ast.AST) -> bool:
+    """A new tensor object cut from the graph (``x.detach().clone()``, ``x.detach()``): its ``.grad``
+    starts empty, whatever earlier iterations did to the tensor it was cut from."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "detach" and not value.args:
+            return True
+        value = value.func.value
+    return False
 
 
 def _constructed(value: ast.AST) -> bool:

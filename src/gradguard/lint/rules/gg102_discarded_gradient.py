@@ -9,8 +9,9 @@ from typing import Optional
 from ...findings import Fix
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, MANAGED, PARTIAL, READ, STEP, Event
-from .._ast import target_names, text
+from .._ast import nodes_of, target_names, text
 from .._flow import Path, TooComplex, Walker, condition_key
+from .._literals import literal_int
 from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 
 CODE = "GG102"
@@ -385,6 +386,8 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
             if not depth or not all(_on_every_backward_pass(loop, entry) for entry in clear.stack[depth:]):
                 continue  # only a clearing that runs on every pass of its nested loop that back-propagates
             inner = clear.stack[depth - 1]
+            if _runs_at_most_once(loop, inner[1]):
+                continue  # `for i in range(GENER_ITERS)` with `GENER_ITERS = 1`: no earlier pass to clear
             in_inner = [e for e in p.events if len(e.stack) >= depth and e.stack[:depth] == clear.stack[:depth]]
             if any(e.kind == STEP for e in in_inner):
                 continue
@@ -412,6 +415,61 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 f"{describe(step, 'step')} runs once after it: only the last micro-batch's gradients reach the step.",
                 loop=loop, optimizer=step.target, step=step.node, clear=clear.node,
             )
+
+
+def _runs_at_most_once(loop: Loop, loop_id: int) -> bool:
+    """The nested loop (the one whose id the walker's stack holds) runs its body at most once on the
+    path without exceptions: every pass ends by ``break`` / ``return`` (an out-of-memory retry
+    ``while``, whose handler shrinks the chunk and tries again from a cleared state), or it is ``for
+    ... in range(n)`` where ``n`` (or ``stop - start``) is an int the file binds once to a literal <= 1
+    (a module constant ``GENER_ITERS = 1``). A clearing on each of its passes then wipes no earlier pass."""
+    m = loop.module
+    nested = m.__dict__.get("_loops_by_id")
+    if nested is None:
+        nested = m.__dict__["_loops_by_id"] = {id(n): n for n in nodes_of(m.tree, (ast.For, ast.AsyncFor, ast.While))}
+    node = nested.get(loop_id)
+    if node is None:
+        return False
+    if _always_leaves(node.body) and not any(isinstance(n, ast.Continue) for n in _own_statements(node.body)):
+        return True
+    it = getattr(node, "iter", None)
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and 1 <= len(it.args) <= 2 and not it.keywords):
+        return False
+    bounds = [literal_int(a, loop) for a in it.args]
+    if any(b is None for b in bounds):
+        return False
+    start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
+    return stop - start <= 1
+
+
+def _always_leaves(stmts: list) -> bool:
+    """Running ``stmts`` to their end always leaves the loop around them (``break``, ``return``,
+    ``raise``), exception handlers aside: ``try: ... except OOM: shrink() else: break``."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Break, ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_leaves(last.body) and _always_leaves(last.orelse)
+    if isinstance(last, ast.Try):
+        return _always_leaves(last.finalbody) or _always_leaves(last.body) or _always_leaves(last.orelse)
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _always_leaves(last.body)
+    return False
+
+
+def _own_statements(stmts: list):
+    """The statements of ``stmts`` and of their blocks, not entering nested loops, definitions or exception handlers."""
+    pending = list(stmts)
+    while pending:
+        stmt = pending.pop()
+        yield stmt
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for field in ("body", "orelse", "finalbody"):  # a handler that retries is the unusual path
+            pending += getattr(stmt, field, [])
 
 
 def _step_follows(loop: Loop, step_tests: list, clear_tests: list) -> bool:

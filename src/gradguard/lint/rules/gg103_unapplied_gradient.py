@@ -48,7 +48,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if _windows_of_one(loop, windows):
         return
-    if _counter_carried(loop, windows):
+    if _counter_carried(loop, windows) or _ends_right_after_a_step(loop, windows):
         return
     report(
         CODE,
@@ -663,3 +663,133 @@ def _sets_constant(stmt: Optional[ast.stmt], name: str) -> bool:
         isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
         and stmt.targets[0].id == name and isinstance(stmt.value, (ast.Constant, ast.UnaryOp))
     )
+
+
+def _ends_right_after_a_step(loop: Loop, windows: List[Path]) -> bool:
+    """The loop never runs out of data: it iterates an endless iterator (``itertools.cycle(loader)``,
+    a generator of this file that yields inside ``while True``), or it runs again and again inside a
+    ``while True`` with its window counter carried on (never set afresh there, so a window left open
+    at the end of one pass is closed by the next). And the run ends only by ``break`` / ``return``
+    once a count that changes only where the loop steps reaches its target (``if global_step >=
+    total: return``), checked after that step or before any backward pass of the iteration: the run
+    then ends right after a step, and no backward pass waits unapplied (TextBrewer's
+    ``train_with_num_steps``, DialoGPT's run-wide step counter)."""
+    step_ifs = set()
+    for s in loop.steps:
+        at = s.frame[0][1] if s.frame and s.frame[0][1] is not None else s.node
+        if at is None or not (loop.node.lineno <= at.lineno <= loop.node.end_lineno):
+            return False
+        step_ifs |= {id(i) for i in _guarding_ifs(loop.node, at)}
+    if not step_ifs:
+        return False
+    step_lines = [(s.frame[0][1] if s.frame and s.frame[0][1] is not None else s.node).lineno for s in loop.steps]
+    backward_lines = [(b.frame[0][1] if b.frame and b.frame[0][1] is not None else b.node).lineno for b in loop.backwards]
+    if not backward_lines or max(backward_lines) > min(step_lines):
+        return False  # a backward pass after a step of the same iteration
+    if _endless(loop.node.iter, loop):
+        outers = []
+    else:
+        carried = _carried_across(loop, windows)
+        forever = next((i for i, o in enumerate(carried) if isinstance(o, ast.While) and _always_true(o.test)), None)
+        if forever is None:
+            return False
+        outers = carried[: forever + 1]
+    # every way out of this loop and of the loops it is carried across
+    for node, own in [(loop.node, True)] + [(o, False) for o in outers]:
+        for exit_stmt in _exits(node):
+            if isinstance(exit_stmt, ast.Break) and not own and node is not outers[-1]:
+                return False  # leaves an inner pass of the carrying loops: the windows would not carry on
+            guards = _guarding_ifs(node, exit_stmt)
+            if not guards:
+                return False  # an exit on every pass
+            test = guards[0].test
+            if any(id(g) not in step_ifs for g in guards[1:]):
+                return False  # checked only on some passes (`if i % 100 == 0: if done: break`)
+            if not _counts_steps(loop, node, test, step_ifs):
+                return False
+            if own and not (exit_stmt.lineno > max(step_lines) or exit_stmt.lineno < min(backward_lines)):
+                return False  # checked between a backward pass and the step
+    return True
+
+
+def _exits(node: ast.AST) -> List[ast.stmt]:
+    """The ``break`` statements of ``node`` (a loop) itself and the ``return``/``raise`` statements in it,
+    not those of nested definitions (nor the ``break`` of nested loops)."""
+    out, pending = [], [(s, True) for s in node.body]
+    while pending:
+        stmt, own = pending.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, ast.Return) or isinstance(stmt, ast.Break) and own:
+            out.append(stmt)
+        nested = isinstance(stmt, (ast.For, ast.AsyncFor, ast.While))
+        for field in ("body", "orelse", "finalbody"):
+            pending += [(c, own and not nested) for c in getattr(stmt, field, [])]
+        for h in getattr(stmt, "handlers", []):
+            pending += [(c, own and not nested) for c in h.body]
+    return out
+
+
+def _counts_steps(loop: Loop, root: ast.AST, test: ast.expr, step_ifs: set) -> bool:
+    """``test`` reads no call, and the names it reads that ``root`` (the loop, or a loop around it)
+    assigns are assigned only where the loop steps (inside an ``if`` of the loop that holds a step), at
+    least one of them: its truth changes only at a step."""
+    if any(isinstance(n, ast.Call) for n in ast.walk(test)):
+        return False
+    names = {text(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    indices = {text(t) for n in [root, *body_nodes(root)] if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
+               for t in ast.walk(n.target)}
+    if names & indices:
+        return False  # a loop index changes on every pass
+    counted = False
+    for n in body_nodes(root):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if not any(text(t) in names for t in targets):
+                continue
+            if not any(id(i) in step_ifs for i in _guarding_ifs(loop.node, n)):
+                return False
+            counted = True
+    return counted
+
+
+def _always_true(test: ast.expr) -> bool:
+    return isinstance(test, ast.Constant) and bool(test.value)
+
+
+def _endless(it: ast.expr, loop: Loop) -> bool:
+    """``it`` never runs out: ``itertools.cycle(x)`` (by the file's import; a name ``cycle`` brought in by a
+    star import is taken for it, the last resort listed in docs/rules.md), or a call of a generator of this
+    file whose ``yield`` sits in a ``while True`` it never leaves; seen through ``enumerate`` / ``tqdm``-like
+    wrappers (a call handed it first)."""
+    while isinstance(it, ast.Call) and it.args and not _cycle(it.func, loop.module.tree) and not _endless_generator(it, loop):
+        it = it.args[0]
+    return isinstance(it, ast.Call) and (_cycle(it.func, loop.module.tree) or _endless_generator(it, loop))
+
+
+def _cycle(func: ast.expr, tree: ast.Module) -> bool:
+    star = False
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import) and isinstance(func, ast.Attribute) and func.attr == "cycle" and isinstance(func.value, ast.Name):
+            if any(a.name == "itertools" and (a.asname or a.name) == func.value.id for a in stmt.names):
+                return True
+        elif isinstance(stmt, ast.ImportFrom) and isinstance(func, ast.Name):
+            if stmt.module == "itertools" and any(a.name == "cycle" and (a.asname or a.name) == func.id for a in stmt.names):
+                return True
+            star = star or any(a.name == "*" for a in stmt.names)
+    if isinstance(func, ast.Name) and func.id == "cycle" and star:
+        defined = {text(t) for n in tree.body if isinstance(n, ast.Assign) for t in n.targets}
+        defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        return "cycle" not in defined and not any(
+            isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == "cycle" for a in n.names) for n in tree.body)
+    return False
+
+
+def _endless_generator(call: ast.Call, loop: Loop) -> bool:
+    fn = loop.module.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if fn is None:
+        return False
+    for w in nodes_of(fn, (ast.While,)):
+        if _always_true(w.test) and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(w)) and not _exits(w):
+            return True
+    return False
