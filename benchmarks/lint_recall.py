@@ -287,10 +287,18 @@ def find_windows(t: _Tree) -> List[Window]:
                         counts.append(t.src.segment(it.args[0]))
                         if counter is None and isinstance(loop.target, ast.Name):
                             counter = f"({loop.target.id} + 1)"
+                # the micro-step number comes from the modulo of the test that guards the step (not
+                # an `assert a % b == 0` or a logging interval elsewhere in the loop)
+                tests = [a.test for a in t.ancestors(step) if isinstance(a, ast.If) and t.contains(region, a)]
+                read = {n.id for test in tests for n in ast.walk(test) if isinstance(n, ast.Name)}
+                tests += [n.value for n in ast.walk(region)
+                          if isinstance(n, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id in read for tg in n.targets)]
+                guard_mods = [n for test in tests for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
                 for n in ast.walk(region):
                     if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                         counts.append(t.src.segment(n.right))
-                        counter = counter or _mod_counter(n, t)
+                if guard_mods:
+                    counter = counter or _mod_counter(guard_mods[0], t)
                 if all(w.backward is not back for w in windows):  # one window per backward: the first step ends it
                     windows.append(Window(region, back, step, tuple(dict.fromkeys(counts)), counter))
             break
@@ -398,7 +406,7 @@ def divide_by_micro_step(t: _Tree) -> List[str]:
             continue
         # only a division of the loss before its backward weights micro-batches (one of the
         # step's buffer, after the window, divides by the counter's last value: K)
-        for d in (d for d in _divisions(t, w) if d.lineno <= w.backward.end_lineno):
+        for d in (d for d in _divisions(t, w) if d.lineno <= w.backward.end_lineno and _feeds_backward(t, w, d)):
             divisor = d.value if isinstance(d, ast.AugAssign) else d.right
             a, b = t.src.span(divisor)
             out.append(_apply(t.src.text, [(a, b, w.counter)]))
