@@ -633,6 +633,8 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
         while pending:  # back: what the loss tensors were built from (not the batch it read)
             name = pending.pop()
             for v in reach.get(name, []):
+                if isinstance(v, tuple) and len(v) > 2 and isinstance(v[1], (ast.Add, ast.Sub)):
+                    v = v[2].value  # `loss += rep_loss + att_loss`: the terms added are parts of the loss
                 for n in loss_carriers(v, loop_names) - losses - data:
                     losses.add(n)
                     pending.append(n)
