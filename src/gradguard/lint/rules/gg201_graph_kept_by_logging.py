@@ -18,7 +18,7 @@ from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, return
 from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
-from .._model import Diagnostic, Loop, Module, Report, backward_tensor, tests
+from .._model import Diagnostic, Loop, Module, Report, backward_tensor, steps_after, tests
 from .gg104_unscaled_accumulation import reaching
 
 CODE = "GG201"
@@ -66,6 +66,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             or _reset_every_iteration(loop.scope or loop.module.tree, node, text(total),
                                       {id(e.frame[0][1] if e.frame else e.node) for e in loop.steps})
             or _rebound_each_iteration(loop, node, text(total)) or _one_update_per_call(loop, text(total))
+            or _one_window_per_call(loop, text(total))
         ):
             report(
                 CODE,
@@ -258,6 +259,25 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
         return False
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
     return all(not e.frame and re.split(r"\W", e.target, maxsplit=1)[0] in over for e in loop.steps)
+
+
+def _one_window_per_call(loop: Loop, total: str) -> bool:
+    """A micro-step loop at a function's own level, no step in it and one after it in the same function,
+    over a local total bound afresh before it: the total links one window's graphs, whose activations
+    backward() freed, and the next call drops them. (An LBFGS closure's loop over a whole data loader
+    has its step in the caller, not after the loop: still found.)"""
+    scope = loop.scope
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or loop.steps or loop.managed or not total.isidentifier():
+        return False
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total in n.names for n in ast.walk(scope)):
+        return False
+    at = next((i for i, s in enumerate(scope.body) if s is loop.node), None)
+    if at is None or not any(
+            isinstance(s, ast.Assign) and any(text(t) == total for t in s.targets)
+            and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(s.value))
+            for s in scope.body[:at]):
+        return False
+    return steps_after(loop)
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
