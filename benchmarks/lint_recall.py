@@ -287,10 +287,18 @@ def find_windows(t: _Tree) -> List[Window]:
                         counts.append(t.src.segment(it.args[0]))
                         if counter is None and isinstance(loop.target, ast.Name):
                             counter = f"({loop.target.id} + 1)"
+                # the micro-step number comes from the modulo of the test that guards the step (not
+                # an `assert a % b == 0` or a logging interval elsewhere in the loop)
+                tests = [a.test for a in t.ancestors(step) if isinstance(a, ast.If) and t.contains(region, a)]
+                read = {n.id for test in tests for n in ast.walk(test) if isinstance(n, ast.Name)}
+                tests += [n.value for n in ast.walk(region)
+                          if isinstance(n, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id in read for tg in n.targets)]
+                guard_mods = [n for test in tests for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
                 for n in ast.walk(region):
                     if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
                         counts.append(t.src.segment(n.right))
-                        counter = counter or _mod_counter(n, t)
+                if guard_mods:
+                    counter = counter or _mod_counter(guard_mods[0], t)
                 if all(w.backward is not back for w in windows):  # one window per backward: the first step ends it
                     windows.append(Window(region, back, step, tuple(dict.fromkeys(counts)), counter))
             break
@@ -398,7 +406,7 @@ def divide_by_micro_step(t: _Tree) -> List[str]:
             continue
         # only a division of the loss before its backward weights micro-batches (one of the
         # step's buffer, after the window, divides by the counter's last value: K)
-        for d in (d for d in _divisions(t, w) if d.lineno <= w.backward.end_lineno):
+        for d in (d for d in _divisions(t, w) if d.lineno <= w.backward.end_lineno and _feeds_backward(t, w, d)):
             divisor = d.value if isinstance(d, ast.AugAssign) else d.right
             a, b = t.src.span(divisor)
             out.append(_apply(t.src.text, [(a, b, w.counter)]))
@@ -415,10 +423,41 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
                 continue
             receiver = call.func.value
             if (not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver)
-                    and not _detached(receiver)):
+                    and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
+
+
+def _converted(t: _Tree, call: ast.Call, stmt: ast.stmt) -> bool:
+    """The ``.item()`` is an argument of another call (``"{:.3f}".format(loss.item())``,
+    ``float(loss.item())``): that call turns the tensor into a string or a number as well, so dropping
+    ``.item()`` sums no graph (an equivalent mutant)."""
+    node = call
+    while node is not stmt and node in t.parent:
+        parent = t.parent[node]
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return True
+        if isinstance(parent, ast.keyword):
+            return True
+        node = parent
+    return False
+
+
+def _bound_without_graph(t: _Tree, receiver: ast.AST, stmt: ast.stmt) -> bool:
+    """The name the ``.item()`` reads is bound, in the function around the sum, only inside
+    ``torch.no_grad()`` (``with torch.no_grad(): tmp_eval_loss = model(...)`` then ``eval_loss +=
+    tmp_eval_loss.mean().item()``): it holds no graph (an equivalent mutant)."""
+    base = receiver
+    while isinstance(base, (ast.Attribute, ast.Call, ast.Subscript)):
+        base = base.func if isinstance(base, ast.Call) else base.value
+    if not isinstance(base, ast.Name):
+        return False
+    scope = next((a for a in t.ancestors(stmt) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), t.tree)
+    binds = [n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+             and any(isinstance(c, ast.Name) and c.id == base.id
+                     for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(tg))]
+    return bool(binds) and all(t.in_no_grad(n) for n in binds)
 
 
 def _no_graph(expr: ast.AST) -> bool:

@@ -226,7 +226,10 @@ acc.flush()        # steps the partial window with its exact weights
             "flags an accumulation loop whose loss reaches `backward()` undivided. A call of a module\n"
             "object of the file (`model(x, y)`, the model built from a class of the file) is read\n"
             "from what that class's `forward` returns: a `reduction=\"sum\"` loss summed over the\n"
-            "micro-batches is the whole window's sum, not a mean, and is not flagged."
+            "micro-batches is the whole window's sum, not a mean, and is not flagged. A loss summed\n"
+            "from 0 by `+=`, and `(a + b) / 2` (n terms over the literal n, not the window's size),\n"
+            "are read as the means they add up; the loss under apex's `amp.scale_loss(loss, opt)`\n"
+            "(read by that name, as a last resort) is the loss that counts."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"

@@ -40,7 +40,8 @@ def reinforce(env, policy, optimizer, select_action, episodes):
 
 def apex_amp(model, loader, loss_fn, optimizer, amp, accum):
     for i, (x, y) in enumerate(loader):
-        loss = loss_fn(model(x), y)
+        # divided by the window: apex's scaling is taken off again, the loss it scales is what counts
+        loss = loss_fn(model(x), y) / accum
         with amp.scale_loss(loss, optimizer) as scaled_loss:
             scaled_loss.backward()
         if (i + 1) % accum == 0 or i + 1 == len(loader):

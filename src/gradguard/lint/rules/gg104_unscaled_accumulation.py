@@ -216,7 +216,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
     module = loop.module
     if expr is None or depth > 8:
         return "unknown"
-    if isinstance(expr, tuple):  # ("aug", op)
+    if isinstance(expr, tuple):  # ("aug", op, node)
+        if isinstance(expr[1], (ast.Add, ast.Sub)) and len(expr) > 2:
+            # `total += term`: the sum holds the term as it is (a mean added stays undivided)
+            return loss_scale(expr[2].value, assigns, loop, depth + 1)
         return "scaled" if isinstance(expr[1], (ast.Div, ast.Mult, ast.FloorDiv)) else "unknown"
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.Mult):
@@ -228,6 +231,8 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "scaled"
         if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
             if _is_one(expr.right, assigns):  # `loss / d` with `d` left at its default 1: no division
+                return loss_scale(expr.left, assigns, loop, depth + 1)
+            if _mean_of_terms(expr, loop):  # `(start_loss + end_loss) / 2`: a mean of the pass's terms
                 return loss_scale(expr.left, assigns, loop, depth + 1)
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
@@ -241,8 +246,12 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         return loss_scale(expr.operand, assigns, loop, depth + 1)
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
+        if values and any(v is None for v in values):
+            values = [v for v in values if v is not None] + _context_values(expr.id, loop)
         if not values:
             return "unknown"  # computed outside the loop: cannot tell
+        # a number (`total = 0.` before `total += term`) has no gradient: it weighs no pass
+        values = [v for v in values if not _is_number(v)] or values
         kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
         return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
@@ -269,6 +278,9 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         name = terminal(func)
         if isinstance(func, ast.Attribute) and name == "scale" and "scaler" in terminal(func.value).lower() and expr.args:
             return loss_scale(expr.args[0], assigns, loop, depth + 1)  # GradScaler.scale(loss)
+        if name == "scale_loss" and expr.args:
+            # apex's `with amp.scale_loss(loss, opt) as scaled:`: a factor the optimizer takes off again
+            return loss_scale(expr.args[0], assigns, loop, depth + 1)
         if isinstance(func, ast.Attribute) and name in _ARITH and len(expr.args) == 1 and not expr.keywords:
             # `loss.sum().mul(c / n)`, `loss.div(k)`: the operator written as a method, read as the operator
             op = ast.BinOp(func.value, _ARITH[name](), expr.args[0])
@@ -297,7 +309,7 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if terminal(func) in module.sum_losses:
             return "unknown"  # a loss object built with reduction="sum" elsewhere in the file
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
-                and not _LOSS_OBJECT.search(name) and not _MODEL_OBJECT.search(name)):
+                and not _LOSS_OBJECT.search(name) and not _MODEL_OBJECT.search(name) and name not in _object_attrs(loop)):
             return "unknown"  # an inherited method (a Trainer's compute_loss) may scale
         if name in ("sum", "item") or re.search(r"scale|norm|weight|accum", name, re.IGNORECASE):
             return "unknown"
@@ -342,6 +354,56 @@ def _forward_element(expr: ast.Subscript, assigns: dict, loop: Loop):
     if not values or not all(isinstance(v, ast.Tuple) and len(v.elts) > index.value for v in values):
         return None
     return _forward_scope(forward, call, assigns), [v.elts[index.value] for v in values]
+
+
+def _object_attrs(loop: Loop) -> frozenset:
+    """The attributes the loop's class assigns (``self.student = student``): calling one calls an
+    object the class holds (a model, a loss), not an inherited method that may scale."""
+    cls = loop.cls
+    if not isinstance(cls, ast.ClassDef):
+        return frozenset()
+    cached = cls.__dict__.get("_gg104_attrs")
+    if cached is None:
+        found = set()
+        for n in ast.walk(cls):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+            for t in targets:
+                for e in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                        found.add(e.attr)
+        cached = cls._gg104_attrs = frozenset(found)
+    return cached
+
+
+def _context_values(name: str, loop: Loop) -> list:
+    """What the loop binds ``name`` to with ``with f(...) as name``: the call ``f(...)`` (read by
+    :func:`loss_scale` like a value assigned to it)."""
+    return [i.context_expr for n in body_nodes(loop.node) if isinstance(n, (ast.With, ast.AsyncWith))
+            for i in n.items if isinstance(i.optional_vars, ast.Name) and i.optional_vars.id == name]
+
+
+def _mean_of_terms(div: ast.BinOp, loop: Loop) -> bool:
+    """``(a + b) / 2``: a sum of n terms divided by the literal n, a mean of this pass's terms, not a
+    division by the window (unless the window's literal size is that n too)."""
+    n = div.right.value if isinstance(div.right, ast.Constant) and type(div.right.value) is int else None
+    if n is None or n < 2:
+        return False
+    terms, stack = 0, [div.left]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+            stack += [e.left, e.right]
+        else:
+            terms += 1
+    if terms != n:
+        return False
+    window = loop.window_size()
+    return (literal_int(window, loop) if window is not None else None) != n
+
+
+def _is_number(value) -> bool:
+    """A literal int or float (not a bool): a value with no gradient."""
+    return isinstance(value, ast.Constant) and type(value.value) in (int, float)
 
 
 def _is_one(expr: ast.expr, assigns: dict) -> bool:

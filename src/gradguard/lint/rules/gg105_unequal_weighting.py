@@ -15,7 +15,7 @@ from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 from .._sizes import sizes, windows
 from .._weights import may_close_short
-from .gg104_unscaled_accumulation import _micro_loop_unsized
+from .gg104_unscaled_accumulation import _micro_loop_unsized, reaching
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -34,7 +34,10 @@ def check_loop(loop: Loop, report: Report) -> None:
     counters = _counters(loop)
     found = False
     for b in dict.fromkeys(loop.backwards) if counters else ():
-        division = _counter_division(backward_tensor(b.node), loop.scope_of(b), _bound_counters(b, counters), 0, loop)
+        # in the loop's own body, the values that reach the pass: `loss = tr_loss / (step + 1)` written
+        # after it, for a log, is overwritten before the next pass reads `loss`
+        assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno, b.node, loop.node)
+        division = _counter_division(backward_tensor(b.node), assigns, _bound_counters(b, counters), 0, loop)
         if division is not None:
             found = True
             divisor = division.right if isinstance(division, ast.BinOp) else division.value
@@ -188,8 +191,9 @@ def _index_names(loop: ast.AST) -> set:
     """``i`` of ``for i in range(...)`` or ``for i, batch in enumerate(...)`` (not the batch)."""
     target, it = loop.target, loop.iter
     if (isinstance(it, ast.Call) and terminal(it.func) not in ("enumerate", "range") and it.args
-            and isinstance(it.args[0], ast.Call) and terminal(it.args[0].func) == "range"):
-        it = it.args[0]  # `tqdm(range(n))`, LAVIS's `metric_logger.log_every(range(n), ...)` yield its numbers
+            and isinstance(it.args[0], ast.Call) and terminal(it.args[0].func) in ("range", "enumerate")):
+        # `tqdm(range(n))`, `tqdm(enumerate(loader))`, LAVIS's `metric_logger.log_every(range(n), ...)` yield its items
+        it = it.args[0]
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
         if it.func.id == "range" and isinstance(target, ast.Name):
             return {target.id}

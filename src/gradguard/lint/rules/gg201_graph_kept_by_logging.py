@@ -19,6 +19,7 @@ from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
 from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_batches_of, tests
+from .gg104_unscaled_accumulation import reaching
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -770,18 +771,23 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             # a helper's names are its own: only its parameters lead back to the caller's
             bound = bind_arguments(fn, call)
             names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
-        losses |= names
         if b.frame:  # `loss = self.training_step(batch)` where the helper returns the tensor it back-propagated
             fn, call = b.frame[0]
             if len(b.frame) == 1 and _returns_backwarded(fn):
-                losses |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
-    pending = list(losses)
-    while pending:  # back: what the loss tensors were built from (not the batch it read)
-        name = pending.pop()
-        for v in assigns.get(name, []):
-            for n in loss_carriers(v, loop_names) - losses - data:
-                losses.add(n)
-                pending.append(n)
+                names |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
+        # in the loop's own body, the values that reach the pass: `loss = tr_loss / (step + 1)` written
+        # after it, for a log, is bound afresh before the next pass, so `tr_loss` is no part of the loss
+        reach = assigns if b.frame else reaching(assigns, b.node.lineno, b.node, loop.node)
+        pending = list(names - losses)
+        losses |= names
+        while pending:  # back: what the loss tensors were built from (not the batch it read)
+            name = pending.pop()
+            for v in reach.get(name, []):
+                if isinstance(v, tuple) and len(v) > 2 and isinstance(v[1], (ast.Add, ast.Sub)):
+                    v = v[2].value  # `loss += rep_loss + att_loss`: the terms added are parts of the loss
+                for n in loss_carriers(v, loop_names) - losses - data:
+                    losses.add(n)
+                    pending.append(n)
     losses |= _loss_parts(loop, losses)
     # forward: names assigned from a loss tensor with its graph kept (not running totals); an element
     # unpacked from a tuple (`loss, cond_image = out`) is not the loss because its sibling is
@@ -986,15 +992,26 @@ def backwarded_later(module, scope, name: str) -> bool:
     pattern = r"\b(%s)\b[^\n]*\.backward\s*\(|backward\([^\n]*\b(%s)\b" % (("|".join(map(re.escape, names)),) * 2)
     if re.search(pattern, module.lines_with(scope, "backward")) is None:
         return False  # the cheap text search first; the lines it matched may be a docstring or a comment
-    # a pass of a name derived from the total counts only below the first line that derives one: above it
-    # (`loss.backward()` in the batch loop, `loss = total / n` after it, for the log) the name holds another value
-    derived = [n.lineno for n in ast.walk(scope or module.tree) if isinstance(n, ast.Assign)
-               and any(isinstance(c, ast.Name) and c.id in names for t in n.targets for c in ast.walk(t))
-               and any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(n.value))]
-    first = min(derived, default=0)
+    # a pass of a name derived from the total counts only below a line where that name gets a value built
+    # from the total, step by step in source order (`loss.backward()` in the batch loop, `loss = total / n`
+    # after it, for the log: above that line `loss` holds another value); `loss = loss.mean()` derives nothing
+    since = {name: 0}
+    edits = [(n.lineno, {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                         for c in ast.walk(t) if isinstance(c, ast.Name)},
+              {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)})
+             for n in ast.walk(scope or module.tree) if isinstance(n, (ast.Assign, ast.AugAssign))]
+    changed = True
+    while changed:
+        changed = False
+        for line, bound, reads in edits:
+            if any(r in since and since[r] < line for r in reads - bound):
+                for b in bound:
+                    if since.get(b, line + 1) > line:
+                        since[b] = line
+                        changed = True
     return any(
         isinstance(c, ast.Call) and terminal(c.func) == "backward"
-        and any(isinstance(n, ast.Name) and (n.id == name or n.id in names and c.lineno > first) for n in ast.walk(c))
+        and any(isinstance(n, ast.Name) and n.id in since and c.lineno > since[n.id] for n in ast.walk(c))
         for c in ast.walk(scope or module.tree)
     )
 
