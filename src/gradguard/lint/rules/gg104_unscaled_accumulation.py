@@ -54,7 +54,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             return
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
-        assigns = loop.scope_of(b) if b.frame else reaching(
+        assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
             {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
@@ -64,6 +64,33 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+def _straight_line(assigns: dict, b) -> dict:
+    """A pass in a helper: the helper runs top to bottom once per call, so where the name it back-propagates
+    is bound last before it by a statement of the helper's own body (no ``if``, no loop around either), that
+    binding alone reaches it (``loss = ce(..., reduction="none") * mask`` then ``loss = loss.sum() / n``:
+    the second)."""
+    fn = b.frame[-1][0]
+    tensor = backward_tensor(b.node)
+    if not isinstance(tensor, ast.Name) or not hasattr(fn, "body"):
+        return assigns
+    statement = next((st for st in fn.body if _contains(st, b.node)), None)
+    values = assigns.get(tensor.id) or []
+    if statement is None or isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) or not values:
+        return assigns
+    top = [st for st in fn.body if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+           and st.lineno < statement.lineno and any(_node(v) is st.value or _node(v) is st for v in values)]
+    if not top:
+        return assigns
+    last = top[-1]
+    chosen = [v for v in values if _node(v) is last.value or _node(v) is last]
+    later = [v for v in values if (_line(v) or 0) > last.lineno and (_line(v) or 0) < statement.lineno]
+    return assigns if later or not chosen else {**assigns, tensor.id: chosen}
+
+
+def _contains(root: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(root))
 
 
 def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
@@ -229,6 +256,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         if isinstance(expr.op, (ast.Div, ast.FloorDiv)):
             if _is_one(expr.right, assigns):  # `loss / d` with `d` left at its default 1: no division
                 return loss_scale(expr.left, assigns, loop, depth + 1)
+            if _is_sum(expr.left, assigns) and _counts_micro_batch(expr.right, assigns, loop):
+                # `(ce * mask).sum() / mask.sum()`: a token mean of this micro-batch, divided by its own
+                # count, no window's number of micro-batches
+                return "raw"
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
             # a term left as a plain mean is not divided by the window, whatever scales the other
@@ -342,6 +373,79 @@ def _forward_element(expr: ast.Subscript, assigns: dict, loop: Loop):
     if not values or not all(isinstance(v, ast.Tuple) and len(v.elts) > index.value for v in values):
         return None
     return _forward_scope(forward, call, assigns), [v.elts[index.value] for v in values]
+
+
+def _is_sum(expr: ast.expr, assigns: dict, depth: int = 0) -> bool:
+    """``x.sum()`` / ``torch.sum(x)`` (no ``dim``), or a name every value of which is one."""
+    if isinstance(expr, ast.Name) and depth < 4:
+        values = assigns.get(expr.id) or []
+        return bool(values) and all(isinstance(v, ast.AST) and _is_sum(v, {**assigns, expr.id: []}, depth + 1) for v in values)
+    return (isinstance(expr, ast.Call) and terminal(expr.func) == "sum" and not expr.keywords
+            and len(expr.args) == (0 if _is_method_on_tensor(expr) else 1))
+
+
+def _is_method_on_tensor(call: ast.Call) -> bool:
+    """``x.sum()`` rather than ``torch.sum(x)``."""
+    return isinstance(call.func, ast.Attribute) and text(call.func.value) not in ("torch",)
+
+
+_COUNTS = ("sum", "numel", "count_nonzero")
+
+
+def _counts_micro_batch(expr: ast.expr, assigns: dict, loop: Loop, depth: int = 0) -> bool:
+    """``mask.sum()``, ``mask.sum() + 1e-8``, ``mask.sum().clamp(min=1)``, ``labels.numel()``, or a name bound to
+    one: a count taken of a tensor the iteration derives from its own micro-batch (the loop's variable, through
+    the names, unpackings, attributes, subscripts and method calls that lead to it), not of the whole window."""
+    if depth > 6 or expr is None:
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):  # an epsilon against an empty mask
+        for count, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(other, ast.Constant) and isinstance(other.value, (int, float)) and not isinstance(other.value, bool):
+                return _counts_micro_batch(count, assigns, loop, depth + 1)
+        return False
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id) or []
+        return len(values) == 1 and isinstance(values[0], ast.AST) and _counts_micro_batch(values[0], assigns, loop, depth + 1)
+    if not isinstance(expr, ast.Call):
+        return False
+    name = terminal(expr.func)
+    if name in ("clamp", "clamp_min", "float", "to") and isinstance(expr.func, ast.Attribute):
+        return _counts_micro_batch(expr.func.value, assigns, loop, depth + 1)
+    if name not in _COUNTS or expr.keywords:
+        return False
+    if _is_method_on_tensor(expr):
+        counted = expr.func.value if not expr.args else None
+    else:
+        counted = expr.args[0] if len(expr.args) == 1 else None
+    return counted is not None and _from_micro_batch(counted, assigns, loop)
+
+
+def _from_micro_batch(expr: ast.expr, assigns: dict, loop: Loop, depth: int = 0) -> bool:
+    """``expr`` is read from the iteration's micro-batch: its root name is the loop's variable (or its
+    micro-step loop's), or is bound only to values read from it."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)) and depth < 12:
+        depth += 1
+        if isinstance(expr, ast.Call):
+            if not isinstance(expr.func, ast.Attribute):
+                return False
+            expr = expr.func.value  # `mask.flatten()`, `batch["mask"].float()`
+        else:
+            expr = expr.value
+    if not isinstance(expr, ast.Name) or depth > 12:
+        return False
+    if expr.id in _loop_variables(loop):
+        return True
+    values = assigns.get(expr.id) or []
+    return len(values) == 1 and isinstance(values[0], ast.AST) and _from_micro_batch(values[0], {**assigns, expr.id: []}, loop, depth + 1)
+
+
+def _loop_variables(loop: Loop) -> set:
+    """The names the loop (and its micro-step loop) binds each micro-batch to."""
+    out = set()
+    for node in (loop.node, loop._micro_loop()):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            out.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    return out
 
 
 def _is_one(expr: ast.expr, assigns: dict) -> bool:
