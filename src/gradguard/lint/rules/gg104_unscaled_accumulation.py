@@ -29,6 +29,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     # gradients are rescaled before the step (`p.grad /= K`, in a helper too) is weighted there
     if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.scaled_on_gradients():
         return
+    if hooks_rescale(loop.module.tree):
+        return  # a tensor hook of the file rescales gradients inside the pass: the loss's divisor is not its weight
     windows = loop.window_paths()
     if windows:
         if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
@@ -215,6 +217,41 @@ def scales_gradients(loop_node: ast.AST) -> bool:
                 if any(_is_grad(a) for a in n.args):  # buf.add_(p.grad), grads.append(p.grad)
                     return True
     return False
+
+
+def hooks_rescale(tree: ast.AST) -> bool:
+    """The file registers a tensor gradient hook (``x.register_hook(f)``) whose ``f`` returns its gradient
+    multiplied or divided (``lambda g: g / k``; a function of the file, or one a function of the file returns,
+    whose ``return`` does): inside the backward pass, the gradient that reaches the parameters is rescaled
+    (a pipeline stage dividing by its accumulation steps), so the loss's divisor is not the pass's weight."""
+    found = tree.__dict__.get("_gg104_hooks")
+    if found is None:
+        functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found = tree._gg104_hooks = any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "register_hook"
+            and len(n.args) == 1 and _rescaling_callback(n.args[0], functions, 0)
+            for n in ast.walk(tree))
+    return found
+
+
+def _rescaling_callback(node: ast.AST, functions: dict, depth: int) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(node, ast.Lambda):
+        return _rescales_param(node.body, node)
+    if isinstance(node, ast.Call):  # a factory: `self._scale_hook(i)` returns the hook
+        fn = functions.get(terminal(node.func))
+        return fn is not None and any(_rescaling_callback(r, functions, depth + 1) for r in returns_of(fn))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        fn = functions.get(terminal(node))
+        return fn is not None and any(_rescales_param(r, fn) for r in returns_of(fn))
+    return False
+
+
+def _rescales_param(expr: ast.AST, fn: ast.AST) -> bool:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    return (bool(params) and isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div))
+            and any(isinstance(side, ast.Name) and side.id == params[0] for side in (expr.left, expr.right)))
 
 
 def _is_grad(node: ast.AST) -> bool:
