@@ -1091,6 +1091,8 @@ def _round6_fixes_section() -> List[str]:
         "| round 6, all, after (in-sample) | 12/13 | 10/12 | 10/11 | 13/14 | 13/20 | 1 (c139) |",
         "| round 4, all, before | 10/10 | 7/10 | 11/13 | 14/14 | 14/18 | 2 (c97, c99) |",
         "| round 4, all, after (in-sample) | 10/10 | 7/10 | 11/13 | 14/14 | 14/18 | 2 (c97, c99) |",
+        "| round 5, all, before | 12/13 | 12/12 | 11/13 | 12/13 | 12/19 | 2 (c121, c131) |",
+        "| round 5, all, after (in-sample) | 12/13 | 12/12 | 11/13 | 12/13 | 12/19 | 2 (c121, c131) |",
         "",
         "Commands (the same on the code before and after, before = main at b4bbf70): `OMP_NUM_THREADS=1 python "
         "benchmarks/gradbench.py --round 6 --no-doc --json r6.json`, and the same with `--round 4` and "
