@@ -1186,6 +1186,57 @@ def _in_sample_fixes_section() -> List[str]:
     ]
 
 
+def _round6_fixes_section() -> List[str]:
+    """What was fixed on round 6's misses after it was reported: in-sample figures, each from a run of the runner
+    before and after the change, with the command."""
+    return [
+        "## Round 6's misses fixed after it was reported (in-sample)", "",
+        "After round 6 was reported, its misses (held-out half included) were fixed; round 7, written at the same "
+        "time by someone else, is the held-out test of these changes. From then on round 6 counts as in-sample: "
+        "the figures below are measured on the cases the changes were made for, so they say the changes work on "
+        "them, not how the rules do on new code. Each change comes from one reading of what `.grad` holds, with a "
+        "test that fails on the code before it (float64 against plain PyTorch), a rewrite that keeps the verdict "
+        "and a negative control:", "",
+        "- the linter places a clip inside a helper or method the loop calls by the helper's own order of lines "
+        "(a trainer method that clears, back-propagates, steps and then clips: GG116 on c146);",
+        "- the linter reads micro-batches taken from a batch split and bound first (`micro = list(zip(*(t.split(n) "
+        "for t in batch)))`, then `for mb in micro:`), a masked sum divided by the micro-batch's own mask sum "
+        "(`(loss * mask).sum() / mask.sum()`, its mask read from the loop's micro-batch) as that micro-batch's "
+        "mean, the last binding of the loss in a straight-line helper as the one its backward pass uses, and a "
+        "`self.x` set once to a literal as a weight (GG104 on c134, where the division by the number of "
+        "micro-batches comes only after the helper's backward pass);",
+        "- both tools leave a window to a tensor gradient hook that rescales what reaches the parameters "
+        "(`out.register_hook(lambda g: g / k)`; the watch sees such a hook return a new gradient inside a pass, "
+        "the linter sees it registered with a multiplying or dividing callback): the loss's divisor is then not "
+        "the pass's weight, and GG104 is not claimed (GG104 gone from c136's fixed twin in both tools; c136 "
+        "itself, where the hooks of every pipeline stage divide again, is still not reported as GG113);",
+        "- the watch reads a sum of a loss multiplied by a 0/1 mask and then divided as a mean over the mask's kept "
+        "items (as `nll_loss`'s total weight), so GG105 weighs micro-batches by their token counts (c138).", "",
+        "| set | watch: in scope | watch: at the first affected step (of its catches) | linter: in scope | "
+        "any tool: in scope | any tool: of all | cases with a finding on the fixed twin |",
+        "|---|---|---|---|---|---|---|",
+        "| round 6, held-out half, before | 3/5 | 3/3 | 1/4 | 4/6 | 4/9 | 1 (c136) |",
+        "| round 6, held-out half, after (in-sample) | 4/5 | 4/4 | 3/4 | 5/6 | 5/9 | 0 |",
+        "| round 6, all, before | 11/13 | 9/11 | 8/11 | 12/14 | 12/20 | 2 (c136, c139) |",
+        "| round 6, all, after (in-sample) | 12/13 | 10/12 | 10/11 | 13/14 | 13/20 | 1 (c139) |",
+        "| round 4, all, before | 10/10 | 7/10 | 11/13 | 14/14 | 14/18 | 2 (c97, c99) |",
+        "| round 4, all, after (in-sample) | 10/10 | 7/10 | 11/13 | 14/14 | 14/18 | 2 (c97, c99) |",
+        "| round 5, all, before | 12/13 | 12/12 | 11/13 | 12/13 | 12/19 | 2 (c121, c131) |",
+        "| round 5, all, after (in-sample) | 12/13 | 12/12 | 11/13 | 12/13 | 12/19 | 2 (c121, c131) |",
+        "",
+        "Commands (the same on the code before and after, before = main at b4bbf70): `OMP_NUM_THREADS=1 python "
+        "benchmarks/gradbench.py --round 6 --no-doc --json r6.json`, and the same with `--round 4` and "
+        "`--round 5`.", "",
+        "Still missed, as notes: c135 by the linter (the window's size lives in an engine object built with "
+        "`get_num_microbatches()` and is compared in a method, `is_gradient_accumulation_boundary()`: no reading "
+        "of that yet); c136 by both (each stage's own share of the divisions is not in any one loss's graph); "
+        "the families no rule covers: validation loops that step the optimizer (c143, c144), an adversarial "
+        "loss detached where it should not be (c149), optimizers built on swapped modules (c141), critics not "
+        "detached from the policy loss (c140), saved loss records (c148).",
+        "",
+    ]
+
+
 def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, versions: Dict, wall_s: float,
               traincheck: Dict, runs: Optional[str] = None) -> str:
     s = summary
@@ -1200,6 +1251,7 @@ def write_doc(cases: List[Case], judged: Dict[str, Dict], summary: Dict, version
           else f"The results come from more than one run (2 worker processes each): {runs}."), "",
          *_heldout_section(cases, judged),
          *_in_sample_fixes_section(),
+         *_round6_fixes_section(),
          "## Summary (all cases, all rounds together)", "",
          "| tool | scope | caught | by the first optimizer step after the bug shows | findings on the fixed twins |",
          "|---|---|---|---|---|",

@@ -66,6 +66,59 @@ for x, y in data:
     train_step(x, y)
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
 """),
+    # the clip inside the helper or method that also steps: placed by the order of the helper's own lines
+    "after_step_inside_helper": (True, """
+def train_step(x, y):
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+for x, y in data:
+    train_step(x, y)
+"""),
+    "after_step_inside_method": (True, """
+class Trainer:
+    def __init__(self, net, opt, limit):
+        self.net, self.opt, self.limit = net, opt, limit
+
+    def _batch(self, opt, a, b):
+        opt.zero_grad()
+        err = torch.nn.functional.mse_loss(self.net(a), b)
+        err.backward()
+        opt.step()
+        if self.limit:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.limit)
+        return err.item()
+
+    def fit(self, batches):
+        for a, b in batches:
+            self._batch(self.opt, a, b)
+
+Trainer(model, optimizer, max_norm).fit(data)
+"""),
+    "between_inside_helper": (False, """
+def train_step(x, y):
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+
+for x, y in data:
+    train_step(x, y)
+"""),
+    "helper_backward_and_clip_loop_steps": (False, """
+class Trainer:
+    def backward_and_clip(self, a, b):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(a), b).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+trainer = Trainer()
+for x, y in data:
+    trainer.backward_and_clip(x, y)
+    optimizer.step()
+"""),
     "value_clip_after_step": (True, """
 for x, y in data:
     optimizer.zero_grad()

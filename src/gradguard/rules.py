@@ -755,7 +755,7 @@ for i, (x, y) in enumerate(loader):
             "is reported at the clip's line (a clip between a window's last pass and its step, or inside the window,\n"
             "is not this rule; GG115 covers the second). A clip whose threshold is infinite (a norm read) is left out.\n"
             "Lint: in a loop that back-propagates and steps on one path (no accumulation window), a clip in the\n"
-            "loop's body whose nearest gradient event before it, in the order an iteration runs (the previous\n"
+            "loop's body (or in a helper or method it calls, placed by the helper's own order of lines) whose nearest gradient event before it, in the order an iteration runs (the previous\n"
             "iteration's when none precedes it), is a step or a clearing and whose nearest event after it is a\n"
             "clearing or a backward pass is reported, unless some path has the clip between a backward pass and a step.\n"
             "Only the paths that run the clip are judged: a path that took the other side of an `if` around the\n"

@@ -300,6 +300,9 @@ def literal_number(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[float
             return None  # changes from one iteration to the next
         node = binding(node.id, loop)
         depth += 1
+    elif isinstance(node, ast.Attribute):  # `self.dp_size` set once to a literal in __init__, as literal_int reads it
+        node = attribute_binding(node, loop) or namespace_attribute(node, loop)
+        depth += 1
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):

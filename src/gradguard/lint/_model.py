@@ -330,16 +330,22 @@ def scales_after(loop: "Loop") -> bool:
     return any(scan(stmts, 0) for stmts in after_with_callers(loop))
 
 
-def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
+def micro_batches_of(loop_node: ast.AST, scope: Optional[ast.AST] = None) -> Optional[tuple]:
     """``(K,)`` for a loop over ``range(K)``, ``(None,)`` for one over a batch split into
     pieces (``x.chunk(K)``, ``torch.split(x, n)``, ``x.split(n)``: K known only at run time,
     unless ``chunk(K)`` says it), None for any other loop: the structure of the loop, not its
-    names, says that it runs the micro-batches of one window."""
+    names, says that it runs the micro-batches of one window. The pieces may be bound first to
+    a name assigned once in ``scope`` (the loop's function), kept in a ``list``/``tuple``, or be
+    a tuple batch's tensors each split alike and zipped (``zip(*(t.split(n) for t in batch))``)."""
     if not isinstance(loop_node, (ast.For, ast.AsyncFor)):
         return None
     it = loop_node.iter
     if isinstance(it, ast.Call) and terminal(it.func) in ("enumerate", "zip") and it.args:
         it = it.args[0]
+    if isinstance(it, ast.Name) and scope is not None and hasattr(scope, "body"):
+        values = assignments(scope).get(it.id, ())
+        it = values[0] if len(values) == 1 and isinstance(values[0], ast.AST) else it
+    it = _pieces(it)
     if not isinstance(it, ast.Call):
         return None
     name = terminal(it.func)
@@ -352,6 +358,29 @@ def micro_batches_of(loop_node: ast.AST) -> Optional[tuple]:
     if name in ("split", "tensor_split") and it.args and (isinstance(it.func, ast.Attribute) or text(it.func).startswith("torch.")):
         return (None,)
     return None
+
+
+def _pieces(it: ast.AST) -> ast.AST:
+    """What a bound sequence of micro-batches is made of: ``list(x)``/``tuple(x)`` is ``x``;
+    ``zip(*(t.split(n) for t in batch))`` (each tensor of a tuple batch split alike, the pieces
+    zipped into micro-batch tuples) is the split."""
+    for _ in range(3):
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("list", "tuple") \
+                and len(it.args) == 1 and not it.keywords:
+            it = it.args[0]
+        elif (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" and len(it.args) == 1
+              and isinstance(it.args[0], ast.Starred) and isinstance(it.args[0].value, (ast.GeneratorExp, ast.ListComp))
+              and len(it.args[0].value.generators) == 1):
+            elt, gen = it.args[0].value.elt, it.args[0].value.generators[0]
+            # the element splits the comprehension's own variable: every tensor cut the same way
+            if isinstance(gen.target, ast.Name) and isinstance(elt, ast.Call) and isinstance(elt.func, ast.Attribute) \
+                    and isinstance(elt.func.value, ast.Name) and elt.func.value.id == gen.target.id:
+                it = elt
+            else:
+                return it
+        else:
+            return it
+    return it
 
 
 def _slices_from(loop_node: ast.AST) -> bool:
@@ -576,13 +605,13 @@ class Loop:
         """A micro-step loop (:func:`micro_batches_of`) back-propagating with the step after it:
         this loop itself (its step after it), or a nested loop of this one that does not step,
         followed on a path of this loop by a step."""
-        if self.kind == "for" and not self.steps and micro_batches_of(self.node) is not None and steps_after(self):
+        if self.kind == "for" and not self.steps and micro_batches_of(self.node, self.scope) is not None and steps_after(self):
             return self.node
         stepping = {entry[1] for e in self.steps for entry in e.stack if entry[0] == "loop"}
         for n in body_nodes(self.node):
             if not isinstance(n, (ast.For, ast.AsyncFor)) or id(n) in stepping:
                 continue
-            if micro_batches_of(n) is None:
+            if micro_batches_of(n, self.scope) is None:
                 it = n.iter.args[0] if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and n.iter.args else n.iter
                 if not _window_slice(it, self.node):
                     continue  # `for task in tasks:` sums losses of different kinds: no window of micro-batches
@@ -596,7 +625,7 @@ class Loop:
     def micro_window(self) -> Optional[ast.expr]:
         """K of the micro-step loop (``range(K)``, ``x.chunk(K)``), None where unknown."""
         micro = self._micro_loop()
-        size = micro_batches_of(micro) if micro is not None else None
+        size = micro_batches_of(micro, self.scope) if micro is not None else None
         if size is None and micro is not None and micro is not self.node:
             # `for x in batches[s : s + K]` (or a name this loop binds to that slice): K of the slice
             it = micro.iter.args[0] if isinstance(micro.iter, ast.Call) and terminal(micro.iter.func) == "enumerate" and micro.iter.args else micro.iter

@@ -245,6 +245,14 @@ class _Walk:
                 for count in (math.prod(sizes), sizes[0] if sizes else None):
                     if count and abs(divisor - count) <= 1e-9 * count:
                         return LossInfo("mean", count, scaled_before, factor * divisor)
+                # (loss * mask).sum() / d: a weighted sum over the mask's items, divided: a mean over
+                # ``mask.sum()`` items (as nll_loss's total weight) whose per-item weight is factor, so its
+                # factor as a mean is factor * mask.sum() (1 where d is that count: the reduction's own)
+                weight = _weights_summed(node, sizes)
+                if weight is not None and weight >= 0:
+                    if weight and abs(divisor - weight) <= 1e-9 * weight:
+                        return LossInfo("mean", weight, scaled_before, factor * divisor)
+                    return LossInfo("mean", weight, True, factor * weight)
             return LossInfo("sum", None, scaled, factor)
         if name == "SumBackward1":
             return LossInfo("sum", None, scaled, factor)
@@ -264,6 +272,29 @@ class _Walk:
         if isinstance(saved, torch.Tensor):  # element-wise losses: MSE, BCE, Huber, ...
             return LossInfo("mean", saved.numel(), scaled, factor)
         return None
+
+
+def _weights_summed(node, sizes) -> Optional[float]:
+    """The number of items a 0/1 mask keeps where a sum's input was multiplied by it just below the sum
+    (``(loss * mask).sum()``): a tensor of the summed shape, without grad, on the host (a mask on a device is
+    left unread: no sync)."""
+    try:
+        below = node.next_functions[0][0]
+        if below is None or below.name() != "MulBackward0":
+            return None
+        edges = below.next_functions
+        if sum(1 for e in edges if not _is_constant(e)) != 1:
+            return None
+        weights = below._saved_other if not _is_constant(edges[0]) else below._saved_self
+    except (AttributeError, RuntimeError, IndexError):
+        return None
+    if not isinstance(weights, torch.Tensor) or weights.requires_grad or weights.device.type != "cpu":
+        return None
+    if [int(s) for s in weights.shape] != sizes or not (weights.is_floating_point() or weights.dtype == torch.bool):
+        return None
+    if not bool(((weights == 0) | (weights == 1)).all()):
+        return None  # weights, not a mask: what an item counts for is the program's choice
+    return float(weights.sum())
 
 
 def _scale_value(node, name: str, edges) -> Optional[float]:

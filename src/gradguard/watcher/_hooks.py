@@ -182,6 +182,27 @@ def _make_clip(grads: bool):
 _PATCHES: List[_Patch] = []
 
 
+def _make_register_hook(patch: "_Patch"):
+    def register_hook(tensor, hook):
+        sessions = _by_thread.get(_get_ident()) if patch.on else None
+        if not sessions or not callable(hook):
+            return patch.orig(tensor, hook)
+
+        def watched(grad):
+            out = hook(grad)
+            if out is not None and out is not grad:
+                # the hook replaced a gradient inside the pass (``lambda g: g / k`` on an activation): the
+                # pass's weight is no longer the factor its loss's graph shows
+                for s in sessions:
+                    s.gradient_replaced()
+            return out
+
+        watched.__wrapped__ = hook
+        return patch.orig(tensor, watched)
+
+    return register_hook
+
+
 def _patches() -> List[_Patch]:
     if not _PATCHES:
         _PATCHES.extend([
@@ -190,6 +211,7 @@ def _patches() -> List[_Patch]:
             _Patch(torch.nn.Module, "zero_grad", _make_zero_grad(True)),
             _Patch(torch.amp.GradScaler, "scale", _make_scale),
             _Patch(torch.amp.GradScaler, "unscale_", _make_unscale),
+            _Patch(torch.Tensor, "register_hook", _make_register_hook),
         ])
         from torch.nn import utils
         from torch.nn.utils import clip_grad

@@ -137,6 +137,7 @@ class Session:
         if ps is None:
             return orig(tensors, *args, **kwargs)
         self.in_pass = True
+        self._pass = ps
         try:
             result = orig(tensors, *args, **kwargs)
         except BaseException:
@@ -229,6 +230,14 @@ class Session:
         grads = grads_of(ost.params)
         with_grad = tracker.step_view(ost, grads)[0]
         tracker.applied(ost, with_grad, grads)
+
+    def gradient_replaced(self) -> None:
+        """A tensor hook registered under the watch returned a new gradient during a pass (``g / k`` on an
+        activation): the pass's weight is not what its loss's graph says, so no rule reads that factor
+        (the weighting rules claim nothing about the pass)."""
+        ps = getattr(self, "_pass", None)
+        if self.in_pass and ps is not None and not self.broken:
+            ps.info = UNKNOWN
 
     def scaled(self, out: torch.Tensor, scaler=None) -> None:
         # The loss GradScaler.scale returned: when it is back-propagated, its top factor

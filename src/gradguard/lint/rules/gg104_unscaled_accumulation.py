@@ -29,6 +29,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     # gradients are rescaled before the step (`p.grad /= K`, in a helper too) is weighted there
     if not loop.trains or loop.accumulate or scales_gradients(loop.node) or loop.scaled_on_gradients():
         return
+    if hooks_rescale(loop.module.tree):
+        return  # a tensor hook of the file rescales gradients inside the pass: the loss's divisor is not its weight
     windows = loop.window_paths()
     if windows:
         if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
@@ -54,7 +56,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             return
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     for b in dict.fromkeys(candidates):
-        assigns = loop.scope_of(b) if b.frame else reaching(
+        assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
             {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
@@ -64,6 +66,33 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+def _straight_line(assigns: dict, b) -> dict:
+    """A pass in a helper: the helper runs top to bottom once per call, so where the name it back-propagates
+    is bound last before it by a statement of the helper's own body (no ``if``, no loop around either), that
+    binding alone reaches it (``loss = ce(..., reduction="none") * mask`` then ``loss = loss.sum() / n``:
+    the second)."""
+    fn = b.frame[-1][0]
+    tensor = backward_tensor(b.node)
+    if not isinstance(tensor, ast.Name) or not hasattr(fn, "body"):
+        return assigns
+    statement = next((st for st in fn.body if _contains(st, b.node)), None)
+    values = assigns.get(tensor.id) or []
+    if statement is None or isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) or not values:
+        return assigns
+    top = [st for st in fn.body if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+           and st.lineno < statement.lineno and any(_node(v) is st.value or _node(v) is st for v in values)]
+    if not top:
+        return assigns
+    last = top[-1]
+    chosen = [v for v in values if _node(v) is last.value or _node(v) is last]
+    later = [v for v in values if (_line(v) or 0) > last.lineno and (_line(v) or 0) < statement.lineno]
+    return assigns if later or not chosen else {**assigns, tensor.id: chosen}
+
+
+def _contains(root: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(root))
 
 
 def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
@@ -190,6 +219,41 @@ def scales_gradients(loop_node: ast.AST) -> bool:
     return False
 
 
+def hooks_rescale(tree: ast.AST) -> bool:
+    """The file registers a tensor gradient hook (``x.register_hook(f)``) whose ``f`` returns its gradient
+    multiplied or divided (``lambda g: g / k``; a function of the file, or one a function of the file returns,
+    whose ``return`` does): inside the backward pass, the gradient that reaches the parameters is rescaled
+    (a pipeline stage dividing by its accumulation steps), so the loss's divisor is not the pass's weight."""
+    found = tree.__dict__.get("_gg104_hooks")
+    if found is None:
+        functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found = tree._gg104_hooks = any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "register_hook"
+            and len(n.args) == 1 and _rescaling_callback(n.args[0], functions, 0)
+            for n in ast.walk(tree))
+    return found
+
+
+def _rescaling_callback(node: ast.AST, functions: dict, depth: int) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(node, ast.Lambda):
+        return _rescales_param(node.body, node)
+    if isinstance(node, ast.Call):  # a factory: `self._scale_hook(i)` returns the hook
+        fn = functions.get(terminal(node.func))
+        return fn is not None and any(_rescaling_callback(r, functions, depth + 1) for r in returns_of(fn))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        fn = functions.get(terminal(node))
+        return fn is not None and any(_rescales_param(r, fn) for r in returns_of(fn))
+    return False
+
+
+def _rescales_param(expr: ast.AST, fn: ast.AST) -> bool:
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    return (bool(params) and isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div))
+            and any(isinstance(side, ast.Name) and side.id == params[0] for side in (expr.left, expr.right)))
+
+
 def _is_grad(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr in ("data", "clone", "detach"):
         node = node.value
@@ -234,6 +298,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
                 return loss_scale(expr.left, assigns, loop, depth + 1)
             if _mean_of_terms(expr, loop):  # `(start_loss + end_loss) / 2`: a mean of the pass's terms
                 return loss_scale(expr.left, assigns, loop, depth + 1)
+            if _is_sum(expr.left, assigns) and _counts_micro_batch(expr.right, assigns, loop):
+                # `(ce * mask).sum() / mask.sum()`: a token mean of this micro-batch, divided by its own
+                # count, no window's number of micro-batches
+                return "raw"
             return "scaled"
         if isinstance(expr.op, (ast.Add, ast.Sub)):
             # a term left as a plain mean is not divided by the window, whatever scales the other
@@ -404,6 +472,79 @@ def _mean_of_terms(div: ast.BinOp, loop: Loop) -> bool:
 def _is_number(value) -> bool:
     """A literal int or float (not a bool): a value with no gradient."""
     return isinstance(value, ast.Constant) and type(value.value) in (int, float)
+
+
+def _is_sum(expr: ast.expr, assigns: dict, depth: int = 0) -> bool:
+    """``x.sum()`` / ``torch.sum(x)`` (no ``dim``), or a name every value of which is one."""
+    if isinstance(expr, ast.Name) and depth < 4:
+        values = assigns.get(expr.id) or []
+        return bool(values) and all(isinstance(v, ast.AST) and _is_sum(v, {**assigns, expr.id: []}, depth + 1) for v in values)
+    return (isinstance(expr, ast.Call) and terminal(expr.func) == "sum" and not expr.keywords
+            and len(expr.args) == (0 if _is_method_on_tensor(expr) else 1))
+
+
+def _is_method_on_tensor(call: ast.Call) -> bool:
+    """``x.sum()`` rather than ``torch.sum(x)``."""
+    return isinstance(call.func, ast.Attribute) and text(call.func.value) not in ("torch",)
+
+
+_COUNTS = ("sum", "numel", "count_nonzero")
+
+
+def _counts_micro_batch(expr: ast.expr, assigns: dict, loop: Loop, depth: int = 0) -> bool:
+    """``mask.sum()``, ``mask.sum() + 1e-8``, ``mask.sum().clamp(min=1)``, ``labels.numel()``, or a name bound to
+    one: a count taken of a tensor the iteration derives from its own micro-batch (the loop's variable, through
+    the names, unpackings, attributes, subscripts and method calls that lead to it), not of the whole window."""
+    if depth > 6 or expr is None:
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):  # an epsilon against an empty mask
+        for count, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(other, ast.Constant) and isinstance(other.value, (int, float)) and not isinstance(other.value, bool):
+                return _counts_micro_batch(count, assigns, loop, depth + 1)
+        return False
+    if isinstance(expr, ast.Name):
+        values = assigns.get(expr.id) or []
+        return len(values) == 1 and isinstance(values[0], ast.AST) and _counts_micro_batch(values[0], assigns, loop, depth + 1)
+    if not isinstance(expr, ast.Call):
+        return False
+    name = terminal(expr.func)
+    if name in ("clamp", "clamp_min", "float", "to") and isinstance(expr.func, ast.Attribute):
+        return _counts_micro_batch(expr.func.value, assigns, loop, depth + 1)
+    if name not in _COUNTS or expr.keywords:
+        return False
+    if _is_method_on_tensor(expr):
+        counted = expr.func.value if not expr.args else None
+    else:
+        counted = expr.args[0] if len(expr.args) == 1 else None
+    return counted is not None and _from_micro_batch(counted, assigns, loop)
+
+
+def _from_micro_batch(expr: ast.expr, assigns: dict, loop: Loop, depth: int = 0) -> bool:
+    """``expr`` is read from the iteration's micro-batch: its root name is the loop's variable (or its
+    micro-step loop's), or is bound only to values read from it."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)) and depth < 12:
+        depth += 1
+        if isinstance(expr, ast.Call):
+            if not isinstance(expr.func, ast.Attribute):
+                return False
+            expr = expr.func.value  # `mask.flatten()`, `batch["mask"].float()`
+        else:
+            expr = expr.value
+    if not isinstance(expr, ast.Name) or depth > 12:
+        return False
+    if expr.id in _loop_variables(loop):
+        return True
+    values = assigns.get(expr.id) or []
+    return len(values) == 1 and isinstance(values[0], ast.AST) and _from_micro_batch(values[0], {**assigns, expr.id: []}, loop, depth + 1)
+
+
+def _loop_variables(loop: Loop) -> set:
+    """The names the loop (and its micro-step loop) binds each micro-batch to."""
+    out = set()
+    for node in (loop.node, loop._micro_loop()):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            out.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    return out
 
 
 def _is_one(expr: ast.expr, assigns: dict) -> bool:

@@ -45,8 +45,7 @@ _KINDS = {BACKWARD: BACKWARD, STEP: STEP, CLEAR: CLEAR, MAYBE_CLEAR: CLEAR}
 def check_loop(loop: Loop, report: Report) -> None:
     if not loop.backwards or not loop.steps or loop.managed or loop.accumulate or not loop.step_paths:
         return
-    for clip in _clips(loop.node.body):
-        where = _position(clip)
+    for clip, where in _placed_clips(loop):
         # only the paths the clip can be on: a path that took the other side of an `if` around the
         # clip never runs it (a clip in the GradScaler branch is not judged by the plain branch's step)
         sides = _sides(loop.node, clip)
@@ -67,6 +66,27 @@ def check_loop(loop: Loop, report: Report) -> None:
         )
 
 
+def _placed_clips(loop: Loop) -> Iterator[Tuple[ast.Call, Tuple]]:
+    """Each clip of the iteration with its place in the order of the iteration's events (see ``_key``): those
+    of the loop's body, and those of a helper (function, method) the walk entered for its gradient events,
+    placed by the chain of calls that reached it. A helper reached by several chains whose verdicts differ is
+    left alone (a clip is reported only where every place it runs from agrees)."""
+    for clip in _clips(loop.node.body):
+        yield clip, (_position(clip),)
+    chains, places = {}, {}
+    for path in loop.step_paths:
+        for e in path.events:
+            if e.frame and all(call is not None for _, call in e.frame):
+                chains.setdefault(tuple(id(c) for _, c in e.frame), e.frame)
+    for frame in chains.values():
+        calls = tuple(_position(call) for _, call in frame)
+        for clip in _clips(frame[-1][0].body):
+            places.setdefault(id(clip), (clip, []))[1].append(calls + (_position(clip),))
+    for clip, wheres in places.values():
+        if len(wheres) == 1:
+            yield clip, wheres[0]
+
+
 def check_module(module: Module, report: Report) -> None:
     for cls in module.classes.values():
         if "training_step" not in {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}:
@@ -84,11 +104,10 @@ def check_module(module: Module, report: Report) -> None:
             )
 
 
-def _around(events, where: Tuple[int, int]) -> Optional[Tuple[str, str]]:
+def _around(events, where: Tuple) -> Optional[Tuple[str, str]]:
     """The kinds of the nearest gradient events before and after ``where`` on one path, wrapping around
     the iteration (None when the path has none)."""
-    seq = [(_position(e.frame[0][1] if e.frame else e.node), _KINDS[e.kind]) for e in events
-           if e.kind in _KINDS and not (e.kind == CLEAR and e.target == PARTIAL)]
+    seq = [(_key(e), _KINDS[e.kind]) for e in events if e.kind in _KINDS and not (e.kind == CLEAR and e.target == PARTIAL)]
     if not seq:
         return None
     before = [k for pos, k in seq if pos < where]
@@ -118,6 +137,15 @@ def _sides(loop: ast.AST, clip: ast.Call) -> List[Tuple[str, bool]]:
 
     visit(loop)
     return out
+
+
+def _key(e) -> Tuple:
+    """Where an event runs in the iteration: the positions of the calls that reached it (outermost first, in
+    their own functions), then its own; compared as tuples, events of one helper call keep their order
+    inside it. A chain with an unknown call is placed at its first call, as a whole."""
+    if e.frame and any(call is None for _, call in e.frame):
+        return (_position(e.frame[0][1]),)
+    return tuple(_position(call) for _, call in e.frame) + (_position(e.node),)
 
 
 def _position(node: ast.AST) -> Tuple[int, int]:
