@@ -24,6 +24,7 @@ as ``self.name(...)``) are inlined at the call, up to a small depth.
 from __future__ import annotations
 
 import ast
+import random
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
@@ -110,6 +111,74 @@ def merge_paths(states: List[Path]) -> List[Path]:
     >>> [p.decisions for p in merged]
     [()]
     """
+    # Per path, read once (not once per key and path, as sorting its decisions again was: a
+    # trainer's loop with 50 paths and 20 tests spent seconds here): its events and end as one
+    # small number, and its decisions as a sum of one random number per (key, value), so that
+    # "the other decisions" of a path is one subtraction. A group of more than one path is
+    # checked against the decisions themselves (two sums that collide: the plain definition,
+    # :func:`_merge_paths_slow`, decides); the groups, their order and the path kept for each
+    # are those of grouping by (events, end, the other decisions) for each key in turn.
+    original = states
+    bases: Dict[tuple, int] = {}
+    facts = []
+    draw = random.Random(0).getrandbits
+    numbers: Dict[tuple, int] = {}
+    for s in states:
+        own = {}
+        for k, v, _ in s.decisions:
+            number = numbers.get((k, v))
+            if number is None:
+                number = numbers[(k, v)] = draw(62)
+            own[k] = (v, number)
+        if len(own) != len(s.decisions):
+            return _merge_paths_slow(states)  # a key decided twice on one path: never made, kept exact
+        base = bases.setdefault((s.events, s.end), len(bases))
+        facts.append((base, (base << 72) + sum(h for _, h in own.values()), own, frozenset((k, v) for k, v, _ in s.decisions)))
+    changed = True
+    while changed:
+        changed = False
+        keys = {k for s in states for k, _, _ in s.decisions}
+        for key in keys:
+            groups: Dict[int, List[int]] = {}
+            for n, fact in enumerate(facts):
+                mine = fact[2].get(key)
+                sig = fact[1] if mine is None else fact[1] - mine[1]
+                members = groups.get(sig)
+                if members is None:
+                    groups[sig] = [n]
+                else:
+                    members.append(n)
+            if len(groups) == len(facts):
+                continue  # every group is one path: the grouping leaves the list as it was
+            out: List[Path] = []
+            out_facts = []
+            for total, members in groups.items():
+                if len(members) == 1:
+                    out.append(states[members[0]])
+                    out_facts.append(facts[members[0]])
+                    continue
+                head = facts[members[0]]
+                values = set()
+                for n in members:
+                    fact = facts[n]
+                    if fact[0] != head[0] or any(k != key for k, _ in fact[3] ^ head[3]):
+                        return _merge_paths_slow(original)  # two sums collide
+                    values.add(fact[2].get(key, (None,))[0])
+                if values >= {True, False}:
+                    first = states[members[0]]
+                    out.append(first._replace(decisions=tuple(d for d in first.decisions if d[0] != key)))
+                    own = {k: kv for k, kv in head[2].items() if k != key}
+                    out_facts.append((head[0], total, own, frozenset((k, v) for k, (v, _) in own.items())))
+                    changed = True
+                else:
+                    out += [states[n] for n in members]
+                    out_facts += [facts[n] for n in members]
+            states, facts = out, out_facts
+    return states
+
+
+def _merge_paths_slow(states: List[Path]) -> List[Path]:
+    """:func:`merge_paths` read directly from its definition (paths that decide a key twice)."""
     changed = True
     while changed:
         changed = False
