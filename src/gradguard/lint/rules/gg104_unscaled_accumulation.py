@@ -315,7 +315,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
     if isinstance(expr, ast.Name):
         values = assigns.get(expr.id)
         if values and any(v is None for v in values):
-            values = [v for v in values if v is not None] + _context_values(expr.id, loop)
+            # bound by `with f(...) as name`: the call; a name a `for` binds stays unknown
+            context = _context_values(expr.id, loop)
+            if context and values.count(None) <= len(context):
+                values = [v for v in values if v is not None] + context
         if not values:
             return "unknown"  # computed outside the loop: cannot tell
         # a number (`total = 0.` before `total += term`) has no gradient: it weighs no pass
