@@ -589,3 +589,10 @@ def _plain_weights_decayed():
 def test_negative_control_a_second_optimizer_never_cleared_is_reported():
     source = SCHEDULED.replace("ExponentialLR(optimizer, gamma=0.99)", "torch.optim.SGD(model.parameters(), lr=0.1)")
     assert "GG101" in codes(source)
+
+
+def test_negative_control_an_fp16_wrapper_of_the_optimizer_alone_is_still_reported():
+    # apex's FP16_Optimizer back-propagates into the model's `.grad`, which the loop must clear
+    source = OWN_BACKWARD.replace("from zero import ZeroOptimizer", "from apex.fp16_utils import FP16_Optimizer").replace(
+        "ZeroOptimizer(optimizer, model)", "FP16_Optimizer(optimizer, static_loss_scale=128.0)")
+    assert "GG101" in codes(source)

@@ -256,12 +256,23 @@ def _runs_its_own_backward(loop: Loop, step: Event) -> bool:
     then ``optimizer.step()``: ColossalAI's ZeroOptimizer, DeepSpeed's engine). Its backward pass is its
     own code, which writes gradient buffers it owns and may reset (ZeroDDP clears the module's gradients
     at every forward): what the step reads is not the ``.grad`` this file can see, so no stale use is proved."""
-    return any(
+    if not any(
         e.kind == BACKWARD and e.target == step.target and isinstance(e.node, ast.Call)
         and isinstance(e.node.func, ast.Attribute) and e.node.func.attr == "backward" and e.node.args
         and text(e.node.func.value) == step.target
         for e in loop.events
-    )
+    ):
+        return False
+    # only a wrapper built around the model the loop calls as well (`ZeroOptimizer(optimizer, model)`): an
+    # FP16 optimizer wrapper handed the optimizer alone (apex's) back-propagates into the model's `.grad`,
+    # which the user must still clear
+    called = {text(n.func) for n in body_nodes(loop.node) if isinstance(n, ast.Call)}
+    scope = loop.scope if loop.scope is not None else loop.module.tree
+    for n in nodes_of(scope, (ast.Assign,)):
+        if any(text(t) == step.target for t in n.targets) and isinstance(n.value, ast.Call):
+            if any(text(a) in called for a in n.value.args if isinstance(a, (ast.Name, ast.Attribute))):
+                return True
+    return False
 
 
 def _given_a_loss(loop: Loop, step: Event) -> bool:
