@@ -58,8 +58,9 @@ def _reference(accum: int, clip: bool) -> torch.Tensor:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for start in range(0, len(data), accum):
         opt.zero_grad()
-        for x, y in data[start:start + accum]:
-            (((model(x) - y) ** 2).mean() / accum).backward()
+        window = data[start:start + accum]
+        for x, y in window:
+            (((model(x) - y) ** 2).mean() / len(window)).backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
         opt.step()

@@ -78,13 +78,27 @@ def _placed_clips(loop: Loop) -> Iterator[Tuple[ast.Call, Tuple]]:
         for e in path.events:
             if e.frame and all(call is not None for _, call in e.frame):
                 chains.setdefault(tuple(id(c) for _, c in e.frame), e.frame)
+    own = _functions_of(loop.module)
     for frame in chains.values():
+        if id(frame[-1][0]) not in own:
+            # a helper of another file (an imported class's method): its clip's line is in that file, and
+            # the events this walk saw of it need not be all of its own (its own optimizer's cycle): not judged
+            continue
         calls = tuple(_position(call) for _, call in frame)
         for clip in _clips(frame[-1][0].body):
             places.setdefault(id(clip), (clip, []))[1].append(calls + (_position(clip),))
     for clip, wheres in places.values():
         if len(wheres) == 1:
             yield clip, wheres[0]
+
+
+def _functions_of(module: Module) -> set:
+    """The ids of the function definitions of ``module``'s own file (once per module)."""
+    own = module.__dict__.get("_gg116_functions")
+    if own is None:
+        own = module.__dict__["_gg116_functions"] = {
+            id(n) for n in ast.walk(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return own
 
 
 def check_module(module: Module, report: Report) -> None:

@@ -14,7 +14,8 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, body_nodes, no_grad_with, returns_of, self_ref, target_names, terminal, text
+from .._ast import (assignments, bind_arguments, body_nodes, no_grad_with, python_number, returns_of, self_ref,
+                    target_names, terminal, text)
 from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
@@ -1078,23 +1079,24 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             yield node, node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
             t = text(node.targets[0])
-            if t in (text(node.value.left), text(node.value.right)) or _moving_average(node.value, t):
+            if t in (text(node.value.left), text(node.value.right)) or _moving_average(node.value, t, loop_node):
                 if not parents:
                     parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
 
 
-def _moving_average(value: ast.BinOp, total: str) -> bool:
+def _moving_average(value: ast.BinOp, total: str, loop_node: ast.AST) -> bool:
     """``a * total + b * x`` (either order, ``total * a`` too): a moving average, whose new value links the
     old one's graph as a running sum does (``ema = 0.9 * ema + 0.1 * loss``). Two terms, the old value
-    scaled by a factor that does not read it again."""
+    scaled by a factor that does not read it again, and a new term that may be a tensor: a Python number
+    (``A = float(td) + gamma * lam * A``, a return computed for a log or an advantage) links no graph."""
     for old, other in ((value.left, value.right), (value.right, value.left)):
         if isinstance(old, ast.BinOp) and isinstance(old.op, ast.Mult):
             for mine, factor in ((old.left, old.right), (old.right, old.left)):
                 if text(mine) == total and not any(text(n) == total for n in ast.walk(factor)) and not any(
                         text(n) == total for n in ast.walk(other)):
-                    return True
+                    return not python_number(other, assignments(loop_node))
     return False
 
 
