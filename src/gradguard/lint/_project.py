@@ -244,6 +244,42 @@ class Project:
         found = self._methods(file, name, 0)
         return None if found is None or found[1] else found[0]
 
+    def foreign_function(self, name: str, module: Optional[str], level: int, path: str) -> Optional[ast.AST]:
+        """The top-level function ``name`` of the one other file of the tree that ``from <module> import
+        <name>`` (``level`` leading dots) in file ``path`` leads to, or None (read only: what it
+        returns, never reported on)."""
+        dotted = (module or "").replace(".", "/")
+        if level:
+            base = os.path.dirname(path)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            stem = os.path.normpath(os.path.join(base, dotted)) if dotted else None
+            files = [f for f in self.sources if f != path and stem and _stem(f) == stem]
+        elif dotted:
+            here = os.path.dirname(path)
+            files = [f for f in self.sources if f != path and (_stem(f).endswith(os.sep + dotted) or _stem(f) == dotted)]
+            if len(files) > 1:  # a sibling module of the importing file wins (`from test import f` run from its folder)
+                files = [f for f in files if os.path.dirname(f) == here] or files
+        else:
+            return None
+        if len(files) != 1 or ("def " + name) not in self.sources[files[0]]:
+            return None
+        tree = self._tree_of_source(files[0])
+        found = [s for s in (tree.body if tree is not None else ()) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and s.name == name]
+        if len(found) != 1:
+            return None
+        return found[0]
+
+    def _tree_of_source(self, file: str) -> Optional[ast.Module]:
+        if file not in self._trees:
+            try:
+                tree = ast.parse(self.sources.get(file, ""))
+            except (SyntaxError, ValueError, RecursionError):
+                tree = None
+            self._trees[file] = tree
+        return self._trees[file]
+
     def _locate(self, name: str, module: Optional[str], level: int, path: str) -> Optional[str]:
         files = self.defined.get(name, set()) - {path}
         if not files:

@@ -14,8 +14,9 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ...findings import Edit, Fix
-from .._ast import (assignments, bind_arguments, body_nodes, no_grad_with, python_number, returns_of, self_ref,
-                    target_names, terminal, text)
+from .._ast import (assignments, bind_arguments, body_nodes, no_grad_function, no_grad_with, python_number, returns_of,
+                    self_ref, target_names, terminal, text)
+from .._project import imported_names
 from .._edits import Tree
 from .._events import CUTTING_ATTRS
 from .._flow import condition_key
@@ -102,7 +103,7 @@ def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, b
         quiet = {id(n) for w in ast.walk(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
                  for st in w.body for n in ast.walk(st)}
         values = assignments(inner)
-        return all(values.get(c) and all(isinstance(v, ast.AST) and id(v) in quiet for v in values[c]) for c in carriers)
+        return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
     return False
 
 
@@ -545,7 +546,7 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
         name
         for name, values in assigns.items()
         if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
-        and not all(isinstance(v, ast.AST) and id(v) in quiet for v in values)
+        and not all(_quiet(v, quiet) for v in values)
         and not all(_returns_cut(module, v, scope) for v in values)
     }
     if losses and quiet:
@@ -566,7 +567,7 @@ def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set
     # a nested loop's target takes its values from what it iterates over
     iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
                 for name in target_names(n.target)}
-    free = set(items) | {name for name, values in assigns.items() if values and all(isinstance(v, ast.AST) and id(v) in quiet for v in values)}
+    free = set(items) | {name for name, values in assigns.items() if values and all(_quiet(v, quiet) for v in values)}
 
     def ok(e) -> bool:
         if isinstance(e, ast.Constant):
@@ -597,7 +598,7 @@ def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set
             return name in iterated and ok(iterated[name])
         if isinstance(v, tuple):  # ("aug", op, node): `x += value`
             return ok(v[2].value)
-        return id(v) in quiet or ok(v)
+        return _quiet(v, quiet) or ok(v)
 
     changed = True
     while changed:
@@ -609,22 +610,94 @@ def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set
     return free
 
 
-def _returns_cut(module: Module, call, scope) -> bool:
-    """``call`` runs a function of this file (by name, or a method through ``self.``: every method of the
-    file so named) each of whose returns cuts the graph (``return loss.detach()``, ``.item()``, a number):
-    its result is no loss tensor, whatever the function did with the loss before."""
+def _quiet(value, quiet: set) -> bool:
+    """``value`` (an assigned value as :func:`assignments` records it) is computed inside one of the
+    ``with torch.no_grad():`` blocks whose node ids are ``quiet``; the i-th name of ``a, b = f()`` is
+    recorded as ``f()[i]``, a node of no tree: the call is what ran there."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
+        return id(value) in quiet or id(value.value) in quiet
+    return isinstance(value, ast.AST) and id(value) in quiet
+
+
+def _returns_cut(module: Module, value, scope) -> bool:
+    """``value`` is what a function returns (the call, or its i-th element: ``score, loss = evaluate(...)``
+    is recorded as ``evaluate(...)[1]``) and the function is known: one of this file (by name, or a method
+    through ``self.``: every method of the file so named) or a top-level function another file of the
+    linted tree defines, imported by name. Each of its returns gives a value without graph there: one that
+    cuts it (``return loss.detach()``, ``.item()``, a number), or one computed with gradients off (the
+    function is decorated ``@torch.no_grad()``, or the return sits in its ``with torch.no_grad():`` block
+    and returns only what that block computed): its result is no loss tensor, whatever its name."""
+    index = None
+    call = value
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) and isinstance(value.slice, ast.Constant) \
+            and type(value.slice.value) is int:
+        call, index = value.value, value.slice.value
     if not isinstance(call, ast.Call):
         return False
     func = call.func
     if isinstance(func, ast.Name):
-        fns = [module.functions[func.id]] if func.id in module.functions else []
+        fns = [module.functions[func.id]] if func.id in module.functions else _imported_function(module, func.id)
     elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
         fns = [m[func.attr] for m in module.methods.values() if func.attr in m]
     else:
         fns = []
-    values = [v for fn in fns for v in returns_of(fn)]
-    return bool(fns) and bool(values) and all(_cut(v) for v in values) and len(values) == sum(
-        1 for fn in fns for n in body_nodes(fn) if isinstance(n, ast.Return))
+    if not fns:
+        return False
+    for fn in fns:
+        returns = [n for n in body_nodes(fn) if isinstance(n, ast.Return)]
+        if not returns:
+            return False
+        off = no_grad_function(fn)
+        quiet: set = set()
+        if not off:
+            quiet = {id(n) for w in body_nodes(fn) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+                     for st in w.body for n in ast.walk(st)}
+        computed = _bound_only_in(fn, quiet) if quiet else set()
+        for r in returns:
+            v = r.value
+            if v is None:
+                return False
+            if index is not None and isinstance(v, (ast.Tuple, ast.List)):
+                if index >= len(v.elts) or any(isinstance(e, ast.Starred) for e in v.elts):
+                    return False
+                v = v.elts[index]
+            if _cut(v) or off:
+                continue
+            if id(r) in quiet and all(n.id in computed for n in ast.walk(v) if isinstance(n, ast.Name)
+                                      and not _called(n, v)):
+                continue
+            return False
+    return True
+
+
+def _called(name: ast.Name, within: ast.AST) -> bool:
+    """``name`` is the function a call inside ``within`` calls (``f`` of ``f(x)``)."""
+    return any(isinstance(c, ast.Call) and c.func is name for c in ast.walk(within))
+
+
+def _bound_only_in(fn: ast.AST, quiet: set) -> set:
+    """The names of ``fn`` every binding of which is a node of ``quiet`` (computed with gradients off)."""
+    where: Dict[str, list] = {}
+    for n in body_nodes(fn):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for name in target_names(t):
+                    where.setdefault(name, []).append(id(n) in quiet)
+        elif isinstance(n, (ast.For, ast.AsyncFor)):
+            for name in target_names(n.target):
+                where.setdefault(name, []).append(id(n) in quiet)
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    return {name for name, inside in where.items() if all(inside) and name not in params}
+
+
+def _imported_function(module: Module, name: str) -> list:
+    """The top-level function ``from x import name`` brings in from another file of the linted tree."""
+    spec = imported_names(module.tree).get(name)
+    project = getattr(module, "project", None)
+    if spec is None or project is None:
+        return []
+    fn = project.foreign_function(spec[0], spec[1], spec[2], module.filename)
+    return [fn] if fn is not None else []
 
 
 def _cut(value: ast.expr) -> bool:
