@@ -148,8 +148,33 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
     for node, total, value in running_sums(method):
         root = total.value if isinstance(total, ast.Subscript) else total
         if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
-                keeps_graph(value, n) for n in names):
+                keeps_graph(value, n) and not _cut_first(method, n, node) for n in names):
             yield text(total)
+
+
+def _cut_first(fn: ast.AST, name: str, stmt: ast.stmt) -> bool:
+    """``name`` is bound, at the top level of ``fn`` before ``stmt`` and nowhere else in it, to a value without
+    graph (``x = x.detach().cpu().numpy()``; ``x = x.item() if torch.is_tensor(x) else x``: a value that is no
+    tensor has no graph either)."""
+    bindings = [n for n in body_nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and any(name in target_names(t) for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign) or bindings[0] not in fn.body:
+        return False
+    top = next((s for s in fn.body if s is stmt or any(c is stmt for c in ast.walk(s))), None)
+    if top is None or fn.body.index(bindings[0]) >= fn.body.index(top):
+        return False
+    value = bindings[0].value
+    if isinstance(value, ast.IfExp) and _is_tensor_test(value.test, name):
+        # the branch taken for a tensor cuts it; the other one is taken only for what is no tensor
+        return _cut(value.body)
+    return _cut(value)
+
+
+def _is_tensor_test(test: ast.expr, name: str) -> bool:
+    """``torch.is_tensor(x)`` / ``isinstance(x, torch.Tensor)``."""
+    return isinstance(test, ast.Call) and bool(test.args) and text(test.args[0]) == name and (
+        terminal(test.func) == "is_tensor"
+        or terminal(test.func) == "isinstance" and len(test.args) == 2 and terminal(test.args[1]) == "Tensor")
 
 
 def _backward_sites(loop: Loop) -> set:
@@ -426,6 +451,7 @@ def check_module(module: Module, report: Report) -> None:
                 backwarded_later(module, scope, terminal(total)) or reset_in_loop(loop_node, text(total))
                 or returned_as_loss(module, scope, terminal(total)) or _reset_around(module, scope, loop_node, text(total))
                 or _feeds_backward(module, scope, loop_node, assigns, total)
+                or _bound_per_item(module, scope, node, text(total))
             ):
                 report(
                     CODE,
@@ -464,6 +490,64 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
     inner = set(assignments(loop_node)) - set(target_names(loop_node.target) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else ())
     return (not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
             and not _escapes(host, total) and _flows_into_backward(host, loop_node, inner - {total}))
+
+
+def _bound_per_item(module: Module, scope, stmt: ast.stmt, total: str) -> bool:
+    """An evaluation's sum bound afresh on every path of an iteration of an enclosing loop, before the sum,
+    where every loop between that binding and the sum runs over what this iteration computed (``for part in
+    parts`` with ``parts`` bound in it, ``while count <= graph.number_of_nodes()`` with ``count`` and
+    ``graph`` bound in it), not over a data loader from outside; and not carried on into something that
+    outlives the iteration (:func:`_escapes`): the total links the graphs of one item (one graph, one
+    episode, one batch), which the next iteration's binding lets go. Bound once per epoch around a loop
+    over the loader stays found."""
+    root = scope or module.tree
+    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    outer, node = None, stmt
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            outer = node
+    if outer is None:
+        return False
+    at = _binding_loop(stmt, total, outer, parents, lambda host: lambda n: not _on_this_iteration(n, parents))
+    return at is not None and not _escapes(at, total)
+
+
+def _on_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
+    """A loop over values an enclosing loop's iteration computes: a ``for`` as :func:`_over_this_iteration`
+    reads it, or a ``while`` whose test reads only names that an enclosing loop binds (or the ``while``
+    itself, with the enclosing loop binding them first)."""
+    if not isinstance(n, ast.While):
+        return _over_this_iteration(n, parents)
+    called = {id(c.func) for c in ast.walk(n.test) if isinstance(c, ast.Call)}
+    names = {c.id for c in ast.walk(n.test) if isinstance(c, ast.Name) and id(c) not in called}
+    if not names:
+        return False
+    bound: set = set()
+    computed: set = set()
+    node = n
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            # bound before the `while` in the enclosing loop's body, on its own level
+            block = next((b for b in (node.body, node.orelse) if any(s is n or any(c is n for c in ast.walk(s)) for s in b)), [])
+            before = block[: next((i for i, s in enumerate(block) if s is n or any(c is n for c in ast.walk(s))), 0)]
+            for st in before:
+                if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+                    for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                        for name in target_names(t):
+                            bound.add(name)
+                            if not isinstance(st.value, ast.Constant):
+                                computed.add(name)
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                bound |= set(target_names(node.target))
+                computed |= set(target_names(node.target))
+    # (`done = False; while not done:` reads only flags set back to a constant: it may run over a whole loader)
+    return names <= bound and bool(names & computed)
 
 
 def _escapes(loop_node: ast.AST, total: str) -> bool:
@@ -899,9 +983,15 @@ def _data_names(loop: Loop, assigns: Dict[str, list]) -> set:
     ``data.y`` or weighted by ``data.node_norm`` reads the batch; the batch itself holds no graph, so a
     count of it (``data.num_graphs``) is not a loss. Names the loop back-propagates stay losses."""
     node = loop.node
-    if not isinstance(node, (ast.For, ast.AsyncFor)):
+    # the batches of a training loop nested in this one (`for _ in range(EPOCHS): for state, ret in batches:`)
+    # are the batches this loop's passes read too
+    nested = {id(l.node): l.node for l in loop.module.loops if l.node is not node and (l.trains or l.managed)
+              and isinstance(l.node, (ast.For, ast.AsyncFor))}
+    data = {name for n in body_nodes(node) if id(n) in nested for name in target_names(n.target)}
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        data |= set(target_names(node.target))
+    if not data:
         return set()
-    data = set(target_names(node.target))
 
     def moved(v) -> bool:
         while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _MOVES:

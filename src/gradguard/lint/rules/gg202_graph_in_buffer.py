@@ -51,7 +51,7 @@ def check_module(module: Module, report: Report) -> None:
         forward = methods.get("forward")
         if forward is None or no_grad_function(forward) or not _sets_self(forward, methods):
             continue
-        walker = _Walker(module, methods, _parameters(methods), _cut_somewhere(cls), report)
+        walker = _Walker(module, methods, _parameters(methods), _cut_somewhere(cls) | _set_back(module), report)
         walker.containers = _containers(cls)
         args = forward.args
         inputs = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs][1:]
@@ -164,6 +164,36 @@ def _cut_somewhere(cls: ast.ClassDef) -> FrozenSet[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach_" and _self_attr(node.func.value):
             out.add(node.func.value.attr)
     return frozenset(out)
+
+
+def _set_back(module: Module) -> FrozenSet[str]:
+    """The attributes the file sets back to a constant (``None``, ``0``) or a fresh ``torch.zeros(...)``
+    outside any ``__init__``, on the module itself (``self.h = None`` in a ``reset``) or on an object holding
+    one (``self.actor.rnn_hidden = None`` before each training mini-batch): a recurrent state started
+    afresh between sequences, its graph let go there as by ``detach()``. (The receiver's class is not
+    known: the attribute is matched as written; one set only in ``__init__`` is never set back.)"""
+    cached = module.__dict__.get("_gg202_set_back")
+    if cached is not None:
+        return cached
+    out = set()
+    inits = {id(n) for f in ast.walk(module.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and f.name == "__init__" for n in ast.walk(f)}
+    # `if self.h is None: self.h = torch.zeros(...)`: a first value, not a value set back
+    guarded: Dict[str, set] = {}
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.If):
+            for a in ast.walk(node.test):
+                if isinstance(a, ast.Attribute):
+                    guarded.setdefault(a.attr, set()).update(id(n) for st in node.body for n in ast.walk(st))
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Assign) and id(node) not in inits and (
+                isinstance(node.value, ast.Constant)
+                or isinstance(node.value, ast.Call) and terminal(node.value.func) in ("zeros", "zeros_like") and not any(
+                    isinstance(c, ast.Attribute) and c.attr in {t.attr for t in node.targets if isinstance(t, ast.Attribute)}
+                    for c in ast.walk(node.value))):
+            out.update(t.attr for t in node.targets if isinstance(t, ast.Attribute) and id(node) not in guarded.get(t.attr, ()))
+    cached = module.__dict__["_gg202_set_back"] = frozenset(out)
+    return cached
 
 
 def _containers(cls: ast.ClassDef) -> FrozenSet[str]:
@@ -329,6 +359,8 @@ class _Walker:
                 return frozenset().union(*out) if out else _NONE
             func = e.func
             if isinstance(func, ast.Attribute) and func.attr in _CUT_CALLS or isinstance(func, ast.Name) and func.id in _CUT_FUNCS:
+                return _NONE
+            if terminal(func) == "Parameter":  # `nn.Parameter(t)`: a new leaf over t's data, no graph behind it
                 return _NONE
             out = self.labels(func.value, env, depth, quiet) if isinstance(func, ast.Attribute) else _NONE
             for a in list(e.args) + [k.value for k in e.keywords]:
