@@ -72,9 +72,7 @@ def test_a_moving_average_of_python_numbers_is_not_reported(names):
     assert "GG201" not in _codes(source)
 
 
-@pytest.mark.parametrize("names", [NAMES[0], pytest.param(NAMES[1], marks=pytest.mark.xfail(strict=True, reason=(
-    "GG201's moving-average reading finds the loss only under a name that reads as one: the last-resort name "
-    "reading listed in docs/rules.md (a rename changes this verdict; to be replaced by data flow)")))])
+@pytest.mark.parametrize("names", NAMES)
 def test_negative_control_a_moving_average_of_the_loss_tensor_is_reported(names):
     source = TENSOR.format(**names)
     held = _run(source)

@@ -37,7 +37,22 @@ def _computes_higher_order(module: Module, scope: Optional[ast.AST]) -> bool:
     a comment naming one is no call, and for code at module level, a helper function of the file
     that differentiates the ``.grad`` the backward pass left there is the leak, not its excuse."""
     return any(_HIGHER_ORDER.search(text(call.func)) for call in _calls(scope if scope is not None else module.tree, scope is None)) or (
-        _returns_parameter_gradients(scope))
+        _returns_parameter_gradients(scope)) or _steps_a_given_optimizer(scope)
+
+
+def _steps_a_given_optimizer(scope: Optional[ast.AST]) -> bool:
+    """The function steps an optimizer built from a class its caller hands it (``opt = optimizer_class([x],
+    **config); ...; opt.step()``): which optimizer runs is the caller's choice, and a second-order one
+    (AdaHessian and the like differentiate ``.grad`` inside ``step``) needs exactly the graph that
+    ``create_graph=True`` leaves there."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = scope.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    built = {text(t) for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+             and isinstance(n.value.func, ast.Name) and n.value.func.id in params for t in n.targets}
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+               and text(n.func.value) in built for n in ast.walk(scope))
 
 
 def _returns_parameter_gradients(scope: Optional[ast.AST]) -> bool:

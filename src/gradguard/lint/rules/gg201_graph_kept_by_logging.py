@@ -849,9 +849,10 @@ def is_weight(node: ast.expr, loop_names) -> bool:
         # ``cfg["loc_weight"]``: a fixed entry of a name the loop never assigns, a hyperparameter as a bare name is
         return isinstance(node.value, ast.Name) and node.value.id not in loop_names
     if isinstance(node, ast.Attribute):
-        # ``data.num_graphs``: a field of the batch the loop iterates over (it holds no graph)
+        # ``data.num_graphs``: a field of the batch the loop iterates over (it holds no graph); ``hp.lam``,
+        # ``self.coeff``: a field of an object the loop never binds, a hyperparameter as a bare name is
         return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and (
-            node.value.id in ("self", "args", "cfg", "config") or node.value.id in getattr(loop_names, "data", ())))
+            node.value.id not in loop_names or node.value.id in getattr(loop_names, "data", ())))
     if isinstance(node, ast.Call):
         return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
             isinstance(n, ast.Compare) for n in ast.walk(node)
