@@ -371,7 +371,9 @@ optimizer.zero_grad(set_to_none=True)
         fix="Compute higher-order terms with torch.autograd.grad(..., create_graph=True), which returns the gradient without touching .grad; call backward() without create_graph.",
         what=(
             "Flags a parameter whose `.grad` requires grad (it carries a graph) when an optimizer\n"
-            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source. For\n"
+            "steps, or a `backward(create_graph=True)` outside a higher-order pattern in source (a\n"
+            "function stepping an optimizer built from a class its caller hands in is one: a\n"
+            "second-order optimizer differentiates `.grad` in its step). For\n"
             "an update written by hand (no optimizer step), the watch flags parameters changed in\n"
             "place after a `backward(create_graph=True)` left a graph in their `.grad`, before that\n"
             "graph was cleared; it is reported at the backward line, at the next backward pass or\n"
@@ -809,7 +811,13 @@ for x, y in loader:
             "of an iteration before the sum, with no step between (a sum over the heads, layers or pieces of\n"
             "one batch), or one bound afresh by each call of a function that is one update (its loop steps\n"
             "each optimizer once, or is a micro-step loop whose step follows) and not added by a caller into a\n"
-            "total of its own; either way not carried on into something that outlives the update."
+            "total of its own; either way not carried on into something that outlives the update.\n"
+            "Nor a total of values without a graph: computed under `torch.no_grad()` in the loop (unpacked from a\n"
+            "call there too), the batches a nested training loop iterates over, or what a function returns (one\n"
+            "of the file, a method, or a function another linted file defines, element by element for a tuple)\n"
+            "where each return is cut (`.item()`, `.detach()`, a number) or computed under that function's own\n"
+            "`torch.no_grad()`; nor an evaluation total bound afresh for each item of an enclosing loop whose\n"
+            "inner loops run over that item only; nor `meter.update(x)` whose method detaches `x` first."
         ),
         why=(
             "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"
@@ -861,7 +869,9 @@ for x, y in loader:
             "(`mul_().add_()`, `copy_`, `self.X[i] = ...`) with such a value, outside `torch.no_grad()` and\n"
             "without `.detach()`, `.data` or `.item()` on the way, is reported. Not reported: a class that cuts\n"
             "`self.X`'s graph itself (`self.X = self.X.detach()`, as a recurrent state is cut between sequences),\n"
-            "BatchNorm's own statistics (updated by PyTorch without a graph)."
+            "an attribute the file sets back to a constant or fresh zeros outside `__init__` (`agent.h = None`\n"
+            "before each training mini-batch: the state starts afresh), a value re-wrapped as a new\n"
+            "`nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph)."
         ),
         why=(
             "A tensor computed from the inputs of a training step carries the autograd graph back to them.\n"
