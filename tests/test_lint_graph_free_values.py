@@ -252,6 +252,46 @@ def test_a_per_item_total_bounded_by_its_reset(good, rename):
     assert ("GG201" in codes(source)) is (not good)
 
 
+PER_EPOCH = """
+import torch
+
+def evaluate(model, loader, epochs, seen):
+    for epoch in range(epochs):
+        model.zero_grad()
+        loss = 0
+{inner}
+        seen(loss)
+    return 0
+"""
+
+OVER_LOADER = """\
+        for x in loader:
+            loss_batch = (model(x) ** 2).mean()
+            loss += loss_batch"""
+
+WHILE_FLAG = """\
+        it = iter(loader)
+        done = False
+        while not done:
+            x = next(it, None)
+            if x is None:
+                done = True
+            else:
+                loss_batch = (model(x) ** 2).mean()
+                loss += loss_batch"""
+
+
+@pytest.mark.parametrize("inner", [OVER_LOADER, WHILE_FLAG], ids=["for", "while"])
+def test_negative_control_a_total_bound_per_epoch_over_the_loader_is_reported(inner):
+    # bound afresh per epoch, but the loop inside runs over the whole loader: every batch's graph is kept
+    source = PER_EPOCH.format(inner=inner)
+    items = [x for x, _ in _batches()]
+    kept = []
+    _run(source, "evaluate", _model(), items, 1, kept.append)
+    assert _reached(kept[-1], items) == 3
+    assert "GG201" in codes(source)
+
+
 # --- a meter that detaches what it is handed ----------------------------------------------------------------
 
 METER = """
