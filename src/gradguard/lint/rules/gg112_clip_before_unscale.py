@@ -378,8 +378,7 @@ class Flow:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if len(ctx[1]) >= _MAX_DEPTH or fn in ctx[1]:
                 return states
-            res = self.block(fn.body, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
-            after = res["next"] + res["ret"]
+            after = self._follow(fn, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
             states = _bound(after) if after else states
             if name not in ("unscale_", "step") or recv is None:
                 return states
@@ -410,6 +409,27 @@ class Flow:
                 self.found.setdefault(id(call), (call, held[0], stmt, ctx[0]))
             return states
         return states
+
+    def _follow(self, fn: ast.AST, states: List[State], ctx) -> List[State]:
+        """The states a helper's body leaves (falling through or returning). A name the helper binds is its own
+        local (``args = self.args``): the caller's tests of the same words (``if args.fp16:`` that scaled the
+        loss) hold again once it returns, whatever the helper's assignment made it forget."""
+        own = _rebound(fn)
+        keys = {k for s in states for k, _ in s.decided if self._reads(k) & own} if own else None
+        if not keys:
+            res = self.block(fn.body, states, ctx)
+            return res["next"] + res["ret"]
+        # each path carries what it held into the helper under a key no test has (no assignment forgets it,
+        # no branch reads it), and takes it back on return: one walk, not one per combination of decisions
+        mark = f"\0held{len(ctx[1])}:"
+        res = self.block(fn.body, [s._replace(decided=s.decided | {(mark + k, v) for k, v in s.decided if k in keys})
+                                   for s in states], ctx)
+        out = []
+        for s in res["next"] + res["ret"]:
+            held = {(k[len(mark):], v) for k, v in s.decided if k.startswith(mark)}
+            out.append(s._replace(decided=frozenset(d for d in s.decided if d[0] not in keys and not d[0].startswith(mark))
+                                  | held))
+        return out
 
     def _told(self, call: ast.Call, ctx) -> FrozenSet[str]:
         """The scalers whose current scale a clip's threshold carries: an argument after the gradients
@@ -631,6 +651,16 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
         names |= {t.id for t in _stores(fn) if isinstance(t, ast.Name)}
         names -= {name for g in subtree(fn) if isinstance(g, ast.Global) for name in g.names}
         out = fn.__dict__["_gg112_locals"] = frozenset(names)
+    return out
+
+
+def _rebound(fn: ast.AST) -> FrozenSet[str]:
+    """The plain names ``fn`` assigns that stay its own (not ``global`` or ``nonlocal``)."""
+    out = fn.__dict__.get("_gg112_rebound")
+    if out is None:
+        names = {t.id for t in _stores(fn) if isinstance(t, ast.Name)}
+        names -= {name for g in subtree(fn) if isinstance(g, (ast.Global, ast.Nonlocal)) for name in g.names}
+        out = fn.__dict__["_gg112_rebound"] = frozenset(names)
     return out
 
 
