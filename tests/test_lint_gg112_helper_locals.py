@@ -203,3 +203,57 @@ def run(model, data, optimizer, scaler):
             optimizer.zero_grad()
 """
     assert _gg112(bad) == ["GG112"]
+
+
+# The window's micro-batches back-propagate in a helper that receives the caller's settings as a
+# parameter and scales under its own `if args.fp16:` (Transformer-XL's train_iteration); the caller
+# unscales under the same test. The parameter is the caller's unchanged `args` at every call.
+PARAMETER = """\
+import torch
+
+
+def micro_step(model, x, y, scaler, args):
+    loss = ((model(x) - y) ** 2).mean() / args.accum
+    if args.fp16:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+    return float(loss.detach())
+
+
+def run(model, data, optimizer, args, scaler):
+    for step in range(0, len(data), args.accum):
+        optimizer.zero_grad()
+        for x, y in data[step:step + args.accum]:
+            micro_step(model, x, y, scaler, args)
+        if args.fp16:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        if args.fp16:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+"""
+
+
+def test_a_helper_parameter_given_the_callers_unchanged_flag_keeps_its_side():
+    assert _gg112(PARAMETER) == []
+    assert _gg112(PARAMETER.replace("args", "opts")) == []
+    assert torch.allclose(_run(PARAMETER, True), _run(PARAMETER, False), atol=1e-6)
+
+
+def test_negative_control_a_helper_parameter_given_a_per_iteration_value_is_still_reported():
+    # each micro-batch gets its own settings object: its fp16 may differ from the one the step tests
+    bad = PARAMETER.replace("            micro_step(model, x, y, scaler, args)\n",
+                            "            micro_step(model, x, y, scaler, pick(args, step))\n")
+    bad = bad.replace("def run(", "def pick(args, step):\n    return args\n\n\ndef run(")
+    assert "pick(args, step))" in bad and _gg112(bad) == ["GG112"]
+
+
+def test_negative_control_the_helper_parameter_form_without_the_unscale_is_reported():
+    bad = PARAMETER.replace("            scaler.unscale_(optimizer)\n", "")
+    assert bad != PARAMETER and _gg112(bad) == ["GG112"]
+    assert not torch.allclose(_run(bad, True), _run(bad, False), atol=1e-3)

@@ -272,8 +272,41 @@ class Flow:
                     # read in a helper: the loop's variable only where it is a global there (never
                     # bound in the helper) that nothing the loop runs declares ``global`` and sets
                     scope = self._scope_of(test)
-                    if scope is None or n.id in globs or n.id in _locals(scope):
+                    if scope is None or n.id in globs:
                         return False
+                    if n.id in _locals(scope) and not self._passed_unchanged(scope, n.id, loop, stored, attrs):
+                        return False
+                if isinstance(n, ast.Attribute):
+                    t = text(n)
+                    if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
+                        return False
+        return True
+
+    def _passed_unchanged(self, fn: ast.AST, param: str, loop: ast.stmt, stored: set, attrs: set) -> bool:
+        """``param`` is a parameter of helper ``fn`` that it never rebinds, and every call of ``fn`` in ``loop``
+        passes it a name or attribute that nothing the loop runs sets (``train_iteration(..., args)`` with the
+        caller's ``args``): the helper's ``if args.fp16:`` reads the caller's flag."""
+        if param in _rebound(fn):
+            return False
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if param not in params:
+            return False
+        owner = self._scope_of(loop)
+        calls = [c for c in subtree(loop) if isinstance(c, ast.Call) and self._helper(c, owner) is fn]
+        if not calls:
+            return False  # reached only through another helper: its words are not the loop's
+        for call in calls:
+            positional = params[1:] if params and params[0] == "self" and isinstance(call.func, ast.Attribute) else params
+            given = [k.value for k in call.keywords if k.arg == param]
+            if not given and param in positional and positional.index(param) < len(call.args):
+                given = [call.args[positional.index(param)]]
+            if len(given) != 1 or isinstance(given[0], ast.Starred):
+                return False
+            for n in subtree(given[0]):
+                if not isinstance(n, (ast.Name, ast.Attribute, ast.Load)):
+                    return False
+                if isinstance(n, ast.Name) and n.id in stored:
+                    return False
                 if isinstance(n, ast.Attribute):
                     t = text(n)
                     if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
