@@ -149,19 +149,11 @@ def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: 
     helper = _helper(node, loop)
     if helper is not None and id(helper) not in seen:
         seen.add(id(helper))
-        if anchor is None and id(helper) not in _own_functions(loop.module):
+        if anchor is None and getattr(helper, "gg_foreign", False):
             anchor = (node, stmt)  # the method is another file's: its lines are not this file's
         yield from _clips(helper.body, loop, guards, depth + 1, seen, anchor)
         seen.discard(id(helper))
 
-
-def _own_functions(module) -> frozenset:
-    """The ids of the functions defined in ``module``'s own tree (kept on the module)."""
-    out = module.__dict__.get("_gg115_own")
-    if out is None:
-        out = module.__dict__["_gg115_own"] = frozenset(
-            id(n) for n in ast.walk(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return out
 
 
 def _helper(node: ast.Call, loop: Loop):
