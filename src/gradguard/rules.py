@@ -229,7 +229,12 @@ acc.flush()        # steps the partial window with its exact weights
             "micro-batches is the whole window's sum, not a mean, and is not flagged. A loss summed\n"
             "from 0 by `+=`, and `(a + b) / 2` (n terms over the literal n, not the window's size),\n"
             "are read as the means they add up; the loss under apex's `amp.scale_loss(loss, opt)`\n"
-            "(read by that name, as a last resort) is the loss that counts."
+            "(read by that name, as a last resort) is the loss that counts. Not flagged where the window's\n"
+            "mean is taken elsewhere: plain `torch.optim.SGD` built in the loop's function with a learning\n"
+            "rate divided by the window's K (weight decay absent or multiplied by K; SGD is linear in\n"
+            "learning rate times gradient, an adaptive optimizer is not), a tensor hook that rescales the\n"
+            "gradient (`register_hook`), or a DDP communication hook (`register_comm_hook`) that divides its\n"
+            "buckets while the window's other passes run under `no_sync()`."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
@@ -545,7 +550,10 @@ acc.flush()
             "seen twice (`if use_amp:`) takes the same side both times, unless what it reads is assigned\n"
             "in between or, across a loop's iterations, set by the loop or by a function of the file the\n"
             "loop runs (a flag a builder method sets once before the loop, or a module global read in a\n"
-            "helper, keeps its side). `X.unscale_(...)` ends `X`'s scale even where `X` is built from a\n"
+            "helper, keeps its side; so does a helper's parameter given the caller's unchanged name at every\n"
+            "call in the loop). A helper's own local of the caller's name (`args = self.args`) rebinds the\n"
+            "helper's variable only: the caller's tests keep their side once it returns.\n"
+            "`X.unscale_(...)` ends `X`'s scale even where `X` is built from a\n"
             "class of the file (a stand-in `GradScaler` for an old torch). A clip whose threshold carries\n"
             "the scale (`max_norm * scaler.get_scale()`, or `scaler.get_scale()` handed to a clipping\n"
             "helper) clips the scaled gradients at the scaled threshold, the same clip as after an\n"
@@ -710,7 +718,10 @@ for step in range(num_steps):
             "same file) that is not under the step's own condition or a window-boundary test\n"
             "(`accelerator.sync_gradients`, a modulo) is reported, unless the step's test reads what the clip\n"
             "returned (`norm = clip_grad_norm_(...)`, `if torch.isfinite(norm): step()` skips a bad step). A clip\n"
-            "once after the window's last backward, or with no window at all (one backward per step), is not."
+            "once after the window's last backward, or with no window at all (one backward per step), is not;\n"
+            "nor is a clip that no path leaving the window open can reach (it sits under `if not args.engine:`\n"
+            "while only the engine's paths skip the step, and nothing the loop runs sets the flag). A clip in a\n"
+            "method of another file's class is reported at this file's call that reaches it."
         ),
         why=(
             "Gradient accumulation sums K micro-batches' gradients in `.grad` and steps once, so the step should\n"

@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, terminal, text
+from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, subtree, terminal, text
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
@@ -55,6 +55,8 @@ def check_loop(loop: Loop, report: Report) -> None:
             # the passes made since the last clear, not the loop's K of them
             return
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
+    if _lr_divided_by_window(loop):
+        return  # plain SGD at lr / K applies the window's summed gradient as lr times its mean
     for b in dict.fromkeys(candidates):
         assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
             {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
@@ -197,6 +199,72 @@ def _line(value) -> Optional[int]:
 # Tensor methods that are an arithmetic operator (``x.mul(w)`` is ``x * w``).
 _ARITH = {"mul": ast.Mult, "multiply": ast.Mult, "div": ast.Div, "divide": ast.Div, "true_divide": ast.Div}
 # An attribute holding a loss object (``self.loss_fn``, ``self.criterion``), not a method.
+def _lr_divided_by_window(loop: Loop) -> bool:
+    """Every optimizer the loop steps is ``torch.optim.SGD`` built in the loop's function with a learning
+    rate divided by the window's K (``lr=base / K``, through names the function binds), every learning
+    rate the function sets later (``group["lr"] = ...``) divided too, and weight decay absent or multiplied
+    by K. SGD (momentum, Nesterov and dampening included) is linear in the product of the learning rate
+    and the gradient, so the summed window at ``lr / K`` is the mean window at ``lr``; an adaptive
+    optimizer (Adam) is not, so only SGD counts (YOLOv3's ``LR / batch_size / subdivision``)."""
+    k = loop.window_size()
+    scope = loop.scope
+    if k is None or scope is None:
+        return False
+    words = text(k)
+    assigns = assignments(scope)
+    # the loop's own steps; for a micro-step loop stepped after it, the optimizers its function steps
+    targets = {e.target for e in loop.steps} or {
+        text(n.func.value) for n in subtree(scope) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "step" and text(n.func.value) in loop.module.optimizer_names}
+    if not targets or "" in targets:
+        return False
+    for target in targets:
+        built = [v for v in assigns.get(target, ()) if isinstance(v, ast.AST)]
+        if len(built) != 1 or not isinstance(built[0], ast.Call) or terminal(built[0].func) != "SGD":
+            return False
+        lr = next((kw.value for kw in built[0].keywords if kw.arg == "lr"), built[0].args[1] if len(built[0].args) > 1 else None)
+        if lr is None or not _divided_by(lr, words, assigns, 0):
+            return False
+    for n in subtree(scope):
+        if isinstance(n, ast.Assign) and any(_key(t, "lr") for t in n.targets) and not _divided_by(n.value, words, assigns, 0):
+            return False
+        decay = [kw.value for kw in n.keywords if kw.arg == "weight_decay"] if isinstance(n, ast.Call) else []
+        if isinstance(n, ast.Dict):
+            decay += [v for key, v in zip(n.keys, n.values) if isinstance(key, ast.Constant) and key.value == "weight_decay"]
+        if any(not _zero(v) and not _multiplied_by(v, words) for v in decay):
+            return False
+    return True
+
+
+def _key(target: ast.AST, name: str) -> bool:
+    return isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and target.slice.value == name
+
+
+def _zero(v: ast.AST) -> bool:
+    return isinstance(v, ast.Constant) and v.value == 0
+
+
+def _multiplied_by(v: ast.AST, words: str) -> bool:
+    if text(v) == words:
+        return True
+    return isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult) and (
+        _multiplied_by(v.left, words) or _multiplied_by(v.right, words))
+
+
+def _divided_by(v: ast.AST, words: str, assigns: dict, depth: int) -> bool:
+    """``v`` is a quotient whose divisor has ``words`` as a factor (``a / b / K``, ``a / (b * K)``), through
+    the names the function binds (every binding)."""
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Div):
+        return _multiplied_by(v.right, words) or _divided_by(v.left, words, assigns, depth)
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult):  # `base / K * factor`
+        return _divided_by(v.left, words, assigns, depth) or _divided_by(v.right, words, assigns, depth)
+    if isinstance(v, ast.Name) and depth < 3:
+        values = [x for x in assigns.get(v.id, ()) if isinstance(x, ast.AST)]
+        return bool(values) and len(values) == len(assigns.get(v.id, ())) and all(
+            _divided_by(x, words, assigns, depth + 1) for x in values)
+    return False
+
+
 _LOSS_OBJECT = re.compile(r"loss|criterion", re.IGNORECASE)
 # An attribute holding the model whose forward returns its (mean) loss: ``loss = self.model(x)``.
 _MODEL_OBJECT = re.compile(r"^(model|net|network|module|diffusion|unet|transformer)$", re.IGNORECASE)
@@ -228,10 +296,54 @@ def hooks_rescale(tree: ast.AST) -> bool:
     if found is None:
         functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         found = tree._gg104_hooks = any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "register_hook"
-            and len(n.args) == 1 and _rescaling_callback(n.args[0], functions, 0)
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr == "register_hook" and len(n.args) == 1 and _rescaling_callback(n.args[0], functions, 0)
+                or n.func.attr == "register_comm_hook" and len(n.args) == 2 and _rescaling_comm_hook(n.args[1], functions, 0)
+                and _defers_sync(tree))
             for n in ast.walk(tree))
     return found
+
+
+def _rescaling_comm_hook(node: ast.AST, functions: dict, depth: int) -> bool:
+    """A DDP communication hook (``model.register_comm_hook(state, hook)``) that multiplies or divides its
+    bucket's gradients before or after reducing them (``bucket.buffer().div_(k)``); a function of the file,
+    or one a function of the file returns (a wrapper around ``allreduce_hook``)."""
+    if depth > 3:
+        return False
+    if isinstance(node, ast.Call):
+        fn = functions.get(terminal(node.func))
+        return fn is not None and any(_rescaling_comm_hook(r, functions, depth + 1) for r in returns_of(fn))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        fn = functions.get(terminal(node))
+        return fn is not None and _scales_bucket(fn)
+    return False
+
+
+def _defers_sync(tree: ast.AST) -> bool:
+    """The file back-propagates inside ``with model.no_sync():``: DDP reduces, and runs its hook, once per
+    window on the gradients summed over it (a hook dividing on every pass would divide the partial sums
+    again and again)."""
+    return any(isinstance(n, (ast.With, ast.AsyncWith)) and any(
+        isinstance(i.context_expr, ast.Call) and terminal(i.context_expr.func) == "no_sync" for i in n.items)
+        for n in ast.walk(tree))
+
+
+def _scales_bucket(fn: ast.AST) -> bool:
+    """``fn(state, bucket)`` multiplies or divides what it reads from its bucket (its last parameter)."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    if len(params) != 2:
+        return False
+
+    def reads_bucket(expr: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == params[1] for n in ast.walk(expr))
+
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("div_", "mul_", "div", "mul") \
+                and reads_bucket(n.func.value):
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Mult)) and (reads_bucket(n.left) or reads_bucket(n.right)):
+            return True
+    return False
 
 
 def _rescaling_callback(node: ast.AST, functions: dict, depth: int) -> bool:

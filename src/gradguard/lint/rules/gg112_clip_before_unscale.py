@@ -272,8 +272,41 @@ class Flow:
                     # read in a helper: the loop's variable only where it is a global there (never
                     # bound in the helper) that nothing the loop runs declares ``global`` and sets
                     scope = self._scope_of(test)
-                    if scope is None or n.id in globs or n.id in _locals(scope):
+                    if scope is None or n.id in globs:
                         return False
+                    if n.id in _locals(scope) and not self._passed_unchanged(scope, n.id, loop, stored, attrs):
+                        return False
+                if isinstance(n, ast.Attribute):
+                    t = text(n)
+                    if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
+                        return False
+        return True
+
+    def _passed_unchanged(self, fn: ast.AST, param: str, loop: ast.stmt, stored: set, attrs: set) -> bool:
+        """``param`` is a parameter of helper ``fn`` that it never rebinds, and every call of ``fn`` in ``loop``
+        passes it a name or attribute that nothing the loop runs sets (``train_iteration(..., args)`` with the
+        caller's ``args``): the helper's ``if args.fp16:`` reads the caller's flag."""
+        if param in _rebound(fn):
+            return False
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if param not in params:
+            return False
+        owner = self._scope_of(loop)
+        calls = [c for c in subtree(loop) if isinstance(c, ast.Call) and self._helper(c, owner) is fn]
+        if not calls:
+            return False  # reached only through another helper: its words are not the loop's
+        for call in calls:
+            positional = params[1:] if params and params[0] == "self" and isinstance(call.func, ast.Attribute) else params
+            given = [k.value for k in call.keywords if k.arg == param]
+            if not given and param in positional and positional.index(param) < len(call.args):
+                given = [call.args[positional.index(param)]]
+            if len(given) != 1 or isinstance(given[0], ast.Starred):
+                return False
+            for n in subtree(given[0]):
+                if not isinstance(n, (ast.Name, ast.Attribute, ast.Load)):
+                    return False
+                if isinstance(n, ast.Name) and n.id in stored:
+                    return False
                 if isinstance(n, ast.Attribute):
                     t = text(n)
                     if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
@@ -378,8 +411,7 @@ class Flow:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if len(ctx[1]) >= _MAX_DEPTH or fn in ctx[1]:
                 return states
-            res = self.block(fn.body, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
-            after = res["next"] + res["ret"]
+            after = self._follow(fn, states, (fn, ctx[1] + (fn,), _bind(fn, call, ctx, self)))
             states = _bound(after) if after else states
             if name not in ("unscale_", "step") or recv is None:
                 return states
@@ -410,6 +442,27 @@ class Flow:
                 self.found.setdefault(id(call), (call, held[0], stmt, ctx[0]))
             return states
         return states
+
+    def _follow(self, fn: ast.AST, states: List[State], ctx) -> List[State]:
+        """The states a helper's body leaves (falling through or returning). A name the helper binds is its own
+        local (``args = self.args``): the caller's tests of the same words (``if args.fp16:`` that scaled the
+        loss) hold again once it returns, whatever the helper's assignment made it forget."""
+        own = _rebound(fn)
+        keys = {k for s in states for k, _ in s.decided if self._reads(k) & own} if own else None
+        if not keys:
+            res = self.block(fn.body, states, ctx)
+            return res["next"] + res["ret"]
+        # each path carries what it held into the helper under a key no test has (no assignment forgets it,
+        # no branch reads it), and takes it back on return: one walk, not one per combination of decisions
+        mark = f"\0held{len(ctx[1])}:"
+        res = self.block(fn.body, [s._replace(decided=s.decided | {(mark + k, v) for k, v in s.decided if k in keys})
+                                   for s in states], ctx)
+        out = []
+        for s in res["next"] + res["ret"]:
+            held = {(k[len(mark):], v) for k, v in s.decided if k.startswith(mark)}
+            out.append(s._replace(decided=frozenset(d for d in s.decided if d[0] not in keys and not d[0].startswith(mark))
+                                  | held))
+        return out
 
     def _told(self, call: ast.Call, ctx) -> FrozenSet[str]:
         """The scalers whose current scale a clip's threshold carries: an argument after the gradients
@@ -631,6 +684,16 @@ def _locals(fn: ast.AST) -> FrozenSet[str]:
         names |= {t.id for t in _stores(fn) if isinstance(t, ast.Name)}
         names -= {name for g in subtree(fn) if isinstance(g, ast.Global) for name in g.names}
         out = fn.__dict__["_gg112_locals"] = frozenset(names)
+    return out
+
+
+def _rebound(fn: ast.AST) -> FrozenSet[str]:
+    """The plain names ``fn`` assigns that stay its own (not ``global`` or ``nonlocal``)."""
+    out = fn.__dict__.get("_gg112_rebound")
+    if out is None:
+        names = {t.id for t in _stores(fn) if isinstance(t, ast.Name)}
+        names -= {name for g in subtree(fn) if isinstance(g, (ast.Global, ast.Nonlocal)) for name in g.names}
+        out = fn.__dict__["_gg112_rebound"] = frozenset(names)
     return out
 
 

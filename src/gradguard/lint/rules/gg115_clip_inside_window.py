@@ -18,10 +18,11 @@ A loop with one backward pass per step holds no window and is left alone.
 from __future__ import annotations
 
 import ast
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from .._ast import terminal, text
 from .._events import CLEAR, MANAGED, MAYBE_CLEAR
+from .._flow import condition_key
 from .._model import Loop, Report, is_boundary_test, steps_after, tests
 
 CODE = "GG115"
@@ -48,11 +49,15 @@ def check_loop(loop: Loop, report: Report) -> None:
     elif loop.clears or not steps_after(loop):
         return
     step_tests = [test for e in loop.steps for test, _ in tests(e) if isinstance(test, ast.AST)]
+    open_paths = open_paths if loop.steps and not loop.accumulate else None
     dumps = {ast.dump(t) for t in step_tests}
     read = {n.id for t in step_tests for n in ast.walk(t) if isinstance(n, ast.Name)}
-    for clip, guards, stmt in _clips(loop.node.body, loop, (), 0, set()):
+    for clip, sides, stmt in _clips(loop.node.body, loop, (), 0, set()):
+        guards = [t for t, _ in sides]
         if any(is_boundary_test(t) or ast.dump(t) in dumps for t in guards):
             continue
+        if open_paths is not None and not any(_may_run(p, sides, loop) for p in open_paths):
+            continue  # every path that leaves the window open took the other side of a test around the clip
         if isinstance(stmt, ast.Assign) and stmt.value is clip and read & {
                 n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
             continue  # `norm = clip(...); if isfinite(norm): step()`: an iteration that skips a bad step, not a window
@@ -67,32 +72,92 @@ def check_loop(loop: Loop, report: Report) -> None:
         )
 
 
-def _clips(stmts: List[ast.stmt], loop: Loop, guards: Tuple[ast.expr, ...], depth: int, seen: set) -> Iterator[tuple]:
-    """(clip call, the tests guarding it, its statement) for the clips reached from ``stmts``, helpers followed."""
+def _may_run(path, sides, loop: Loop) -> bool:
+    """Whether the iteration ``path`` stands for may also run a clip under ``sides`` ((test, the side the clip
+    is on)): not when it decided a test the other way, and that test reads only names and attributes no
+    iteration sets (``if args.deepspeed:`` opens the window, the clip sits under ``if not args.deepspeed:``;
+    a flag that may change between iterations could open the window in one and clip in the next)."""
+    for test, body in sides:
+        key, negated = condition_key(test)
+        known = path.decided(key)
+        if known is not None and known != (body != negated) and _fixed(test, loop):
+            return False
+    return True
+
+
+def _fixed(test: ast.expr, loop: Loop) -> bool:
+    """``test`` reads only names and attributes that neither the loop nor a helper of the file it calls sets."""
+    stored = loop.__dict__.get("_gg115_stored")
+    if stored is None:
+        stored = loop.__dict__["_gg115_stored"] = _stored(loop)
+    for n in ast.walk(test):
+        if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Await, ast.Lambda)):
+            return False
+        if isinstance(n, (ast.Name, ast.Attribute)) and text(n) in stored:
+            return False
+    return True
+
+
+def _stored(loop: Loop) -> frozenset:
+    """What an iteration may set: the loop's own stores, and the attributes the helpers it reaches set
+    (their local names are their own)."""
+    out = {text(n) for n in ast.walk(loop.node) if isinstance(n, (ast.Name, ast.Attribute))
+           and isinstance(n.ctx, (ast.Store, ast.Del))}
+    todo, seen = [loop.node], set()
+    while todo:
+        node = todo.pop()
+        for call in _calls([node] if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else node.body):
+            helper = _helper(call, loop)
+            if helper is not None and id(helper) not in seen:
+                seen.add(id(helper))
+                todo.append(helper)
+                out |= {text(n) for n in ast.walk(helper) if isinstance(n, ast.Attribute)
+                        and isinstance(n.ctx, (ast.Store, ast.Del))}
+    return frozenset(out)
+
+
+def _clips(stmts: List[ast.stmt], loop: Loop, guards: Tuple[tuple, ...], depth: int, seen: set,
+           anchor: Optional[tuple] = None) -> Iterator[tuple]:
+    """(clip call, the tests guarding it with the side the clip is on, its statement) for the clips reached
+    from ``stmts``, helpers followed. A clip in a method of a class from another file is given as the call
+    of this file that leads to it (``anchor``: its call and statement), so that the finding's line is one of
+    this file's."""
     for stmt in stmts:
         if isinstance(stmt, _DEFS):
             continue
         if isinstance(stmt, ast.If):
-            yield from _clips(stmt.body, loop, guards + (stmt.test,), depth, seen)
-            yield from _clips(stmt.orelse, loop, guards + (stmt.test,), depth, seen)
+            yield from _clips(stmt.body, loop, guards + ((stmt.test, True),), depth, seen, anchor)
+            yield from _clips(stmt.orelse, loop, guards + ((stmt.test, False),), depth, seen, anchor)
             if stmt.body and isinstance(stmt.body[-1], _JUMPS) and not stmt.orelse:
-                guards = guards + (stmt.test,)  # `if not boundary: continue`: what follows runs at the boundary
+                guards = guards + ((stmt.test, False),)  # `if not boundary: continue`: what follows runs at the boundary
             continue
         blocks = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
         blocks += [h.body for h in getattr(stmt, "handlers", [])]
         heads = [n for f, n in ast.iter_fields(stmt) if f not in ("body", "orelse", "finalbody", "handlers")]
         for node in _calls(heads if blocks else [stmt]):
-            yield from _call(node, stmt, loop, guards, depth, seen)
+            yield from _call(node, stmt, loop, guards, depth, seen, anchor)
         for block in blocks:
-            yield from _clips(block, loop, guards, depth, seen)
+            yield from _clips(block, loop, guards, depth, seen, anchor)
 
 
-def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: set) -> Iterator[tuple]:
+def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: set, anchor) -> Iterator[tuple]:
     if terminal(node.func) in _CLIPS:
-        yield node, guards, stmt
+        yield (node, guards, stmt) if anchor is None else (anchor[0], guards, anchor[1])
         return
     if depth >= _MAX_DEPTH:
         return
+    helper = _helper(node, loop)
+    if helper is not None and id(helper) not in seen:
+        seen.add(id(helper))
+        if anchor is None and getattr(helper, "gg_foreign", False):
+            anchor = (node, stmt)  # the method is another file's: its lines are not this file's
+        yield from _clips(helper.body, loop, guards, depth + 1, seen, anchor)
+        seen.discard(id(helper))
+
+
+
+def _helper(node: ast.Call, loop: Loop):
+    """The function or method of the file a call runs (by name, through ``self.``, or on an object of a class of the file)."""
     helper = None
     func = node.func
     if isinstance(func, ast.Name):
@@ -102,10 +167,7 @@ def _call(node: ast.Call, stmt: ast.stmt, loop: Loop, guards, depth: int, seen: 
             (ms[func.attr] for ms in loop.module.methods.values() if func.attr in ms), None)
     elif isinstance(func, ast.Attribute) and text(func.value) in loop.module.instances:
         helper = loop.module.instances[text(func.value)].get(func.attr)
-    if helper is not None and id(helper) not in seen:
-        seen.add(id(helper))
-        yield from _clips(helper.body, loop, guards, depth + 1, seen)
-        seen.discard(id(helper))
+    return helper
 
 
 def _calls(nodes) -> Iterator[ast.Call]:
