@@ -48,7 +48,8 @@ filed by the same rules as the wide list, and extracted into ``/work/realrepos_f
 (``lint_precision_fresh2_repos.tsv``), extracted into ``/work/realrepos_fresh2``; ``--set fresh3-heldout``
 and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/work/realrepos_fresh3``);
 ``--set fresh4-heldout`` and ``--set fresh4-tune`` of a fourth (``lint_precision_fresh4_repos.tsv``,
-``/work/realrepos_fresh4``).
+``/work/realrepos_fresh4``); ``--set fresh5-heldout`` and ``--set fresh5-tune`` of a fifth
+(``lint_precision_fresh5_repos.tsv``, ``/work/realrepos_fresh5``).
 """
 
 from __future__ import annotations
@@ -222,6 +223,9 @@ FRESH3_LIST = HERE / "lint_precision_fresh3_repos.tsv"
 # A fourth fresh list, chosen the same way once the third fresh set had been measured; none of its repositories in
 # any list above.
 FRESH4_LIST = HERE / "lint_precision_fresh4_repos.tsv"
+# A fifth fresh list, chosen the same way once the fourth fresh set had been measured; none of its repositories in
+# any list above.
+FRESH5_LIST = HERE / "lint_precision_fresh5_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -251,11 +255,15 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh4-heldout": RepoSet(wide_repos("heldout", FRESH4_LIST), HERE / "lint_precision_fresh4_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh4")),
         "fresh4-tune": RepoSet(wide_repos("tune", FRESH4_LIST), HERE / "lint_precision_fresh4_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh4"))}
+                               Path("/work/realrepos_fresh4")),
+        "fresh5-heldout": RepoSet(wide_repos("heldout", FRESH5_LIST), HERE / "lint_precision_fresh5_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh5")),
+        "fresh5-tune": RepoSet(wide_repos("tune", FRESH5_LIST), HERE / "lint_precision_fresh5_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh5"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
-# halves of the four fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout")}
+# halves of the five fresh lists, the headline figure on code no rule was tuned on.
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout", "fresh5-heldout")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -649,8 +657,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "the same for lint_precision_fresh_repos.tsv; fresh2-heldout / fresh2-tune: the same for "
                              "lint_precision_fresh2_repos.tsv; fresh3-heldout / fresh3-tune: the same for "
                              "lint_precision_fresh3_repos.tsv; fresh4-heldout / fresh4-tune: the same for "
-                             "lint_precision_fresh4_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
-                             "fresh3-heldout and fresh4-heldout together, each from its own folder")
+                             "lint_precision_fresh4_repos.tsv; fresh5-heldout / fresh5-tune: the same for "
+                             "lint_precision_fresh5_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "fresh3-heldout, fresh4-heldout and fresh5-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
                              "/work/realrepos_heldout for --set heldout)")

@@ -214,6 +214,36 @@ def test_fourth_fresh_halves_follow_the_name_hash_and_use_no_repository_of_any_o
     assert judged and judged <= {r.name for r in heldout}
 
 
+def test_fifth_fresh_halves_follow_the_name_hash_and_use_no_repository_of_any_other_list():
+    import hashlib
+
+    listed = _listed(lint_precision.FRESH5_LIST)
+    earlier = ({row[0].lower() for path in (lint_precision.WIDE_LIST, lint_precision.FRESH_LIST,
+                                            lint_precision.FRESH2_LIST, lint_precision.FRESH3_LIST,
+                                            lint_precision.FRESH4_LIST)
+                for row in _listed(path)}
+               | {r.name.lower() for r in lint_precision.REPOS + lint_precision.HELDOUT_REPOS})
+    names = [row[0] for row in listed]
+    assert len(names) >= 350 and len({n.lower() for n in names}) == len(names)
+    assert not {n.lower() for n in names} & earlier, sorted({n.lower() for n in names} & earlier)
+    heldout = lint_precision.SETS["fresh5-heldout"].repos
+    tune = lint_precision.SETS["fresh5-tune"].repos
+    fetched = {row[0] for row in listed if row[2] != "-"}
+    assert {r.name for r in heldout} | {r.name for r in tune} == fetched
+    assert len(heldout) >= 150
+    for part, repos in (("heldout", heldout), ("tune", tune)):
+        for repo in repos:
+            # the rule written again here: first hex digit of sha256("owner/name"), even = held-out
+            even = int(hashlib.sha256(repo.name.encode()).hexdigest()[0], 16) % 2 == 0
+            assert even == (part == "heldout"), repo.name
+            assert len(repo.commit) == 40 and int(repo.commit, 16) >= 0, repo.name
+            assert repo.paths == (".",)
+    assert not {r.name for r in heldout} & {r.name for r in tune}
+    # the held-out verdicts name only held-out repositories (a tune repository's row would never be read)
+    judged = {key.repo for key in lint_precision.load_verdicts(lint_precision.SETS["fresh5-heldout"].verdicts)}
+    assert judged and judged <= {r.name for r in heldout}
+
+
 def test_combined_held_out_set_adds_the_parts_reports(tmp_path):
     repo_a = lint_precision.Repo("someone/a", "0" * 40, ("train.py",), "test")
     repo_b = lint_precision.Repo("someone/b", "0" * 40, ("train.py",), "test")
@@ -232,7 +262,7 @@ def test_combined_held_out_set_adds_the_parts_reports(tmp_path):
     crossed = lint_precision.precision(tmp_path, (repo_a,), vb)
     assert crossed["rules"]["GG101"]["unjudged"] == 1
     assert set(lint_precision.COMBINED["heldout-all"]) == {"fresh-heldout", "fresh2-heldout", "fresh3-heldout",
-                                                         "fresh4-heldout"}
+                                                         "fresh4-heldout", "fresh5-heldout"}
 
 
 def _gone_file(verdicts: Path) -> Path:
@@ -242,7 +272,7 @@ def _gone_file(verdicts: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["fresh-heldout", "fresh-tune", "fresh2-heldout", "fresh2-tune", "fresh3-heldout", "fresh3-tune",
-             "fresh4-heldout", "fresh4-tune"]
+             "fresh4-heldout", "fresh4-tune", "fresh5-heldout"]
 )
 def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     """Every finding on the extracted code is judged, and every judged finding is still reported or
