@@ -305,6 +305,31 @@ def test_round_7_is_the_list_written_down_before_its_cases_and_split_by_the_same
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_8_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 8}
+    # the list, its sources (with the mechanism) and the split were committed before any round-8 case was written;
+    # a case removed later (c185: no measurable effect) leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_8)
+    assert set(gb.ROUND_8) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_8) >= 24
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_8 for n in gb.ROUND_8)
+    assert {n.split("_")[0] for n in gb.ROUND_8} == set(gb.ROUND_8_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_8 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c176", "c177", "c178", "c180", "c181", "c183", "c185", "c188", "c190", "c191", "c196", "c197",
+                    "c198"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_8_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-8 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 8
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_8_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
@@ -323,6 +348,17 @@ def test_every_round_7_case_has_an_audit_entry():
         assert how and ("confirmed" in verdict)
     text = "\n".join(gb._audit_section(gb.load_cases()))
     assert "| `c172` |" in text and f"Round 7: {len(cases)} cases," in text
+
+
+def test_every_round_8_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 8]
+    assert set(gb.AUDIT_8) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_8[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c187` |" in text and f"Round 8: {len(cases)} cases," in text
+    assert "`c185_pro_gan_12_gradient_penalty_backward_create_graph`" in text
 
 
 def test_the_newest_round_leads_the_headline_table():
@@ -349,3 +385,18 @@ def test_round_7_leads_the_headline_table_once_its_cases_exist():
     assert rows[1].startswith("| round 7, other half | 1 |")
     assert any(r.startswith("| round 6, held-out half (in-sample since: its misses are being fixed) | 1 |") for r in rows)
     assert "Round 7 is the 3 cases from c152 on" in text and "1 of the 3 cases are declared out" in text
+
+
+def test_round_8_leads_the_headline_table_once_its_cases_exist():
+    # round 8's held-out half heads the table; round 7 becomes in-sample (its misses are being fixed), and the
+    # prose counts the cases no tool declares (c176 and c182 are out of both tools' scope)
+    cases = gb.load_cases(["c176_", "c177_", "c182_", "c152_", "c153_"])
+    judged = {c.name: _fake() for c in cases}
+    judged["c177_tabm_20_clip_before_backward"] = _fake(watch=True)
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 8, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) |")
+    assert rows[1].startswith("| round 8, other half | 1 |")
+    assert any(r.startswith("| round 7, held-out half (in-sample since: its misses are being fixed) | 1 |") for r in rows)
+    assert "Round 8 is the 3 cases from c176 on" in text and "2 of the 3 cases are declared out" in text
+    assert "Round 7 is the 2 cases from c152 on" in text
