@@ -17,6 +17,7 @@ from .._ast import terminal, text
 from .._builder import _models_of as models_of
 from .._events import optimizer_constructor
 from .._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, used_in_place as _used_in_place
+from .._inner_optimizers import uncleared_inner
 from .._literals import top_level
 from .._model import Diagnostic, Loop, Report, describe, tests
 
@@ -74,6 +75,22 @@ def check_loop(loop: Loop, report: Report) -> None:
                         f"{describe(step, 'step')} reuses gradients an earlier step already applied: it holds the "
                         f"parameters of `{'`, `'.join(uncleared)}` too, and only the other modules' zero_grad() runs here.",
                         loop=loop, optimizer=step.target, step=step.node, backward=first.node if first else None,
+                    )
+                    continue
+                inner = uncleared_inner(loop, step.target) if all(
+                    c.kind == CLEAR and c.target == step.target for c in on_path if loop.may_clear_for(c, step)
+                ) else None
+                if inner is not None:
+                    attr, cls, built = inner
+                    step.node.gg_inner_optimizer = True  # no fix here: the class's zero_grad is what lacks it
+                    report(
+                        CODE,
+                        step.node,
+                        f"{describe(step, 'step')} reuses gradients an earlier step already applied: `{cls.name}.step()` "
+                        f"also steps `self.{attr}`, built at line {built.lineno} over other parameters than its own "
+                        f"groups, and `{step.target}.zero_grad()` clears only its own groups, so `self.{attr}`'s "
+                        "gradients are never cleared.",
+                        loop=loop, optimizer=step.target, step=step.node,
                     )
                 continue
             if _fresh_each_iteration(loop, step.target):
@@ -595,7 +612,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     its first statement, since the optimizer calls it several times per step.
     """
     call = d.step
-    if getattr(call, "gg_two_optimizers", False) or getattr(call, "gg_applied_twice", False):
+    if any(getattr(call, flag, False) for flag in ("gg_two_optimizers", "gg_applied_twice", "gg_inner_optimizer")):
         # the parameters sit in two optimizers, or one gradient stepped twice: which one is meant is the user's choice
         return None
     stmt = t.statement_of(call)
