@@ -131,11 +131,11 @@ def analyze_loss(root: torch.Tensor, amp_root: bool = False, seed: float = 1.0) 
 
     >>> x = torch.ones(6, 2, requires_grad=True)
     >>> analyze_loss((x * 3).mean() / 4)
-    LossInfo(kind='mean', count=12, scaled=True, factor=0.25, amp=False, terms=1, outer=1.0)
+    LossInfo(kind='mean', count=12, scaled=True, factor=0.25, amp=False, terms=1, outer=1.0, items=None)
     >>> analyze_loss(x.sum()).kind
     'sum'
     >>> analyze_loss((x.mean() + 0.5 * x.abs().mean()) / 2)
-    LossInfo(kind='mean', count=12, scaled=True, factor=0.75, amp=False, terms=2, outer=0.5)
+    LossInfo(kind='mean', count=12, scaled=True, factor=0.75, amp=False, terms=2, outer=0.5, items=None)
     >>> analyze_loss(x.mean(), seed=0.25) == analyze_loss(x.mean() * 0.25)
     True
     """
