@@ -26,6 +26,7 @@ from ._frameworks import (
 )
 from ._ignite import _IgniteLoops
 from ._line_filter import _CTOR_WORDS, _KEYWORDS, _LineMarks, _running_sum_lines
+from ._literals import fixed_truth
 from ._model import Loop, Module
 from ._per_call import _PerCallBodies
 from ._project import Project
@@ -553,6 +554,11 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             finally:
                 self.work_pool -= max(0, walker._work - MAX_WORK)
             loop = Loop(node, scope, cls, after, paths, m, bool(walker.accumulate), functions, methods)
+            # a branch whose test no iteration can take (`if i % 1 == 1:` with a window of one)
+            # runs nothing: its events are not the loop's
+            feasible = [p for p in paths if not any(fixed_truth(t, loop) is (not v) for _, v, t in p.decisions)]
+            if len(feasible) != len(paths) and feasible:
+                loop = Loop(node, scope, cls, after, feasible, m, bool(walker.accumulate), functions, methods)
             loop.per_call = per_call
             if accept is None or accept(loop):
                 m.loops.append(loop)

@@ -88,6 +88,38 @@ def truth(test: ast.expr, values: dict, loop: Loop) -> Optional[bool]:
     return None if value is None else value != 0
 
 
+def fixed_truth(test: ast.expr, loop: Loop) -> Optional[bool]:
+    """The truth of ``test`` whatever the counters hold, where a modulo proves it: ``i % K == c``
+    with K and c literals is False for every ``i`` when c is not one of 0 .. K-1 (``i % 1 == 1``:
+    a window of one never leaves a remainder), and ``!=`` the opposite; ``not`` and ``and``/``or``
+    combine. None where the counters decide."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = fixed_truth(test.operand, loop)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [fixed_truth(v, loop) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in parts else (None if None in parts else True)
+        return True if True in parts else (None if None in parts else False)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
+        left, right = right, left
+    if not (isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
+        return None
+    k, c = literal_int(left.right, loop), literal_int(right, loop)
+    if k is None or c is None or k <= 0:
+        return None
+    if k == 1:
+        equal: Optional[bool] = c == 0  # anything % 1 is 0
+    elif not 0 <= c < k:
+        equal = False
+    else:
+        return None
+    return equal if isinstance(test.ops[0], ast.Eq) else not equal
+
+
 _COMPARE = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
     ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
@@ -222,7 +254,7 @@ def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
     if isinstance(node, ast.Name):
         node = binding(node.id, loop)
     elif isinstance(node, ast.Attribute):
-        node = attribute_binding(node, loop) or namespace_attribute(node, loop)
+        node = attribute_binding(node, loop) or namespace_attribute(node, loop) or class_attribute(node, loop)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
@@ -253,6 +285,29 @@ def namespace_attribute(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
     if any(k.arg is None for k in call.keywords) or len(values) != 1:
         return None
     return values[0]
+
+
+def class_attribute(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
+    """The value of ``cfg.k`` where the file proves it: ``cfg`` is bound once, to ``Config()``
+    (no arguments) of a class the file defines at its top level, whose body sets ``k`` once to
+    a constant; nothing in the file assigns an attribute ``k`` (not even ``__init__``: an
+    instance's own value would hide the class's). None otherwise."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+        return None
+    if node.attr in loop.module.mutated_attrs():
+        return None
+    call = binding(node.value.id, loop)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args and not call.keywords):
+        return None
+    classes = [s for s in loop.module.tree.body if isinstance(s, ast.ClassDef) and s.name == call.func.id]
+    if len(classes) != 1 or classes[0].bases or classes[0].decorator_list:
+        return None  # a base class or a decorator (a dataclass) may set it otherwise
+    cls = classes[0]
+    if any(isinstance(n, ast.Attribute) and n.attr == node.attr and isinstance(n.ctx, ast.Store) for n in ast.walk(cls)):
+        return None
+    values = [v for s in cls.body if isinstance(s, ast.Assign) for n, v in bound_values(s) if n == node.attr]
+    values += [s.value for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == node.attr]
+    return values[0] if len(values) == 1 and isinstance(values[0], ast.Constant) else None
 
 
 def _is_namespace(func: ast.expr, tree: ast.Module) -> bool:

@@ -66,6 +66,9 @@ class LossInfo(NamedTuple):
     amp: bool = False
     terms: int = 1
     outer: Optional[float] = 1.0
+    #: for a ``"sum"``: how many items it added where the host knows it (an nll_loss's non-ignored targets,
+    #: read from its total weight on the CPU), else None
+    items: Count = None
 
 
 UNKNOWN = LossInfo()
@@ -128,11 +131,11 @@ def analyze_loss(root: torch.Tensor, amp_root: bool = False, seed: float = 1.0) 
 
     >>> x = torch.ones(6, 2, requires_grad=True)
     >>> analyze_loss((x * 3).mean() / 4)
-    LossInfo(kind='mean', count=12, scaled=True, factor=0.25, amp=False, terms=1, outer=1.0)
+    LossInfo(kind='mean', count=12, scaled=True, factor=0.25, amp=False, terms=1, outer=1.0, items=None)
     >>> analyze_loss(x.sum()).kind
     'sum'
     >>> analyze_loss((x.mean() + 0.5 * x.abs().mean()) / 2)
-    LossInfo(kind='mean', count=12, scaled=True, factor=0.75, amp=False, terms=2, outer=0.5)
+    LossInfo(kind='mean', count=12, scaled=True, factor=0.75, amp=False, terms=2, outer=0.5, items=None)
     >>> analyze_loss(x.mean(), seed=0.25) == analyze_loss(x.mean() * 0.25)
     True
     """
@@ -258,7 +261,10 @@ class _Walk:
             return LossInfo("sum", None, scaled, factor)
         reduction = getattr(node, "_saved_reduction", None)
         if reduction == _SUM:
-            return LossInfo("sum", None, scaled, factor)
+            # (an nll_loss's summed items: its total weight, read only where it is a host number, no sync;
+            # with class weights it is their sum, not a count: left unknown)
+            items = _host_number(node._saved_total_weight) if name in _NLL and _unweighted(node) else None
+            return LossInfo("sum", None, scaled, factor, items=items)
         if reduction != _MEAN:
             return None
         if name in _NLL:
@@ -272,6 +278,14 @@ class _Walk:
         if isinstance(saved, torch.Tensor):  # element-wise losses: MSE, BCE, Huber, ...
             return LossInfo("mean", saved.numel(), scaled, factor)
         return None
+
+
+def _unweighted(node) -> bool:
+    """An nll_loss node without class weights (its total weight then counts the non-ignored targets)."""
+    try:
+        return getattr(node, "_saved_weight", None) is None
+    except RuntimeError:
+        return False
 
 
 def _weights_summed(node, sizes) -> Optional[float]:

@@ -308,12 +308,30 @@ class Tracker(ColumnStore, ByHand):
         idx = sub.idx
         for j in moved:
             self._observe(idx[j], grads[j], site, False)
+        rescaled = () if zero_fill else self._rescaled_spent(idx, grads, inplace)
         for j in inplace:
-            self._observe(idx[j], grads[j], site, zero_fill)
+            self._observe(idx[j], grads[j], site, zero_fill, j in rescaled)
         return vers
 
-    def _observe(self, i: int, g, site: Optional[Site], zero_fill: bool) -> None:
-        """What happened to position ``i``'s buffer, now ``g``."""
+    def _rescaled_spent(self, idx: list, grads: list, inplace: List[int]) -> set:
+        """Of ``inplace``, the buffers holding only gradient a step applied that are still not all zeros:
+        rescaled in place (a clip after the step), not cleared, so a step now would apply them again. One
+        foreach max-norm (a sync), only where such a buffer changed in place (a correct loop that clears by
+        hand with ``p.grad.zero_()`` reads it once per clearing)."""
+        spent = [j for j in inplace if grads[j] is not None and self.consumed[idx[j]] and self.last[idx[j]] <= self.since[idx[j]]]
+        if not spent:
+            return set()
+        try:
+            norms = torch._foreach_norm([grads[j] for j in spent], float("inf"))
+            device = norms[0].device
+            nonzero = (torch.stack([n.to(device=device, dtype=torch.float32) for n in norms]) != 0).tolist()
+        except Exception:
+            return set()
+        return {j for j, nz in zip(spent, nonzero) if nz}
+
+    def _observe(self, i: int, g, site: Optional[Site], zero_fill: bool, rescaled: bool = False) -> None:
+        """What happened to position ``i``'s buffer, now ``g`` (``rescaled``: spent gradient changed in place
+        and not zeroed, which stays spent)."""
         b = self.buf[i]
         if g is None:
             self._set_at("buf", [i], None)
@@ -330,7 +348,7 @@ class Tracker(ColumnStore, ByHand):
             self._set_at("ver", [i], g._version)
             return
         self._set_at("ver", [i], g._version)
-        if zero_fill or (self.consumed[i] and self.last[i] <= self.since[i]):
+        if zero_fill or (self.consumed[i] and self.last[i] <= self.since[i] and not rescaled):
             # Zero-filled by a zero_grad, or only already-applied gradient was in there: a p.grad.zero_().
             self.clear([i], site)
             self._set_at("zero", [i], zero_fill)

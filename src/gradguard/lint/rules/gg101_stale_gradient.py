@@ -17,6 +17,7 @@ from .._ast import terminal, text
 from .._builder import _models_of as models_of
 from .._events import optimizer_constructor
 from .._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, used_in_place as _used_in_place
+from .._inner_optimizers import uncleared_inner
 from .._literals import top_level
 from .._model import Diagnostic, Loop, Report, describe, tests
 
@@ -50,12 +51,17 @@ def check_loop(loop: Loop, report: Report) -> None:
                 earlier = _applied_by_an_earlier_step(loop, p, step, nested)
                 if earlier is not None:
                     step.node.gg_applied_by = earlier.node  # the fix clears right after that step
+                    between = (
+                        "no backward pass runs between the two steps, so it applies the same gradient a second time"
+                        if getattr(step.node, "gg_applied_twice", False) else
+                        f"nothing clears `{step.target}`'s gradients between the two steps (the clearing in this loop "
+                        "runs elsewhere in the iteration)"
+                    )
                     report(
                         CODE,
                         step.node,
                         f"{describe(step, 'step')} reuses gradients an earlier step already applied: the step at line "
-                        f"{earlier.node.lineno} applied them and nothing clears `{step.target}`'s gradients between the "
-                        "two steps (the clearing in this loop runs elsewhere in the iteration).",
+                        f"{earlier.node.lineno} applied them and {between}.",
                         loop=loop, optimizer=step.target, step=step.node,
                     )
                     continue
@@ -69,6 +75,22 @@ def check_loop(loop: Loop, report: Report) -> None:
                         f"{describe(step, 'step')} reuses gradients an earlier step already applied: it holds the "
                         f"parameters of `{'`, `'.join(uncleared)}` too, and only the other modules' zero_grad() runs here.",
                         loop=loop, optimizer=step.target, step=step.node, backward=first.node if first else None,
+                    )
+                    continue
+                inner = uncleared_inner(loop, step.target) if all(
+                    c.kind == CLEAR and c.target == step.target for c in on_path if loop.may_clear_for(c, step)
+                ) else None
+                if inner is not None:
+                    attr, cls, built = inner
+                    step.node.gg_inner_optimizer = True  # no fix here: the class's zero_grad is what lacks it
+                    report(
+                        CODE,
+                        step.node,
+                        f"{describe(step, 'step')} reuses gradients an earlier step already applied: `{cls.name}.step()` "
+                        f"also steps `self.{attr}`, built at line {built.lineno} over other parameters than its own "
+                        f"groups, and `{step.target}.zero_grad()` clears only its own groups, so `self.{attr}`'s "
+                        "gradients are never cleared.",
+                        loop=loop, optimizer=step.target, step=step.node,
                     )
                 continue
             if _fresh_each_iteration(loop, step.target):
@@ -118,12 +140,17 @@ def _applied_by_an_earlier_step(loop: Loop, p: Path, step: Event, nested: list) 
         return None
     at = p.events.index(step)
     backward = False
-    for e in list(reversed(p.events[:at])) + list(reversed(p.events[at + 1 :])):
+    for i, e in enumerate(list(reversed(p.events[:at])) + list(reversed(p.events[at + 1 :]))):
         if e.kind in (CLEAR, MAYBE_CLEAR) and loop.may_clear_for(e, step):
             return None
         backward = backward or e.kind == BACKWARD
         if e.kind == STEP and e.target == step.target:
-            return e if backward else None
+            # earlier in the same iteration, with no pass between (`scaler.step(opt)` then
+            # `opt.step()`): the second step applies the very gradient the first applied
+            same_iteration = i < at and e.node is not step.node and BACKWARD in {x.kind for x in p.events[:at]}
+            if not backward and same_iteration:
+                step.node.gg_applied_twice = True  # no fix: a clearing between would still step (momentum)
+            return e if backward or same_iteration else None
     return None
 
 
@@ -585,8 +612,9 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     its first statement, since the optimizer calls it several times per step.
     """
     call = d.step
-    if getattr(call, "gg_two_optimizers", False):
-        return None  # the parameters sit in two optimizers: which one should keep them is the user's choice
+    if any(getattr(call, flag, False) for flag in ("gg_two_optimizers", "gg_applied_twice", "gg_inner_optimizer")):
+        # the parameters sit in two optimizers, or one gradient stepped twice: which one is meant is the user's choice
+        return None
     stmt = t.statement_of(call)
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute) or not t.alone(stmt):
         return None

@@ -54,6 +54,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         if not verdicts or any(v is None for v in verdicts):
             continue
         if any(before == BACKWARD for before, _ in verdicts) or any(after == STEP for _, after in verdicts):
+            _other_optimizers_clip(loop, clip, where, sides, report)
             continue  # between a pass and a step on some path: it clips what a step applies
         before = verdicts[0][0]
         report(
@@ -62,6 +63,40 @@ def check_loop(loop: Loop, report: Report) -> None:
             f"`{text(clip.func)}(...)` runs after {'the step' if before == STEP else 'the clearing'} and before "
             f"the next {'clearing' if verdicts[0][1] == CLEAR else 'backward pass'}: no step applies what it "
             "clips, so no update is clipped.",
+            loop=loop,
+        )
+
+
+def _other_optimizers_clip(loop: Loop, clip: ast.Call, where: Tuple, sides, report: Report) -> None:
+    """A clip of one module's parameters (``clip_grad_norm_(dis.parameters(), 5)``) that one optimizer of the
+    loop holds, where that optimizer's own next gradient event, on every path that runs the clip, is its
+    clearing: the step after the clip (another optimizer's, ``gen_opt.step()``) applies none of what it
+    clips, and the clipped gradient is cleared unused. Judged on that optimizer's events alone (its steps,
+    the clearings that may wipe its gradient) and every backward pass."""
+    arg = clip.args[0] if clip.args else next((k.value for k in clip.keywords if k.arg == "parameters"), None)
+    if not (isinstance(arg, ast.Call) and terminal(arg.func) == "parameters" and isinstance(arg.func, ast.Attribute)):
+        return
+    module = text(arg.func.value)
+    holders = [name for name, modules in loop._visible_optimizers().items() if module in modules]
+    if len(holders) != 1:
+        return
+    own = [e for e in loop.steps if e.target == holders[0]]
+    if not own:
+        return
+    verdicts = []
+    for path in loop.step_paths:
+        if not all(path.decided(key) in (None, value) for key, value in sides):
+            continue
+        events = [e for e in path.events if e.kind == BACKWARD or (e.kind == STEP and e.target == holders[0])
+                  or (e.kind in (CLEAR, MAYBE_CLEAR) and loop.may_clear_for(e, own[0]))]
+        verdicts.append(_around(events, where))
+    if verdicts and all(v is not None and v[0] == BACKWARD and v[1] == CLEAR for v in verdicts):
+        report(
+            CODE,
+            clip,
+            f"`{text(clip.func)}(...)` clips the gradients of `{module}`, which only `{holders[0]}` holds, and "
+            f"`{holders[0]}`'s gradients are cleared before it next steps: no step applies what it clips, so no "
+            "update is clipped (the step right after the clip holds other parameters).",
             loop=loop,
         )
 

@@ -1248,6 +1248,26 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
                     parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.IfExp):
+            # `total = loss if total is None else total + loss`: a running sum whose first term starts it
+            grown = _grown_branch(node.value, text(node.targets[0]))
+            if grown is not None:
+                if not parents:
+                    parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
+                if not _rebound_before(node, text(node.targets[0]), loop_node, parents):
+                    yield node, node.targets[0], grown
+
+
+def _grown_branch(value: ast.IfExp, total: str) -> Optional[ast.BinOp]:
+    """The ``total + x`` branch of ``x if total is None else total + x`` (either order): its test reads the
+    total, one branch adds to it and the other starts it without reading it."""
+    if not any(text(n) == total for n in ast.walk(value.test)):
+        return None
+    for grow, start in ((value.body, value.orelse), (value.orelse, value.body)):
+        if (isinstance(grow, ast.BinOp) and isinstance(grow.op, ast.Add) and total in (text(grow.left), text(grow.right))
+                and not any(text(n) == total for n in ast.walk(start))):
+            return grow
+    return None
 
 
 def _moving_average(value: ast.BinOp, total: str, loop_node: ast.AST) -> bool:

@@ -20,12 +20,33 @@ class State:
         self.opts: dict = {}
         self.applied: dict = {}  # id of an optimizer's state -> the backward passes its last step applied
 
+        self.listed_twice: set = set()  # ids of the optimizer states already reported for a parameter listed twice
+
     def after_step(self, ost, passes, by_hand) -> None:
         self.opts[id(ost)] = ost
         self.applied[id(ost)] = set(passes)
 
 
 def at_step(view: StepView) -> None:
+    memory = view.memory[CODE]
+    if len(view.ost.ids) < len(view.ost.params) and id(view.ost) not in memory.listed_twice:
+        # A parameter listed twice in one group (`list(actor.parameters()) + list(critic.parameters())` over a
+        # shared trunk): torch updates each entry, so every step applies its gradient twice (one shared state).
+        memory.listed_twice.add(id(view.ost))
+        seen, twice = set(), []
+        for p in view.ost.params:
+            if id(p) in seen and p.grad is not None and all(q is not p for q in twice):
+                twice.append(p)
+            seen.add(id(p))
+        if twice:
+            view.report(
+                CODE,
+                f"{view.name}.step() (step {view.n}) applied the .grad of {plural(len(twice), 'parameter')} listed "
+                "twice in its parameter groups: it updates each of them twice per step with the same gradient.",
+                view.site, view.n, twice,
+                "Build the optimizer on each parameter once: list(dict.fromkeys(params)) or a set union of the "
+                "modules' parameters (the modules share parameters).",
+            )
     if view.stale:
         stale = set(map(id, view.stale))
         memory = view.memory[CODE]

@@ -54,6 +54,9 @@ def at_window(view: StepView, site, group) -> None:
     full = view.memory["GG111"].full.get((site, id(view.ost)))
     if full is not None and full != k:
         return  # a short window of a line whose full windows hold ``full`` passes: GG111's (1/k² = 1/full)
+    if all(ps.info.kind == "sum" and ps.info.terms == 1 and ps.info.items for ps in group):
+        _summed_twice(view, site, group)
+        return
     factors = []
     for ps in group:
         info = ps.info
@@ -77,5 +80,28 @@ def at_window(view: StepView, site, group) -> None:
         f"{view.name}.step() (step {view.n}) used {plural(k, 'backward pass', 'backward passes')} of the mean-reduced "
         f"loss at {at(site, site)}, {how}: the step applies 1/{k} of the "
         "window's mean gradient.",
+        site, view.n, view.with_grad,
+    )
+
+
+def _summed_twice(view: StepView, site, group) -> None:
+    """K passes of a sum-reduced loss over known item counts (an nll_loss's non-ignored targets), each item
+    weighted exactly 1/(K·N), N the window's items: each pass was divided by the window's item count (the
+    window's mean) and again by K, so the step applies 1/K of the window's mean gradient (unsloth's fused
+    cross-entropy given ``num_items_in_batch`` inside a trainer that also divides by its accumulation steps)."""
+    k = len(group)
+    if any(ps.info.scaled and ps.info.factor is None for ps in group):
+        return
+    total = sum(float(ps.info.items) for ps in group)
+    grad = view.grad_factor_unsynced
+    tol = _TOL if grad is None or grad == 1.0 else _MEASURED
+    grad = 1.0 if grad is None else grad
+    if any(abs((ps.info.factor if ps.info.scaled else 1.0) * grad * k * total - 1.0) > tol * k for ps in group):
+        return
+    view.report(
+        CODE,
+        f"{view.name}.step() (step {view.n}) used {plural(k, 'backward pass', 'backward passes')} of the sum-reduced "
+        f"loss at {at(site, site)}, each item weighted 1/{k * total:g}: divided by the window's {total:g} items and "
+        f"again by {k}, so the step applies 1/{k} of the window's mean gradient.",
         site, view.n, view.with_grad,
     )
