@@ -323,8 +323,16 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"  # computed outside the loop: cannot tell
         # a number (`total = 0.` before `total += term`) has no gradient: it weighs no pass
         values = [v for v in values if not _is_number(v)] or values
-        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
-        return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        added, base = _added_terms(values, expr.id)
+        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: _earlier(values, v)}, loop, depth + 1)
+                 for v in base or values}
+        kind = "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        if base and added:
+            # `loss = ce(...)` then `loss += reg`: the name holds the sum of both, read like `ce + reg`
+            # (a mean left undivided stays one whatever the added term weighs), not as alternatives
+            sides = {kind} | {loss_scale(v, assigns, loop, depth + 1) for v in added}
+            return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
+        return kind
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
         element = loop.returned_element(expr)
         if element is not None:
@@ -391,6 +399,28 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _earlier(values: list, value) -> list:
+    """What ``loss = loss.mean()`` reads as ``loss``: the bindings on lines above it (the loop's
+    body runs top to bottom); none known, nothing (read as unknown)."""
+    line = _line(value)
+    if line is None or any(_line(v) is None for v in values):
+        return []
+    return [v for v in values if _line(v) < line]
+
+
+def _added_terms(values: list, name: str) -> tuple:
+    """A name's bindings split into the ``name += term`` values that add to what the name held and
+    the others; those above the last rebinding from the name itself (``loss += aux`` then ``loss =
+    loss / K``, read through it) are left out of both."""
+    rebinds = [_line(v) for v in values if not isinstance(v, tuple) and self_ref(v, name) and _line(v) is not None]
+    last = max(rebinds, default=None)
+    if last is not None and any(_line(v) is None for v in values):
+        last = None
+    kept = [v for v in values if last is None or _line(v) >= last]
+    added = [v for v in kept if isinstance(v, tuple) and len(v) > 2 and isinstance(v[1], (ast.Add, ast.Sub))]
+    return added, [v for v in kept if not any(v is a for a in added)]
 
 
 def _forward_of(func: ast.expr, assigns: dict, loop: Loop):
@@ -565,11 +595,28 @@ def _is_weight(expr: ast.expr, loop: Loop) -> bool:
     bound once to literals, ``alpha = 0.5``) that is not 1/K for the window's literal K (with K
     not known, a weight of magnitude 1 or more, which no 1/K is)."""
     value = literal_number(expr, loop)
-    if value is None or value == 0:
+    if value is None:
+        return _sibling_setting(expr, loop)
+    if value == 0:
         return False
     window = loop.window_size()
     k = literal_int(window, loop) if window is not None else None
     return abs(value * k - 1) > 1e-9 if k else abs(value) >= 1
+
+
+def _sibling_setting(expr: ast.expr, loop: Loop) -> bool:
+    """``args.alpha_ce`` where the window's size is ``args.gradient_accumulation_steps``: another
+    setting of the object that holds the window's size, which the file never assigns. The user sets
+    it, next to the size; a divisor by the window is computed from the size, so this weight is none."""
+    window = loop.window_size()
+    if not isinstance(window, ast.Attribute):
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Pow)):  # `args.temperature ** 2`
+        return all(_sibling_setting(side, loop) or literal_number(side, loop) is not None for side in (expr.left, expr.right)) \
+            and not all(literal_number(side, loop) is not None for side in (expr.left, expr.right))
+    if not isinstance(expr, ast.Attribute):
+        return False
+    return text(expr.value) == text(window.value) and expr.attr != window.attr and loop.module.unbound(text(expr))
 
 
 # --- the fix ---------------------------------------------------------------------
