@@ -31,6 +31,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if hooks_rescale(loop.module.tree):
         return  # a tensor hook of the file rescales gradients inside the pass: the loss's divisor is not its weight
+    if _cached_window(loop.node, loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else loop.node):
+        return
     windows = loop.window_paths()
     if windows:
         if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
@@ -66,6 +68,24 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+def _cached_window(loop_node: ast.AST, scope: ast.AST) -> bool:
+    """Gradient caching (open_clip's ``accum_freq``): the loop keeps every micro-batch's outputs of the
+    window in lists under ``torch.no_grad()``, then each pass re-computes one micro-batch and hands
+    those lists to the loss, which is the whole window's loss with that one part live. The K passes
+    add up one gradient of the window's loss, each part once: no division by K is missing."""
+    cached = set()
+    for n in body_nodes(scope):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                terminal(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) in ("no_grad", "inference_mode")
+                for i in n.items):
+            cached |= {c.func.value.id for c in ast.walk(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                       and c.func.attr == "append" and isinstance(c.func.value, ast.Name)}
+    if not cached:
+        return False
+    return any(isinstance(a, ast.Name) and a.id in cached
+               for n in body_nodes(loop_node) if isinstance(n, ast.Call) for a in list(n.args) + [k.value for k in n.keywords])
 
 
 def _straight_line(assigns: dict, b) -> dict:
@@ -609,7 +629,9 @@ def _sibling_setting(expr: ast.expr, loop: Loop) -> bool:
     setting of the object that holds the window's size, which the file never assigns. The user sets
     it, next to the size; a divisor by the window is computed from the size, so this weight is none."""
     window = loop.window_size()
-    if not isinstance(window, ast.Attribute):
+    # (a window a modulo test closes only: each of its passes is a new batch of the data loop, where a
+    # `for _ in range(K)` loop may be K refinements of one batch, a sum the program means)
+    if not isinstance(window, ast.Attribute) or not loop.window_paths():
         return False
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Pow)):  # `args.temperature ** 2`
         return all(_sibling_setting(side, loop) or literal_number(side, loop) is not None for side in (expr.left, expr.right)) \
