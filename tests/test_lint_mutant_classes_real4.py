@@ -337,3 +337,44 @@ def test_gg102_a_flag_changed_inside_the_loop_still_varies():
     the branches are not one loop each, and nothing is claimed."""
     source = FLAG_SET_ABOVE.replace("        loss = torch", "        args.fp16 = step > 3\n        loss = torch")
     assert _only(source, "GG102") == []
+
+
+# --- GG104 stays silent on gradient caching -------------------------------------------------------------
+
+# open_clip's `accum_freq`: the window's outputs kept under no_grad, then one pass per micro-batch on the
+# whole window's loss with that micro-batch's part live; the passes add up the window's gradient once
+GRADIENT_CACHE = """\
+import torch
+
+
+def window_loss(model, x, ys, cached, j):
+    outs = torch.cat(cached[:j] + [model(x)] + cached[j + 1:])
+    return torch.nn.functional.mse_loss(outs, torch.cat(ys))
+
+
+def train(model, opt, data, args):
+    cached, inputs, targets = [], [], []
+    for i, (x, y) in enumerate(data):
+        with torch.no_grad():
+            cached.append(model(x))
+            inputs.append(x)
+            targets.append(y)
+        if (i + 1) % args.accum_steps > 0:
+            continue
+        opt.zero_grad()
+        for j in range(args.accum_steps):
+            loss = window_loss(model, inputs[j], targets, cached, j)
+            loss += 0.0 * sum(p.sum() for p in model.parameters())
+            loss.backward()
+        opt.step()
+        cached, inputs, targets = [], [], []
+"""
+
+
+def test_gg104_gradient_caching_adds_one_window_gradient_and_is_silent():
+    assert _only(GRADIENT_CACHE, "GG104") == []
+    reference = _window_reference(lambda out, y, model: torch.nn.functional.mse_loss(out, y))
+    assert torch.allclose(_run(GRADIENT_CACHE), reference, rtol=0, atol=1e-12)
+    # negative control: the same passes divided by K would apply a K-th of it
+    divided = GRADIENT_CACHE.replace("            loss.backward()", "            (loss / args.accum_steps).backward()")
+    assert not torch.allclose(_run(divided), reference, atol=1e-4)
