@@ -79,6 +79,8 @@ condition. Where none of that decides, these names are read, as a last resort:
 | `_per_call._CLEARS` | `zero_grad`, `clear_grad`, `reset_grad`, `free_grad`, `grads_to_none`, ..., a `.grad` write | a function that may call a per-update function (it names it) and has one of these in its text may clear for it: the update is not read on its own |
 | `_builder._NO_OPTIMIZER_CTORS` | the constructors `torch.profiler.profile`, `torch.autograd.profiler.profile`, `torch.optim.swa_utils.SWALR`, `torch.optim.lr_scheduler.*` (resolved by the file's imports) | an object bound only to one of them (`x = ...`, `with ... as x`) is no optimizer, whatever it is called: its `step()` advances a profiler's or scheduler's schedule |
 | GG103 `_cycle` | a call of `cycle` brought in by a star import (`from utils import *`) that the file neither defines nor imports by name | taken for `itertools.cycle` (as `from itertools import cycle` is): the loop over it never runs out of data |
+| `_per_call._scheduled` | the constructors `torch.optim.lr_scheduler.*` (resolved by the file's imports) | an optimizer an object hands to one as its first argument (`LambdaLR(self.optimizer, ...)`) is not handed to code that may clear it: the object's per-update method is still read (GG101/GG102) |
+| GG104 `_cached_window` | `with` blocks of `no_grad` / `inference_mode`, and `append` | lists appended inside such a block of the function and handed to a call in the loop mark gradient caching (each pass re-computes one micro-batch of a whole-window loss): GG104 leaves the loop |
 """
 
 

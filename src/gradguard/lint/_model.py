@@ -732,9 +732,33 @@ class Loop:
                 return True
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
                 return True
-            if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()):
+            if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()
+                                                 and not self._set_before(n.attr)):
                 return True
         return False
+
+    def _set_before(self, attr: str) -> bool:
+        """Every write of ``.attr`` outside ``__init__`` is a statement of the function holding the loop,
+        above the loop and outside it (``args.fp16 = args.fp16 or args.amp`` at the top of ``main()``):
+        no code that runs during the loop changes it."""
+        if not isinstance(self.scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or "setattr" in self.module.source:
+            return False
+
+        def writes(nodes) -> list:
+            return [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                    and any(isinstance(e, ast.Attribute) and e.attr == attr
+                            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for e in subtree(t))]
+
+        cache = self.module.__dict__.setdefault("_attr_writes", {})
+        if attr not in cache:
+            inits = [f for f in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     if f.name in ("__init__", "setup", "__post_init__")]
+            cache[attr] = ({id(w) for w in writes(nodes_of(self.module.tree, (ast.Assign, ast.AugAssign, ast.AnnAssign)))}
+                           - {id(w) for f in inits for w in writes(ast.walk(f))})
+        elsewhere = cache[attr]
+        here = writes(body_nodes(self.scope))
+        loop_span = (self.node.lineno, self.node.end_lineno)
+        return elsewhere <= {id(w) for w in here} and all(w.end_lineno < loop_span[0] for w in here)
 
     def fixed_for_run(self, test: ast.expr) -> bool:
         """A flag fixed for the whole loop (:meth:`varies` is False) that no helper parameter

@@ -269,12 +269,42 @@ class _PerCallBodies:
 
             # handed out of the object by its own code (`config.register(self.network)`, an alias): code
             # elsewhere may clear it (as GG101's check of an object's optimizer reads it)
-            for n in ast.walk(loop.cls):
-                if (isinstance(n, ast.Attribute) and n.attr in reach and isinstance(n.value, ast.Name) and n.value.id == "self"
-                        and isinstance(n.ctx, ast.Load) and not _used_in_place(loop.cls, n)):
-                    return True
+            # (an alias kept on the object, `self._eval_model = self._model`, hands nothing out: it joins what is
+            # read for, here and in the callers' text below)
+            aliases = {id(n.value): [t.attr for t in n.targets] for n in ast.walk(loop.cls)
+                       if isinstance(n, ast.Assign) and n.targets and all(_self_attribute(t) for t in n.targets)}
+            grown = True
+            while grown:
+                grown = False
+                for n in ast.walk(loop.cls):
+                    if (isinstance(n, ast.Attribute) and n.attr in reach and isinstance(n.value, ast.Name) and n.value.id == "self"
+                            and isinstance(n.ctx, ast.Load) and not _used_in_place(loop.cls, n) and not self._scheduled(loop.cls, n)):
+                        if id(n) not in aliases:
+                            return True
+                        if not set(aliases[id(n)]) <= reach:
+                            reach |= set(aliases[id(n)])
+                            grown = True
         escape = re.compile(r"\.[ \t]*(?:" + "|".join(map(re.escape, sorted(reach))) + r")\b(?![ \t]*(?:[.(]|=[^=]))")
         return any(escape.search(text) for text in self._caller_texts(loop.node))
+
+
+    def _scheduled(self, cls: ast.ClassDef, node: ast.Attribute) -> bool:
+        """``LambdaLR(self.optimizer, ...)``: the optimizer handed to a learning-rate scheduler of
+        ``torch.optim.lr_scheduler`` (resolved by the file's imports), which sets its learning rates
+        and never touches its gradients: not handed to code that may clear them."""
+        for n in ast.walk(cls):
+            if isinstance(n, ast.Call) and node in n.args[:1]:
+                try:
+                    written = ast.unparse(n.func)
+                except (ValueError, AttributeError):
+                    return False
+                target = self.m.project.qualified(written, self.m.filename) or ""
+                return target.startswith("torch.optim.lr_scheduler.")
+        return False
+
+
+def _self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 class _FilesIndex:

@@ -31,6 +31,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if hooks_rescale(loop.module.tree):
         return  # a tensor hook of the file rescales gradients inside the pass: the loss's divisor is not its weight
+    if _cached_window(loop.node, loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else loop.node):
+        return
     windows = loop.window_paths()
     if windows:
         if all(any(e.kind == CLEAR and e.target != PARTIAL for e in m.events) for m in windows):
@@ -68,6 +70,24 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )
+
+
+def _cached_window(loop_node: ast.AST, scope: ast.AST) -> bool:
+    """Gradient caching (open_clip's ``accum_freq``): the loop keeps every micro-batch's outputs of the
+    window in lists under ``torch.no_grad()``, then each pass re-computes one micro-batch and hands
+    those lists to the loss, which is the whole window's loss with that one part live. The K passes
+    add up one gradient of the window's loss, each part once: no division by K is missing."""
+    cached = set()
+    for n in body_nodes(scope):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                terminal(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) in ("no_grad", "inference_mode")
+                for i in n.items):
+            cached |= {c.func.value.id for c in ast.walk(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                       and c.func.attr == "append" and isinstance(c.func.value, ast.Name)}
+    if not cached:
+        return False
+    return any(isinstance(a, ast.Name) and a.id in cached
+               for n in body_nodes(loop_node) if isinstance(n, ast.Call) for a in list(n.args) + [k.value for k in n.keywords])
 
 
 def _straight_line(assigns: dict, b) -> dict:
@@ -435,8 +455,16 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"  # computed outside the loop: cannot tell
         # a number (`total = 0.` before `total += term`) has no gradient: it weighs no pass
         values = [v for v in values if not _is_number(v)] or values
-        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: []}, loop, depth + 1) for v in values}
-        return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        added, base = _added_terms(values, expr.id)
+        kinds = {loss_scale(v, assigns if not self_ref(v, expr.id) else {**assigns, expr.id: _earlier(values, v)}, loop, depth + 1)
+                 for v in base or values}
+        kind = "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+        if base and added:
+            # `loss = ce(...)` then `loss += reg`: the name holds the sum of both, read like `ce + reg`
+            # (a mean left undivided stays one whatever the added term weighs), not as alternatives
+            sides = {kind} | {loss_scale(v, assigns, loop, depth + 1) for v in added}
+            return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
+        return kind
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
         element = loop.returned_element(expr)
         if element is not None:
@@ -503,6 +531,28 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _earlier(values: list, value) -> list:
+    """What ``loss = loss.mean()`` reads as ``loss``: the bindings on lines above it (the loop's
+    body runs top to bottom); none known, nothing (read as unknown)."""
+    line = _line(value)
+    if line is None or any(_line(v) is None for v in values):
+        return []
+    return [v for v in values if _line(v) < line]
+
+
+def _added_terms(values: list, name: str) -> tuple:
+    """A name's bindings split into the ``name += term`` values that add to what the name held and
+    the others; those above the last rebinding from the name itself (``loss += aux`` then ``loss =
+    loss / K``, read through it) are left out of both."""
+    rebinds = [_line(v) for v in values if not isinstance(v, tuple) and self_ref(v, name) and _line(v) is not None]
+    last = max(rebinds, default=None)
+    if last is not None and any(_line(v) is None for v in values):
+        last = None
+    kept = [v for v in values if last is None or _line(v) >= last]
+    added = [v for v in kept if isinstance(v, tuple) and len(v) > 2 and isinstance(v[1], (ast.Add, ast.Sub))]
+    return added, [v for v in kept if not any(v is a for a in added)]
 
 
 def _forward_of(func: ast.expr, assigns: dict, loop: Loop):
@@ -677,11 +727,30 @@ def _is_weight(expr: ast.expr, loop: Loop) -> bool:
     bound once to literals, ``alpha = 0.5``) that is not 1/K for the window's literal K (with K
     not known, a weight of magnitude 1 or more, which no 1/K is)."""
     value = literal_number(expr, loop)
-    if value is None or value == 0:
+    if value is None:
+        return _sibling_setting(expr, loop)
+    if value == 0:
         return False
     window = loop.window_size()
     k = literal_int(window, loop) if window is not None else None
     return abs(value * k - 1) > 1e-9 if k else abs(value) >= 1
+
+
+def _sibling_setting(expr: ast.expr, loop: Loop) -> bool:
+    """``args.alpha_ce`` where the window's size is ``args.gradient_accumulation_steps``: another
+    setting of the object that holds the window's size, which the file never assigns. The user sets
+    it, next to the size; a divisor by the window is computed from the size, so this weight is none."""
+    window = loop.window_size()
+    # (a window a modulo test closes only: each of its passes is a new batch of the data loop, where a
+    # `for _ in range(K)` loop may be K refinements of one batch, a sum the program means)
+    if not isinstance(window, ast.Attribute) or not loop.window_paths():
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Pow)):  # `args.temperature ** 2`
+        return all(_sibling_setting(side, loop) or literal_number(side, loop) is not None for side in (expr.left, expr.right)) \
+            and not all(literal_number(side, loop) is not None for side in (expr.left, expr.right))
+    if not isinstance(expr, ast.Attribute):
+        return False
+    return text(expr.value) == text(window.value) and expr.attr != window.attr and loop.module.unbound(text(expr))
 
 
 # --- the fix ---------------------------------------------------------------------
