@@ -118,7 +118,7 @@ def test_a_trainer_walks_to_the_same_paths_with_fewer_merges(monkeypatch):
     # Work: 40 quiet lines each merged the list again (merge_paths returned it as it was); now
     # each run of them merges once
     assert merges_def >= 40
-    assert merges_now <= merges_def - 35
+    assert merges_now <= merges_def - 35  # 87 and 7 today
 
 
 def test_the_same_tree_gives_the_same_path_objects_as_the_definition(monkeypatch):
