@@ -322,6 +322,10 @@ class Walker:
 
     # -- statements ------------------------------------------------------------
     def block(self, stmts, states: List[Path], stack: Tuple) -> List[Path]:
+        # A list that merge_paths returned as it was given (the same paths in the same order): merging
+        # it again gives it again, so a run of statements that leave the paths as they were (most
+        # lines of a trainer hold no event) merges once, not once per statement.
+        settled: Optional[List[Path]] = None
         for stmt in stmts:
             live = [s for s in states if s.end is None]
             if not live:
@@ -331,8 +335,10 @@ class Walker:
             if self._work > self.max_work:
                 raise TooComplex(f"following this loop through its helpers takes more than {self.max_work} statement visits")
             states = ended + self.statement(stmt, live, stack)
-            if len(states) > MERGE_AT:
-                states = merge_paths(states)
+            if len(states) > MERGE_AT and not (settled is not None and _extends(states, settled)):
+                merged = merge_paths(states)
+                settled = merged if _same(merged, states) else None
+                states = merged
             if len(states) > MAX_PATHS:
                 raise TooComplex(f"more than {MAX_PATHS} paths through one iteration (too many independent branches to follow)")
         return states
@@ -836,6 +842,38 @@ _WRAPPED = {"step": STEP, "zero_grad": CLEAR}
 def _at(event: Event, call: ast.Call) -> Event:
     """``event`` placed at ``call`` when it happened in another file's code."""
     return event._replace(node=call) if getattr(event.node, "gg_foreign", False) else event
+
+
+def _same(a: List[Path], b: List[Path]) -> bool:
+    """The same path objects in the same order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _extends(new: List[Path], old: List[Path]) -> bool:
+    """``new`` is ``old`` with one and the same run of events (maybe none) added to every path that
+    had not ended, the ended ones the same objects, in the same order.
+
+    Such a list merges as ``old`` does: :func:`merge_paths` reads paths only through the equality of
+    their (events, end) and through their decisions, and adding the same events to every live path
+    keeps which paths are equal (an ended path differs from a live one by its end, before and
+    after). So where ``old`` merged to itself, ``new`` does too.
+    """
+    if len(new) != len(old):
+        return False
+    added = None
+    for a, b in zip(new, old):
+        if b.end is not None:
+            if a is not b:
+                return False
+            continue
+        n = len(b.events)
+        if a.end is not None or a.decisions != b.decisions or a.events[:n] != b.events:
+            return False
+        if added is None:
+            added = a.events[n:]
+        elif a.events[n:] != added:
+            return False
+    return True
 
 
 def _defaults(fn: ast.AST) -> Dict[str, list]:

@@ -76,6 +76,9 @@ class Flow:
         self.clip_aliases = _clip_aliases(module.tree)
         self._classes: Dict[tuple, Optional[ast.ClassDef]] = {}
         self.tests: Dict[str, List[ast.expr]] = {}  # each branch test's key -> the tests seen with it
+        # ... each test once (a helper's `if` is met again at every call and loop pass: kept twice, the
+        # list grew with the walk and every question asked of it was asked again of a longer list)
+        self._tests_seen: set = set()
         self._unchanged_memo: Dict[tuple, bool] = {}
         self._loop_facts: Dict[int, tuple] = {}
         self._scopes: Optional[Dict[int, ast.AST]] = None  # id of a node -> the function it runs in
@@ -106,7 +109,9 @@ class Flow:
         if isinstance(stmt, ast.If):
             states = self.exprs([stmt.test], states, stmt, ctx)
             key, side = self._keys.get(id(stmt.test)) or self._keys.setdefault(id(stmt.test), _test_key(stmt.test))
-            self.tests.setdefault(key, []).append(stmt.test)
+            if id(stmt.test) not in self._tests_seen:
+                self._tests_seen.add(id(stmt.test))
+                self.tests.setdefault(key, []).append(stmt.test)
             res_t = self.block(stmt.body, [s for s in states if (key, not side) not in s.decided], ctx)
             res_t = self._taken(res_t, key, side)
             res_f = self.block(stmt.orelse, [s for s in states if (key, side) not in s.decided], ctx)
@@ -699,7 +704,8 @@ def _rebound(fn: ast.AST) -> FrozenSet[str]:
 
 def _stores(node: ast.AST) -> List[ast.AST]:
     """The names and attributes ``node`` binds or sets (assignments, loop and ``with`` targets, ``del``)."""
-    return [n for n in subtree(node) if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del))]
+    # nodes_of keeps the walk on the node: the walk asks this of a statement at every visit
+    return [n for n in nodes_of(node, (ast.Name, ast.Attribute)) if isinstance(n.ctx, (ast.Store, ast.Del))]
 
 
 def _scales(module: Module) -> bool:
