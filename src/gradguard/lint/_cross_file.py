@@ -88,6 +88,51 @@ class _ForeignObjects:
         self.foreign_backward = lines_of(m.source, backward)
 
 
+    def _mark_inherited_calls(self, inherited) -> None:
+        """The lines calling ``self.<method>()`` of a method inherited from another file's class
+        that touches the gradient buffer are interesting (as a call of this file's helper is)."""
+        m = self.m
+        holds = m.project.__dict__.setdefault("_event_methods", _EventMethods())
+        names = set()
+        for methods in inherited:
+            holds.add(methods)
+            names |= {name for name, fn in methods.items() if holds.kinds(fn)}
+        if names:
+            pattern = re.compile(r"\bself\s*\.\s*(%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
+            m._add_positions([match.start() for match in pattern.finditer(m.source)])
+
+    def _bind_imported_functions(self) -> None:
+        """Functions the file imports by name (``from garage.torch._functions import
+        zero_optim_grads``) and calls: one that another linted file defines is followed at the
+        call like this module's own helpers (its events placed at the call); one the linted
+        tree does not hold is *unseen* (``None``). The walker reads an unseen one handed an
+        optimizer as a call that may clear that optimizer (see ``_flow.Walker``). torch's own
+        functions are never either: what they do is known where they are called."""
+        m = self.m
+        imports = {
+            local: spec for local, spec in imported_names(m.tree).items()
+            if local not in m.functions and local not in m.classes and not (
+                spec[2] == 0 and (spec[1] or "").split(".")[0] == "torch")
+        }
+        if not imports:
+            return
+        pattern = re.compile(r"(?<![\w.])(%s)\s*\(" % "|".join(map(re.escape, sorted(imports, key=len, reverse=True))))
+        starts = sorted(pos for pos in find_all(m.source, tuple(imports)))
+        sites = [(match.start(), match.group(1)) for match in matches_at(pattern, m.source, starts)]
+        if not sites:
+            return
+        found: Dict[str, Optional[ast.AST]] = {}
+        for local in {name for _, name in sites}:
+            fn = m.project.foreign_function(*imports[local], m.filename)
+            if fn is None and imports[local][0] in m.project.defined:
+                continue  # a class of the tree (its objects are bound by _bind_foreign)
+            found[local] = fn
+        m.imported_functions = found
+        if any(fn is not None for fn in found.values()):
+            self.foreign_bound = True  # the walker walks such a function's nodes whole (see _loop)
+        m._add_positions([pos for pos, name in sites if name in found])
+
+
 class _EventMethods:
     """``kinds(method)``: ``{"backward", "event"}`` for a method of another file's class that
     back-propagates or touches the gradient buffer, itself or through ``self.other()`` (four
