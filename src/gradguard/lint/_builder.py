@@ -29,7 +29,7 @@ from ._line_filter import _CTOR_WORDS, _KEYWORDS, _LineMarks, _running_sum_lines
 from ._literals import fixed_truth
 from ._model import Loop, Module
 from ._per_call import _PerCallBodies
-from ._project import Project
+from ._project import Project, imported_names
 
 
 # Method names that torch objects have too (`model.train()`, `opt.step()`): a call of one on
@@ -127,8 +127,12 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                     todo.extend(getattr(node, field, None) or [])
         for cls in m.classes.values():
             m.methods[id(cls)] = self._class_methods(cls)
+        if self.__dict__.get("_inherited"):
+            self._mark_inherited_calls(self._inherited)
         if m.project.texts:
             self._bind_foreign()
+        if "import" in m.source:
+            self._bind_imported_functions()
         if self.through_imports_only and not self.foreign_backward:
             return  # no event word of its own, and no call into another file's backward pass
         self._mark_helper_calls()
@@ -349,6 +353,12 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             out.add(name)
         return out
 
+    def _imports(self) -> dict:
+        found = self.__dict__.get("_imported")
+        if found is None:
+            found = self._imported = imported_names(self.m.tree)
+        return found
+
     def _class_methods(self, cls: ast.ClassDef, depth: int = 0) -> Dict[str, ast.AST]:
         """Methods of ``cls`` and of its bases defined in this module (own methods win)."""
         out: Dict[str, ast.AST] = {}
@@ -357,6 +367,15 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
                 parent = self.m.classes.get(terminal(base))
                 if parent is not None and parent is not cls:
                     out.update(self._class_methods(parent, depth + 1))
+                elif parent is None and isinstance(base, ast.Name) and self.m.project.texts:
+                    # a base class another linted file defines (`from core.utils import Trainer`): the
+                    # methods this class inherits from it are followed at `self.m()` like its own
+                    spec = self._imports().get(base.id)
+                    inherited = self.m.project.foreign_class(*spec, self.m.filename) if spec else None
+                    if inherited:
+                        out.update(inherited)
+                        self.foreign_bound = True
+                        self.__dict__.setdefault("_inherited", []).append(inherited)
         out.update(methods_of(cls))
         if "self." in self.m.source:
             pairs = self.__dict__.setdefault("_alias_pairs", {})
@@ -541,6 +560,8 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             # allowance a loop may draw on a pool proportional to the file's size, so that one
             # big loop is checked while the file's total work stays linear in its length
             walker.max_work = MAX_WORK + self.work_pool
+            walker.imported = m.imported_functions
+            walker.project = m.project if self.foreign_bound else None
             try:
                 paths = walker.iteration_paths(node, scope)
             except TooComplex as exc:

@@ -17,6 +17,8 @@ import re
 from typing import Dict, Optional
 
 from ._ast import find_all, lines_of, subtree, text, walk_lines
+from ._events import is_optimizer_name, optimizer_constructor
+from ._line_filter import _CTOR_WORDS
 from ._project import imported_names, matches_at
 
 
@@ -86,6 +88,83 @@ class _ForeignObjects:
                     backward.append(pos)
         m._add_positions(hits)
         self.foreign_backward = lines_of(m.source, backward)
+
+
+    def _mark_inherited_calls(self, inherited) -> None:
+        """The lines calling ``self.<method>()`` of a method inherited from another file's class
+        that touches the gradient buffer are interesting (as a call of this file's helper is)."""
+        m = self.m
+        holds = m.project.__dict__.setdefault("_event_methods", _EventMethods())
+        names = set()
+        for methods in inherited:
+            holds.add(methods)
+            # (or hands on what its lines name an optimizer: `mart_loss(self.model, x, y, self.optimizer)`, an
+            # unseen function the walker reads as one that may clear it; "optim" marks this file's lines too)
+            names |= {name for name, fn in methods.items() if holds.kinds(fn) or "optim" in (ast.get_source_segment(
+                m.project.sources.get(getattr(fn, "gg_foreign", ""), ""), fn) or "")}
+        if names:
+            pattern = re.compile(r"\bself\s*\.\s*(%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
+            m._add_positions([match.start() for match in pattern.finditer(m.source)])
+
+    def _bind_imported_functions(self) -> None:
+        """Functions the file imports by name (``from garage.torch._functions import
+        zero_optim_grads``) and calls: one that another linted file defines is followed at the
+        call like this module's own helpers (its events placed at the call); one the linted
+        tree does not hold is *unseen* (``None``). The walker reads an unseen one handed an
+        optimizer as a call that may clear that optimizer (see ``_flow.Walker``). torch's own
+        functions are never either: what they do is known where they are called."""
+        m = self.m
+        imports = {
+            local: spec for local, spec in imported_names(m.tree).items()
+            if local not in m.functions and local not in m.classes and not (
+                spec[2] == 0 and (spec[1] or "").split(".")[0] == "torch")
+        }
+        if not imports:
+            return
+        pattern = re.compile(r"(?<![\w.])(%s)\s*\(" % "|".join(map(re.escape, sorted(imports, key=len, reverse=True))))
+        starts = sorted(pos for pos in find_all(m.source, tuple(imports)))
+        sites = [(match.start(), match.group(1)) for match in matches_at(pattern, m.source, starts)]
+        if not sites:
+            return
+        found: Dict[str, Optional[ast.AST]] = {}
+        for local in {name for _, name in sites}:
+            fn = m.project.foreign_function(*imports[local], m.filename)
+            if fn is None and imports[local][0] in m.project.defined:
+                continue  # a class of the tree (its objects are bound by _bind_foreign)
+            if fn is not None and not _EVENT_TEXT.search(ast.get_source_segment(m.project.sources[fn.gg_foreign], fn) or ""):
+                continue  # a function of the tree that touches no gradient buffer: nothing to follow
+            found[local] = fn
+        m.imported_functions = found
+        if any(fn is not None for fn in found.values()):
+            self.foreign_bound = True  # the walker walks such a function's nodes whole (see _loop)
+        # only the calls that matter become interesting (a line made interesting makes the `if` around it
+        # fork the paths): one of a function of the tree that touches the gradients, or one of an unseen
+        # function handed something that may be an optimizer (built by an optimizer's constructor in this
+        # file, or so named)
+        built = {
+            text(t) for n in walk_lines(m.tree, m.word_lines(_CTOR_WORDS))
+            if isinstance(n, ast.Assign) and optimizer_constructor(n.value) is not None for t in n.targets
+        }
+        keep = []
+        by_line = {}
+        for n in walk_lines(m.tree, lines_of(m.source, [pos for pos, _ in sites])):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in found:
+                by_line.setdefault(n.lineno, []).append(n)
+        for pos, name in sites:
+            if name not in found:
+                continue
+            if found[name] is not None:
+                keep.append(pos)
+                continue
+            line = m.source.count("\n", 0, pos) + 1
+            if any(isinstance(a, (ast.Name, ast.Attribute)) and (text(a) in built or is_optimizer_name(a, frozenset(built)))
+                   for c in by_line.get(line, []) if c.func.id == name for a in list(c.args) + [k.value for k in c.keywords]):
+                keep.append(pos)
+        m._add_positions(keep)
+
+
+#: Words without which a function's text touches no gradient buffer.
+_EVENT_TEXT = re.compile(r"backward|zero_grad|\.step\(|\.grad\b")
 
 
 class _EventMethods:

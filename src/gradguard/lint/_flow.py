@@ -45,6 +45,7 @@ from ._events import (
     reads_grad,
 )
 from ._ast import assignments, bind_arguments, subtree, text
+from ._project import NOT_A_FUNCTION
 
 #: More paths than this through one iteration: give up on the loop (no findings).
 MAX_PATHS = 256
@@ -227,6 +228,32 @@ def compose(states: List[Path], summary: List[Path]) -> List[Path]:
     return out
 
 
+def _without_not(test: ast.expr) -> ast.expr:
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return test
+
+
+def _truth(path: "Path", test: ast.expr, depth: int = 0) -> Optional[bool]:
+    """The value ``test`` has on ``path``: decided there, or an ``and``/``or`` of parts decided there
+    (None where the path has not decided enough of it)."""
+    key, negated = condition_key(test)
+    known = path.decided(key)
+    if known is not None:
+        return known != negated
+    inner, flip = test, False
+    while isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
+        inner, flip = inner.operand, not flip
+    if not isinstance(inner, ast.BoolOp) or depth > 4:
+        return None
+    parts = [_truth(path, v, depth + 1) for v in inner.values]
+    if isinstance(inner.op, ast.And):
+        value = False if False in parts else True if all(p is True for p in parts) else None
+    else:
+        value = True if True in parts else False if all(p is False for p in parts) else None
+    return None if value is None else value != flip
+
+
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
     """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``, ``a is not b`` / ``a is b``).
 
@@ -288,6 +315,9 @@ class Walker:
         self.instances = instances or {}
         self.object_methods = object_methods or {}
         self.mentions_grad = mentions_grad or (lambda node: True)
+        #: functions the file imports by name: another linted file's (followed), or None (unseen)
+        self.imported: Dict[str, Optional[ast.AST]] = {}
+        self.project = None  # the files linted together (what another file's code calls by name)
         self._work = 0
         self._keys: Dict[int, Tuple[str, bool]] = {}
         self._call_cache: Dict[int, List[ast.Call]] = {}
@@ -455,8 +485,18 @@ class Walker:
             key, negated = cached
             test = stmt.test
         out: List[Path] = []
+        combined = isinstance(_without_not(test), ast.BoolOp)
         for s in states:
             known = s.decided(key)
+            if known is None and combined:
+                # `if a and b:` after the path decided `a` and `b` one by one (`if b: if a: clear()`): the
+                # same truth, not a fork into a path no run takes
+                truth = _truth(s, test)
+                if truth is not None:
+                    out += self.block(stmt.body if truth else stmt.orelse,
+                                      [s._replace(decisions=s.decisions + ((key, truth != negated, test),))],
+                                      stack + ((test, truth),))
+                    continue
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))
@@ -640,6 +680,20 @@ class Walker:
             if helper is not None:
                 states = self._inline(helper, states, stack, call=call)
                 continue
+            imported = self._imported(call)
+            if imported is not NOT_A_FUNCTION:
+                fn = imported
+                if fn is not None:  # another linted file's function: what its code does
+                    states = self._inline(fn, states, stack, call=call)
+                    continue
+                handed = self._handed_optimizer(call)
+                if handed is not None:
+                    # a function the linted tree does not hold, handed an optimizer: it may clear that
+                    # optimizer's gradients (garage's `zero_optim_grads(opt)`); never proven to, so it
+                    # only keeps "nothing clears" from being claimed (it makes no GG102)
+                    call.gg_hands = handed
+                    states = self._add(states, self._event(MAYBE_CLEAR, call, handed, stack))
+                    continue
             if self._optimizer_method_reads(call):
                 # `optimizer.step_kd()`: a method of the optimizer's own class that torch's Optimizer does
                 # not have can read every parameter's `.grad` it holds (mdistiller's DOT copies them into a buffer)
@@ -669,6 +723,24 @@ class Walker:
             and e.node.func.attr == "backward" and (e.node.args or e.node.keywords) and text(e.node.func.value) == receiver
             for s in states for e in s.events
         )
+
+    def _imported(self, call: ast.Call):
+        """The function another linted file defines that ``call`` reaches by name, None for one the
+        linted tree does not hold, :data:`NOT_A_FUNCTION` for any other call (see ``Project.called_in``)."""
+        if not isinstance(call.func, ast.Name):
+            return NOT_A_FUNCTION
+        foreign = getattr(call, "gg_foreign", False)
+        if foreign:  # inside another file's code: its names are that file's
+            return self.project.called_in(foreign, call.func.id) if self.project is not None else NOT_A_FUNCTION
+        return self.imported.get(call.func.id, NOT_A_FUNCTION)
+
+    def _handed_optimizer(self, call: ast.Call) -> Optional[str]:
+        """The optimizer (as the loop writes it) that ``call`` is handed as an argument, if any."""
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            arg = self._argument(arg)
+            if isinstance(arg, (ast.Name, ast.Attribute)) and is_optimizer_name(arg, self.optimizers):
+                return self._rebase(text(arg))
+        return None
 
     def _optimizer_method_reads(self, call: ast.Call) -> bool:
         """``call`` is a method of an optimizer that torch's ``Optimizer`` does not define (nor a
@@ -704,6 +776,13 @@ class Walker:
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
             return self._inline(self.functions[arg.id], states, stack, call=None)
+        if isinstance(arg, ast.Name) and self._frames:
+            # a closure the helper being followed defines (`def closure(): opt.zero_grad(); ...` then
+            # `opt.step(closure)` in another file's LBFGS helper)
+            local = next((n for n in ast.walk(self._frames[-1][0]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.name == arg.id and n is not self._frames[-1][0]), None)
+            if local is not None:
+                return self._inline(local, states, stack, call=None)
         if isinstance(arg, ast.Call) and text(arg.func) in ("partial", "functools.partial") and arg.args:
             # `optimizer.step(partial(self.training_step, batch=batch))`: the closure is that method
             # (or function), its arguments bound by the partial's

@@ -522,6 +522,10 @@ class Loop:
     def may_clear_for(self, clear: Event, step: Event) -> bool:
         """Whether ``clear`` could clear what ``step`` reads (False only when it surely clears
         another optimizer: ``optD.zero_grad()`` never clears ``optG``'s parameters)."""
+        hands = getattr(clear.node, "gg_hands", None)
+        if (clear.kind == MAYBE_CLEAR and hands is not None and hands != step.target and step.target not in ("", "<manual>")
+                and hands in {e.target for e in self.steps} and not self.related(clear, step)):
+            return False  # an unseen function handed another optimizer this loop steps may clear only that one
         if clear.kind == MAYBE_CLEAR or clear.target in (PARTIAL, "") or step.target in ("", "<manual>"):
             return True
         if self.related(clear, step) or clear.target.rsplit(".", 1)[-1] == step.target.rsplit(".", 1)[-1]:
@@ -801,6 +805,9 @@ class Module:
         self.filename = filename
         self.project = Project()  # the checker sets the index of the files linted together
         self.functions: Dict[str, ast.AST] = {}
+        #: functions imported by name and called: another linted file's function, or None where the
+        #: linted tree does not hold it (see ``_cross_file._bind_imported_functions``)
+        self.imported_functions: Dict[str, Optional[ast.AST]] = {}
         self.classes: Dict[str, ast.ClassDef] = {}
         self.methods: Dict[int, Dict[str, ast.AST]] = {}
         self.instances: Dict[str, Dict[str, ast.AST]] = {}

@@ -72,6 +72,8 @@ class Project:
         #: the (file, class) pairs whose text mentions backward/step/zero_grad
         self.event_bodies: Set[Tuple[str, str]] = set()
         self._foreign: Dict[Tuple[str, str], Optional[Tuple[Dict[str, ast.AST], bool]]] = {}
+        #: function name -> the files defining one at their top level (indexed on the first question)
+        self._functions: Optional[Dict[str, Set[str]]] = None
         for path, text in files:
             self.add(text, path)
 
@@ -245,43 +247,47 @@ class Project:
         return None if found is None or found[1] else found[0]
 
     def foreign_function(self, name: str, module: Optional[str], level: int, path: str) -> Optional[ast.AST]:
-        """The top-level function ``name`` of the one other file of the tree that ``from <module> import
-        <name>`` (``level`` leading dots) in file ``path`` leads to, or None (read only: what it
-        returns, never reported on)."""
-        dotted = (module or "").replace(".", "/")
-        if level:
-            base = os.path.dirname(path)
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            stem = os.path.normpath(os.path.join(base, dotted)) if dotted else None
-            files = [f for f in self.sources if f != path and stem and _stem(f) == stem]
-        elif dotted:
-            here = os.path.dirname(path)
-            files = [f for f in self.sources if f != path and (_stem(f).endswith(os.sep + dotted) or _stem(f) == dotted)]
-            if len(files) > 1:  # a sibling module of the importing file wins (`from test import f` run from its folder)
-                files = [f for f in files if os.path.dirname(f) == here] or files
-        else:
-            return None
-        if len(files) != 1 or ("def " + name) not in self.sources[files[0]]:
-            return None
-        tree = self._tree_of_source(files[0])
-        found = [s for s in (tree.body if tree is not None else ()) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and s.name == name]
-        if len(found) != 1:
-            return None
-        return found[0]
+        """The top-level function that ``from <module> import <name>`` (``level`` leading dots) in
+        file ``path`` brings in, when another linted file defines it (located as
+        :meth:`foreign_class` locates a class), its nodes marked ``gg_foreign``; None when the import
+        leads to no such file (the function is not in the linted tree: a single file was linted, or
+        the module lies outside the folders given)."""
+        if self._functions is None:
+            self._functions = {}
+            for file, text in self.sources.items():
+                if "def" in text:
+                    for m in _TOP_DEF.finditer(text):
+                        self._functions.setdefault(m.group(1), set()).add(file)
+        file = self._locate(name, module, level, path, self._functions)
+        tree = self._tree(file) if file is not None else None
+        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
+                  None) if tree is not None else None
+        if fn is not None and not getattr(fn, "gg_foreign", False):
+            for node in subtree(fn):
+                node.gg_foreign = file
+        return fn
 
-    def _tree_of_source(self, file: str) -> Optional[ast.Module]:
-        if file not in self._trees:
-            try:
-                tree = ast.parse(self.sources.get(file, ""))
-            except (SyntaxError, ValueError, RecursionError):
-                tree = None
-            self._trees[file] = tree
-        return self._trees[file]
+    def called_in(self, file: str, name: str):
+        """What a call of ``name`` inside another file's function or method (``file``) reaches: that
+        file's own top-level function of the name, the function its ``from ... import`` brings in from
+        a linted file, None for an imported function the linted tree does not hold (unseen), or
+        :data:`NOT_A_FUNCTION` (a builtin, a class, torch's own)."""
+        tree = self._tree(file)
+        if tree is None:
+            return NOT_A_FUNCTION
+        own = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+        if own is not None:
+            if not getattr(own, "gg_foreign", False):
+                for node in subtree(own):
+                    node.gg_foreign = file
+            return own
+        spec = imported_names(tree).get(name)
+        if spec is None or (spec[2] == 0 and (spec[1] or "").split(".")[0] == "torch") or spec[0] in self.defined:
+            return NOT_A_FUNCTION
+        return self.foreign_function(*spec, file)
 
-    def _locate(self, name: str, module: Optional[str], level: int, path: str) -> Optional[str]:
-        files = self.defined.get(name, set()) - {path}
+    def _locate(self, name: str, module: Optional[str], level: int, path: str, defined=None) -> Optional[str]:
+        files = (self.defined if defined is None else defined).get(name, set()) - {path}
         if not files:
             return None
         dotted = (module or "").replace(".", "/")
@@ -292,8 +298,9 @@ class Project:
             stem = os.path.normpath(os.path.join(base, dotted)) if dotted else base
             matches = [f for f in files if _stem(f) == stem or _stem(f).startswith(stem + os.sep)]
         elif dotted:
+            # (a path given relative to the folder linted has no separator before its first part)
             matches = [f for f in files if _stem(f).endswith(os.sep + dotted) or _stem(f) == dotted
-                       or ((os.sep + dotted + os.sep) in f)]
+                       or ((os.sep + dotted + os.sep) in os.sep + os.path.normpath(f))]
         else:
             return None
         return matches[0] if len(matches) == 1 else None
@@ -301,7 +308,7 @@ class Project:
     def _tree(self, file: str) -> Optional[ast.Module]:
         if file not in self._trees:
             try:
-                tree = ast.parse(self.texts.get(file, ""))
+                tree = ast.parse(self.texts.get(file) or self.sources.get(file, ""))
             except (SyntaxError, ValueError, RecursionError):
                 tree = None
             self._trees[file] = tree
@@ -318,7 +325,7 @@ class Project:
         if cls is None:
             return None
         for node in subtree(cls):
-            node.gg_foreign = True
+            node.gg_foreign = file  # (the file it belongs to: its names are that file's)
         out: Dict[str, ast.AST] = {}
         imports = imported_names(tree)
         torch_based = False
@@ -341,7 +348,10 @@ class Project:
         return self._foreign[key]
 
 
+#: What :meth:`Project.called_in` answers for a name that calls no function (a builtin, a class, torch's own).
+NOT_A_FUNCTION = "not a function"
 _EVENT_WORDS = ("backward", "zero_grad", ".step(")
+_TOP_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 _TORCH_BASES = frozenset({"torch.optim.Optimizer", "optim.Optimizer", "torch.nn.Module", "nn.Module"})
 _TORCH_MODULES = frozenset({"torch.optim", "torch.optim.optimizer", "torch.nn", "torch.nn.modules.module"})
 

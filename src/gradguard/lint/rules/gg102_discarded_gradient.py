@@ -130,7 +130,7 @@ def _between_backward_and_step(loop: Loop, report: Report) -> None:
                 )
             elif before is not None and before.kind == BACKWARD and after is not None and after.kind == BACKWARD:
                 step = _wiped_pass_step(loop, evs, i)
-                if step is not None:
+                if step is not None and not _read_between(loop, before, e):
                     # no fix: whether the update was meant to apply the earlier pass is the user's choice
                     report(
                         CODE,
@@ -139,6 +139,30 @@ def _between_backward_and_step(loop: Loop, report: Report) -> None:
                         f"earlier pass's gradients before {describe(step, 'step')} uses them, and nothing read them.",
                         loop=loop, optimizer=step.target, backward=before.node, clear=e.node,
                     )
+
+
+def _read_between(loop: Loop, backward: Event, clear: Event) -> bool:
+    """On some path of the loop, code reads ``.grad`` after ``backward`` and before ``clear``: the
+    gradients are used by hand there (a copy into a buffer under ``if p.grad is not None:``, a branch the
+    walker forks on though every run takes it), so the clearing is deliberate, not a discarding."""
+    for p in loop.paths:
+        nodes = [e.node for e in p.events]
+        if backward.node in nodes and clear.node in nodes:
+            i, j = nodes.index(backward.node), len(nodes) - 1 - nodes[::-1].index(clear.node)
+            if any(e.kind == READ for e in p.events[i + 1 : j]):
+                return True
+    return False
+
+
+def _pass_read(loop: Loop, prefix: tuple) -> bool:
+    """On some path, the events of one pass of the nested loop ``prefix`` leads into read ``.grad`` after
+    the pass's last backward pass."""
+    for p in loop.paths:
+        inner = [e for e in p.events if e.stack[: len(prefix)] == prefix]
+        last = max((i for i, e in enumerate(inner) if e.kind == BACKWARD), default=None)
+        if last is not None and any(e.kind == READ for e in inner[last + 1 :]):
+            return True
+    return False
 
 
 def _wiped_pass_step(loop: Loop, evs: list, at: int) -> Optional[Event]:
@@ -402,6 +426,12 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
                 last = max((i for i, e in enumerate(before) if e.kind == BACKWARD), default=None)
                 if last is None or any(e.kind == READ for e in before[last + 1 :]):
                     continue
+                if _read_between(loop, before[last], clear):
+                    continue  # read by hand on another path (`if p.grad is not None: buf.copy_(p.grad)`)
+            elif _pass_read(loop, clear.stack[:depth]):
+                # the pass's gradients are read by hand after its last backward (GEM copies each memory
+                # task's gradient into its own column): clearing at the next pass's start wipes nothing unused
+                continue
             step = next(
                 (s for s in p.events[p.events.index(clear) :] if s.kind == STEP and inner not in s.stack and loop.related(clear, s)),
                 None,

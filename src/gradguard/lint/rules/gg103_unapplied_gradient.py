@@ -9,7 +9,7 @@ from typing import List, Optional
 from ...findings import Fix
 from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
-from .._events import BACKWARD, STEP
+from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
@@ -28,7 +28,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return  # `if i == n_windows * accum: break` may end the loop on a window boundary
     counter = _threshold_counter(loop)
     if counter is not None:
-        if not steps_after(loop) and not _threshold_divides(loop, counter):
+        if not steps_after(loop) and not _threshold_divides(loop, counter) and not _ends_right_after_a_step(loop, []):
             report(
                 CODE,
                 loop.node,
@@ -49,6 +49,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     if _windows_of_one(loop, windows):
         return
     if _counter_carried(loop, windows) or _ends_right_after_a_step(loop, windows):
+        return
+    if _carried_through_every_pass(loop, windows) or _resumed_count(loop, windows):
         return
     report(
         CODE,
@@ -97,6 +99,53 @@ def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
             return False
     # every name the modulo reads is a carried counter or fixed for the loop (`% K`'s own side)
     return all(c in carried or not loop.varies(parse_name(c)) for c in counters if c.split(".")[0] != "self" or c in carried)
+
+
+def _carried_through_every_pass(loop: Loop, windows: List[Path]) -> bool:
+    """The window counter outlives every loop around this one in its function (set before the
+    outermost, never set afresh inside: ``global_step = 0`` before the epochs, ``global_step += 1``
+    per micro-batch), and nothing there clears the gradients between two runs of this loop: a
+    window left open when one pass over the data ends is completed by the next pass's first
+    micro-batches. No pass drops a partial window; only the run's very last window can be left, as
+    with a counter kept on the object (:func:`_counter_carried`). A counter set afresh by any
+    enclosing loop (``step = 0`` per epoch), this loop's own index, or a clearing at the epoch's
+    start (which wipes the carried passes: GG102's finding) leave the loop reported."""
+    enclosing = _enclosing_loops(loop)
+    if not enclosing or len(_carried_across(loop, windows)) != len(enclosing):
+        return False
+    inner = {id(n) for n in ast.walk(loop.node)}
+    for outer in enclosing:
+        for n in ast.walk(outer):
+            if id(n) in inner:
+                continue
+            found = classify_call(n) if isinstance(n, ast.Call) else classify_statement(n) if isinstance(n, ast.stmt) else None
+            if found is not None and found[0] in (CLEAR, MAYBE_CLEAR):
+                return False
+    return True
+
+
+def _resumed_count(loop: Loop, windows: List[Path]) -> bool:
+    """The window counts on the loop's own index, and the index continues a count the loop does not
+    start: ``enumerate(loader, start_iter)`` with a start the file does not fix to a number (a resume
+    point handed in, ``epoch * len(loader)``). The count is the run's, not this pass's: as with a counter
+    kept on the object (:func:`_counter_carried`), a window open at the loop's end is the run's last
+    (the count goes on where the next run of the loop resumes). ``enumerate(loader, 1)`` starts each
+    pass afresh and stays reported."""
+    it, target = loop.node.iter, loop.node.target
+    if not (isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and isinstance(target, ast.Tuple)
+            and target.elts and isinstance(target.elts[0], ast.Name)):
+        return False
+    start = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords if k.arg == "start"), None)
+    if start is None or literal_int(start, loop) is not None or isinstance(start, ast.Constant):
+        return False
+    index = target.elts[0].id
+    counters = {
+        n.id
+        for m in windows for _, _, test in m.decisions
+        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+    }
+    return counters == {index}
 
 
 def parse_name(source: str) -> ast.expr:
@@ -730,11 +779,13 @@ def _exits(node: ast.AST) -> List[ast.stmt]:
     return out
 
 
-def _counts_steps(loop: Loop, root: ast.AST, test: ast.expr, step_ifs: set) -> bool:
+def _counts_steps(loop: Loop, root: ast.AST, test: ast.expr, step_ifs: set, depth: int = 0) -> bool:
     """``test`` reads no call, and the names it reads that ``root`` (the loop, or a loop around it)
     assigns are assigned only where the loop steps (inside an ``if`` of the loop that holds a step), at
-    least one of them: its truth changes only at a step."""
-    if any(isinstance(n, ast.Call) for n in ast.walk(test)):
+    least one of them: its truth changes only at a step. A name assigned elsewhere from such counts
+    only (``lr = schedule.get_lr(step, n_train, base_lr)`` then ``if lr is None: break``, big_transfer)
+    changes only at a step too: its value is a function of the count."""
+    if depth == 0 and any(isinstance(n, ast.Call) for n in ast.walk(test)):
         return False
     names = {text(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
     indices = {text(t) for n in [root, *body_nodes(root)] if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
@@ -748,7 +799,8 @@ def _counts_steps(loop: Loop, root: ast.AST, test: ast.expr, step_ifs: set) -> b
             if not any(text(t) in names for t in targets):
                 continue
             if not any(id(i) in step_ifs for i in _guarding_ifs(loop.node, n)):
-                return False
+                if not (depth < 2 and isinstance(n, ast.Assign) and _counts_steps(loop, root, n.value, step_ifs, depth + 1)):
+                    return False
             counted = True
     return counted
 
