@@ -29,6 +29,14 @@ def terminal(node: ast.AST) -> str:
             return ""
 
 
+def called(node: ast.AST) -> str:
+    """How a message names a step or a backward pass: ``f()`` for a call, the statement itself for a
+    step written by hand (``w -= lr * w.grad``), which has no function."""
+    if isinstance(node, ast.Call):
+        return text(node.func) + "()"
+    return text(node)
+
+
 def text(node: Optional[ast.AST]) -> str:
     """Source text of a small expression (for matching receivers), ``""`` for None."""
     if node is None:

@@ -262,7 +262,14 @@ def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
         target = stmt.target
         if not _is_grad_tensor(target) and _mentions_grad(stmt.value):
-            if (isinstance(target, ast.Attribute) and target.attr == "data") or isinstance(target, ast.Name):
+            if isinstance(target, ast.Attribute) and target.attr == "data":
+                return STEP, "<manual>"
+            # A name moved by its own gradient (`w -= lr * w.grad`) is a step by hand; a number that adds up
+            # some gradient's norm (`total += float(p.grad.norm())`) reads `.grad` and changes no weight.
+            if isinstance(target, ast.Name) and any(
+                isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.value, ast.Name) and n.value.id == target.id
+                for n in subtree(stmt.value)
+            ):
                 return STEP, "<manual>"
     return None
 

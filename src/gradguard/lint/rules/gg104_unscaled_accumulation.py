@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, body_nodes, returns_of, self_ref, subtree, terminal, text
+from .._ast import called, assignments, bind_arguments, body_nodes, returns_of, self_ref, subtree, terminal, text
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
@@ -66,7 +66,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             report(
                 CODE,
                 b.node,
-                f"`{text(b.node.func)}()` accumulates over several micro-batches a mean loss that is not divided "
+                f"`{called(b.node)}` accumulates over several micro-batches a mean loss that is not divided "
                 f"by the number of micro-batches.",
                 loop=loop, backward=b.node, accum=loop.window_size(),
             )

@@ -10,7 +10,7 @@ import ast
 from typing import Optional
 
 from ...findings import Edit, Fix
-from .._ast import assignments, bind_arguments, python_number, returns_of, terminal, text
+from .._ast import called, assignments, bind_arguments, python_number, returns_of, terminal, text
 from .._edits import Tree, parenthesize
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 from .._sizes import sizes, windows
@@ -44,7 +44,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             report(
                 CODE,
                 division,
-                f"the loss back-propagated by `{text(b.node.func)}()` is divided by `{text(divisor)}`, which grows "
+                f"the loss back-propagated by `{called(b.node)}` is divided by `{text(divisor)}`, which grows "
                 f"with the micro-step counter: the micro-batches of a window are weighted 1, 1/2, 1/3, ... instead of "
                 f"equally (divide by the number of micro-batches, or weight by item counts).",
                 loop=loop, backward=b.node, accum=divisor,
@@ -70,7 +70,7 @@ def _check_sizes(loop: Loop, report: Report) -> None:
         CODE,
         b.node,
         f"the window's micro-batches hold different numbers of items ({sizes}) and each loss back-propagated by "
-        f"`{text(b.node.func)}()` is the mean of its own micro-batch: the window weighs the micro-batches equally, so "
+        f"`{called(b.node)}` is the mean of its own micro-batch: the window weighs the micro-batches equally, so "
         f"an item of a small micro-batch counts more than one of a large one (sum the per-item losses and divide by "
         f"the window's number of items).",
         loop=loop, backward=b.node,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from .._ast import assignments, bind_arguments, subtree, terminal, text
+from .._ast import called, assignments, bind_arguments, subtree, terminal, text
 from .._events import SCALE
 from .._literals import counters_at_last, literal_int, literal_length, truth
 from .._sizes import data_length, window_int
@@ -51,7 +51,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                 report(
                     CODE,
                     step.node,
-                    f"`{text(step.node.func)}()` also closes a window shorter than `{text(k)}` micro-batches (the "
+                    f"`{called(step.node)}` also closes a window shorter than `{text(k)}` micro-batches (the "
                     f"loader's last, partial one), whose backward passes were each divided by `{text(k)}` (on the loss "
                     f"or on the gradients): with K' < K "
                     f"micro-batches the step's gradient is K'/K of their mean.",
@@ -63,7 +63,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                 report(
                     CODE,
                     step.node,
-                    f"`{text(step.node.func)}()` runs on every micro-batch but one of each `{text(k)}` (its condition "
+                    f"`{called(step.node)}` runs on every micro-batch but one of each `{text(k)}` (its condition "
                     f"is the window test's negation): most windows are one micro-batch, each divided by "
                     f"`{text(k)}`, so their gradient is 1/K of its mean.",
                     loop=loop, optimizer=step.target, step=step.node,
@@ -119,7 +119,7 @@ def _short_last_slice(loop: Loop, report: Report) -> None:
         report(
             CODE,
             step.node,
-            f"`{text(step.node.func)}()` also steps the last slice of the data, which holds fewer than "
+            f"`{called(step.node)}` also steps the last slice of the data, which holds fewer than "
             f"`{text(k)}` micro-batches when `{text(k)}` does not divide the length, and whose backward passes "
             f"were each divided by `{text(k)}`: with K' < K micro-batches the step's gradient is K'/K of their mean.",
             loop=loop, optimizer=step.target, step=step.node,

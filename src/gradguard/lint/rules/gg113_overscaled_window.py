@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional
 
-from .._ast import bind_arguments, nodes_of, text
+from .._ast import called, bind_arguments, nodes_of, text
 from .._literals import literal_int
 from .._events import BACKWARD, CLEAR, PARTIAL, STEP
 from .._model import Loop, Report, backward_tensor
@@ -60,7 +60,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             report(
                 CODE,
                 b.node,
-                f"`{text(b.node.func)}(...)` divides the loss by its gradient_accumulation_steps (`{text(k)}`, "
+                f"`{called(b.node)}` divides the loss by its gradient_accumulation_steps (`{text(k)}`, "
                 f"line {k.lineno}) itself, and the loss handed to it is already divided by it: every micro-batch is "
                 f"scaled by 1/K twice, so each step's gradient is 1/K of the window's mean.",
                 loop=loop, backward=b.node,
@@ -92,7 +92,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                 report(
                     CODE,
                     div,
-                    f"The gradients are divided by `{text(k)}` before `{text(step.node.func)}()`, and every loss of "
+                    f"The gradients are divided by `{text(k)}` before `{called(step.node)}`, and every loss of "
                     f"this window of `{text(k)}` micro-batches was already divided by it: each step's gradient is "
                     f"1/K of the window's mean.",
                     loop=loop, step=step.node,
