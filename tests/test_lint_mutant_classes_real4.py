@@ -378,3 +378,37 @@ def test_gg104_gradient_caching_adds_one_window_gradient_and_is_silent():
     # negative control: the same passes divided by K would apply a K-th of it
     divided = GRADIENT_CACHE.replace("            loss.backward()", "            (loss / args.accum_steps).backward()")
     assert not torch.allclose(_run(divided), reference, atol=1e-4)
+
+
+# --- GG104 stays silent where the object that back-propagates holds the window's size ---------------------
+
+# Accelerate's `backward` divides the loss by the accelerator's gradient_accumulation_steps (outside
+# `accumulate()` too): a micro-step loop of that many passes is divided once already
+ACCELERATOR_OWN_SIZE = """\
+import torch
+
+
+def train(model, opt, data, args):
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(gradient_accumulation_steps=args.accum_steps, cpu=True)
+    stream = iter(data)
+    for _ in range(len(data) // args.accum_steps):
+        for i in range(accelerator.gradient_accumulation_steps):
+            x, y = next(stream)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            accelerator.backward(loss)
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_gg104_an_accelerator_dividing_by_its_own_window_is_silent_and_exact():
+    pytest.importorskip("accelerate")
+    assert _only(ACCELERATOR_OWN_SIZE, "GG104") == []
+    reference = _window_reference(lambda out, y, model: torch.nn.functional.mse_loss(out, y))
+    assert torch.allclose(_run(ACCELERATOR_OWN_SIZE), reference, rtol=0, atol=1e-12)
+    # negative control: the plain pass, same loop, applies K times the window's mean gradient and is flagged
+    plain = ACCELERATOR_OWN_SIZE.replace("accelerator.backward(loss)", "loss.backward()")
+    assert _only(plain, "GG104") == ["GG104"]
+    assert not torch.allclose(_run(plain), reference, atol=1e-4)

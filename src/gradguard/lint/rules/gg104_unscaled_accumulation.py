@@ -59,7 +59,11 @@ def check_loop(loop: Loop, report: Report) -> None:
         candidates = [b for b in loop.backwards if micro is loop.node or mark in b.stack]
     if _lr_divided_by_window(loop):
         return  # plain SGD at lr / K applies the window's summed gradient as lr times its mean
+    # the window's size, or what the loop's header counts (`range(1, acc.gradient_accumulation_steps + 1)`)
+    sizes = [loop.window_size()] + [n for n in subtree(getattr(loop.node, "iter", None) or ast.Pass()) if isinstance(n, ast.Attribute)]
     for b in dict.fromkeys(candidates):
+        if any(_divides_by_its_own_size(b.node, size) for size in sizes):
+            continue
         assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
             {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
@@ -72,10 +76,20 @@ def check_loop(loop: Loop, report: Report) -> None:
             )
 
 
+def _divides_by_its_own_size(call: ast.AST, size: Optional[ast.AST]) -> bool:
+    """``accelerator.backward(loss)`` in a window of ``accelerator.gradient_accumulation_steps`` passes: the
+    object that back-propagates holds the window's size and divides the loss by it itself (Accelerate
+    does, outside ``accumulate()`` too)."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.args and isinstance(size, ast.Attribute)):
+        return False
+    receiver = text(call.func.value)
+    return text(size.value) == receiver
+
+
 def _cached_window(loop_node: ast.AST, scope: ast.AST) -> bool:
     """Gradient caching (open_clip's ``accum_freq``): the loop keeps every micro-batch's outputs of the
     window in lists under ``torch.no_grad()``, then each pass re-computes one micro-batch and hands
-    those lists to the loss, which is the whole window's loss with that one part live. The K passes
+    those lists to the loss with the pass's number, a whole-window loss with that one part live. The K passes
     add up one gradient of the window's loss, each part once: no division by K is missing."""
     cached = set()
     for n in body_nodes(scope):
@@ -84,10 +98,17 @@ def _cached_window(loop_node: ast.AST, scope: ast.AST) -> bool:
                 for i in n.items):
             cached |= {c.func.value.id for c in ast.walk(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                        and c.func.attr == "append" and isinstance(c.func.value, ast.Name)}
-    if not cached:
+    counters = {n.id for f in [loop_node, *body_nodes(loop_node)] if isinstance(f, (ast.For, ast.AsyncFor))
+                for n in subtree(f.target) if isinstance(n, ast.Name)}
+    if not cached or not counters:
         return False
-    return any(isinstance(a, ast.Name) and a.id in cached
-               for n in body_nodes(loop_node) if isinstance(n, ast.Call) for a in list(n.args) + [k.value for k in n.keywords])
+    # the call is handed the kept outputs and the counter of this loop (or of one in it): which part is live
+    for n in body_nodes(loop_node):
+        if isinstance(n, ast.Call):
+            handed = [a for a in list(n.args) + [k.value for k in n.keywords] if isinstance(a, ast.Name)]
+            if any(a.id in cached for a in handed) and any(a.id in counters for a in handed):
+                return True
+    return False
 
 
 def _straight_line(assigns: dict, b) -> dict:
