@@ -163,3 +163,24 @@ for x, y in data:
     findings, params = _watched(body)
     assert [f.code for f in findings] == []
     assert _gap(params, _reference(clip=False)) < 1e-10
+
+
+def test_raise_mode_stops_at_the_second_step_with_gg101_not_at_the_clip():
+    # the clip between the two steps rescales what the first step applied and the second applies again:
+    # GG101 at that step, not GG116 at the clip (whose "the next step applies only later passes" is false here)
+    ns: dict = {}
+    with pytest.raises(gg.GradientBugError, match="GG101"):
+        with gg.watch(mode="raise"):
+            exec(compile(_source(PROGRAMS["inline"][1]), "<twice>", "exec"), ns)
+
+
+def test_a_clip_after_the_step_then_a_pass_is_still_gg116_at_step_1():
+    body = """
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+"""
+    findings, _ = _watched(body)
+    assert [(f.code, f.step) for f in findings] == [("GG116", 1)]
