@@ -184,3 +184,29 @@ for x, y in data:
 """
     findings, _ = _watched(body)
     assert [(f.code, f.step) for f in findings] == [("GG116", 1)]
+
+
+def test_a_step_that_names_the_part_it_steps_is_not_one_stepped_twice():
+    # (StarGANv2-VC's MultiOptimizer: `optimizer.step("generator")` then `optimizer.step("style_encoder")`
+    # step two sub-optimizers, one each, on the same backward pass)
+    body = """
+class Multi:
+    def __init__(self, parts):
+        self.parts = parts
+
+    def zero_grad(self):
+        for o in self.parts.values():
+            o.zero_grad()
+
+    def step(self, key):
+        self.parts[key].step()
+
+head = nn.Linear(3, 3).double()
+multi = Multi({"trunk": torch.optim.SGD(model.parameters(), lr=0.1), "head": torch.optim.SGD(head.parameters(), lr=0.1)})
+for x, y in data:
+    multi.zero_grad()
+    criterion(head(model(x)), y).backward()
+    multi.step("trunk")
+    multi.step("head")
+"""
+    assert "GG101" not in [f.code for f in gg.lint_source(_source(body), "train.py")]
