@@ -163,3 +163,50 @@ for x, y in data:
     findings, params = _watched(body)
     assert [f.code for f in findings] == []
     assert _gap(params, _reference(clip=False)) < 1e-10
+
+
+def test_raise_mode_stops_at_the_second_step_with_gg101_not_at_the_clip():
+    # the clip between the two steps rescales what the first step applied and the second applies again:
+    # GG101 at that step, not GG116 at the clip (whose "the next step applies only later passes" is false here)
+    ns: dict = {}
+    with pytest.raises(gg.GradientBugError, match="GG101"):
+        with gg.watch(mode="raise"):
+            exec(compile(_source(PROGRAMS["inline"][1]), "<twice>", "exec"), ns)
+
+
+def test_a_clip_after_the_step_then_a_pass_is_still_gg116_at_step_1():
+    body = """
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+"""
+    findings, _ = _watched(body)
+    assert [(f.code, f.step) for f in findings] == [("GG116", 1)]
+
+
+def test_a_step_that_names_the_part_it_steps_is_not_one_stepped_twice():
+    # (StarGANv2-VC's MultiOptimizer: `optimizer.step("generator")` then `optimizer.step("style_encoder")`
+    # step two sub-optimizers, one each, on the same backward pass)
+    body = """
+class Multi:
+    def __init__(self, parts):
+        self.parts = parts
+
+    def zero_grad(self):
+        for o in self.parts.values():
+            o.zero_grad()
+
+    def step(self, key):
+        self.parts[key].step()
+
+head = nn.Linear(3, 3).double()
+multi = Multi({"trunk": torch.optim.SGD(model.parameters(), lr=0.1), "head": torch.optim.SGD(head.parameters(), lr=0.1)})
+for x, y in data:
+    multi.zero_grad()
+    criterion(head(model(x)), y).backward()
+    multi.step("trunk")
+    multi.step("head")
+"""
+    assert "GG101" not in [f.code for f in gg.lint_source(_source(body), "train.py")]

@@ -147,11 +147,24 @@ def _applied_by_an_earlier_step(loop: Loop, p: Path, step: Event, nested: list) 
         if e.kind == STEP and e.target == step.target:
             # earlier in the same iteration, with no pass between (`scaler.step(opt)` then
             # `opt.step()`): the second step applies the very gradient the first applied
-            same_iteration = i < at and e.node is not step.node and BACKWARD in {x.kind for x in p.events[:at]}
+            same_iteration = (i < at and e.node is not step.node and BACKWARD in {x.kind for x in p.events[:at]}
+                              and _whole_step(e.node, step.target) and _whole_step(step.node, step.target))
             if not backward and same_iteration:
                 step.node.gg_applied_twice = True  # no fix: a clearing between would still step (momentum)
             return e if backward or same_iteration else None
     return None
+
+
+def _whole_step(call: ast.AST, target: str) -> bool:
+    """``target.step()`` with no arguments, or ``scaler.step(target)``: a step of the whole optimizer (a
+    ``multi.step("generator")`` steps the part its argument names, another part at each call)."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
+        return False
+    if not call.args and not call.keywords:
+        return True
+    # the optimizer handed to a scaler's step, written as the step's target is (`self.opt` read as `trainer.opt`)
+    return (len(call.args) == 1 and not call.keywords and isinstance(call.args[0], (ast.Name, ast.Attribute))
+            and text(call.args[0]).rsplit(".", 1)[-1] == target.rsplit(".", 1)[-1])
 
 
 def _shared_steps(loop: Loop, report: Report) -> None:

@@ -25,7 +25,7 @@ from .._view import StepView, at
 
 CODE = "GG116"
 #: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
-EVENTS = {"at_step": 75, "at_clip": 25}
+EVENTS = {"at_step": 75, "at_clip": 25, "at_end": 50}
 #: Clips kept waiting for a step (a clip of parameters that no optimizer steps is forgotten after this many).
 _KEEP = 64
 
@@ -39,12 +39,19 @@ class State:
         self.clips: List[Tuple] = []
         # id(optimizer state) -> (that state, the index of the last pass made when it last stepped)
         self.stepped: Dict[int, Tuple] = {}
+        # clips after a step with no pass since, reported at the next pass (or the watch's end): if the same
+        # optimizer steps again first, that step applies the clipped, already applied gradient (GG101's)
+        self.spent: List[Tuple] = []
 
     def before_pass(self, ps) -> None:
         self.last = ps.index
+        if self.spent:  # a pass after a clip of spent gradient: the next step applies only later passes
+            _flush(self)
 
     def after_step(self, ost, passes, by_hand) -> None:
         self.stepped[id(ost)] = (ost, self.last)
+        if self.spent:
+            self.spent = [s for s in self.spent if s[0] is not ost]
         # Judged at this step (at_step) or not, a clip of this optimizer's parameters is done with.
         if self.clips:
             held = {id(p) for p in ost.params}
@@ -65,13 +72,13 @@ def at_clip(name: str, tensors, grads: bool, site, step_of, report, memory) -> N
     for ost, last in state.stepped.values():
         if last == state.last >= 0 and not ost.ids.isdisjoint(refs):
             params = [p for p in ost.params if id(p) in refs]
-            report(
+            state.spent.append((ost, report, (
                 CODE,
                 f"{name}() ran after {ost.name}.step() (step {ost.steps}) with no backward pass since: it clipped "
                 "gradients that step had already applied, and the next step applies only later passes, so no "
                 "update is clipped.",
                 site, ost.steps, params,
-            )
+            )))
             return
     if refs:
         # A later clip of the same parameters is the one the next step's gradient went through last (an
@@ -100,3 +107,15 @@ def at_step(view: StepView) -> None:
         )
         return
 
+
+
+def _flush(state: State) -> None:
+    spent, state.spent = state.spent, []
+    for _, report, args in spent:
+        report(*args)
+
+
+def at_end(view) -> None:
+    state: State = view.memory[CODE]
+    if state.spent:
+        _flush(state)
