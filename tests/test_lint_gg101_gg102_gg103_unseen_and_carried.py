@@ -12,10 +12,9 @@ that is really wrong and stays reported (the negative control).
   still reports an optimizer the call is not handed).
 - GG102: a clearing after the gradients were copied out by hand (GEM's per-task gradient matrix,
   the copy under ``if p.grad is not None:``).
-- GG103: a window counter set before the outermost loop and never set afresh (windows run on
-  across passes: only the run's very last window can be partial), a count resumed from a start the
-  caller hands in (``enumerate(loader, start_iter)``), a threshold window over an endless generator
-  whose run ends on a value computed from the step count only.
+- GG103: a count resumed from a start the caller hands in (``enumerate(loader, start_iter)``), a
+  threshold window over an endless generator whose run ends on a value computed from the step count
+  only. (A window counter carried across every pass still leaves the run's last window: reported.)
 """
 
 from __future__ import annotations
@@ -416,10 +415,12 @@ def _carried_truth(source):
     GLOBAL, WHILE_EPOCHS, HELPER_STEP,
     _rename(GLOBAL, [("global_step", "n"), ("optimizer", "o"), ("accum", "k")]),
 ])
-def test_a_window_counter_carried_across_every_pass_leaves_no_partial_window_per_pass(source):
+def test_a_window_counter_carried_across_every_pass_still_leaves_the_runs_last_window(source):
+    # windows run on across epochs, all whole but the run's last, which no step applies: still reported
+    # (judged a true finding on the third fresh set's held-out half; see docs/benchmarks.md)
     weights, reference = _carried_truth(source)
-    assert torch.allclose(weights, reference)  # windows run on across epochs, all whole
-    assert "GG103" not in codes(source)
+    assert torch.allclose(weights, reference)
+    assert "GG103" in codes(source)
 
 
 @pytest.mark.parametrize("source", [
