@@ -5,17 +5,15 @@ means); each is linted in several forms (renamed, a helper, a method, two module
 that is really wrong and stays reported (the negative control).
 
 - GG101: a clearing done by a function another module of the linted tree defines (imported by name,
-  relatively or absolutely), or by a method the class inherits from another file's class; a clearing
-  under ``if a: if b:`` before a step under ``if b and a:`` (one condition, not two).
+  relatively or absolutely), or by a method the class inherits from another file's class.
 - GG101, the function not in the linted tree (one file linted alone): a function the linter cannot
   read, handed the stepped optimizer, may clear it: GG101 does not claim that nothing clears (it
   still reports an optimizer the call is not handed).
 - GG102: a clearing after the gradients were copied out by hand (GEM's per-task gradient matrix,
   the copy under ``if p.grad is not None:``).
-- GG103: a window counter set before the outermost loop and never set afresh (windows run on
-  across passes: only the run's very last window can be partial), a count resumed from a start the
-  caller hands in (``enumerate(loader, start_iter)``), a threshold window over an endless generator
-  whose run ends on a value computed from the step count only.
+- GG103: a count resumed from a start the caller hands in (``enumerate(loader, start_iter)``), a
+  threshold window over an endless generator whose run ends on a value computed from the step count
+  only. (A window counter carried across every pass still leaves the run's last window: reported.)
 """
 
 from __future__ import annotations
@@ -258,43 +256,6 @@ def test_negative_control_an_inherited_method_that_does_not_clear_is_reported(tm
     assert "GG101" in _lint_codes([root])
 
 
-# --- GG101: one condition written twice ------------------------------------------------------------
-NESTED_THEN_AND = """\
-import torch
-
-
-def main(model, data, use_head, do_main):
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in data:
-        if do_main:
-            if use_head:
-                optimizer.zero_grad()
-        ((model(x) - y) ** 2).mean().backward()
-        if use_head and do_main:
-            optimizer.step()
-"""
-
-
-@pytest.mark.parametrize("source", [
-    NESTED_THEN_AND,
-    NESTED_THEN_AND.replace("use_head and do_main", "do_main and use_head"),
-    _rename(NESTED_THEN_AND, [("optimizer", "o"), ("use_head", "h"), ("do_main", "m")]),
-])
-def test_a_step_under_the_same_conditions_as_the_clearing_is_not_stale(source):
-    model = _model()
-    _run(source)(model, _data(), True, True)
-    assert torch.allclose(_weights(model), _plain_sgd(_data()))
-    assert "GG101" not in codes(source)
-
-
-def test_negative_control_a_step_under_a_weaker_condition_is_reported():
-    source = NESTED_THEN_AND.replace("use_head and do_main", "use_head or do_main")
-    model = _model()
-    _run(source)(model, _data(), True, False)  # the step runs, the clearing does not
-    assert not torch.allclose(_weights(model), _plain_sgd(_data()))
-    assert "GG101" in codes(source)
-
-
 # --- GG102: gradients copied out by hand before the clearing ----------------------------------------
 GEM = """\
 import torch
@@ -416,10 +377,12 @@ def _carried_truth(source):
     GLOBAL, WHILE_EPOCHS, HELPER_STEP,
     _rename(GLOBAL, [("global_step", "n"), ("optimizer", "o"), ("accum", "k")]),
 ])
-def test_a_window_counter_carried_across_every_pass_leaves_no_partial_window_per_pass(source):
+def test_a_window_counter_carried_across_every_pass_still_leaves_the_runs_last_window(source):
+    # windows run on across epochs, all whole but the run's last, which no step applies: still reported
+    # (judged a true finding on the third fresh set's held-out half; see docs/benchmarks.md)
     weights, reference = _carried_truth(source)
-    assert torch.allclose(weights, reference)  # windows run on across epochs, all whole
-    assert "GG103" not in codes(source)
+    assert torch.allclose(weights, reference)
+    assert "GG103" in codes(source)
 
 
 @pytest.mark.parametrize("source", [

@@ -228,32 +228,6 @@ def compose(states: List[Path], summary: List[Path]) -> List[Path]:
     return out
 
 
-def _without_not(test: ast.expr) -> ast.expr:
-    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test = test.operand
-    return test
-
-
-def _truth(path: "Path", test: ast.expr, depth: int = 0) -> Optional[bool]:
-    """The value ``test`` has on ``path``: decided there, or an ``and``/``or`` of parts decided there
-    (None where the path has not decided enough of it)."""
-    key, negated = condition_key(test)
-    known = path.decided(key)
-    if known is not None:
-        return known != negated
-    inner, flip = test, False
-    while isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
-        inner, flip = inner.operand, not flip
-    if not isinstance(inner, ast.BoolOp) or depth > 4:
-        return None
-    parts = [_truth(path, v, depth + 1) for v in inner.values]
-    if isinstance(inner.op, ast.And):
-        value = False if False in parts else True if all(p is True for p in parts) else None
-    else:
-        value = True if True in parts else False if all(p is False for p in parts) else None
-    return None if value is None else value != flip
-
-
 def condition_key(test: ast.expr) -> Tuple[str, bool]:
     """``(key, negated)``: ``not x`` and ``x`` share a key (and ``a != b`` / ``a == b``, ``a is not b`` / ``a is b``).
 
@@ -485,18 +459,8 @@ class Walker:
             key, negated = cached
             test = stmt.test
         out: List[Path] = []
-        combined = isinstance(_without_not(test), ast.BoolOp)
         for s in states:
             known = s.decided(key)
-            if known is None and combined:
-                # `if a and b:` after the path decided `a` and `b` one by one (`if b: if a: clear()`): the
-                # same truth, not a fork into a path no run takes
-                truth = _truth(s, test)
-                if truth is not None:
-                    out += self.block(stmt.body if truth else stmt.orelse,
-                                      [s._replace(decisions=s.decisions + ((key, truth != negated, test),))],
-                                      stack + ((test, truth),))
-                    continue
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))

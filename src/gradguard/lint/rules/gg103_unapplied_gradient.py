@@ -9,7 +9,7 @@ from typing import List, Optional
 from ...findings import Fix
 from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
-from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
+from .._events import BACKWARD, STEP
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
@@ -50,7 +50,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if _counter_carried(loop, windows) or _ends_right_after_a_step(loop, windows):
         return
-    if _carried_through_every_pass(loop, windows) or _resumed_count(loop, windows):
+    if _resumed_count(loop, windows):
         return
     report(
         CODE,
@@ -99,29 +99,6 @@ def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
             return False
     # every name the modulo reads is a carried counter or fixed for the loop (`% K`'s own side)
     return all(c in carried or not loop.varies(parse_name(c)) for c in counters if c.split(".")[0] != "self" or c in carried)
-
-
-def _carried_through_every_pass(loop: Loop, windows: List[Path]) -> bool:
-    """The window counter outlives every loop around this one in its function (set before the
-    outermost, never set afresh inside: ``global_step = 0`` before the epochs, ``global_step += 1``
-    per micro-batch), and nothing there clears the gradients between two runs of this loop: a
-    window left open when one pass over the data ends is completed by the next pass's first
-    micro-batches. No pass drops a partial window; only the run's very last window can be left, as
-    with a counter kept on the object (:func:`_counter_carried`). A counter set afresh by any
-    enclosing loop (``step = 0`` per epoch), this loop's own index, or a clearing at the epoch's
-    start (which wipes the carried passes: GG102's finding) leave the loop reported."""
-    enclosing = _enclosing_loops(loop)
-    if not enclosing or len(_carried_across(loop, windows)) != len(enclosing):
-        return False
-    inner = {id(n) for n in ast.walk(loop.node)}
-    for outer in enclosing:
-        for n in ast.walk(outer):
-            if id(n) in inner:
-                continue
-            found = classify_call(n) if isinstance(n, ast.Call) else classify_statement(n) if isinstance(n, ast.stmt) else None
-            if found is not None and found[0] in (CLEAR, MAYBE_CLEAR):
-                return False
-    return True
 
 
 def _resumed_count(loop: Loop, windows: List[Path]) -> bool:
