@@ -216,15 +216,7 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
     heads, layers or time steps of one batch, a micro-step loop's list set back at each update, a noise
     vector's per-iteration loss summed over feature extractors: each links one update's graphs, which that
     update's backward pass frees."""
-    root = loop.scope or loop.module.tree
-    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
-    outer, node = None, stmt
-    while id(node) in parents:  # the outermost loop around the sum within its function
-        node = parents[id(node)]
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            break
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            outer = node
+    outer, parents = _outermost_loop(stmt, loop.scope or loop.module.tree)
     if outer is None:
         return False
     steps = _step_sites(loop.module)
@@ -500,15 +492,7 @@ def _bound_per_item(module: Module, scope, stmt: ast.stmt, total: str) -> bool:
     outlives the iteration (:func:`_escapes`): the total links the graphs of one item (one graph, one
     episode, one batch), which the next iteration's binding lets go. Bound once per epoch around a loop
     over the loader stays found."""
-    root = scope or module.tree
-    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
-    outer, node = None, stmt
-    while id(node) in parents:
-        node = parents[id(node)]
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            break
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            outer = node
+    outer, parents = _outermost_loop(stmt, scope or module.tree)
     if outer is None:
         return False
     at = _binding_loop(stmt, total, outer, parents, lambda host: lambda n: not _on_this_iteration(n, parents))
@@ -1430,3 +1414,17 @@ def _read_as_number(t: Tree, node: ast.AST, name: str) -> bool:
         if isinstance(parent, ast.Expr):
             return True  # evaluated and dropped
         return False
+
+
+def _outermost_loop(stmt: ast.AST, root: ast.AST):
+    """``(loop, parents)``: the outermost loop around ``stmt`` within its function (None if none), and the
+    parent of every node under ``root`` by id."""
+    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    outer, node = None, stmt
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            break
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            outer = node
+    return outer, parents
