@@ -40,19 +40,22 @@ def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
     set to a literal before the loop and raised by ``+= 1`` once per iteration, before the tests."""
     node = loop.node
     it, target = node.iter, node.target
+    out = {}
     if not carried and isinstance(it, ast.Call):
         if terminal(it.func) == "range" and not it.keywords and isinstance(target, ast.Name) and 1 <= len(it.args) <= 3:
             start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
             step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1  # `range(0, n, batch_size)`
-            return {} if start is None or step is None else {target.id: start + (total - 1) * step}
-        if (
+            if start is not None and step is not None:
+                out[target.id] = start + (total - 1) * step
+        elif (
             terminal(it.func) == "enumerate" and all(k.arg == "start" for k in it.keywords)
             and isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name)
         ):
             start_arg = it.args[1] if len(it.args) > 1 else next((k.value for k in it.keywords), None)
             start = 0 if start_arg is None else literal_int(start_arg, loop)
-            return {} if start is None else {target.elts[0].id: start + total - 1}
-    out = {}
+            if start is not None:
+                out[target.elts[0].id] = start + total - 1
+    # and a count raised by one on every iteration beside the index (`actual_step += 1`)
     tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
     for stmt in node.body:
         if (
@@ -63,7 +66,7 @@ def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
             name = stmt.target.id
             stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
             start = literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
-            if len(stores) == 1 and start is not None:
+            if len(stores) == 1 and start is not None and name not in out:
                 out[name] = start + total
     return out
 
@@ -255,14 +258,28 @@ def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
         node = binding(node.id, loop)
     elif isinstance(node, ast.Attribute):
         node = attribute_binding(node, loop) or namespace_attribute(node, loop) or class_attribute(node, loop)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and not node.keywords:
+        node = _getattr_value(node, loop)
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
         a, b = literal_int(node.left, loop, depth + 1), literal_int(node.right, loop, depth + 1)
-        if a is None or b is None:
+        if a is None or b is None or isinstance(node.op, ast.FloorDiv) and b <= 0:
             return None
-        return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.FloorDiv: lambda: a // b}
+        return ops[type(node.op)]()
     return None
+
+
+def _getattr_value(call: ast.Call, loop: Loop) -> Optional[ast.expr]:
+    """``getattr(cfg, "k", default)`` where the file proves ``cfg.k`` (as :func:`literal_int` reads an
+    attribute): the attribute exists, so its value, not the default. None where the file does not
+    prove it (the default may apply, or a value set at run time)."""
+    if not (2 <= len(call.args) <= 3 and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+            and call.args[1].value.isidentifier()):
+        return None
+    attr = ast.Attribute(value=call.args[0], attr=call.args[1].value, ctx=ast.Load())
+    return namespace_attribute(attr, loop) or class_attribute(attr, loop)
 
 
 # The standard library's attribute bags: ``Namespace(k=v)`` makes an object whose attribute ``k`` is ``v``.
@@ -341,7 +358,48 @@ def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
     if isinstance(node, ast.Call) and terminal(node.func) == "range" and 1 <= len(node.args) <= 3 and not node.keywords:
         args = [literal_int(a, loop) for a in node.args]
         return None if None in args or len(args) == 3 and args[2] == 0 else len(range(*args))
+    if isinstance(node, ast.Call):
+        return tensor_rows(node, loop)
     return None
+
+
+# torch's tensor factories and where their shape is: iterating a tensor yields its first dimension's
+# rows, so ``for batch in torch.randint(0, V, (12, 8, 17))`` runs 12 times. (name: index of the
+# positional size tuple, or "sizes" for ``randn(12, 8)``/``randn((12, 8))``)
+_FACTORIES = {"randn": "sizes", "rand": "sizes", "zeros": "sizes", "ones": "sizes", "empty": "sizes",
+              "randint": -1, "full": 0}
+
+
+def tensor_rows(call: ast.Call, loop: Loop) -> Optional[int]:
+    """The first dimension of a tensor made by one of torch's factories (:data:`_FACTORIES`), called
+    through the name the file imports torch as, with a shape the literals give; None otherwise."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in _FACTORIES
+            and _imports_torch_as(func.value.id, loop.module.tree)):
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    where = _FACTORIES[func.attr]
+    size = next((k.value for k in call.keywords if k.arg == "size"), None)
+    if size is None and call.args:
+        if where == "sizes":
+            size = call.args[0] if isinstance(call.args[0], (ast.Tuple, ast.List)) else ast.Tuple(elts=list(call.args), ctx=ast.Load())
+        elif func.attr == "randint":
+            size = call.args[-1] if len(call.args) in (2, 3) else None
+        else:
+            size = call.args[where]
+    if isinstance(size, ast.Name):
+        size = binding(size.id, loop)
+    if not (isinstance(size, (ast.Tuple, ast.List)) and size.elts and not isinstance(size.elts[0], ast.Starred)):
+        return None
+    return literal_int(size.elts[0], loop)
+
+
+def _imports_torch_as(name: str, tree: ast.Module) -> bool:
+    return any(
+        isinstance(stmt, ast.Import) and any(a.name == "torch" and (a.asname or a.name) == name for a in stmt.names)
+        for stmt in tree.body
+    )
 
 
 def literal_number(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[float]:

@@ -9,7 +9,7 @@ from typing import List, Optional
 from ...findings import Fix
 from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
-from .._events import BACKWARD, STEP
+from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
@@ -52,13 +52,143 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     if _resumed_count(loop, windows):
         return
+    optimizer, step = (loop.steps[0].target, loop.steps[0].node) if loop.steps else (None, None)
+    outer = _run_tail(loop, windows)
+    if outer is not None:
+        # the count runs on through the passes of `outer`: a window open at the end of one pass is
+        # closed in the next, so only the run's very last window can be left, after `outer`
+        report(
+            CODE,
+            outer,
+            "This loop runs an accumulation loop whose window count runs on from one pass to the next (a window "
+            "may span two passes), and nothing after this outermost loop steps the run's last partial window.",
+            loop=loop, optimizer=optimizer, step=step, accum=outer,
+        )
+        return
     report(
         CODE,
         loop.node,
         "This accumulation loop steps only when a modulo window closes, and nothing after the loop steps "
         "the last partial window.",
-        loop=loop, optimizer=loop.steps[0].target if loop.steps else None, step=loop.steps[0].node if loop.steps else None,
+        loop=loop, optimizer=optimizer, step=step,
     )
+
+
+def _run_tail(loop: Loop, windows: List[Path]) -> Optional[ast.AST]:
+    """The outermost loop around ``loop`` that its window count runs on through: the counter is set
+    before it and only raised inside it (:func:`_carried_across`), or it is computed afresh in each
+    iteration as a run-wide index (:func:`_run_wide_index`); and nothing in that loop outside ``loop``
+    clears a gradient (a clearing at each epoch's start would wipe the open window: then each pass
+    drops its tail, the finding stays at ``loop``). None where the count restarts with each run of
+    ``loop``."""
+    carried = _carried_across(loop, windows)
+    outer = carried[-1] if carried else _run_wide_index(loop, windows)
+    if outer is None or _clears_outside(loop, outer):
+        return None
+    return outer
+
+
+def _clears_outside(loop: Loop, outer: ast.AST) -> bool:
+    """A clearing of gradients (``zero_grad()``, ``p.grad = None``, a ``zero_()`` of a gradient, or a
+    call of a function of this file that makes one) in ``outer`` but not in ``loop``."""
+    inner = {id(n) for n in ast.walk(loop.node)}
+    optimizers = frozenset(loop.module.optimizer_names)
+    seen = set()
+
+    def clears(nodes, depth) -> bool:
+        for n in nodes:
+            if id(n) in inner:
+                continue
+            if isinstance(n, ast.stmt):
+                found = classify_statement(n)
+                if found is not None and found[0] == CLEAR:
+                    return True
+            if isinstance(n, ast.Call):
+                found = classify_call(n, optimizers)
+                if found is not None and found[0] in (CLEAR, MAYBE_CLEAR):
+                    return True
+                helper = loop.functions.get(n.func.id) if isinstance(n.func, ast.Name) else (
+                    loop.methods.get(n.func.attr) if isinstance(n.func, ast.Attribute) and text(n.func.value) == "self" else None)
+                if helper is not None and depth < 3 and id(helper) not in seen:
+                    seen.add(id(helper))
+                    if clears(list(body_nodes(helper)), depth + 1):
+                        return True
+        return False
+
+    return clears(list(body_nodes(outer)), 0)
+
+
+def _run_wide_index(loop: Loop, windows: List[Path]) -> Optional[ast.AST]:
+    """The enclosing ``for`` loop whose index makes the window counter a run-wide count:
+    ``n = epoch * len(loader) + i`` (assigned once in the loop's body, or written in the test) with
+    ``i`` this loop's ``enumerate`` index over ``loader`` and ``epoch`` the index of an enclosing
+    ``for`` over a ``range`` with step 1. Then the count goes on from one pass over ``loader`` to the
+    next, as a counter set before the enclosing loop does. None for any other counter."""
+    node = loop.node
+    it = node.iter
+    if not (isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(it, ast.Call) and terminal(it.func) == "enumerate"
+            and it.args and isinstance(node.target, ast.Tuple) and node.target.elts and isinstance(node.target.elts[0], ast.Name)):
+        return None
+    index = node.target.elts[0].id
+    data = set()
+    arg = it.args[0]
+    while True:  # enumerate(tqdm(loader, ...)): len(loader) counts the same passes
+        data.add(text(arg))
+        if not (isinstance(arg, ast.Call) and arg.args):
+            break
+        arg = arg.args[0]
+    lefts = [
+        mod.left for m in windows for _, _, test in m.decisions
+        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+    ]
+    if not lefts:
+        return None
+    found = None
+    for left in lefts:
+        expr = left
+        names = [n.id for n in ast.walk(left) if isinstance(n, ast.Name)]
+        if len(names) == 1 and names[0] != index:  # `global_itr`, assigned once in the body
+            values = loop.assignments().get(names[0], ())
+            assign = next((s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                           and isinstance(s.targets[0], ast.Name) and s.targets[0].id == names[0]), None)
+            if len(values) != 1 or assign is None or assign.value is not values[0]:
+                return None
+            expr = assign.value
+        outer = _epoch_term(loop, expr, index, data)
+        if outer is None or found not in (None, outer):
+            return None
+        found = outer
+    return found
+
+
+def _epoch_term(loop: Loop, expr: ast.expr, index: str, data: set) -> Optional[ast.AST]:
+    """The loop of ``epoch`` where ``expr`` is ``epoch * len(loader) + index`` (terms in any order,
+    integer constants added), else None."""
+    terms, todo = [], [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+            todo += [e.left, e.right]
+        else:
+            terms.append(e)
+    own = [t for t in terms if isinstance(t, ast.Name) and t.id == index]
+    consts = [t for t in terms if isinstance(t, ast.Constant) and type(t.value) is int]
+    products = [t for t in terms if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult)]
+    if len(own) != 1 or len(products) != 1 or len(own) + len(consts) + len(products) != len(terms):
+        return None
+    a, b = products[0].left, products[0].right
+    if isinstance(a, ast.Call):
+        a, b = b, a
+    if not (isinstance(a, ast.Name) and isinstance(b, ast.Call) and terminal(b.func) == "len" and len(b.args) == 1
+            and text(b.args[0]) in data):
+        return None
+    for outer in _enclosing_loops(loop):
+        if isinstance(outer, (ast.For, ast.AsyncFor)) and isinstance(outer.target, ast.Name) and outer.target.id == a.id:
+            rng = outer.iter
+            if isinstance(rng, ast.Call) and terminal(rng.func) == "range" and 1 <= len(rng.args) <= 2 and not rng.keywords:
+                return outer
+            return None
+    return None
 
 
 def _windows_of_one(loop: Loop, windows: List[Path]) -> bool:
@@ -357,8 +487,9 @@ def _closes_at(loop: Loop, last: dict) -> bool:
         if BACKWARD in kinds and STEP in kinds[len(kinds) - kinds[::-1].index(BACKWARD):]:
             # a step after the last backward pass of the iteration: the path's tests on the counter
             # must all come out as the path took them at the last micro-batch
-            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(t))]
-            if about and all(truth(t, last, loop) == (v != condition_key(t)[1]) for t, v in about):
+            # (a flag the loop sets from the counter, `is_accumulating = i % K != 0`, read as its value)
+            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(loop.resolve(t)))]
+            if about and all(truth(loop.resolve(t), last, loop) == (v != condition_key(t)[1]) for t, v in about):
                 return True
     return False
 
@@ -537,6 +668,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     """
     loop = d.loop
     node = loop.node
+    if d.accum is not None and d.accum is not node:
+        return _tail_fix(t, d)
     if not isinstance(node, ast.For) or node.orelse or len(loop.steps) != 1 or not t.alone(node):
         return None
     counter = _counter(node)
@@ -572,6 +705,82 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
 
 
 _JUMPS = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Raise)
+
+
+def _tail_fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
+    """The run's last window, where the window count runs on through the passes of an outer loop:
+    step it once after that outermost loop, at its true weight (never after the inner loop: the next
+    pass's first window would then be short)::
+
+        step = 0
+        for epoch in range(epochs):
+            for x, y in loader:
+                (loss_fn(model(x), y) / K).backward()
+                step += 1
+                if step % K == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        if step % K != 0:
+            [p.grad.mul_(K / (step % K)) for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+            optimizer.step()
+            optimizer.zero_grad()
+
+    Offered only where the model proves each part: ``step`` is set to 0 just before the outer loop,
+    in its block, and raised by ``+= 1`` once per micro-batch, directly in the inner loop's body
+    before the window test, and assigned nowhere else in the function; the window closes on
+    ``step % K == 0`` alone, in one ``if`` directly in the inner loop's body with no ``else``; no
+    jump leaves or skips part of either loop; one optimizer steps; every backward pass divides its
+    loss by that same ``K`` unconditionally, and ``K`` is not assigned in the loops."""
+    loop, outer = d.loop, d.accum
+    node = loop.node
+    if not (isinstance(outer, ast.For) and isinstance(node, ast.For)) or outer.orelse or node.orelse:
+        return None
+    if len(loop.steps) != 1 or not t.alone(outer) or any(isinstance(n, _JUMPS) for n in ast.walk(outer)):
+        return None
+    step = loop.steps[0]
+    window = next((a for a in t.ancestors(step.node) if isinstance(a, ast.If) and t.parent.get(a) is node), None)
+    if window is None or window.orelse:
+        return None
+    test = loop.resolve(window.test)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+            and isinstance(test.left, ast.BinOp) and isinstance(test.left.op, ast.Mod) and isinstance(test.left.left, ast.Name)):
+        return None
+    counter, count = test.left.left.id, test.left.right
+    raises = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and isinstance(s.target, ast.Name)
+              and s.target.id == counter and isinstance(s.value, ast.Constant) and s.value.value == 1]
+    if len(raises) != 1 or node.body.index(raises[0]) > node.body.index(window):
+        return None
+    block = t.block.get(outer, [])
+    before = block[: block.index(outer)] if outer in block else []
+    starts = [s for s in before if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+              and s.targets[0].id == counter]
+    if not (starts and isinstance(starts[-1].value, ast.Constant) and starts[-1].value.value == 0 and type(starts[-1].value.value) is int):
+        return None
+    scope = loop.scope if loop.scope is not None else loop.module.tree
+    stores = [n for n in body_nodes(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)] \
+        if loop.scope is not None else [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
+    if len(stores) != 2:
+        return None  # the `= 0` and the `+= 1`, nothing else
+    if not _fixed_in_loop(count, outer) or not loop.backwards:
+        return None
+    if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
+        return None
+    opt = _stepped_optimizer(step.node)
+    if opt is None:
+        return None
+    k, o = t.segment(count), t.segment(opt)
+    k_par = k if isinstance(count, (ast.Name, ast.Attribute, ast.Constant)) else f"({k})"
+    rem = f"{counter} % {k_par}"
+    indent = t.indent(outer)
+    body = "\n".join(t.statement_text(stmt, indent + "    ") for stmt in window.body)
+    code = (
+        f"if {rem} != 0:  # the run's last, partial window: weigh it by its own size\n"
+        f"{indent}    [p.grad.mul_({k_par} / ({rem})) for g in {o}.param_groups for p in g[\"params\"] if p.grad is not None]\n"
+        f"{body}"
+    )
+    return Fix(f"Step the run's last partial window once after the outermost loop, its gradients weighted by `{k}` / its size",
+               (t.insert_after(outer, code),))
 
 
 def _counter(node: ast.For) -> Optional[str]:
