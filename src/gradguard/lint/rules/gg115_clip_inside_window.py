@@ -167,6 +167,12 @@ def _helper(node: ast.Call, loop: Loop):
             (ms[func.attr] for ms in loop.module.methods.values() if func.attr in ms), None)
     elif isinstance(func, ast.Attribute) and text(func.value) in loop.module.instances:
         helper = loop.module.instances[text(func.value)].get(func.attr)
+    elif isinstance(func, ast.Attribute):
+        # a method of the object's own class where the file builds it from one of its classes, every binding
+        # alike (`model = Net()` ... `model.limit(1.0)`, `self.model = Net()` ... `self.model.limit(1.0)`)
+        classes = loop.module._module_classes().get(text(func.value))
+        if classes is not None and len(classes) == 1 and None not in classes:
+            helper = loop.module._methods_of(next(iter(classes))).get(func.attr)
     return helper
 
 
