@@ -170,7 +170,7 @@ for i, (x, y) in enumerate(loader):
         severity="warning",
         summary="Gradients from backward passes were never used by an optimizer step before the loop or run ended.",
         consequence="Those batches never influence training: the final partial accumulation window was dropped, or the step condition was never met (and their gradient leaks into the next epoch if it is not cleared).",
-        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'); make sure the step condition is reached (a counter restarted every epoch may never reach K); or use gradguard.Accumulator and call acc.flush().",
+        fix="After the loop, step the remainder with its gradients multiplied by K / K' (its losses were divided by the full window's K, not its own K'); where the window count runs on across epochs, step it once after the epoch loop, not after each epoch (that would make the next epoch's first window short); make sure the step condition is reached (a counter restarted every epoch may never reach K); or use gradguard.Accumulator and call acc.flush().",
         what=(
             "Flags gradients that backward passes put into `.grad` of parameters of an optimizer\n"
             "that has stepped at least once, and that no step used before the watch (or the script\n"
@@ -193,7 +193,16 @@ for i, (x, y) in enumerate(loader):
             "around it that carries the window counter on) and the run ends only right after a step (`if\n"
             "global_step >= total: return` on a count that changes only where the loop steps, or on a value\n"
             "computed from that count, `lr = schedule(step)`). A later call that back-propagates passes of its own\n"
-            "(the next training phase) is no step of the remainder."
+            "(the next training phase) is no step of the remainder. The counts a file spells out include the\n"
+            "rows of a tensor made by torch's factories (`torch.randn(12, 8, 17)`, `torch.randint(0, V, (12, 8))`),\n"
+            "`getattr(config, \"k\", 1)` of an attribute the file proves, `//`, a count raised by one beside the\n"
+            "loop's index, and a flag set from the modulo (`is_accumulating = i % K != 0`).\n"
+            "Where the window count runs on through the passes of an enclosing loop (a counter set before the\n"
+            "epoch loop and only raised in it, or `epoch * len(loader) + i`), a window left open at the end of\n"
+            "one epoch closes in the next: only the run's last window can be dropped, so the finding points at\n"
+            "the outermost loop the count runs through, and the fix steps once after it. A clearing in that loop\n"
+            "outside the batch loop (`optimizer.zero_grad()` at each epoch's start) wipes the open window: then\n"
+            "each epoch drops its tail, and the finding stays at the batch loop."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"
@@ -725,7 +734,8 @@ for step in range(num_steps):
             "Lint: in a loop whose iterations back-propagate and step only on some of them (a step under\n"
             "`if (i + 1) % K == 0`, or `with accelerator.accumulate(model):`), or a micro-batch loop that does not\n"
             "step, followed by a step, a clip reached in the loop's body (also through helpers and methods of the\n"
-            "same file) that is not under the step's own condition or a window-boundary test\n"
+            "same file, and through a method of an object the file builds from one of its classes, `model = Net()`\n"
+            "... `model.limit(1.0)`) that is not under the step's own condition or a window-boundary test\n"
             "(`accelerator.sync_gradients`, a modulo) is reported, unless the step's test reads what the clip\n"
             "returned (`norm = clip_grad_norm_(...)`, `if torch.isfinite(norm): step()` skips a bad step). A clip\n"
             "once after the window's last backward, or with no window at all (one backward per step), is not;\n"
