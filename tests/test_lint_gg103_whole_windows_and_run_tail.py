@@ -354,3 +354,55 @@ def test_rewrites_keep_the_run_tail_verdict(rewrite):
         first_for = [n for n in ast.walk(ast.parse(new)) if isinstance(n, ast.For)]
         outer_line = min(n.lineno for n in first_for)
         assert (finding.line == outer_line) == outer
+
+
+# --- a run that ends on a count of steps ------------------------------------------------------------
+
+UNTIL_MAX_STEPS = """
+import torch
+
+
+def train(model, loader, K, max_steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    global_step, local_step = 0, 0
+    while global_step < max_steps:
+        for x, y in loader:
+            if global_step >= max_steps:
+                break
+            loss = torch.nn.functional.mse_loss(model(x), y) / K
+            loss.backward()
+            local_step += 1
+            if local_step % K == 0:
+                opt.step()
+                opt.zero_grad()
+                global_step += 1
+"""
+
+
+def _pending_after(source: str, n: int, k: int, max_steps: int) -> bool:
+    scope: dict = {}
+    exec(compile(source, "<program>", "exec"), scope)
+    model = _model()
+    scope["train"](model, _data(n), k, max_steps)
+    return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+
+
+def test_a_while_loop_on_the_step_count_left_by_the_batch_loop_ends_right_after_a_step():
+    # the batch loop breaks off on the negation of the while's test, a count raised only at a step
+    for n, k, max_steps in ((3, 4, 5), (5, 2, 7), (7, 3, 4)):
+        assert not _pending_after(UNTIL_MAX_STEPS, n, k, max_steps)
+    assert _gg103(UNTIL_MAX_STEPS) == []
+
+
+@pytest.mark.parametrize("change", [
+    # no break in the batch loop: the pass over the loader goes on after the last step
+    ("            if global_step >= max_steps:\n                break\n", ""),
+    # a break on a count of micro-batches (ending the run too): it may come in the middle of a window
+    ("if global_step >= max_steps:\n                break", "if local_step >= 2 * max_steps + 1:\n                return"),
+])
+def test_a_while_loop_that_may_end_inside_a_window_is_reported_at_the_while(change):
+    source = UNTIL_MAX_STEPS.replace(*change)
+    assert source != UNTIL_MAX_STEPS
+    assert any(_pending_after(source, n, k, m) for n, k, m in ((3, 4, 5), (5, 2, 7), (7, 3, 4), (5, 3, 7)))
+    (finding,) = _gg103(source)
+    assert finding.line == _line_of(source, "while global_step < max_steps:")

@@ -202,7 +202,10 @@ for i, (x, y) in enumerate(loader):
             "one epoch closes in the next: only the run's last window can be dropped, so the finding points at\n"
             "the outermost loop the count runs through, and the fix steps once after it. A clearing in that loop\n"
             "outside the batch loop (`optimizer.zero_grad()` at each epoch's start) wipes the open window: then\n"
-            "each epoch drops its tail, and the finding stays at the batch loop."
+            "each epoch drops its tail, and the finding stays at the batch loop. A `while global_step < max_steps:`\n"
+            "around the batch loop, on a count raised only where it steps, whose batch loop breaks off on that\n"
+            "test's negation (`if global_step >= max_steps: break`, right after a step or before any backward pass)\n"
+            "ends right after a step: nothing is left."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"

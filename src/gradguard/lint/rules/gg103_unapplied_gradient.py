@@ -925,7 +925,8 @@ def _ends_right_after_a_step(loop: Loop, windows: List[Path]) -> bool:
         outers = []
     else:
         carried = _carried_across(loop, windows)
-        forever = next((i for i, o in enumerate(carried) if isinstance(o, ast.While) and _always_true(o.test)), None)
+        forever = next((i for i, o in enumerate(carried) if isinstance(o, ast.While) and (
+            _always_true(o.test) or _ended_with_the_loop(loop, o, step_ifs))), None)
         if forever is None:
             return False
         outers = carried[: forever + 1]
@@ -945,6 +946,27 @@ def _ends_right_after_a_step(loop: Loop, windows: List[Path]) -> bool:
             if own and not (exit_stmt.lineno > max(step_lines) or exit_stmt.lineno < min(backward_lines)):
                 return False  # checked between a backward pass and the step
     return True
+
+
+_NEGATED = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+
+def _ended_with_the_loop(loop: Loop, carrier: ast.While, step_ifs: set) -> bool:
+    """``while global_step < max_steps:`` around the loop, whose test changes only where the loop steps,
+    and the loop itself leaves on the test's negation (``if global_step >= max_steps: break``): the
+    ``while`` can end only once the loop has broken off on that count, so it ends where the loop does
+    (checked by the caller: right after a step, or before any backward pass of an iteration)."""
+    test = carrier.test
+    if not _counts_steps(loop, carrier, test, step_ifs):
+        return False
+    wanted = {ast.dump(ast.UnaryOp(op=ast.Not(), operand=test))}
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATED:
+        wanted.add(ast.dump(ast.Compare(left=test.left, ops=[_NEGATED[type(test.ops[0])]()], comparators=test.comparators)))
+    for exit_stmt in _exits(loop.node):
+        guards = _guarding_ifs(loop.node, exit_stmt)
+        if isinstance(exit_stmt, ast.Break) and guards and ast.dump(guards[0].test) in wanted:
+            return True
+    return False
 
 
 def _exits(node: ast.AST) -> List[ast.stmt]:
