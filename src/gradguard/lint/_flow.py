@@ -245,6 +245,51 @@ def condition_key(test: ast.expr) -> Tuple[str, bool]:
     return ast.dump(test), negated
 
 
+def _parts(test: ast.expr, truth: bool) -> List[Tuple[ast.expr, bool]]:
+    """The tests whose truth ``test`` having ``truth`` fixes, by short-circuit logic: every operand of
+    an ``and`` that held, of an ``or`` that failed (through ``not``); ``[(test, truth)]`` otherwise."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, truth = test.operand, not truth
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if truth else ast.Or):
+        return [part for value in test.values for part in _parts(value, truth)]
+    return [(test, truth)]
+
+
+def _implied(test: ast.expr, truth: bool, path: Path) -> Optional[Path]:
+    """``path`` with the decisions that ``test`` having ``truth`` implies for the operands of an
+    ``and`` / ``or`` added; None when one of them was decided the other way on it (it never runs)."""
+    parts = _parts(test, truth)
+    if len(parts) < 2:
+        return path
+    added = []
+    for part, value in parts:
+        key, negated = condition_key(part)
+        raw = value != negated
+        known = path.decided(key)
+        if known is None:
+            if all(k != key for k, _, _ in added):
+                added.append((key, raw, part))
+        elif known != raw:
+            return None
+    return path._replace(decisions=path.decisions + tuple(added)) if added else path
+
+
+def _truth(test: ast.expr, path: Path) -> Optional[bool]:
+    """The truth of an ``and`` / ``or`` / ``not`` of tests that ``path`` decided; None when unknown."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, path)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_truth(v, path) for v in test.values]
+        stop = isinstance(test.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
+        if stop in values:
+            return stop
+        return None if None in values else not stop
+    key, negated = condition_key(test)
+    known = path.decided(key)
+    return None if known is None else known != negated
+
+
 class Walker:
     """Unrolls statement lists into :class:`Path` objects.
 
@@ -461,9 +506,17 @@ class Walker:
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
+            if known is None:
+                # `if a and b:` after `if a:` and `if b:` decided both: its truth follows from theirs
+                truth = _truth(test, s)
+                known = None if truth is None else truth != negated
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
-                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                # ... and inside `if a and b:` each of `a` and `b` holds (outside `if a or b:` neither does)
+                branch = _implied(test, takes_body, branch)
+                if branch is None:
+                    continue  # a part of the test was decided the other way on this path: it never runs
                 inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
