@@ -255,39 +255,38 @@ def _parts(test: ast.expr, truth: bool) -> List[Tuple[ast.expr, bool]]:
     return [(test, truth)]
 
 
-def _implied(test: ast.expr, truth: bool, path: Path) -> Optional[Path]:
-    """``path`` with the decisions that ``test`` having ``truth`` implies for the operands of an
-    ``and`` / ``or`` added; None when one of them was decided the other way on it (it never runs)."""
-    parts = _parts(test, truth)
-    if len(parts) < 2:
-        return path
-    added = []
-    for part, value in parts:
-        key, negated = condition_key(part)
-        raw = value != negated
-        known = path.decided(key)
-        if known is None:
-            if all(k != key for k, _, _ in added):
-                added.append((key, raw, part))
-        elif known != raw:
-            return None
-    return path._replace(decisions=path.decisions + tuple(added)) if added else path
+def _truth(test: ast.expr, path: Path, keys: Dict[int, Tuple[str, bool]]) -> Optional[bool]:
+    """The truth of ``test`` on ``path`` from the tests it decided, or None when unknown: an ``and`` /
+    ``or`` / ``not`` of decided tests, and a test that an ``and`` taken (an ``or`` not taken) holds as
+    an operand. No decision is added: the paths the rules read keep the tests their ``if``s wrote.
+    ``keys`` caches :func:`condition_key` per node."""
 
+    def key_of(node):
+        got = keys.get(id(node))
+        if got is None:
+            got = keys[id(node)] = condition_key(node)
+        return got
 
-def _truth(test: ast.expr, path: Path) -> Optional[bool]:
-    """The truth of an ``and`` / ``or`` / ``not`` of tests that ``path`` decided; None when unknown."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _truth(test.operand, path)
+        inner = _truth(test.operand, path, keys)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [_truth(v, path) for v in test.values]
+        values = [_truth(v, path, keys) for v in test.values]
         stop = isinstance(test.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
         if stop in values:
             return stop
         return None if None in values else not stop
-    key, negated = condition_key(test)
+    key, negated = key_of(test)
     known = path.decided(key)
-    return None if known is None else known != negated
+    if known is not None:
+        return known != negated
+    for _, value, decided in path.decisions:
+        if isinstance(decided, (ast.BoolOp, ast.UnaryOp)):
+            for part, truth in _parts(decided, value != key_of(decided)[1]):
+                part_key, part_negated = key_of(part)
+                if part_key == key:
+                    return (truth != part_negated) != negated
+    return None
 
 
 class Walker:
@@ -508,15 +507,11 @@ class Walker:
             known = s.decided(key)
             if known is None:
                 # `if a and b:` after `if a:` and `if b:` decided both: its truth follows from theirs
-                truth = _truth(test, s)
+                truth = _truth(test, s, self._keys)
                 known = None if truth is None else truth != negated
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
-                # ... and inside `if a and b:` each of `a` and `b` holds (outside `if a or b:` neither does)
-                branch = _implied(test, takes_body, branch)
-                if branch is None:
-                    continue  # a part of the test was decided the other way on this path: it never runs
                 inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
