@@ -214,20 +214,45 @@ class _Tree:
         found = [s for s in self.stmts if is_clear_stmt(s)]
         return [s for s in found if not any(self.contains(o, s) for o in found if o is not s)]
 
+    def shares_line(self, s: ast.stmt) -> bool:
+        """Whether ``s`` has a line in common with another statement of its block (``a(); b()``) or with
+        the header of the statement holding it (``if x: opt.zero_grad()``)."""
+        if any(t is not s and t.lineno <= s.end_lineno and t.end_lineno >= s.lineno for t in self.block[s]):
+            return True
+        parent = self.parent.get(s)
+        return isinstance(parent, ast.stmt) and parent.lineno == s.lineno
+
     def remove(self, stmts: Sequence[ast.stmt]) -> List[Tuple[int, int, str]]:
-        """Edits deleting whole statements; a block left empty keeps a ``pass``."""
+        """Edits deleting whole statements; a block left empty keeps a ``pass``. A statement sharing its
+        line with others (``loss.backward(); opt.zero_grad()``) loses only its own text and one ``;``."""
         edits = []
         gone = set(map(id, stmts))
         for s in stmts:
-            a, b = self.src.line_span(s)
             block = self.block[s]
             survivors = [t for t in block if id(t) not in gone]
+            if self.shares_line(s):
+                edits.append(self._remove_in_line(s, block, keep_pass=not survivors and s is block[0]))
+                continue
+            a, b = self.src.line_span(s)
             if not survivors and s is block[0]:
                 nl = _newline(self.src.text)
                 edits.append((a, b, f"{self.src.indent(s)}pass{nl}"))
             else:
                 edits.append((a, b, ""))
         return edits
+
+    def _remove_in_line(self, s: ast.stmt, block: List[ast.stmt], keep_pass: bool) -> Tuple[int, int, str]:
+        a, b = self.src.span(s)
+        if keep_pass:
+            return a, b, "pass"
+        at = block.index(s)
+        after = block[at + 1] if at + 1 < len(block) else None
+        before = block[at - 1] if at else None
+        if after is not None and after.lineno == s.end_lineno:
+            return a, self.src.span(after)[0], ""  # `clear; rest` -> `rest`
+        if before is not None and before.end_lineno == s.lineno:
+            return self.src.span(before)[1], b, ""  # `rest; clear` -> `rest`
+        return a, b, "pass"  # `if x: clear` alone in its block
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,10 +359,15 @@ def clear_before_backward(t: _Tree) -> List[str]:
             continue
         clear = clears[0]
         nl = _newline(t.src.text)
-        a, b = t.src.line_span(clear)
         old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
-        lines = t.src.text[a:b].splitlines(keepends=True)
-        moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
+        if t.shares_line(clear):  # only the clearing's own text moves, not the statements beside it
+            lines = [t.src.segment(clear)]
+            old_indent = ""
+            moved = new_indent + lines[0]
+        else:
+            a, b = t.src.line_span(clear)
+            lines = t.src.text[a:b].splitlines(keepends=True)
+            moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
         if not moved.endswith(("\n", "\r")):
             moved += nl
         at = t.src.line_span(w.backward)[0]
@@ -356,10 +386,15 @@ def clear_after_backward(t: _Tree) -> List[str]:
             continue
         clear = clears[0]
         nl = _newline(t.src.text)
-        a, b = t.src.line_span(clear)
         old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
-        lines = t.src.text[a:b].splitlines(keepends=True)
-        moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
+        if t.shares_line(clear):  # only the clearing's own text moves, not the statements beside it
+            lines = [t.src.segment(clear)]
+            old_indent = ""
+            moved = new_indent + lines[0]
+        else:
+            a, b = t.src.line_span(clear)
+            lines = t.src.text[a:b].splitlines(keepends=True)
+            moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
         if not moved.endswith(("\n", "\r")):
             moved += nl
         at = t.src.line_span(w.backward)[1]

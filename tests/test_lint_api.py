@@ -369,13 +369,24 @@ def test_carriage_return_line_ends(newline):
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses 3.12 syntax itself")
 @pytest.mark.parametrize(
     "line",
-    ["type Batch = list[int]", "def first[T](xs: list[T]) -> T:\n    return xs[0]", "class Box[T]:\n    pass", "x = f\"{'a' + f\"{1}\"}\""],
+    [
+        "type Batch = list[int]", "def first[T](xs: list[T]) -> T:\n    return xs[0]", "class Box[T]:\n    pass",
+        "x = f\"{'a' + f\"{1}\"}\"",
+        # PEP 701: a replacement field spanning lines, a backslash, a comment, the same quotes, nesting
+        "print(f'params: {count(\n    model)}')",
+        "x = f\"{'\\n'.join(names)}\"",
+        "x = f'''{a  # the count\n}'''",
+        "x = f\"{d[\"k\"]}\"",
+        "x = f\"{f\"{f\"{1}\"}\"}\" if ok else f'{y!r:>{w}}'",
+    ],
 )
 def test_newer_python_syntax_is_not_an_error(line, tmp_path, capsys):
     from gradguard.cli import main
 
     src = line + "\n" + BUGGY
-    result = gg.lint.check_source(src, "new.py")
+    from gradguard.lint import check_source
+
+    result = check_source(src, "new.py")
     assert result.findings == []
     (skip,) = result.skipped
     assert skip.line == 1 and "Python 3.12" in skip.reason and "3.11" in skip.reason
@@ -386,6 +397,29 @@ def test_newer_python_syntax_is_not_an_error(line, tmp_path, capsys):
     # a real syntax error is still GG000, with a 1-based column
     (f,) = gg.lint_source("def f(:\n    pass\n")
     assert (f.code, f.line, f.col) == ("GG000", 1, 7)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses 3.12 syntax itself")
+@pytest.mark.parametrize(
+    "src, line",
+    [
+        ("x = f'{a +}'\n", 1),  # a field that no Python parses
+        ("x = f\"{d[\"k\"}\"\n", 1),  # an unclosed bracket in a field
+        ("x = f\"{d[\"k\"]}\"\nprint 'done'\n", 2),  # a valid 3.12 f-string, then a Python 2 print
+        ("type Batch = list[int]\ndef f(:\n    pass\n", 2),  # a type alias, then broken code
+        ("print 'hello'\n", 1),
+    ],
+)
+def test_real_syntax_errors_beside_newer_syntax_stay_errors(src, line, tmp_path):
+    from gradguard.cli import main
+    from gradguard.lint import check_source
+
+    (f,) = gg.lint_source(src + BUGGY)
+    assert (f.code, f.line, f.severity) == ("GG000", line, "error")
+    assert check_source(src, "old.py").skipped == []
+    path = tmp_path / "old.py"
+    path.write_text(src)
+    assert main(["lint", "--no-config", str(path)]) == 1
 
 
 @pytest.mark.slow  # several seconds on a busy 2-core machine

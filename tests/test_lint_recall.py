@@ -181,3 +181,46 @@ def test_clear_after_backward_mutant_applies_nothing():
         ns["train"](model, loader, torch.optim.SGD(model.parameters(), lr=0.1), 2)
         moved[name] = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert moved == {"original": True, "mutant": False}
+
+
+_ONE_LINE = """\
+def train(model, loader, opt):
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def test_remove_clear_removes_only_the_clearing_of_a_line_of_statements():
+    """`a(); b(); opt.zero_grad()` on one line: the mutant keeps the backward pass and the step (the bug
+    is the missing clearing, and it is a bug when run: the weights end elsewhere than plain SGD's)."""
+    import torch
+
+    (mutant,) = lint_recall.mutants("line.py", _ONE_LINE, ["remove-clear"])
+    assert mutant.source == _ONE_LINE.replace("; opt.zero_grad()", "")
+    header = "def train(model, loader, opt):\n    for x, y in loader:\n"
+    guarded = header + "        if x is not None: opt.zero_grad()\n        ((model(x) - y) ** 2).mean().backward()\n        opt.step()\n"
+    (mutant,) = lint_recall.mutants("guarded.py", guarded, ["remove-clear"])
+    assert mutant.source == guarded.replace("opt.zero_grad()", "pass")
+    g = torch.Generator().manual_seed(0)
+    loader = [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 1, generator=g, dtype=torch.float64))
+              for _ in range(3)]
+    weights = {}
+    for name, source in (("original", _ONE_LINE), ("mutant", lint_recall.mutants("line.py", _ONE_LINE, ["remove-clear"])[0].source)):
+        ns = {}
+        exec(compile(source, name, "exec"), ns)
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1).double()
+        ns["train"](model, loader, torch.optim.SGD(model.parameters(), lr=0.1))
+        weights[name] = torch.cat([p.detach().flatten() for p in model.parameters()])
+    torch.manual_seed(1)
+    reference = torch.nn.Linear(3, 1).double()
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for x, y in loader:
+        opt.zero_grad()
+        ((reference(x) - y) ** 2).mean().backward()
+        opt.step()
+    expected = torch.cat([p.detach().flatten() for p in reference.parameters()])
+    assert torch.allclose(weights["original"], expected, atol=1e-12, rtol=0)
+    assert not torch.allclose(weights["mutant"], expected, atol=1e-6)
+    assert [f.code for f in gg.lint_source(lint_recall.mutants("line.py", _ONE_LINE, ["remove-clear"])[0].source)] == ["GG101"]

@@ -84,7 +84,9 @@ RULE_LIST = [
             "linted files do not hold (a module outside the folders given, or a file linted alone), handed the\n"
             "stepped optimizer, may clear it: the linter cannot read it, so it does not claim that nothing\n"
             "clears (lint the folder that holds the function to have it read); an optimizer the call is not\n"
-            "handed is still checked. "
+            "handed is still checked. A step under `if a and b:` after a clearing under `if a:` and `if b:`\n"
+            "(or under `if a:` after a clearing under `if a or b:`) runs only where the clearing ran: the\n"
+            "truth of an `and` / `or` / `not` follows from the tests its path already took. "
             "Loops that a framework drives (`with accelerator.accumulate(model):`,\n"
             "`accelerator.backward`, Lightning's `training_step`, HF `Trainer` subclasses, both known\n"
             "from the imports) are not checked: they clear for you."
@@ -576,7 +578,10 @@ acc.flush()
             "call in the loop). A helper's own local of the caller's name (`args = self.args`) rebinds the\n"
             "helper's variable only: the caller's tests keep their side once it returns.\n"
             "`X.unscale_(...)` ends `X`'s scale even where `X` is built from a\n"
-            "class of the file (a stand-in `GradScaler` for an old torch). A clip whose threshold carries\n"
+            "class of the file (a stand-in `GradScaler` for an old torch). With two scalers, one per\n"
+            "optimizer (a GAN's generator and discriminator), a clip right after `Y.unscale_(opt)` reads\n"
+            "the unscaled gradients of `opt`'s parameters: another scaler's scale still held there sits in\n"
+            "its own optimizer's parameters, and is not reported at that clip. A clip whose threshold carries\n"
             "the scale (`max_norm * scaler.get_scale()`, or `scaler.get_scale()` handed to a clipping\n"
             "helper) clips the scaled gradients at the scaled threshold, the same clip as after an\n"
             "unscale, and is not reported."
@@ -991,7 +996,18 @@ class MyTrainer(Trainer):
         summary="The file could not be parsed; the other files are still checked.",
         consequence="No rule was checked in this file.",
         fix="Fix the syntax error (python -m py_compile FILE shows it).",
-        what="Lint only: reports a file that Python's parser rejects, at the line and column of the error.",
+        what=(
+            "Lint only: reports a file that Python's parser rejects, at the line and column of the error.\n"
+            "A file that is valid code for a newer Python than the one running gradguard (f-strings\n"
+            "that only PEP 701 reads: the same quotes, a backslash, a comment or a line break inside a\n"
+            "replacement field; `type` aliases and generic functions and classes of PEP 695) is not a\n"
+            "syntax error: it is reported as a warning that the file was not checked and needs Python\n"
+            "3.X, and the run does not fail on it. Those constructs are found from the syntax (a scan of\n"
+            "the f-strings, in which every replacement field must hold an expression that parses, and\n"
+            "the tokenizer), rewritten into older syntax on the same lines, and the file parsed again: a\n"
+            "file that still fails has a real syntax error (a Python 2 `print x` beside a PEP 701\n"
+            "f-string), reported as GG000 at its own line."
+        ),
         why="A file that does not parse cannot be checked, and will not run either.",
         example="""
 for x in loader

@@ -336,3 +336,14 @@ class SharedEncoder:
             self.fast.step()  # expect: GG101
             self.both.zero_grad()
             self.fast.zero_grad()
+
+
+def step_under_either_part(model, loader, opt, main, head):
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        if main:
+            if head is not None:
+                opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if head is not None or main:
+            opt.step()  # expect: GG101

@@ -425,3 +425,15 @@ def disjoint_optimizers(backbone, head, loader, loss_fn):
         opt_head.step()
         opt_enc.zero_grad()
         opt_head.zero_grad()
+
+
+def clear_and_step_under_the_same_parts(model, loader, opt, main, head):
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean()
+        if main or head is not None:
+            if main:
+                if head is not None:
+                    opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if head is not None and main:  # runs only where both tests above held: the clearing ran
+            opt.step()

@@ -76,3 +76,20 @@ def unscaled_on_one_branch_only(model, loader, loss_fn, optimizer, scaler, log_e
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
+
+
+def two_scalers_one_clipped_early(G, D, loader, g_opt, d_opt):
+    g_scaler, d_scaler = torch.amp.GradScaler(), torch.amp.GradScaler()
+    for z, real in loader:
+        g_opt.zero_grad()
+        fake = G(z)
+        g_scaler.scale(-D(fake).mean()).backward()
+        torch.nn.utils.clip_grad_norm_(G.parameters(), 1.0)  # expect: GG112
+        g_scaler.step(g_opt)
+        g_scaler.update()
+        d_opt.zero_grad()
+        d_scaler.scale(D(fake.detach()).mean() - D(real).mean()).backward()
+        d_scaler.unscale_(d_opt)
+        torch.nn.utils.clip_grad_norm_(D.parameters(), 1.0)
+        d_scaler.step(d_opt)
+        d_scaler.update()

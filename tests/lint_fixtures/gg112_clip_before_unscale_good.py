@@ -88,3 +88,28 @@ def a_scale_that_is_no_loss_scaler(model, loader, loss_fn, optimizer, resize):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
+
+
+def two_scalers(G, D, loader, g_opt, d_opt, accum):
+    # one scaler per optimizer: the discriminator's scaled gradients of a micro-step are still in .grad
+    # when the generator's window ends, but they sit in D's parameters; the clip after the generator's
+    # unscale_ reads G's unscaled gradients
+    g_scaler, d_scaler = torch.amp.GradScaler(), torch.amp.GradScaler()
+    for i, (z, real) in enumerate(loader):
+        if i % accum == 0:
+            g_opt.zero_grad()
+        fake = G(z)
+        g_scaler.scale(-D(fake).mean() / accum).backward()
+        if (i + 1) % accum == 0:
+            g_scaler.unscale_(g_opt)
+            torch.nn.utils.clip_grad_norm_(G.parameters(), 1.0)
+            g_scaler.step(g_opt)
+            g_scaler.update()
+        if i % accum == 0:
+            d_opt.zero_grad()
+        d_scaler.scale((D(fake.detach()).mean() - D(real).mean()) / accum).backward()
+        if (i + 1) % accum == 0:
+            d_scaler.unscale_(d_opt)
+            torch.nn.utils.clip_grad_norm_(D.parameters(), 1.0)
+            d_scaler.step(d_opt)
+            d_scaler.update()

@@ -245,6 +245,50 @@ def condition_key(test: ast.expr) -> Tuple[str, bool]:
     return ast.dump(test), negated
 
 
+def _parts(test: ast.expr, truth: bool) -> List[Tuple[ast.expr, bool]]:
+    """The tests whose truth ``test`` having ``truth`` fixes, by short-circuit logic: every operand of
+    an ``and`` that held, of an ``or`` that failed (through ``not``); ``[(test, truth)]`` otherwise."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, truth = test.operand, not truth
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if truth else ast.Or):
+        return [part for value in test.values for part in _parts(value, truth)]
+    return [(test, truth)]
+
+
+def _truth(test: ast.expr, path: Path, keys: Dict[int, Tuple[str, bool]]) -> Optional[bool]:
+    """The truth of ``test`` on ``path`` from the tests it decided, or None when unknown: an ``and`` /
+    ``or`` / ``not`` of decided tests, and a test that an ``and`` taken (an ``or`` not taken) holds as
+    an operand. No decision is added: the paths the rules read keep the tests their ``if``s wrote.
+    ``keys`` caches :func:`condition_key` per node."""
+
+    def key_of(node):
+        got = keys.get(id(node))
+        if got is None:
+            got = keys[id(node)] = condition_key(node)
+        return got
+
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, path, keys)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_truth(v, path, keys) for v in test.values]
+        stop = isinstance(test.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
+        if stop in values:
+            return stop
+        return None if None in values else not stop
+    key, negated = key_of(test)
+    known = path.decided(key)
+    if known is not None:
+        return known != negated
+    for _, value, decided in path.decisions:
+        if isinstance(decided, (ast.BoolOp, ast.UnaryOp)):
+            for part, truth in _parts(decided, value != key_of(decided)[1]):
+                part_key, part_negated = key_of(part)
+                if part_key == key:
+                    return (truth != part_negated) != negated
+    return None
+
+
 class Walker:
     """Unrolls statement lists into :class:`Path` objects.
 
@@ -461,9 +505,13 @@ class Walker:
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
+            if known is None:
+                # `if a and b:` after `if a:` and `if b:` decided both: its truth follows from theirs
+                truth = _truth(test, s, self._keys)
+                known = None if truth is None else truth != negated
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
-                branch = s if known is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
                 inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out

@@ -434,6 +434,12 @@ class Flow:
             return states
         if recv is not None and name in ("unscale_", "step"):
             scaler = self._scaler(text(recv), ctx)
+            if scaler is not None and name == "unscale_":
+                # ``Y.unscale_(opt)`` unscales the gradients of the optimizer whose parameters the clip after
+                # it reads; another scaler's scale still held on this path sits in the parameters of that
+                # scaler's own optimizer (two scalers, two optimizers: a GAN's generator and discriminator),
+                # not in what this clip reads
+                return [State(frozenset(), s.decided, s.names) for s in states]
             if scaler is not None:
                 return [State(s.scaled - {scaler}, s.decided, s.names) for s in states]
         if name == "zero_grad" or name == "_foreach_zero_":
