@@ -11,11 +11,13 @@ kept value still reaches through its autograd graph, how many kept values have a
 * a list of a weight the loop binds only to a cut value or to a field the constructor set
   (``alpha = self.alpha``), which then enters the loss;
 * a total added to once before an unconditional ``break``: it holds one iteration's graph per call;
+* a dict of totals over the entries a loss module returns cut (``{"mse": err.item(), ..., "total": err}``),
+  the loop running over the totals' own keys, which leave the loss entry out;
 * GG202: a state a method of the module binds afresh (``self._reset(start)``) before ``forward`` chains it.
 
 Negative controls, each still reported and each shown by running to link every iteration's graph: the loss
 itself summed into the field, the guard cutting nothing, the weight computed from a parameter on every
-iteration, the loop without its ``break``, the ``forward`` that does not call the reset.
+iteration, the loop without its ``break``, the totals' keys taking in the loss entry, the ``forward`` that does not call the reset.
 """
 
 from __future__ import annotations
@@ -223,6 +225,43 @@ def test_a_total_added_to_once_before_a_break(good):
     model, batches = _model(), _batches()
     total = _run(source, "train", model, torch.optim.SGD(model.parameters(), lr=0.1), batches)
     assert _reached(total, [x for x, _ in batches]) == (1 if good else 2)
+    assert _gg(source) == ([] if good else ["GG201"])
+
+
+# --- a dict of totals over the entries a loss module returns cut -------------------------------------------
+
+ENTRIES = """
+import torch
+from torch import nn
+
+
+class MyLoss(nn.Module):
+    def forward(self, out, y):
+        err = ((out - y) ** 2).mean()
+        pct = (1.0 - (out > 0).float().mean().item()) * 100
+        return {{"mse": err.item(), "pct": pct, "total": err}}
+
+
+def train(model, opt, data):
+    criterion = MyLoss().to("cpu")
+    totals = {totals}
+    for x, y in data:
+        parts = criterion(model(x), y)
+        parts["total"].backward()
+        opt.step()
+        opt.zero_grad()
+        for k in totals:
+            totals[k] += parts[k]
+    return totals
+"""
+
+
+@pytest.mark.parametrize("good", [True, False], ids=["cut-entries", "loss-entry"])
+def test_a_dict_of_totals_over_entries_a_loss_module_returns_cut(good):
+    source = ENTRIES.format(totals='{"mse": 0, "pct": 0}' if good else '{"mse": 0, "pct": 0, "total": 0}')
+    model, batches = _model(), _batches()
+    totals = _run(source, "train", model, torch.optim.SGD(model.parameters(), lr=0.1), batches)
+    assert max(_reached(v, [x for x, _ in batches]) for v in totals.values()) == (0 if good else 3)
     assert _gg(source) == ([] if good else ["GG201"])
 
 

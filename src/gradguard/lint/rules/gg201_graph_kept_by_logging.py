@@ -14,7 +14,7 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ...findings import Edit, Fix
-from .._ast import (assignments, bind_arguments, body_nodes, no_grad_function, no_grad_with, python_number, returns_of,
+from .._ast import (assignments, bind_arguments, body_nodes, methods_of, no_grad_function, no_grad_with, python_number, returns_of,
                     self_ref, target_names, terminal, text)
 from .._project import imported_names
 from .._edits import Tree
@@ -59,7 +59,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes):
+        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes) or _entries_cut(loop, node, value, assigns):
             continue
         carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
@@ -105,6 +105,100 @@ def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, b
         values = assignments(inner)
         return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
     return False
+
+
+def _entries_cut(loop: Loop, stmt: ast.stmt, value: ast.AST, assigns: Dict[str, list]) -> bool:
+    """``totals[k] += parts[k]`` where ``parts`` is what a function of the file (or the ``forward`` /
+    ``__call__`` of an object of a class of the file) returns as a dict display, and ``k`` takes only keys
+    whose entry every such return cuts (``"ce": ce.item()``): a constant key, or the keys of a dict display
+    the loop's variable runs over (``for k in totals``, ``totals = {"ce": 0, ...}``). The entry the loss is
+    read from (``"total": total``) is another key: what is summed holds numbers."""
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
+        return False
+    keys = _keys_of(loop, stmt, value.slice)
+    calls = assigns.get(value.value.id) or []
+    if not keys or not calls or not all(isinstance(c, ast.Call) for c in calls):
+        return False
+    for call in calls:
+        func = call.func
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = loop.functions.get(func.id) or loop.module.functions.get(func.id)
+            methods = loop.module.instances.get(func.id) or _object_methods(loop, func.id)
+            fn = fn or methods.get("forward") or methods.get("__call__")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            fn = loop.methods.get(func.attr)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        returns = [n.value for n in body_nodes(fn) if isinstance(n, ast.Return)]
+        if not returns or not all(isinstance(r, ast.Dict) for r in returns):
+            return False
+        for r in returns:
+            entries = {k.value: v for k, v in zip(r.keys, r.values) if isinstance(k, ast.Constant)}
+            if not all(key in entries and (_cut_in(fn, entries[key]) or no_grad_function(fn)) for key in keys):
+                return False
+    return True
+
+
+def _cut_in(fn: ast.AST, value: ast.expr) -> bool:
+    """``value`` holds no graph in ``fn``: it cuts it, or it is a name every binding of which in ``fn`` does
+    (``pct = (1.0 - mask.float().mean().item()) * 100``)."""
+    if _cut(value):
+        return True
+    if not isinstance(value, ast.Name):
+        return False
+    values = assignments(fn).get(value.id) or []
+    return bool(values) and all(isinstance(v, ast.AST) and _cut(v) for v in values)
+
+
+def _object_methods(loop: Loop, name: str) -> Dict[str, ast.AST]:
+    """The methods of the class of this file that ``name`` is built from (``criterion = MyLoss(...).to(d)``, its
+    only binding in the function around the loop), a module's included (it is called through ``forward``)."""
+    scope = loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else loop.module.tree
+    bound = [n.value for n in body_nodes(scope) if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    if len(bound) != 1:
+        return {}
+    built = bound[0]
+    while isinstance(built, ast.Call) and isinstance(built.func, ast.Attribute) and built.func.attr in _MOVES:
+        built = built.func.value  # `MyLoss(...).to(device)`
+    if not isinstance(built, ast.Call) or not isinstance(built.func, ast.Name):
+        return {}
+    cls = loop.module.classes.get(built.func.id)
+    return methods_of(cls) if cls is not None else {}
+
+
+def _keys_of(loop: Loop, stmt: ast.stmt, key: ast.expr) -> Optional[set]:
+    """The keys ``key`` takes at ``stmt``: a constant's, or those of the dict display (bound once, before the
+    loop) that the loop around ``stmt`` whose variable it is iterates over (``d``, ``d.keys()``)."""
+    if isinstance(key, ast.Constant):
+        return {key.value}
+    if not isinstance(key, ast.Name):
+        return None
+    inner = next((n for n in body_nodes(loop.node) if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name)
+                  and n.target.id == key.id and any(c is stmt for c in ast.walk(n))), None)
+    if inner is None:
+        return None
+    it = inner.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "keys" and not it.args:
+        it = it.func.value
+    if not isinstance(it, ast.Name):
+        return None
+    scope = loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) else loop.module.tree
+    displays = [n.value for n in body_nodes(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and any(isinstance(t, ast.Name) and t.id == it.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    if not displays or not all(isinstance(d, ast.Dict) and d.keys and all(isinstance(k, ast.Constant) for k in d.keys)
+                               for d in displays):
+        return None
+    keys = {k.value for k in displays[0].keys}
+    if any({k.value for k in d.keys} != keys for d in displays):
+        return None
+    # no entry added under another key (`totals["extra"] = ...`)
+    if any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+           and n.value.id == it.id and not (isinstance(n.slice, ast.Name) and n.slice.id == key.id)
+           and not (isinstance(n.slice, ast.Constant) and n.slice.value in keys) for n in body_nodes(scope)):
+        return None
+    return keys
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
