@@ -856,7 +856,14 @@ for x, y in loader:
             "of the file, a method, or a function another linted file defines, element by element for a tuple)\n"
             "where each return is cut (`.item()`, `.detach()`, a number) or computed under that function's own\n"
             "`torch.no_grad()`; nor an evaluation total bound afresh for each item of an enclosing loop whose\n"
-            "inner loops run over that item only; nor `meter.update(x)` whose method detaches `x` first."
+            "inner loops run over that item only; nor `meter.update(x)` whose method detaches `x` first (also\n"
+            "inside `if torch.is_tensor(x):`). A value links no new graph, and is not read as a loss, when every\n"
+            "binding of it in the loop is cut or reads what the loop never changes (a name it never binds, a\n"
+            "field the constructor alone sets: `alpha = self.alpha`), or when it is a field of an object the\n"
+            "loop never binds (`self.cfg.optim.scale`, `self.batch_size`). Also not reported: a total added to\n"
+            "right before an unconditional `break` (one term per call of the function), and `totals[k] +=\n"
+            "parts[k]` where `parts` is a dict display returned by a function or loss module of the file and\n"
+            "`k` runs over the totals' own keys, whose entries that function cuts (`\"ce\": ce.item()`)."
         ),
         why=(
             "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"
@@ -909,7 +916,9 @@ for x, y in loader:
             "without `.detach()`, `.data` or `.item()` on the way, is reported. Not reported: a class that cuts\n"
             "`self.X`'s graph itself (`self.X = self.X.detach()`, as a recurrent state is cut between sequences),\n"
             "an attribute the file sets back to a constant or fresh zeros outside `__init__` (`agent.h = None`\n"
-            "before each training mini-batch: the state starts afresh), a value re-wrapped as a new\n"
+            "before each training mini-batch: the state starts afresh), an attribute a method of the class binds\n"
+            "afresh before `forward` chains it (`self._reset(start)` then `self.x = self.x - lr * g` within one\n"
+            "call: what the method leaves in `self` is followed back to its caller), a value re-wrapped as a new\n"
             "`nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph)."
         ),
         why=(

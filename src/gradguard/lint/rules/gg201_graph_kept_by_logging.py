@@ -14,7 +14,7 @@ import re
 from typing import Dict, Iterator, Optional
 
 from ...findings import Edit, Fix
-from .._ast import (assignments, bind_arguments, body_nodes, no_grad_function, no_grad_with, python_number, returns_of,
+from .._ast import (assignments, bind_arguments, body_nodes, methods_of, no_grad_function, no_grad_with, python_number, returns_of,
                     self_ref, target_names, terminal, text)
 from .._project import imported_names
 from .._edits import Tree
@@ -59,7 +59,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes):
+        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes) or _entries_cut(loop, node, value, assigns):
             continue
         carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
@@ -105,6 +105,100 @@ def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, b
         values = assignments(inner)
         return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
     return False
+
+
+def _entries_cut(loop: Loop, stmt: ast.stmt, value: ast.AST, assigns: Dict[str, list]) -> bool:
+    """``totals[k] += parts[k]`` where ``parts`` is what a function of the file (or the ``forward`` /
+    ``__call__`` of an object of a class of the file) returns as a dict display, and ``k`` takes only keys
+    whose entry every such return cuts (``"ce": ce.item()``): a constant key, or the keys of a dict display
+    the loop's variable runs over (``for k in totals``, ``totals = {"ce": 0, ...}``). The entry the loss is
+    read from (``"total": total``) is another key: what is summed holds numbers."""
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
+        return False
+    keys = _keys_of(loop, stmt, value.slice)
+    calls = assigns.get(value.value.id) or []
+    if not keys or not calls or not all(isinstance(c, ast.Call) for c in calls):
+        return False
+    for call in calls:
+        func = call.func
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = loop.functions.get(func.id) or loop.module.functions.get(func.id)
+            methods = loop.module.instances.get(func.id) or _object_methods(loop, func.id)
+            fn = fn or methods.get("forward") or methods.get("__call__")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            fn = loop.methods.get(func.attr)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        returns = [n.value for n in body_nodes(fn) if isinstance(n, ast.Return)]
+        if not returns or not all(isinstance(r, ast.Dict) for r in returns):
+            return False
+        for r in returns:
+            entries = {k.value: v for k, v in zip(r.keys, r.values) if isinstance(k, ast.Constant)}
+            if not all(key in entries and (_cut_in(fn, entries[key]) or no_grad_function(fn)) for key in keys):
+                return False
+    return True
+
+
+def _cut_in(fn: ast.AST, value: ast.expr) -> bool:
+    """``value`` holds no graph in ``fn``: it cuts it, or it is a name every binding of which in ``fn`` does
+    (``pct = (1.0 - mask.float().mean().item()) * 100``)."""
+    if _cut(value):
+        return True
+    if not isinstance(value, ast.Name):
+        return False
+    values = assignments(fn).get(value.id) or []
+    return bool(values) and all(isinstance(v, ast.AST) and _cut(v) for v in values)
+
+
+def _object_methods(loop: Loop, name: str) -> Dict[str, ast.AST]:
+    """The methods of the class of this file that ``name`` is built from (``criterion = MyLoss(...).to(d)``, its
+    only binding in the function around the loop), a module's included (it is called through ``forward``)."""
+    scope = loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else loop.module.tree
+    bound = [n.value for n in body_nodes(scope) if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    if len(bound) != 1:
+        return {}
+    built = bound[0]
+    while isinstance(built, ast.Call) and isinstance(built.func, ast.Attribute) and built.func.attr in _MOVES:
+        built = built.func.value  # `MyLoss(...).to(device)`
+    if not isinstance(built, ast.Call) or not isinstance(built.func, ast.Name):
+        return {}
+    cls = loop.module.classes.get(built.func.id)
+    return methods_of(cls) if cls is not None else {}
+
+
+def _keys_of(loop: Loop, stmt: ast.stmt, key: ast.expr) -> Optional[set]:
+    """The keys ``key`` takes at ``stmt``: a constant's, or those of the dict display (bound once, before the
+    loop) that the loop around ``stmt`` whose variable it is iterates over (``d``, ``d.keys()``)."""
+    if isinstance(key, ast.Constant):
+        return {key.value}
+    if not isinstance(key, ast.Name):
+        return None
+    inner = next((n for n in body_nodes(loop.node) if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name)
+                  and n.target.id == key.id and any(c is stmt for c in ast.walk(n))), None)
+    if inner is None:
+        return None
+    it = inner.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "keys" and not it.args:
+        it = it.func.value
+    if not isinstance(it, ast.Name):
+        return None
+    scope = loop.scope if isinstance(loop.scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) else loop.module.tree
+    displays = [n.value for n in body_nodes(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and any(isinstance(t, ast.Name) and t.id == it.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    if not displays or not all(isinstance(d, ast.Dict) and d.keys and all(isinstance(k, ast.Constant) for k in d.keys)
+                               for d in displays):
+        return None
+    keys = {k.value for k in displays[0].keys}
+    if any({k.value for k in d.keys} != keys for d in displays):
+        return None
+    # no entry added under another key (`totals["extra"] = ...`)
+    if any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+           and n.value.id == it.id and not (isinstance(n.slice, ast.Name) and n.slice.id == key.id)
+           and not (isinstance(n.slice, ast.Constant) and n.slice.value in keys) for n in body_nodes(scope)):
+        return None
+    return keys
 
 
 def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
@@ -153,21 +247,35 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
 
 
 def _cut_first(fn: ast.AST, name: str, stmt: ast.stmt) -> bool:
-    """``name`` is bound, at the top level of ``fn`` before ``stmt`` and nowhere else in it, to a value without
-    graph (``x = x.detach().cpu().numpy()``; ``x = x.item() if torch.is_tensor(x) else x``: a value that is no
-    tensor has no graph either)."""
+    """``name`` is bound in ``fn`` only to values without graph, and one such binding runs before ``stmt`` on
+    every path a tensor takes: at the top level of ``fn`` (``x = x.detach().cpu().numpy()``; ``x = x.item() if
+    torch.is_tensor(x) else x``: a value that is no tensor has no graph either), or in an ``if`` around which
+    both branches bind it so, or in the branch of ``if torch.is_tensor(x):`` (``isinstance(x, torch.Tensor)``)
+    taken for a tensor."""
     bindings = [n for n in body_nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 and any(name in target_names(t) for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
-    if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign) or bindings[0] not in fn.body:
+    if not bindings or not all(isinstance(b, ast.Assign) and _cut_for_tensors(b.value, name) for b in bindings):
         return False
     top = next((s for s in fn.body if s is stmt or any(c is stmt for c in ast.walk(s))), None)
-    if top is None or fn.body.index(bindings[0]) >= fn.body.index(top):
-        return False
-    value = bindings[0].value
+    return top is not None and _block_cuts(fn.body[: fn.body.index(top)], name)
+
+
+def _cut_for_tensors(value: ast.expr, name: str) -> bool:
     if isinstance(value, ast.IfExp) and _is_tensor_test(value.test, name):
         # the branch taken for a tensor cuts it; the other one is taken only for what is no tensor
         return _cut(value.body)
     return _cut(value)
+
+
+def _block_cuts(stmts, name: str) -> bool:
+    """Running ``stmts`` binds ``name`` to a value without graph whenever it holds a tensor."""
+    for st in stmts:
+        if isinstance(st, ast.Assign) and any(name in target_names(t) for t in st.targets):
+            return True
+        if isinstance(st, ast.If):
+            if _block_cuts(st.body, name) and (_is_tensor_test(st.test, name) or _block_cuts(st.orelse, name)):
+                return True
+    return False
 
 
 def _is_tensor_test(test: ast.expr, name: str) -> bool:
@@ -194,7 +302,7 @@ def _bounded(loop: Loop, stmt: ast.stmt, total: str) -> bool:
 
     and, either way, it is not carried on, graph and all, into something that outlives the update
     (:func:`_escapes`). (Consumed by a backward pass in the same iteration: :func:`backwarded_later`.)"""
-    return _rebound_in_update(loop, stmt, total) or _one_update_per_call(loop, total)
+    return _rebound_in_update(loop, stmt, total) or _one_update_per_call(loop, total, stmt)
 
 
 def _step_sites(module: Module) -> Dict[int, str]:
@@ -313,14 +421,15 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
     return False
 
 
-def _one_update_per_call(loop: Loop, total: str) -> bool:
+def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None) -> bool:
     """The total's lifetime is one call of the function holding the loop, and that call is one update:
 
     * the function binds the total afresh before the loop, at its own level (``losses = []``), as a local
       name (no ``global``), so the next call drops what the last one held;
     * the loop is one update: it iterates over the optimizers it steps (the step's receiver changes with the
       loop's variable: ``for opt in opts``, ``self.opts[agent]``: one step per optimizer, on one batch), or it
-      is the micro-step loop of one window (``for _ in range(K)``, ``x.chunk(K)``) with no step of its own;
+      is the micro-step loop of one window (``for _ in range(K)``, ``x.chunk(K)``) with no step of its own,
+      or the iteration that adds to the total leaves the loop right after (an unconditional ``break``);
     * no caller in the file adds the call's result, graph and all, into a running total.
 
     (A loop whose passes all feed one step after it may still run over a whole data loader, an LBFGS
@@ -350,7 +459,7 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
     else:
         per_optimizer = False
     one_window = not loop.steps and micro_batches_of(loop.node) is not None
-    if not (per_optimizer or one_window):
+    if not (per_optimizer or one_window or (stmt is not None and _leaves_loop_after(loop.node, stmt))):
         return False
     # carried into another total: only one the call binds afresh too (`self.loss_D += self.loss_Ds[-1]`)
     if any(text(t) != total and _keeps_text(v, total) and not fresh(text(t)) for _, t, v in running_sums(loop.node)):
@@ -363,6 +472,40 @@ def _one_update_per_call(loop: Loop, total: str) -> bool:
                        for fn in own.values())
     returned = any(keeps_graph(r, total) for r in returns_of(scope))
     return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _leaves_loop_after(loop_node: ast.AST, stmt: ast.stmt) -> bool:
+    """Every iteration that runs ``stmt`` then leaves ``loop_node``: a ``break`` (``return``, ``raise``) of
+    that loop follows it, with no ``continue`` before, in its own block or in a block around it inside the
+    loop (not across a nested loop, whose ``break`` is its own). The sum runs once per entry into the loop."""
+    def leaves(rest) -> bool:
+        for s in rest:
+            if isinstance(s, (ast.Break, ast.Return, ast.Raise)):
+                return True
+            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if any(isinstance(n, ast.Continue) for n in ast.walk(s)):
+                return False
+        return False
+
+    def search(stmts) -> Optional[bool]:
+        for i, s in enumerate(stmts):
+            if s is stmt:
+                return leaves(stmts[i + 1:])
+            if not any(n is stmt for n in ast.walk(s)):
+                continue
+            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return False
+            blocks = [getattr(s, f, []) for f in ("body", "orelse", "finalbody")]
+            blocks += [h.body for h in getattr(s, "handlers", [])]
+            for block in blocks:
+                found = search(block) if isinstance(block, list) else None
+                if found is not None:
+                    return found or leaves(stmts[i + 1:])
+            return False
+        return None
+
+    return bool(search(loop_node.body))
 
 
 def _own_attribute(loop: Loop, scope: ast.AST, total: str) -> Optional[Dict[str, ast.AST]]:
@@ -834,9 +977,13 @@ def is_weight(node: ast.expr, loop_names) -> bool:
         return isinstance(node.value, ast.Name) and node.value.id not in loop_names
     if isinstance(node, ast.Attribute):
         # ``data.num_graphs``: a field of the batch the loop iterates over (it holds no graph); ``hp.lam``,
-        # ``self.coeff``: a field of an object the loop never binds, a hyperparameter as a bare name is
-        return node.attr in _NO_GRAPH_ATTRS or (isinstance(node.value, ast.Name) and (
-            node.value.id not in loop_names or node.value.id in getattr(loop_names, "data", ())))
+        # ``self.coeff``, ``self.config.optim.loss_scale``: a field (at any depth) of an object the loop never
+        # binds, a hyperparameter as a bare name is
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return node.attr in _NO_GRAPH_ATTRS or (isinstance(root, ast.Name) and (
+            root.id not in loop_names or root.id in getattr(loop_names, "data", ())))
     if isinstance(node, ast.Call):
         return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
             isinstance(n, ast.Compare) for n in ast.walk(node)
@@ -928,7 +1075,9 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             for v in reach.get(name, []):
                 if isinstance(v, tuple) and len(v) > 2 and isinstance(v[1], (ast.Add, ast.Sub)):
                     v = v[2].value  # `loss += rep_loss + att_loss`: the terms added are parts of the loss
-                for n in loss_carriers(v, loop_names) - losses - data:
+                # (a name the loop never binds, `self` of `x + self.offset`, holds the same value on every
+                # iteration: a total of it links no new graph)
+                for n in (loss_carriers(v, loop_names) - losses - data) & loop_names:
                     losses.add(n)
                     pending.append(n)
     losses |= _loss_parts(loop, losses)
@@ -955,7 +1104,51 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
                 losses.add(name)
                 changed = True
     # names assigned a cut value somewhere in the loop (`loss = loss.item()`) are not tensors there
-    return {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
+    losses = {n for n in losses if not any(isinstance(v, ast.AST) and not keeps_graph(v, n) and self_ref(v, n) for v in assigns.get(n, []))}
+    # nor names every binding of which in the loop gives no graph of this iteration: a cut value, or the
+    # same value on every iteration (`alpha = self.alpha`, set once by the constructor: a weight that enters
+    # the loss, whatever its name; a total of it links no new graph)
+    return {n for n in losses if not _no_new_graph(loop.module, assigns.get(n, []), assigns)}
+
+
+def _no_new_graph(module: Module, values: list, assigns: Dict[str, list]) -> bool:
+    """Each of ``values`` (a name's bindings in a loop, as :func:`assignments` records them) holds no graph
+    built in the loop's iteration: a cut (``x.detach().item()``, a number), or a read of what the loop
+    never changes (a name it never binds, ``self.X`` that no function of the file but ``__init__`` sets)."""
+    if not values:
+        return False
+    fixed = _set_only_in_init(module)
+
+    def same(v) -> bool:
+        if isinstance(v, ast.Name):
+            return v.id not in assigns
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self":
+            return v.attr in fixed
+        return False
+
+    return all(isinstance(v, ast.AST) and (_cut(v) or same(v)) for v in values)
+
+
+def _set_only_in_init(module: Module) -> frozenset:
+    """The attributes ``self.X`` the file sets in ``__init__`` and nowhere else (no assignment, augmented
+    assignment, item assignment or ``setattr`` elsewhere)."""
+    cached = module.__dict__.get("_gg201_init_only")
+    if cached is not None:
+        return cached
+    inits, others = set(), set()
+    for fn in ast.walk(module.tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        into = inits if fn.name == "__init__" else others
+        for n in body_nodes(fn):
+            target = n.value if isinstance(n, ast.Subscript) else n
+            if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store) \
+                    and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                into.add(target.attr)
+            elif isinstance(n, ast.Call) and terminal(n.func) == "setattr":
+                others.add("*")
+    cached = module.__dict__["_gg201_init_only"] = frozenset() if "*" in others else frozenset(inits - others)
+    return cached
 
 
 # Tensor methods that move or cast a batch without giving it a graph (``data = data.to(device)``).

@@ -219,6 +219,8 @@ class _Walker:
         self.containers: FrozenSet[str] = frozenset()
         self.returns: List[List[Labels]] = []
         self.active: set = set()
+        #: id of a call of a method of the class -> self's attributes as that method leaves them
+        self.set_by: Dict[int, Dict[str, Labels]] = {}
 
     # ------------------------------------------------------------------ statements
     def run(self, stmts, env: Dict[str, Labels], depth: int, quiet: bool = False) -> Dict[str, Labels]:
@@ -233,8 +235,9 @@ class _Walker:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if stmt.value is None:
                 return env
+            self.set_by = {}
             parts = self.elements(stmt.value, env, depth, quiet)
-            env = dict(env)
+            env = self.after_call(stmt.value, dict(env))
             for t in targets:
                 self.bind(t, stmt.value, parts, env, stmt, quiet)
             return env
@@ -248,8 +251,9 @@ class _Walker:
             return env
         if isinstance(stmt, ast.Expr):
             self.inplace(stmt, stmt.value, env, depth, quiet)
+            self.set_by = {}
             self.labels(stmt.value, env, depth, quiet)
-            return env
+            return self.after_call(stmt.value, env)
         if isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self.returns.append(self.elements(stmt.value, env, depth, quiet))
@@ -277,6 +281,15 @@ class _Walker:
                 env = _merge(env, self.run(h.body, env, depth, quiet))
             env = self.run(stmt.orelse, env, depth, quiet)
             return self.run(stmt.finalbody, env, depth, quiet)
+        return env
+
+    def after_call(self, value, env) -> Dict[str, Labels]:
+        """The caller's view of ``self``'s attributes after ``self.method(...)``: what the method left in them
+        (``self._reset()`` binding ``self.state`` afresh: its old value, and its graph, are gone)."""
+        found = self.set_by.get(id(value)) if isinstance(value, ast.Call) else None
+        if found:
+            env = dict(env)
+            env.update(found)
         return env
 
     def bind(self, target, value, parts: List[Labels], env, stmt, quiet) -> None:
@@ -397,8 +410,11 @@ class _Walker:
         self.active.add(id(fn))
         try:
             # a function of the file is no method: its `self` attributes are not ours to judge
-            self.run(fn.body, inner, depth + 1, quiet or not bound)
+            after = self.run(fn.body, inner, depth + 1, quiet or not bound)
             found = self.returns
+            if bound and not any(isinstance(n, ast.Return) for n in ast.walk(fn)):
+                # run straight through (no early return): what it leaves in self's attributes holds afterwards
+                self.set_by[id(call)] = {k: v for k, v in after.items() if k.startswith("self.")}
         finally:
             self.active.discard(id(fn))
             self.returns = saved
