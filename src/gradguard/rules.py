@@ -329,7 +329,18 @@ acc.flush()
         fix="Add them to an optimizer (check the parameter groups), or freeze them with requires_grad_(False) so no gradient is computed at all.",
         what=(
             "Flags parameters that received gradients in forward/backward passes seen by the watch\n"
-            "while no optimizer in the watch holds them, once some optimizer has stepped."
+            "while no optimizer in the watch holds them: at the first optimizer step after which such a\n"
+            "gradient exists (an optimizer that exists but has not stepped or cleared yet, a GAN's second\n"
+            "one, is looked for among the live objects first). The parameters are the models' and, while\n"
+            "the watch learns the models, the `nn.Parameter` leaves of a backward pass's graph: a parameter\n"
+            "kept by a class that is no `nn.Module` (so no `model.parameters()` holds it) is found too.\n"
+            "Lint: a model object (a name bound once to a module class of the file or a `torch.nn` layer)\n"
+            "whose call flows into the tensor a backward call differentiates, while the optimizers built\n"
+            "in the file hold none of its parameters, or, through `obj.part.parameters()`, only some of\n"
+            "its parts and not one its `forward` uses. Not reported when unsure: the object handed to\n"
+            "anything that keeps it (a helper whose result is used, another module, a list), iterated,\n"
+            "or frozen (`requires_grad` set on it or inside its class); a `forward` that detaches or\n"
+            "turns gradients off; optimizers built where the linter does not read them."
         ),
         why=(
             "`optimizer.zero_grad()` clears only the parameters that optimizer knows about. A\n"
@@ -346,7 +357,6 @@ optimizer = torch.optim.AdamW(model.parameters())
 # or, if the head is meant to stay frozen:
 model.head.requires_grad_(False)
 """,
-        static=False,
     ),
     Rule(
         code="GG107",
