@@ -343,7 +343,18 @@ acc.flush()
         fix="Add them to an optimizer (check the parameter groups), or freeze them with requires_grad_(False) so no gradient is computed at all.",
         what=(
             "Flags parameters that received gradients in forward/backward passes seen by the watch\n"
-            "while no optimizer in the watch holds them, once some optimizer has stepped."
+            "while no optimizer in the watch holds them: at the first optimizer step after which such a\n"
+            "gradient exists (an optimizer that exists but has not stepped or cleared yet, a GAN's second\n"
+            "one, is looked for among the live objects first). The parameters are the models' and, while\n"
+            "the watch learns the models, the `nn.Parameter` leaves of a backward pass's graph: a parameter\n"
+            "kept by a class that is no `nn.Module` (so no `model.parameters()` holds it) is found too.\n"
+            "Lint: a model object (a name bound once to a module class of the file or a `torch.nn` layer)\n"
+            "whose call flows into the tensor a backward call differentiates, while the optimizers built\n"
+            "in the file hold none of its parameters, or, through `obj.part.parameters()`, only some of\n"
+            "its parts and not one its `forward` uses. Not reported when unsure: the object handed to\n"
+            "anything that keeps it (a helper whose result is used, another module, a list), iterated,\n"
+            "or frozen (`requires_grad` set on it or inside its class); a `forward` that detaches or\n"
+            "turns gradients off; optimizers built where the linter does not read them."
         ),
         why=(
             "`optimizer.zero_grad()` clears only the parameters that optimizer knows about. A\n"
@@ -360,7 +371,6 @@ optimizer = torch.optim.AdamW(model.parameters())
 # or, if the head is meant to stay frozen:
 model.head.requires_grad_(False)
 """,
-        static=False,
     ),
     Rule(
         code="GG107",
@@ -678,7 +688,7 @@ for batch in loader:
         severity="warning",
         summary="A step applied gradients of a backward pass made outside any accumulation window (before the loop, or by evaluation code), added to the window's own.",
         consequence="The first update moves the model along the window's gradient plus the stray pass's (twice the gradient when the stray pass is a check of the same batch): a first step of the wrong size that no loss curve shows, and runs that diverge from a reference implementation from the first step on.",
-        fix="Clear the gradients before the loop (optimizer.zero_grad() after the stray backward pass), or clear at the start of each iteration rather than after each step; evaluation code computes no backward pass, or clears after it.",
+        fix="Clear the gradients before the loop (optimizer.zero_grad() after the stray backward pass), or clear at the start of each iteration rather than after each step; evaluation code computes no backward pass, or clears after it; an epoch's partial last window is stepped (its losses divided by its own size) or cleared before the next epoch.",
         what=(
             "Flags a backward pass whose gradient reaches an optimizer step that also applies the\n"
             "passes of the training loop itself, when the pass is not one of the loop's.\n"
@@ -691,7 +701,12 @@ for batch in loader:
             "is marked with the top-level models in `eval()` mode when it started; a step that applies\n"
             "passes made with more models in `eval()` mode than any pass its optimizer applied before,\n"
             "on top of passes in that earlier mode, is reported at that step (a loop that trains in\n"
-            "`eval()` mode throughout, or switches to it for good, is not).\n"
+            "`eval()` mode throughout, or switches to it for good, is not). A leftover window: per\n"
+            "backward line, a step fed by K >= 2 passes each divided by K (read from the loss's graph) shows\n"
+            "the loop's window; a later step fed by K + r passes of that line (0 < r < K), each still\n"
+            "divided by K, applied r passes of a window that never stepped (an epoch that ended inside a\n"
+            "window, its counter reset for the next one): reported at that step, whose gradient is\n"
+            "(K + r)/K of the mean.\n"
             "Lint: a loop whose iteration back-propagates before it clears (`backward(); step();\n"
             "zero_grad()`), preceded in its function by a backward pass (or a call of a helper of the\n"
             "file that back-propagates without stepping or clearing) with nothing clearing between."
@@ -702,7 +717,9 @@ for batch in loader:
             "loop (llm.c's train_gpt2.py ran one to compare with its reference before training,\n"
             "karpathy/llm.c#548) or in evaluation code between the clear and the next window\n"
             "(llm.c#661) leaves its gradient there, and the first step applies it on top of the\n"
-            "window's: a duplicate deposit nobody asked for."
+            "window's: a duplicate deposit nobody asked for. An epoch that ends inside an accumulation\n"
+            "window with nothing stepping or clearing its remainder does the same to the next epoch's\n"
+            "first window (joeynmt/joeynmt#96)."
         ),
         example="""
 logits, loss = model(x, y)

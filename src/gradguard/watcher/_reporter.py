@@ -36,6 +36,7 @@ class Reporter:
         self.reported = reported  # (code, path, line)
         self._queue: List[Finding] = []
         self._modules: Dict[int, torch.nn.Module] = {}  # the modules seen running
+        self._extra: Dict[int, torch.nn.Module] = {}  # models only named (see name_also)
         self._name_cache: Optional[Dict[int, str]] = None  # id(parameter) -> its qualified name
         self._optimizers = optimizers  # the watched optimizers (objects with .opt and .name)
         self._rewrite = rewrite  # a framework integration's relocation and advice
@@ -46,6 +47,14 @@ class Reporter:
         self._modules[id(module)] = module
         self._name_cache = None
 
+    def name_also(self, modules: Sequence[torch.nn.Module]) -> None:
+        """Models not seen running (their forward ran before the watch learned the models) whose parameters a
+        finding names: named as the models seen running are; they count as seen for nothing else."""
+        for m in modules:
+            if id(m) not in self._modules and id(m) not in self._extra:
+                self._extra[id(m)] = m
+                self._name_cache = None
+
     def knows(self, module: torch.nn.Module) -> bool:
         return id(module) in self._modules
 
@@ -54,7 +63,8 @@ class Reporter:
 
     def _names(self) -> Dict[int, str]:
         if self._name_cache is None:
-            self._name_cache = model_names(list(self._modules.values()))
+            seen = list(self._modules.values())
+            self._name_cache = model_names(seen + [m for k, m in self._extra.items() if k not in self._modules])
         return self._name_cache
 
     def _slot(self, p: torch.Tensor) -> Optional[str]:

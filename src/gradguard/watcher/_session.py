@@ -133,6 +133,8 @@ class Session:
             return orig(tensors, *args, **kwargs)
         if not self.training:
             self.guard(self._first_pass, tensors)
+        elif self.wants_forward:
+            self.guard(self._graph_parameters, tensors)
         ps = self.guard(self._before_pass, tensors, args, kwargs)
         if ps is None:
             return orig(tensors, *args, **kwargs)
@@ -160,6 +162,11 @@ class Session:
     def _first_pass(self, tensors) -> None:
         """Training starts with a backward pass: its forward ran unseen, so take the parameters from its graph."""
         self._start_training()
+        self._graph_parameters(tensors)
+
+    def _graph_parameters(self, tensors) -> None:
+        """The ``nn.Parameter`` leaves of a pass's graph, also those of no module (kept by a plain object, which
+        the forward hook never sees): walked while the watch learns the models (``wants_forward``)."""
         roots = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
         add = self.tracker.add
         for p in parameters_reached(roots):
@@ -405,6 +412,7 @@ class Session:
         view = StepView(ost, site, self.report, self.memory, self.clock, ost.params, grads,
                         with_grad, stale, zero_only, by_hand, fed, self.reporter.modules())
         view.measure = lambda unsynced=False: tracker.rescaled(sub, grads, unsynced)
+        view._tracker, view._namer = tracker, self.reporter.name_also
         self._fed[id(ost)] = view
         rules.at_step(view)
 

@@ -48,7 +48,7 @@ class StepView:
 
     __slots__ = ("ost", "opt", "name", "n", "site", "params", "grads", "moves_zero", "with_grad_mask", "stale_mask",
                  "zero_mask", "by_hand", "passes", "discarded", "report", "memory", "clock", "modules", "_lists",
-                 "measure", "_factor", "_unsynced")
+                 "measure", "_factor", "_unsynced", "_tracker", "_namer")
 
     def __init__(self, ost: OptState, site: Site, report: Report, memory: dict, clock: int, params: list,
                  grads: list, with_grad: list, stale: list, zero_only: list, by_hand: bool, passes: Dict[int, Pass],
@@ -74,6 +74,8 @@ class StepView:
         self.clock = clock
         self.modules = modules
         self._lists: dict = {}
+        self._tracker: Optional[Tracker] = None  # set by the session: for :meth:`orphans`
+        self._namer: Optional[Callable] = None  # ... and the reporter's, to name the models holding them
 
     @property
     def grad_factor(self) -> Optional[float]:
@@ -118,6 +120,12 @@ class StepView:
     def has_grad(self) -> bool:
         return any(self.with_grad_mask)
 
+    def orphans(self, skip: set) -> List[Tuple[torch.Tensor, Site]]:
+        """Parameters that received gradient from a watched pass and that no live optimizer holds, with that
+        pass's line; those whose id is in ``skip`` left out. Cheap while every parameter a pass reached is
+        held (one test); else the live optimizers not seen yet are looked for once (see :func:`unheld`)."""
+        return unheld(self._tracker, skip, self._namer) if self._tracker is not None else []
+
     def by_site(self) -> Dict[Site, List[Pass]]:
         """The step's passes grouped by backward line (passes whose line is unknown left out)."""
         out: Dict[Site, List[Pass]] = {}
@@ -136,6 +144,63 @@ class StepView:
         losses of one forward pass, back-propagated one by one in a loop.
         """
         return [(s, g) for s, g in self.by_site().items() if len(g) >= 2 and not any(ps.retained for ps in g)]
+
+
+def unheld(tracker: Tracker, skip: set, namer: Optional[Callable] = None) -> List[Tuple[torch.Tensor, Site]]:
+    """Parameters a watched pass reached that no optimizer holds (ids in ``skip`` left out), with the line of
+    the first pass that reached them.
+
+    The watch learns of an optimizer when it steps or clears: one that has done neither yet (a GAN's second
+    optimizer before its first step) is looked for among the live objects, and registered, before a
+    parameter is called held by none. Only when such parameters are new: ``skip`` holds those judged. In the
+    same look, the models holding them are handed to ``namer`` (their forward may have run before the watch
+    learned the models), so that a finding can name them."""
+    if not tracker.first_site:
+        return []
+
+    def candidates():  # (positions move when an optimizer is registered: read afresh)
+        return [i for i in tracker.first_site if tracker.owner[i] is None and id(tracker.params[i]) not in skip]
+
+    if not candidates():
+        return []
+    import gc
+
+    wanted = {id(tracker.params[i]) for i in candidates()}
+    known = {id(ost.opt) for ost in tracker.opts.values()}
+    # the models to name: those holding any parameter the watch follows (all of them named together, so that
+    # several models get their prefixes as at the end of the watch)
+    followed = set(map(id, tracker.params))
+    owners, parent = [], {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        if issubclass(kind, torch.optim.Optimizer) and id(obj) not in known:
+            try:
+                held = [id(p) for group in obj.param_groups for p in group["params"]]
+            except Exception:
+                continue
+            if not wanted.isdisjoint(held):
+                tracker.opt_state(obj)  # registered now: its parameters get their owner (columns may move)
+        elif namer is not None and issubclass(kind, torch.nn.Module):
+            mine = getattr(obj, "_parameters", None) or {}
+            if any(p is not None and id(p) in followed for p in mine.values()):
+                owners.append(obj)
+            for child in (getattr(obj, "_modules", None) or {}).values():
+                if child is not None:
+                    parent[id(child)] = obj
+    if owners:
+        # each owner's outermost enclosing module that runs (has a forward): a ModuleList or ModuleDict never
+        # runs, so the models kept in one are roots, as among the modules seen running
+        roots = {}
+        for m in owners:
+            top, seen = m, set()
+            while id(m) in parent and id(m) not in seen:
+                seen.add(id(m))
+                m = parent[id(m)]
+                if type(m).forward is not torch.nn.Module.forward:
+                    top = m
+            roots[id(top)] = top
+        namer(list(roots.values()))
+    return [(tracker.params[i], tracker.first_site[i]) for i in candidates()]
 
 
 class PassView:

@@ -22,6 +22,20 @@ mode throughout (frozen batch-norm statistics) applies that mode from its first
 step on, and one that switches to it for good applies no mixed step: neither
 is reported. Judged only once the optimizer has stepped before (its own mode is
 known), and once per optimizer.
+
+A leftover window leaking into the next one shows by the passes' weights. Per
+backward line and optimizer, a step fed by K >= 2 passes of that line, each a
+mean-reduced loss multiplied by the same known factor 1/K (read from the
+loss's autograd graph), shows that the loop divides each micro-batch by its
+window size K. A later step of that optimizer fed by K + r passes of the line
+(0 < r < K), each still times 1/K, applied r passes that no window of K
+accounts for: a partial window that never stepped (an epoch that ended inside a
+window, with the step counter reset for the next epoch) and that nothing
+cleared, added to the next window's own. Its gradient is (K + r)/K of the
+mean. Reported at that step, once per line and optimizer. Passes weighted by
+gradguard, made through a framework's code, scaled by a ``GradScaler``,
+keeping their graph, or whose factor the graph does not show are not judged,
+and a window of 2K or more (two windows in one step) is not this reading.
 """
 
 from __future__ import annotations
@@ -48,6 +62,9 @@ class State:
         self.applied: Dict[int, set] = {}  # id(optimizer state) -> the modes its steps applied
         self.eval_done: set = set()
         self.pending: dict = {}  # id(optimizer state) -> (stray lines, detail, site, params): to be confirmed
+        #: (backward line, id(optimizer state)) -> (K, the weight 1/K of each pass) of its full windows;
+        #: None once a leftover was reported there
+        self.windows: Dict[tuple, Optional[tuple]] = {}
 
     def evaluation(self, ost, index, mode: bool = False) -> bool:
         """Pass ``index`` (with ``mode``: a pass's mode) was made with more models in eval() mode than any pass
@@ -114,10 +131,59 @@ def _evaluation_passes(view: StepView, state: State) -> None:
     )
 
 
+_TOL = 1e-6
+
+
+def _weight(group) -> Optional[float]:
+    """The one known weight of every pass in ``group`` (mean-reduced losses times the same factor), else None."""
+    f = None
+    for ps in group:
+        info = ps.info
+        if ps.managed or ps.framework or ps.retained or info.amp or info.kind != "mean" or info.factor is None:
+            return None
+        if f is None:
+            f = info.factor
+        elif abs(info.factor - f) > _TOL * abs(f):
+            return None
+    return f if f is not None and f > 0 else None
+
+
+def _leftover(view: StepView, state: State) -> None:
+    """A step fed by K + r passes of a line whose full windows are K passes of 1/K each (see the module's
+    docstring)."""
+    for site, group in view.by_site().items():
+        key = (site, id(view.ost))
+        known = state.windows.get(key, ())
+        if known is None:
+            continue  # reported there already
+        f = _weight(group)
+        if f is None:
+            continue
+        k = len(group)
+        if k >= 2 and abs(f * k - 1) <= _TOL:
+            state.windows[key] = (k, f)  # a full window: each pass divided by the window's size
+            continue
+        if not known:
+            continue
+        full, weight = known
+        if full < k < 2 * full and abs(f - weight) <= _TOL * weight:
+            state.windows[key] = None
+            r = k - full
+            view.report(
+                CODE,
+                f"{view.name}.step() (step {view.n}) applied {k} backward passes of the mean-reduced loss at "
+                f"{at(site, site)}, each divided by {full} like the earlier windows of {full} passes: "
+                f"{plural(r, 'pass', 'passes')} left from a window that never stepped (nothing stepped or cleared "
+                f"after {'it' if r == 1 else 'them'}) leaked into this window, so its gradient is {k}/{full} of the mean.",
+                site, view.n, view.with_grad,
+            )
+
+
 def at_step(view: StepView) -> None:
     state: State = view.memory[CODE]
     if state.mode:
         _evaluation_passes(view, state)
+    _leftover(view, state)
     key = id(view.ost)
     waiting = state.pending.get(key)
     if waiting is not None:
