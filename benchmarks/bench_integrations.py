@@ -129,8 +129,9 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None, share
     end of the epoch (the instruction counts below zero and dump their counters there).
 
     ``shared``, a :class:`SharedWork` clock, times the torch work every variant does alike inside the fit (see
-    :func:`tiny_own_code`); the result then has a third element, the median over windows of each window's CPU time
-    outside that work (the variant's own code together with Lightning's). ``extra``: more callbacks for the fit."""
+    :func:`tiny_own_code`); the result then has two more elements, medians over windows: each window's CPU time
+    outside that work (the variant's own code together with Lightning's loop), and its time in the calls where a
+    callback acts (``SharedWork.direct``). ``extra``: more callbacks for the fit."""
     import lightning.pytorch as L
     from gradguard.integrations.lightning import ExactAccumulation
 
@@ -162,7 +163,7 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None, share
 
         def on_train_start(self, trainer, pl_module):
             if shared is not None:
-                shared.install(trainer.optimizers)
+                shared.install(trainer)
 
         def on_train_end(self, trainer, pl_module):
             if shared is not None:
@@ -182,7 +183,8 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None, share
         @staticmethod
         def _mark():
             cpu = time.thread_time()
-            return time.perf_counter(), cpu, 0.0 if shared is None else shared.inside
+            return time.perf_counter(), cpu, 0.0 if shared is None else shared.inside, \
+                0.0 if shared is None else shared.direct
 
     class Nothing(L.Callback):
         # Five per-step hooks, empty: what Lightning's dispatch of one more callback with them costs
@@ -219,10 +221,11 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None, share
     finally:
         if shared is not None:
             shared.uninstall()
-    windows = [(b[0] - a[0], b[1] - a[1], (b[1] - a[1]) - (b[2] - a[2])) for a, b in zip(clock.marks, clock.marks[1:])]
+    windows = [(b[0] - a[0], b[1] - a[1], (b[1] - a[1]) - (b[2] - a[2]), b[3] - a[3])
+               for a, b in zip(clock.marks, clock.marks[1:])]
     assert len(windows) == trainer.global_step == len(batches) // K  # one optimizer step per window
     times = statistics.median(w[0] for w in windows), statistics.median(w[1] for w in windows)
-    return times if shared is None else times + (statistics.median(w[2] for w in windows),)
+    return times if shared is None else times + tuple(statistics.median(w[i] for w in windows) for i in (2, 3))
 
 
 def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
@@ -258,19 +261,28 @@ OWN_VARIANTS = ("stock", AA, "a callback doing nothing", "exact", "exact, log_na
 
 
 class SharedWork:
-    """This thread's CPU time spent inside the torch work every variant of a fit does alike.
+    """This thread's CPU time spent inside the torch work every variant of a fit does alike, and in the calls where
+    a callback acts.
 
-    The module's ``training_step`` adds its own forward pass and loss (the benchmark's module times itself);
-    :meth:`install` wraps ``torch.autograd.backward`` (which ``Tensor.backward`` calls, under every variant's
-    weighting) and each optimizer's ``zero_grad`` and ``step``, the step without the closure Lightning runs inside
-    it (the micro-batch's training step, backward pass and ``on_before_optimizer_step`` hooks: the passes in it are
-    counted by their own wrappers, the rest is Lightning's or a variant's). Everything else in a window (Lightning's
-    loop, its hook dispatch, a callback's hooks and routed calls, the window's rescale) is left outside.
+    ``inside``: the module's ``training_step`` adds its own forward pass and loss (the benchmark's module times
+    itself); :meth:`install` wraps ``torch.autograd.backward`` (which ``Tensor.backward`` calls, under every
+    variant's weighting) and each optimizer's ``zero_grad`` and ``step``, the step without the closure Lightning
+    runs inside it (the micro-batch's training step, backward pass and ``on_before_optimizer_step`` hooks: the
+    passes in it are counted by their own wrappers, the rest is Lightning's or a variant's). Everything else in a
+    window (Lightning's loop, its hook dispatch, a callback's hooks and routed calls, the window's rescale) is left
+    outside.
+
+    ``direct``: the time in the calls through which a callback acts on a fit, less the shared work inside them:
+    Lightning's dispatch of every callback hook (all callbacks, the hooks' own work included), the strategy's
+    ``training_step`` and the precision plugin's ``backward`` (as installed when the fit starts: a callback that
+    routes them through itself is inside). A variant's difference to stock here is what it does in those calls
+    and what dispatching it costs; Lightning's loop around them, the same in every variant, is left out.
     """
 
     def __init__(self, now=time.thread_time):
         self.now = now
         self.inside = 0.0
+        self.direct = 0.0
         self._undo: list = []
 
     def _timed(self, fn):
@@ -280,6 +292,16 @@ class SharedWork:
                 return fn(*args, **kwargs)
             finally:
                 self.inside += self.now() - t0
+
+        return timed
+
+    def _direct(self, fn):
+        def timed(*args, **kwargs):
+            t0, shared = self.now(), self.inside
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.direct += (self.now() - t0) - (self.inside - shared)
 
         return timed
 
@@ -303,14 +325,24 @@ class SharedWork:
 
         return timed
 
-    def install(self, optimizers) -> None:
+    def install(self, trainer) -> None:
+        from lightning.pytorch.trainer import call
+
         self.uninstall()
         engine = torch.autograd.backward
         torch.autograd.backward = self._timed(engine)
         self._undo.append(lambda: setattr(torch.autograd, "backward", engine))
-        for opt in optimizers:
+        for opt in trainer.optimizers:
             opt.step, opt.zero_grad = self._timed_step(opt.step), self._timed(opt.zero_grad)
             self._undo.append(lambda opt=opt: (opt.__dict__.pop("step", None), opt.__dict__.pop("zero_grad", None)))
+        hooks = call._call_callback_hooks
+        call._call_callback_hooks = self._direct(hooks)
+        self._undo.append(lambda: setattr(call, "_call_callback_hooks", hooks))
+        for owner, name in ((trainer.strategy, "training_step"), (trainer.strategy.precision_plugin, "backward")):
+            mine = owner.__dict__.get(name)  # a callback's routing (an instance attribute), put back as it was
+            setattr(owner, name, self._direct(getattr(owner, name)))
+            self._undo.append(lambda owner=owner, name=name, mine=mine: setattr(owner, name, mine)
+                              if mine is not None else owner.__dict__.pop(name, None))
 
     def uninstall(self) -> None:
         while self._undo:
@@ -318,10 +350,11 @@ class SharedWork:
 
 
 def tiny_own_code(rounds, variants=OWN_VARIANTS, log_every_n_steps=50):
-    """Per variant: the fits' CPU time per window and own code per window (medians over rounds), each variant's
-    per-round ratio of whole windows to stock's and per-round difference of own code to stock's, each as a median
-    with its 95 % bootstrap interval. The variants run in a seeded new order each round, the same fits give both
-    readings."""
+    """Three readings of the same fits, per variant: the whole window, the window outside the shared torch work
+    ("own"), and the time in the calls where a callback acts ("direct", see :class:`SharedWork`). For each, the
+    median over rounds of the variant's time per window, and of its per-round ratio (whole window) or difference
+    (own, direct) to stock in the same round, with a 95 % bootstrap interval. The variants run in a seeded new
+    order each round."""
     import random
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -339,32 +372,38 @@ def tiny_own_code(rounds, variants=OWN_VARIANTS, log_every_n_steps=50):
     out = {}
     for v, t in runs.items():
         ratios = [x[1] / s[1] for x, s in zip(t, stock)]
-        diffs = [x[2] - s[2] for x, s in zip(t, stock)]
-        out[v] = {
-            "cpu": statistics.median(x[1] for x in t),
-            "own": statistics.median(x[2] for x in t),
-            "ratio": (statistics.median(ratios), *bootstrap_median(ratios)),
-            "own_diff": (statistics.median(diffs), *bootstrap_median(diffs)),
-        }
+        out[v] = {"window": statistics.median(x[1] for x in t), "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
+        for name, i in (("own", 2), ("direct", 3)):
+            diffs = [x[i] - s[i] for x, s in zip(t, stock)]
+            out[v][name] = statistics.median(x[i] for x in t)
+            out[v][name + "_diff"] = (statistics.median(diffs), *bootstrap_median(diffs))
     return out
 
 
 def print_own_code(result, rounds, log_every_n_steps) -> None:
-    stock_cpu = result["stock"]["cpu"]
+    stock_window = result["stock"]["window"]
     print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
           f"log_every_n_steps={log_every_n_steps}, {rounds} rounds (variants in a seeded new order each round); "
-          "CPU time of the fitting thread, median window of each fit")
-    print("  whole window: ratio to stock in the same round; own code: the window outside the torch work every "
-          "variant does alike\n  (forward, backward pass, optimizer update, zero_grad), minus stock's in the same "
-          "round; medians over rounds [95 % bootstrap interval]")
-    print(f"  {'':28s} {'window':>8s} {'ratio to stock':>26s}   {'own code':>9s} {'own - stock':>30s} "
-          f"{'as a ratio':>26s}")
+          "CPU time of the fitting thread per window (K micro-batches and the optimizer step), median window of "
+          "each fit, then medians over rounds [95 % bootstrap interval]")
+    print("  whole window: its ratio to stock's in the same round\n"
+          "  own code: the window outside the torch work every variant does alike (forward, backward pass, optimizer "
+          "update, zero_grad); minus stock's in the same round\n"
+          "  direct: the time in Lightning's callback-hook dispatch, the strategy's training_step and the precision "
+          "plugin's backward, less the shared work inside them; minus stock's in the same round\n"
+          "  each difference also as a ratio: 1 + difference / stock's whole window")
+    print(f"  {'':28s} {'window':>8s} {'whole window ratio':>22s}  {'own code - stock':>24s} {'as a ratio':>22s}  "
+          f"{'direct - stock':>24s} {'as a ratio':>22s}")
+
+    def diff(d):
+        m, lo, hi = d
+        return (f"{m * 1e6:+7.1f} [{lo * 1e6:+6.1f}, {hi * 1e6:+6.1f}] us "
+                f"{1 + m / stock_window:6.3f} [{1 + lo / stock_window:.3f}, {1 + hi / stock_window:.3f}]")
+
     for v, r in result.items():
         m, lo, hi = r["ratio"]
-        d, dlo, dhi = r["own_diff"]
-        print(f"  {v:28s} {r['cpu'] * 1e3:5.2f} ms {m:8.3f} [{lo:.3f}, {hi:.3f}]   {r['own'] * 1e3:6.3f} ms "
-              f"{d * 1e6:+8.1f} us [{dlo * 1e6:+6.1f}, {dhi * 1e6:+6.1f}]   "
-              f"{1 + d / stock_cpu:6.3f} [{1 + dlo / stock_cpu:.3f}, {1 + dhi / stock_cpu:.3f}]")
+        print(f"  {v:28s} {r['window'] * 1e3:5.2f} ms {m:6.3f} [{lo:.3f}, {hi:.3f}]  {diff(r['own_diff'])}  "
+              f"{diff(r['direct_diff'])}")
 
 
 # ------------------------------------------------ the same fits, counted in instructions
