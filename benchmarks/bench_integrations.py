@@ -5,6 +5,7 @@
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --compare /tmp/old/src
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --rounds 40 --log-every-n-steps 10
     PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --instructions --rounds 3 --compare /tmp/old/src
+    PYTHONPATH=src python benchmarks/bench_integrations.py --tiny --own-code --rounds 60
 
 1. Lightning: time per optimizer step of ``Trainer(accumulate_grad_batches=4)``
    with ``ExactAccumulation`` vs without, interleaved rounds, median ratio.
@@ -21,6 +22,10 @@
    ``src`` folder), that checkout's ``ExactAccumulation()`` runs in the same rounds too.
    With ``--instructions``, the same fits counted in instructions executed (valgrind's
    callgrind), which a busy machine does not change, instead of timed.
+   With ``--own-code``, each window's CPU time outside the torch work every variant does
+   alike (forward, backward pass, optimizer update, zero_grad: timed inside the same window
+   and subtracted), read against stock in the same round: the callback's own cost, beside the
+   whole-window ratio, with a second stock fit as an A/A control and 95 % bootstrap intervals.
 
 A model big enough that the step is not all framework overhead (an MLP of
 about 1.1 M parameters, micro-batches of 64 rows).
@@ -117,11 +122,16 @@ def tiny_batches(n=256):
     return [(torch.randn(s, 16, generator=g), torch.randn(s, 1, generator=g)) for s in (3 + i % 6 for i in range(n))]
 
 
-def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None):
+def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None, shared=None, extra=()):
     """Seconds per optimizer step of a fit on a 16-32-1 MLP, K=4: the median over the fit's windows (each K
     micro-batches and its step; the Trainer's set-up excluded) of ``(wall, CPU time of this thread)``.
     ``probe``, if given, is called with the window's index at the start of every window and with None at the
-    end of the epoch (the instruction counts below zero and dump their counters there)."""
+    end of the epoch (the instruction counts below zero and dump their counters there).
+
+    ``shared``, a :class:`SharedWork` clock, times the torch work every variant does alike inside the fit (see
+    :func:`tiny_own_code`); the result then has two more elements, medians over windows: each window's CPU time
+    outside that work (the variant's own code together with Lightning's loop), and its time in the calls where a
+    callback acts (``SharedWork.direct``). ``extra``: more callbacks for the fit."""
     import lightning.pytorch as L
     from gradguard.integrations.lightning import ExactAccumulation
 
@@ -132,7 +142,13 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None):
             self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
 
         def training_step(self, batch, i):
-            return F.mse_loss(self.net(batch[0]), batch[1])
+            if shared is None:
+                return F.mse_loss(self.net(batch[0]), batch[1])
+            t0 = shared.now()
+            try:
+                return F.mse_loss(self.net(batch[0]), batch[1])
+            finally:
+                shared.inside += shared.now() - t0
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=1e-2)
@@ -145,16 +161,30 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None):
         def __init__(self):
             self.marks = []
 
+        def on_train_start(self, trainer, pl_module):
+            if shared is not None:
+                shared.install(trainer)
+
+        def on_train_end(self, trainer, pl_module):
+            if shared is not None:
+                shared.uninstall()
+
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx % K == 0:
-                self.marks.append((time.perf_counter(), time.thread_time()))
+                self.marks.append(self._mark())
                 if probe is not None:
                     probe(batch_idx // K)
 
         def on_train_epoch_end(self, trainer, pl_module):
-            self.marks.append((time.perf_counter(), time.thread_time()))
+            self.marks.append(self._mark())
             if probe is not None:
                 probe(None)
+
+        @staticmethod
+        def _mark():
+            cpu = time.thread_time()
+            return time.perf_counter(), cpu, 0.0 if shared is None else shared.inside, \
+                0.0 if shared is None else shared.direct
 
     class Nothing(L.Callback):
         # Five per-step hooks, empty: what Lightning's dispatch of one more callback with them costs
@@ -180,15 +210,22 @@ def lightning_tiny_fit(batches, variant, log_every_n_steps=50, probe=None):
         callbacks.append(Nothing())
     elif variant == BEFORE:
         callbacks.append(_before_package.integrations.lightning.ExactAccumulation())
-    elif variant != "stock":
+    elif variant not in ("stock", AA):
         callbacks.append(ExactAccumulation(log_name=None) if variant.endswith("None") else ExactAccumulation())
+    callbacks.extend(extra)
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=K, callbacks=callbacks,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, log_every_n_steps=log_every_n_steps)
-    trainer.fit(Module(), torch.utils.data.DataLoader(batches, batch_size=None))
-    windows = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(clock.marks, clock.marks[1:])]
+    try:
+        trainer.fit(Module(), torch.utils.data.DataLoader(batches, batch_size=None))
+    finally:
+        if shared is not None:
+            shared.uninstall()
+    windows = [(b[0] - a[0], b[1] - a[1], (b[1] - a[1]) - (b[2] - a[2]), b[3] - a[3])
+               for a, b in zip(clock.marks, clock.marks[1:])]
     assert len(windows) == trainer.global_step == len(batches) // K  # one optimizer step per window
-    return statistics.median(w for w, _ in windows), statistics.median(c for _, c in windows)
+    times = statistics.median(w[0] for w in windows), statistics.median(w[1] for w in windows)
+    return times if shared is None else times + tuple(statistics.median(w[i] for w in windows) for i in (2, 3))
 
 
 def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
@@ -209,6 +246,164 @@ def tiny_rounds(rounds, variants=TINY_VARIANTS, log_every_n_steps=50):
         out[v] = [(statistics.median(x[c] for x in t), _spread([x[c] / s[c] for x, s in zip(t, times["stock"])]))
                   for c in (0, 1)]
     return out
+
+
+# ------------------------------------------------ the callback's own code, resolved
+# A whole window's CPU time scatters by several per cent from round to round on a shared machine (caches, frequency,
+# other jobs), as much as the callback's cost. Most of a window is torch work every variant does alike: the
+# module's forward pass and loss, autograd's backward pass, the optimizer's update and zero_grad. Timed inside the
+# same window (nested readings of the same clock) and subtracted from it, what is left is Lightning's own loop and
+# whatever a variant adds to it: the difference to stock in the same round is the variant's own cost, the way the
+# Accumulator's own code is read in benchmarks/bench_accumulate.py. "stock (A/A)", a second stock fit in every
+# round, is the control: how far two runs of the same code land apart is the resolution of every other row.
+AA = "stock (A/A)"
+OWN_VARIANTS = ("stock", AA, "a callback doing nothing", "exact", "exact, log_name=None")
+
+
+class SharedWork:
+    """This thread's CPU time spent inside the torch work every variant of a fit does alike, and in the calls where
+    a callback acts.
+
+    ``inside``: the module's ``training_step`` adds its own forward pass and loss (the benchmark's module times
+    itself); :meth:`install` wraps ``torch.autograd.backward`` (which ``Tensor.backward`` calls, under every
+    variant's weighting) and each optimizer's ``zero_grad`` and ``step``, the step without the closure Lightning
+    runs inside it (the micro-batch's training step, backward pass and ``on_before_optimizer_step`` hooks: the
+    passes in it are counted by their own wrappers, the rest is Lightning's or a variant's). Everything else in a
+    window (Lightning's loop, its hook dispatch, a callback's hooks and routed calls, the window's rescale) is left
+    outside.
+
+    ``direct``: the time in the calls through which a callback acts on a fit, less the shared work inside them:
+    Lightning's dispatch of every callback hook (all callbacks, the hooks' own work included), the strategy's
+    ``training_step`` and the precision plugin's ``backward`` (as installed when the fit starts: a callback that
+    routes them through itself is inside). A variant's difference to stock here is what it does in those calls
+    and what dispatching it costs; Lightning's loop around them, the same in every variant, is left out.
+    """
+
+    def __init__(self, now=time.thread_time):
+        self.now = now
+        self.inside = 0.0
+        self.direct = 0.0
+        self._undo: list = []
+
+    def _timed(self, fn):
+        def timed(*args, **kwargs):
+            t0 = self.now()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.inside += self.now() - t0
+
+        return timed
+
+    def _direct(self, fn):
+        def timed(*args, **kwargs):
+            t0, shared = self.now(), self.inside
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.direct += (self.now() - t0) - (self.inside - shared)
+
+        return timed
+
+    def _timed_step(self, step):
+        def timed(closure=None, **kwargs):
+            inner = 0.0
+
+            def timed_closure():
+                nonlocal inner
+                t = self.now()
+                try:
+                    return closure()
+                finally:
+                    inner += self.now() - t
+
+            t0 = self.now()
+            try:
+                return step(closure=None if closure is None else timed_closure, **kwargs)
+            finally:
+                self.inside += self.now() - t0 - inner
+
+        return timed
+
+    def install(self, trainer) -> None:
+        from lightning.pytorch.trainer import call
+
+        self.uninstall()
+        engine = torch.autograd.backward
+        torch.autograd.backward = self._timed(engine)
+        self._undo.append(lambda: setattr(torch.autograd, "backward", engine))
+        for opt in trainer.optimizers:
+            opt.step, opt.zero_grad = self._timed_step(opt.step), self._timed(opt.zero_grad)
+            self._undo.append(lambda opt=opt: (opt.__dict__.pop("step", None), opt.__dict__.pop("zero_grad", None)))
+        hooks = call._call_callback_hooks
+        call._call_callback_hooks = self._direct(hooks)
+        self._undo.append(lambda: setattr(call, "_call_callback_hooks", hooks))
+        for owner, name in ((trainer.strategy, "training_step"), (trainer.strategy.precision_plugin, "backward")):
+            mine = owner.__dict__.get(name)  # a callback's routing (an instance attribute), put back as it was
+            setattr(owner, name, self._direct(getattr(owner, name)))
+            self._undo.append(lambda owner=owner, name=name, mine=mine: setattr(owner, name, mine)
+                              if mine is not None else owner.__dict__.pop(name, None))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def tiny_own_code(rounds, variants=OWN_VARIANTS, log_every_n_steps=50):
+    """Three readings of the same fits, per variant: the whole window, the window outside the shared torch work
+    ("own"), and the time in the calls where a callback acts ("direct", see :class:`SharedWork`). For each, the
+    median over rounds of the variant's time per window, and of its per-round ratio (whole window) or difference
+    (own, direct) to stock in the same round, with a 95 % bootstrap interval. The variants run in a seeded new
+    order each round."""
+    import random
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _compare import bootstrap_median
+
+    batches = tiny_batches()
+    for v in variants:
+        lightning_tiny_fit(batches[:16], v, log_every_n_steps=1, shared=SharedWork())  # warm-up
+    order = random.Random(0)
+    runs = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v in order.sample(variants, len(variants)):
+            runs[v].append(lightning_tiny_fit(batches, v, log_every_n_steps, shared=SharedWork()))
+    stock = runs["stock"]
+    out = {}
+    for v, t in runs.items():
+        ratios = [x[1] / s[1] for x, s in zip(t, stock)]
+        out[v] = {"window": statistics.median(x[1] for x in t), "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
+        for name, i in (("own", 2), ("direct", 3)):
+            diffs = [x[i] - s[i] for x, s in zip(t, stock)]
+            out[v][name] = statistics.median(x[i] for x in t)
+            out[v][name + "_diff"] = (statistics.median(diffs), *bootstrap_median(diffs))
+    return out
+
+
+def print_own_code(result, rounds, log_every_n_steps) -> None:
+    stock_window = result["stock"]["window"]
+    print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "
+          f"log_every_n_steps={log_every_n_steps}, {rounds} rounds (variants in a seeded new order each round); "
+          "CPU time of the fitting thread per window (K micro-batches and the optimizer step), median window of "
+          "each fit, then medians over rounds [95 % bootstrap interval]")
+    print("  whole window: its ratio to stock's in the same round\n"
+          "  own code: the window outside the torch work every variant does alike (forward, backward pass, optimizer "
+          "update, zero_grad); minus stock's in the same round\n"
+          "  direct: the time in Lightning's callback-hook dispatch, the strategy's training_step and the precision "
+          "plugin's backward, less the shared work inside them; minus stock's in the same round\n"
+          "  each difference also as a ratio: 1 + difference / stock's whole window")
+    print(f"  {'':28s} {'window':>8s} {'whole window ratio':>22s}  {'own code - stock':>24s} {'as a ratio':>22s}  "
+          f"{'direct - stock':>24s} {'as a ratio':>22s}")
+
+    def diff(d):
+        m, lo, hi = d
+        return (f"{m * 1e6:+7.1f} [{lo * 1e6:+6.1f}, {hi * 1e6:+6.1f}] us "
+                f"{1 + m / stock_window:6.3f} [{1 + lo / stock_window:.3f}, {1 + hi / stock_window:.3f}]")
+
+    for v, r in result.items():
+        m, lo, hi = r["ratio"]
+        print(f"  {v:28s} {r['window'] * 1e3:5.2f} ms {m:6.3f} [{lo:.3f}, {hi:.3f}]  {diff(r['own_diff'])}  "
+              f"{diff(r['direct_diff'])}")
 
 
 # ------------------------------------------------ the same fits, counted in instructions
@@ -449,6 +644,10 @@ def main(argv=None) -> int:
     p.add_argument("--instructions", action="store_true",
                    help="with --tiny: count the instructions each fit executes (valgrind's callgrind: the same on a "
                         "busy machine) instead of timing it; a few minutes per round")
+    p.add_argument("--own-code", action="store_true",
+                   help="with --tiny: time the fits' CPU time outside the torch work every variant does alike (the "
+                        "variant's own cost, read against stock in the same round), beside the whole windows, with "
+                        "a second stock fit as an A/A control and 95 %% bootstrap intervals")
     p.add_argument("--count-in-callgrind", metavar="VARIANTS", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.log_every_n_steps < 1:
@@ -459,6 +658,10 @@ def main(argv=None) -> int:
         p.error("--compare works with --tiny only")
     if args.instructions and not args.tiny:
         p.error("--instructions works with --tiny only")
+    if args.own_code and not args.tiny:
+        p.error("--own-code works with --tiny only")
+    if args.own_code and args.instructions:
+        p.error("--own-code times the fits; --instructions counts them instead: pass one of the two")
     if args.rounds < 1:
         p.error(f"--rounds {args.rounds}: pass a number of rounds >= 1")
     torch.set_num_threads(1)
@@ -489,6 +692,10 @@ def main(argv=None) -> int:
         for v, (median, median_ratio, mean, mean_ratio) in tiny_instructions(
                 args.rounds, variants, args.log_every_n_steps, args.compare).items():
             print(f"  {v:26s} {median / 1e6:12.3f} M {median_ratio:6.3f}   {mean / 1e6:10.3f} M {mean_ratio:6.3f}")
+        return 0
+    if args.tiny and args.own_code:
+        variants = OWN_VARIANTS + ((BEFORE,) if args.compare else ())
+        print_own_code(tiny_own_code(args.rounds, variants, args.log_every_n_steps), args.rounds, args.log_every_n_steps)
         return 0
     if args.tiny:
         print(f"Lightning, tiny model: K={K}, 256 micro-batches of 3..8 rows, MLP 16-32-1, SGD, 1 thread, "

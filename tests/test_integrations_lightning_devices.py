@@ -179,3 +179,37 @@ def test_unused_step_hooks_are_skipped_during_a_fit_and_restored_after(tmp_path)
     assert Counting.calls == len(S.batches(0))  # one per micro-batch: the override was not muted
     assert set(seen.seen) == {tuple(name == "on_after_backward" for name in ExactAccumulation._UNUSED_STEP_HOOKS)}
     assert errors(module, want)[0] < TOLERANCE[torch.float64]
+
+
+def test_the_rescale_gives_the_float64_factors_products_with_a_kept_factor_tensor():
+    # The window's factor: a Python float for float32/float64 gradients, a float64 tensor kept from window to
+    # window (rewritten each time) for 16-bit ones. Reference: every window's product with a fresh float64
+    # 0-dim factor, the form whose products were checked against float64 arithmetic.
+    from gradguard.integrations.lightning.exact import _rescale
+
+    g = torch.Generator().manual_seed(0)
+    kept: dict = {}
+    for window, factor in enumerate((0.37, 1.9, 1 / 3, 5.25)):
+        for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+            grads = [torch.randn(n, generator=g, dtype=torch.float64).to(dtype) for n in (7, 1, 32)]
+            want = [x.clone() for x in grads]
+            torch._foreach_mul_(want, torch.full((), factor, dtype=torch.float64))
+            _rescale(grads, factor, kept)
+            for got, ref in zip(grads, want):
+                assert torch.equal(got, ref), (window, dtype, factor)
+    # one kept tensor (the 16-bit windows'), holding the last factor
+    assert list(kept) == [torch.device("cpu")] and kept[torch.device("cpu")].item() == 5.25
+
+
+def test_a_16_bit_rescale_with_a_stale_kept_factor_is_caught():
+    # Negative control for the test above: a kept factor tensor that were not rewritten would multiply the
+    # second window by the first window's factor.
+    from gradguard.integrations.lightning import exact
+
+    kept = {torch.device("cpu"): torch.full((), 0.5, dtype=torch.float64)}
+    grads = [torch.ones(3, dtype=torch.bfloat16)]
+    exact._rescale(grads, 2.0, kept)
+    assert torch.equal(grads[0], torch.full((3,), 2.0, dtype=torch.bfloat16))
+    stale = [torch.ones(3, dtype=torch.bfloat16)]
+    torch._foreach_mul_(stale, kept[torch.device("cpu")].fill_(0.5))  # what skipping the write would give
+    assert not torch.equal(stale[0], grads[0])

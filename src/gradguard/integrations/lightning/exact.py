@@ -13,7 +13,8 @@ from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
 from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 
 from ..._errors import GradguardError
-from ..._channel import accumulator_backward, listening
+from ... import _channel
+from ..._channel import accumulator_backward
 
 __all__ = ["ExactAccumulation", "default_count"]
 
@@ -28,7 +29,7 @@ def default_count(batch: Any) -> int:
     5
     """
     if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor) and batch[0].dim():
-        return batch[0].shape[0]  # Lightning's usual (x, y) batch, first (per micro-batch)
+        return len(batch[0])  # Lightning's usual (x, y) batch, first (per micro-batch): its dim-0 size
     seen = [batch]
     while seen:
         item = seen.pop(0)
@@ -95,6 +96,7 @@ class ExactAccumulation(Callback):
         self._last_window: Optional[tuple] = None  # (parts, 1 / N) of the last window, until .loss is read
         self._weights: dict = {}  # count -> its micro-batch weight, made for the key below
         self._weights_for: Optional[tuple] = None  # (reference count, loss dtype, loss device)
+        self._factors: dict = {}  # device -> the 0-dim tensor the window's factor is written into (one per fit)
 
     def _reset_window(self) -> None:
         self._n: Any = None  # the current micro-batch's count
@@ -158,6 +160,7 @@ class ExactAccumulation(Callback):
         self._ref_hint = None
         self._reset_window()
         self._weights, self._weights_for = {}, None
+        self._factors = {}
         self._world = trainer.world_size
         # Looked up once per fit: whether the backward that runs is Lightning's own (it takes loss.backward's
         # arguments) or the module overrides it (then the loss it gets is multiplied instead).
@@ -218,7 +221,11 @@ class ExactAccumulation(Callback):
         """Lightning's training step, with the batch counted before it (for the backward that follows) and its
         loss kept after it (for the window loss). In place of a callback's on_train_batch_start and
         on_train_batch_end: no hook dispatch per micro-batch."""
-        n = self._n = self._count(batch)
+        if self.count_fn is default_count and type(batch) in _SEQUENCES and batch and type(batch[0]) is torch.Tensor \
+                and batch[0].dim():
+            n = self._n = len(batch[0])  # default_count's first case, without its two calls (per micro-batch)
+        else:
+            n = self._n = self._count(batch)
         out = self._strategy_training_step(batch, *args, **kwargs)
         # The module's own mean loss: a tensor, or a dict's "loss" (None skips the batch: no backward, no part).
         loss = out if isinstance(out, torch.Tensor) else out.get("loss") if isinstance(out, Mapping) else None
@@ -264,7 +271,7 @@ class ExactAccumulation(Callback):
             kwargs["gradient"] = weight
         else:
             tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
-        if not listening():
+        if not _channel._clearing_listeners:  # what _channel.listening() reads, without the call (per micro-batch)
             return self._plugin_backward(tensor, *args, **kwargs)
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
         with accumulator_backward(counted=True):
@@ -315,7 +322,7 @@ class ExactAccumulation(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         factor = self._ref * k * world / total if total > 0 else 0.0  # a window without items: no update direction
         if factor != 1.0 and grads:
-            _rescale(grads, factor)
+            _rescale(grads, factor, self._factors)
         if total > 0:
             # The next windows' reference: a power of two near this window's global mean count, kept while the
             # mean stays within a factor 2 of it (so the cached weights last; the same on every rank).
@@ -453,6 +460,7 @@ class ExactAccumulation(Callback):
 
 
 _MISSING = object()
+_SEQUENCES = (list, tuple)  # a batch whose first item default_count counts: Lightning hands (x, y) over as a list
 
 
 def _power_of_two(count: float) -> float:
@@ -461,34 +469,51 @@ def _power_of_two(count: float) -> float:
     return 2.0 ** round(math.log2(count))
 
 
-def _rescale(grads: list, factor: float) -> None:
+def _rescale(grads: list, factor: float, factors: Optional[dict] = None) -> None:
     """Multiply every gradient in ``grads`` by ``factor`` in place.
 
-    The factor is a 0-dim float64 tensor, not a Python float: the same products in float32 and float64 (the factor
-    is rounded to the gradients' compute type either way), in 16-bit the float32 product rounded once (with a Python
-    float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in bfloat16), and about
-    half the time on a CPU (the tensor made included). A model split over devices (model parallel, a layer on the
-    CPU) has gradients on several, and a factor made on one device is not for another's gradients: one factor per
-    device, one call per (device, dtype) group (a mixed list would leave foreach's fused path).
+    For 16-bit gradients the factor is a 0-dim float64 tensor, not a Python float: the float32 product rounded once
+    (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in
+    bfloat16). For float32 and float64 gradients both give the same products (the factor is rounded to the
+    gradients' compute type either way) and the float is cheaper: no tensor written per window. A model split over devices (model parallel, a layer on the CPU) has gradients on several,
+    and a factor made on one device is not for another's gradients: one factor per device, one call per
+    (device, dtype) group (a mixed list would leave foreach's fused path). ``factors`` (device -> 0-dim tensor), if
+    given, keeps each device's factor tensor from window to window: the value is written into it (``fill_``, queued
+    on the device like the multiply that reads it) instead of a new tensor made every window.
     """
     first = grads[0]
     device, dtype = first.device, first.dtype
-    if all(g.device == device and g.dtype == dtype for g in grads):  # one device, one dtype: the common case
-        torch._foreach_mul_(grads, _factor(factor, device))
+    for g in grads:
+        if g.device != device or g.dtype != dtype:
+            break
+    else:  # one device, one dtype: the common case
+        # float32 and float64 gradients: a Python float gives the same products (checked bit for bit) without
+        # a tensor to write (the cheaper call on a small model); 16-bit ones: the float64 tensor.
+        torch._foreach_mul_(grads, factor if dtype in _WIDE else _factor(factor, device, factors))
         return
     groups: dict = {}
     for g in grads:
         groups.setdefault((g.device, g.dtype), []).append(g)
-    factors: dict = {}
+    made: dict = {}
     for (device, _), group in groups.items():
-        if device not in factors:
-            factors[device] = _factor(factor, device)
-        torch._foreach_mul_(group, factors[device])
+        if device not in made:
+            made[device] = _factor(factor, device, factors)
+        torch._foreach_mul_(group, made[device])
 
 
-def _factor(factor: float, device: torch.device) -> torch.Tensor:
-    """``factor`` as a 0-dim tensor on ``device``: float64, float32 on MPS (which has no float64)."""
-    return torch.full((), factor, device=device, dtype=torch.float32 if device.type == "mps" else torch.float64)
+_WIDE = (torch.float32, torch.float64)  # gradient dtypes that a Python float factor multiplies exactly as a float64 tensor
+
+
+def _factor(factor: float, device: torch.device, factors: Optional[dict] = None) -> torch.Tensor:
+    """``factor`` as a 0-dim tensor on ``device``: float64, float32 on MPS (which has no float64); written into
+    ``factors[device]`` when ``factors`` holds one (and kept there when it does not)."""
+    kept = None if factors is None else factors.get(device)
+    if kept is not None:
+        return kept.fill_(factor)
+    made = torch.full((), factor, device=device, dtype=torch.float32 if device.type == "mps" else torch.float64)
+    if factors is not None:
+        factors[device] = made
+    return made
 
 
 _SKIPS_NONE_HOOKS: Optional[bool] = None
