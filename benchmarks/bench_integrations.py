@@ -372,7 +372,8 @@ def tiny_own_code(rounds, variants=OWN_VARIANTS, log_every_n_steps=50):
     out = {}
     for v, t in runs.items():
         ratios = [x[1] / s[1] for x, s in zip(t, stock)]
-        out[v] = {"window": statistics.median(x[1] for x in t), "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
+        out[v] = {"window": statistics.median(x[1] for x in t),
+                  "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
         for name, i in (("own", 2), ("direct", 3)):
             diffs = [x[i] - s[i] for x, s in zip(t, stock)]
             out[v][name] = statistics.median(x[i] for x in t)

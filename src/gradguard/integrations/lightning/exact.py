@@ -475,8 +475,9 @@ def _rescale(grads: list, factor: float, factors: Optional[dict] = None) -> None
     For 16-bit gradients the factor is a 0-dim float64 tensor, not a Python float: the float32 product rounded once
     (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in
     bfloat16). For float32 and float64 gradients both give the same products (the factor is rounded to the
-    gradients' compute type either way) and the float is cheaper: no tensor written per window. A model split over devices (model parallel, a layer on the CPU) has gradients on several,
-    and a factor made on one device is not for another's gradients: one factor per device, one call per
+    gradients' compute type either way) and the float is cheaper: no tensor written per window. A model split over
+    devices (model parallel, a layer on the CPU) has gradients on several, and a factor made on one device is not
+    for another's gradients: one factor per device, one call per
     (device, dtype) group (a mixed list would leave foreach's fused path). ``factors`` (device -> 0-dim tensor), if
     given, keeps each device's factor tensor from window to window: the value is written into it (``fill_``, queued
     on the device like the multiply that reads it) instead of a new tensor made every window.
@@ -501,7 +502,7 @@ def _rescale(grads: list, factor: float, factors: Optional[dict] = None) -> None
         torch._foreach_mul_(group, made[device])
 
 
-_WIDE = (torch.float32, torch.float64)  # gradient dtypes that a Python float factor multiplies exactly as a float64 tensor
+_WIDE = (torch.float32, torch.float64)  # gradient dtypes a Python float factor multiplies as a float64 tensor does
 
 
 def _factor(factor: float, device: torch.device, factors: Optional[dict] = None) -> torch.Tensor:
