@@ -372,11 +372,19 @@ def tiny_own_code(rounds, variants=OWN_VARIANTS, log_every_n_steps=50):
     out = {}
     for v, t in runs.items():
         ratios = [x[1] / s[1] for x, s in zip(t, stock)]
-        out[v] = {"window": statistics.median(x[1] for x in t), "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
+        out[v] = {"window": statistics.median(x[1] for x in t),
+                  "ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
         for name, i in (("own", 2), ("direct", 3)):
             diffs = [x[i] - s[i] for x, s in zip(t, stock)]
             out[v][name] = statistics.median(x[i] for x in t)
             out[v][name + "_diff"] = (statistics.median(diffs), *bootstrap_median(diffs))
+    if BEFORE in runs:  # this checkout's callback against --compare's, paired in the same rounds
+        before = runs[BEFORE]
+        ratios = [x[1] / b[1] for x, b in zip(runs["exact"], before)]
+        out["exact / before"] = {"ratio": (statistics.median(ratios), *bootstrap_median(ratios))}
+        for name, i in (("own", 2), ("direct", 3)):
+            diffs = [x[i] - b[i] for x, b in zip(runs["exact"], before)]
+            out["exact / before"][name + "_diff"] = (statistics.median(diffs), *bootstrap_median(diffs))
     return out
 
 
@@ -402,8 +410,11 @@ def print_own_code(result, rounds, log_every_n_steps) -> None:
 
     for v, r in result.items():
         m, lo, hi = r["ratio"]
-        print(f"  {v:28s} {r['window'] * 1e3:5.2f} ms {m:6.3f} [{lo:.3f}, {hi:.3f}]  {diff(r['own_diff'])}  "
-              f"{diff(r['direct_diff'])}")
+        window = f"{r['window'] * 1e3:5.2f} ms" if "window" in r else " " * 8
+        print(f"  {v:28s} {window} {m:6.3f} [{lo:.3f}, {hi:.3f}]  {diff(r['own_diff'])}  {diff(r['direct_diff'])}")
+    if "exact / before" in result:
+        print("  (exact / before: this checkout's ExactAccumulation() against --compare's in the same rounds: the ratio "
+              "of their whole windows, the differences of their own code and direct time)")
 
 
 # ------------------------------------------------ the same fits, counted in instructions

@@ -73,8 +73,9 @@ def test_own_code_command_prints_every_variant_with_intervals(capsys):
 
 def test_own_code_needs_tiny_and_excludes_instructions(capsys):
     bench = load("bench_integrations")
-    for argv in (["--own-code"], ["--tiny", "--own-code", "--instructions"]):
+    for argv, says in ((["--own-code"], "--own-code works with --tiny only"),
+                       (["--tiny", "--own-code", "--instructions"], "pass one of the two")):
         with pytest.raises(SystemExit) as exc:
             bench.main(argv)
         assert exc.value.code == 2
-    assert "--own-code" in capsys.readouterr().err
+        assert says in capsys.readouterr().err

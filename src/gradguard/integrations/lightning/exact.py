@@ -13,8 +13,7 @@ from lightning.pytorch.callbacks import Callback, GradientAccumulationScheduler
 from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 
 from ..._errors import GradguardError
-from ... import _channel
-from ..._channel import accumulator_backward
+from ..._channel import accumulator_backward, listening
 
 __all__ = ["ExactAccumulation", "default_count"]
 
@@ -29,7 +28,7 @@ def default_count(batch: Any) -> int:
     5
     """
     if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor) and batch[0].dim():
-        return len(batch[0])  # Lightning's usual (x, y) batch, first (per micro-batch): its dim-0 size
+        return batch[0].shape[0]  # Lightning's usual (x, y) batch, first (per micro-batch)
     seen = [batch]
     while seen:
         item = seen.pop(0)
@@ -221,11 +220,7 @@ class ExactAccumulation(Callback):
         """Lightning's training step, with the batch counted before it (for the backward that follows) and its
         loss kept after it (for the window loss). In place of a callback's on_train_batch_start and
         on_train_batch_end: no hook dispatch per micro-batch."""
-        if self.count_fn is default_count and type(batch) in _SEQUENCES and batch and type(batch[0]) is torch.Tensor \
-                and batch[0].dim():
-            n = self._n = len(batch[0])  # default_count's first case, without its two calls (per micro-batch)
-        else:
-            n = self._n = self._count(batch)
+        n = self._n = self._count(batch)
         out = self._strategy_training_step(batch, *args, **kwargs)
         # The module's own mean loss: a tensor, or a dict's "loss" (None skips the batch: no backward, no part).
         loss = out if isinstance(out, torch.Tensor) else out.get("loss") if isinstance(out, Mapping) else None
@@ -271,7 +266,7 @@ class ExactAccumulation(Callback):
             kwargs["gradient"] = weight
         else:
             tensor = tensor * weight  # the module's own backward(loss): it back-propagates the weighted loss
-        if not _channel._clearing_listeners:  # what _channel.listening() reads, without the call (per micro-batch)
+        if not listening():
             return self._plugin_backward(tensor, *args, **kwargs)
         # A running gradguard.watch: this pass is weighted by its item count (no GG104/GG105).
         with accumulator_backward(counted=True):
@@ -460,7 +455,6 @@ class ExactAccumulation(Callback):
 
 
 _MISSING = object()
-_SEQUENCES = (list, tuple)  # a batch whose first item default_count counts: Lightning hands (x, y) over as a list
 
 
 def _power_of_two(count: float) -> float:
@@ -475,11 +469,12 @@ def _rescale(grads: list, factor: float, factors: Optional[dict] = None) -> None
     For 16-bit gradients the factor is a 0-dim float64 tensor, not a Python float: the float32 product rounded once
     (with a Python float, _foreach_mul_ first rounds the factor itself to the 16-bit type: up to 0.2 % off in
     bfloat16). For float32 and float64 gradients both give the same products (the factor is rounded to the
-    gradients' compute type either way) and the float is cheaper: no tensor written per window. A model split over devices (model parallel, a layer on the CPU) has gradients on several,
-    and a factor made on one device is not for another's gradients: one factor per device, one call per
-    (device, dtype) group (a mixed list would leave foreach's fused path). ``factors`` (device -> 0-dim tensor), if
-    given, keeps each device's factor tensor from window to window: the value is written into it (``fill_``, queued
-    on the device like the multiply that reads it) instead of a new tensor made every window.
+    gradients' compute type either way) and the float is cheaper: no tensor written per window. A model split over
+    devices (model parallel, a layer on the CPU) has gradients on several, and a factor made on one device is not
+    for another's gradients: one factor per device, one call per (device, dtype) group (a mixed list would leave
+    foreach's fused path). ``factors`` (device -> 0-dim tensor), if given, keeps each device's factor tensor from
+    window to window: the value is written into it (``fill_``, queued on the device like the multiply that reads
+    it) instead of a new tensor made every window.
     """
     first = grads[0]
     device, dtype = first.device, first.dtype
@@ -501,7 +496,7 @@ def _rescale(grads: list, factor: float, factors: Optional[dict] = None) -> None
         torch._foreach_mul_(group, made[device])
 
 
-_WIDE = (torch.float32, torch.float64)  # gradient dtypes that a Python float factor multiplies exactly as a float64 tensor
+_WIDE = (torch.float32, torch.float64)  # gradient dtypes a Python float factor multiplies as a float64 tensor does
 
 
 def _factor(factor: float, device: torch.device, factors: Optional[dict] = None) -> torch.Tensor:
