@@ -412,7 +412,8 @@ def _item_length(name: str, loop: Loop) -> Optional[int]:
     root = loop.scope if loop.scope is not None else loop.module.tree
     outer = None
     for n in body_nodes(root) if loop.scope is not None else ast.walk(root):
-        if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop.node and any(c is loop.node for c in ast.walk(n)):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop.node and n.lineno <= loop.node.lineno <= n.end_lineno \
+                and any(c is loop.node for c in ast.walk(n)):
             target = n.target
             if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and isinstance(target, ast.Tuple) \
                     and len(target.elts) == 2:
