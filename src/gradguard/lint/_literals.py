@@ -66,7 +66,9 @@ def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
             name = stmt.target.id
             stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
             start = literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
-            if len(stores) == 1 and start is not None and name not in out:
+            # (a `continue` before the count would skip it on some iterations: then it is not known)
+            skipped = any(isinstance(n, ast.Continue) and n.lineno < stmt.lineno for n in body_nodes(node))
+            if len(stores) == 1 and start is not None and name not in out and not skipped:
                 out[name] = start + total
     return out
 
