@@ -137,6 +137,35 @@ def test_whole_windows_follow_the_counts(template, k, n):
     assert bool(_gg103(source)) == left
 
 
+NESTED_ITEMS = """
+import torch
+
+gradient_accumulation_steps = __K__
+model = torch.nn.Linear(3, 1)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+train_dataloader = [[torch.randn(2, 3), torch.randn(2, 3)] for _ in range(__N__)]
+global_steps = 0
+for epoch in range(__E__):
+    for step, batch in enumerate(train_dataloader):
+        for data in batch:
+            loss = model(data).pow(2).mean() / gradient_accumulation_steps
+            loss.backward()
+            global_steps += 1
+            if global_steps % gradient_accumulation_steps == 0:
+                optimizer.step()
+                model.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("k,n,e", [(4, 4, 1), (4, 3, 1), (3, 3, 2), (5, 3, 2), (4, 1, 2)])
+def test_items_of_literal_groups_counted_across_the_loops_around(k, n, e):
+    # reformer-pytorch's loop (GradBench c131's twin): each batch is a group of micro-batches
+    source = _program(NESTED_ITEMS, K=k, N=n, E=e)
+    left = _left_in_grad(source)
+    assert left == ((2 * n * e) % k != 0)
+    assert bool(_gg103(source)) == left
+
+
 @pytest.mark.parametrize("d,n", [(2, 24), (1, 24), (2, 26), (1, 20)])
 def test_a_flag_set_from_the_modulo_and_a_floor_divided_size(d, n):
     source = _program(FLAG_FLOORDIV, D=d, N=n)

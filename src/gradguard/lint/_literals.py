@@ -66,7 +66,9 @@ def counters_at_last(loop: Loop, total: int, carried: List[ast.AST]) -> dict:
             name = stmt.target.id
             stores = [n for n in body_nodes(carried[-1] if carried else node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
             start = literal_int(ast.Name(id=name, ctx=ast.Load()), loop)
-            if len(stores) == 1 and start is not None and name not in out:
+            # (a `continue` before the count would skip it on some iterations: then it is not known)
+            skipped = any(isinstance(n, ast.Continue) and n.lineno < stmt.lineno for n in body_nodes(node))
+            if len(stores) == 1 and start is not None and name not in out and not skipped:
                 out[name] = start + total
     return out
 
@@ -350,6 +352,8 @@ def literal_length(node: ast.expr, loop: Loop) -> Optional[int]:
         if isinstance(node, ast.List) and not any(isinstance(e, ast.Starred) for e in node.elts):
             added = appended(name, loop)
             return None if added is None else len(node.elts) + added
+        if node is None:
+            return _item_length(name, loop)
     if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
         return len(node.elts)
     if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1 and not node.generators[0].ifs:
@@ -400,6 +404,41 @@ def _imports_torch_as(name: str, tree: ast.Module) -> bool:
         isinstance(stmt, ast.Import) and any(a.name == "torch" and (a.asname or a.name) == name for a in stmt.names)
         for stmt in tree.body
     )
+
+
+def _item_length(name: str, loop: Loop) -> Optional[int]:
+    """How many items ``name`` holds where it is the item of an enclosing ``for`` (``for batch in
+    batches: for data in batch:``) over literal sequences of one length each: a list or tuple of
+    list/tuple literals, or a comprehension whose element is one (``[[x] for _ in range(8)]``). The
+    loop must not assign ``name`` itself."""
+    root = loop.scope if loop.scope is not None else loop.module.tree
+    outer = None
+    for n in body_nodes(root) if loop.scope is not None else ast.walk(root):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop.node and n.lineno <= loop.node.lineno <= n.end_lineno \
+                and any(c is loop.node for c in ast.walk(n)):
+            target = n.target
+            if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and isinstance(target, ast.Tuple) \
+                    and len(target.elts) == 2:
+                target = target.elts[1]
+            if isinstance(target, ast.Name) and target.id == name:
+                if outer is not None:
+                    return None  # bound by two loops around this one
+                outer = n
+    if outer is None or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(loop.node)):
+        return None
+    it = outer.iter.args[0] if isinstance(outer.iter, ast.Call) and terminal(outer.iter.func) == "enumerate" and outer.iter.args \
+        else outer.iter
+    if isinstance(it, ast.Name):
+        it = binding(it.id, loop)
+    if isinstance(it, (ast.ListComp, ast.GeneratorExp)) and len(it.generators) == 1:
+        items = [it.elt]
+    elif isinstance(it, (ast.List, ast.Tuple)) and it.elts:
+        items = list(it.elts)
+    else:
+        return None
+    lengths = {len(e.elts) if isinstance(e, (ast.List, ast.Tuple)) and not any(isinstance(x, ast.Starred) for x in e.elts)
+               else None for e in items}
+    return lengths.pop() if len(lengths) == 1 and None not in lengths else None
 
 
 def literal_number(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[float]:
