@@ -17,7 +17,8 @@ kept value still reaches through its autograd graph, how many kept values have a
 
 Negative controls, each still reported and each shown by running to link every iteration's graph: the loss
 itself summed into the field, the guard cutting nothing, the weight computed from a parameter on every
-iteration, the loop without its ``break``, the totals' keys taking in the loss entry, the ``forward`` that does not call the reset.
+iteration, the loop without its ``break``, the totals' keys taking in the loss entry, the ``forward`` that does
+not call the reset or calls one that leaves the state alone on some path.
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ class Planner(nn.Module):
         self.state = torch.zeros(3, dtype=torch.float64)
 
     def _reset(self, start):
-        self.state = start * 1.0
+        {guard}self.state = start * 1.0
 
     def forward(self, x, start):
         {reset}
@@ -294,9 +295,12 @@ def plan(xs, start):
 """
 
 
-@pytest.mark.parametrize("good", [True, False], ids=["reset", "no-reset"])
-def test_a_state_a_method_binds_afresh_before_forward_chains_it(good):
-    source = PLANNER.format(reset="self._reset(start)" if good else "pass")
+@pytest.mark.parametrize("form", ["reset", "no-reset", "reset-on-one-path"])
+def test_a_state_a_method_binds_afresh_before_forward_chains_it(form):
+    good = form == "reset"
+    # (the reset's condition never holds here: the state is left alone, as a reset at an episode's end only would)
+    guard = "if start.sum() > 1e9:\n            " if form == "reset-on-one-path" else ""
+    source = PLANNER.format(reset="pass" if form == "no-reset" else "self._reset(start)", guard=guard)
     xs = [torch.randn(3, dtype=torch.float64, requires_grad=True) for _ in range(2)]
     start = torch.randn(3, dtype=torch.float64)
     first, second = _run(source, "plan", xs, start)

@@ -935,9 +935,9 @@ for x, y in loader:
             "`self.X`'s graph itself (`self.X = self.X.detach()`, as a recurrent state is cut between sequences),\n"
             "an attribute the file sets back to a constant or fresh zeros outside `__init__` (`agent.h = None`\n"
             "before each training mini-batch: the state starts afresh), an attribute a method of the class binds\n"
-            "afresh before `forward` chains it (`self._reset(start)` then `self.x = self.x - lr * g` within one\n"
-            "call: what the method leaves in `self` is followed back to its caller), a value re-wrapped as a new\n"
-            "`nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph)."
+            "afresh on every path before `forward` chains it (`self._reset(start)`, then `self.x = self.x - lr * g`\n"
+            "within one call: what the method leaves in `self` is followed back to its caller), a value re-wrapped\n"
+            "as a new `nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph)."
         ),
         why=(
             "A tensor computed from the inputs of a training step carries the autograd graph back to them.\n"

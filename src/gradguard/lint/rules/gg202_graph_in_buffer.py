@@ -406,6 +406,10 @@ class _Walker:
                 inner[k.arg] = self.labels(k.value, env, depth, quiet)
         if bound:  # a method of the class sees the caller's view of self's attributes
             inner.update({k: v for k, v in env.items() if k.startswith("self.")})
+            # and the old value of each one it writes, so that a path that leaves it alone keeps it
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _self_attr(n):
+                    inner.setdefault("self." + n.attr, frozenset({"self:" + n.attr} | ({IN} if n.attr in self.params else set())))
         saved, self.returns = self.returns, []
         self.active.add(id(fn))
         try:
