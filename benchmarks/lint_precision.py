@@ -33,6 +33,7 @@ Usage (from the repository root)::
     PYTHONPATH=src python benchmarks/lint_precision.py --root /work/realrepos --mutants -v
     python benchmarks/lint_precision.py --show-mutant "owner/name:path.py#0" remove-clear
     python benchmarks/lint_precision.py extract --set heldout    # the same commands with --set heldout
+    PYTHONPATH=src python benchmarks/lint_precision.py --set fresh4-tune --root DIR --present-only  # the repositories at hand
     PYTHONPATH=src python benchmarks/lint_precision.py --set heldout --mutants -v
 
 ``--set wide-heldout`` and ``--set wide-tune`` are the two halves of a further list of repositories
@@ -683,6 +684,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--compare", type=Path, default=None, metavar="SRC",
                         help="with --timing: another checkout's src/ timed in the same rounds (a before/after)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--present-only", action="store_true",
+                        help="only the set's repositories at hand: with a snapshot under --mirror (extract) or a "
+                             "folder under --root (the measurements); the others are left out, not reported missing")
     parser.add_argument("-v", "--verbose", action="store_true", help="every finding with its verdict / every missed mutant")
     args = parser.parse_args(argv)
     if args.repo_set in COMBINED:
@@ -690,6 +694,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = SETS[args.repo_set]
     if args.root is None:
         args.root = chosen.root
+    if args.present_only:
+        here = (lambda r: _git_dir(args.mirror, r).exists()) if args.command == "extract" else (
+            lambda r: (args.root / folder(r)).exists())
+        chosen = chosen._replace(repos=tuple(r for r in chosen.repos if here(r)))
+        print(f"--present-only: {len(chosen.repos)} of {len(SETS[args.repo_set].repos)} repositories of "
+              f"{args.repo_set}", file=sys.stderr)
     if args.command == "extract":
         extract(args.mirror, args.root, chosen.repos)
         return 0

@@ -316,3 +316,16 @@ def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     assert gone_now <= set(listed), sorted(gone_now - set(listed))
     for key, (verdict, _) in listed.items():  # a listed row keeps the verdict it was judged with
         assert lint_precision.load_verdicts(chosen.verdicts)[key][0] == verdict, key
+
+
+def test_present_only_measures_the_repositories_at_hand(tmp_path, capsys):
+    chosen = lint_precision.SETS["fresh4-tune"]
+    repo = chosen.repos[0]
+    (tmp_path / lint_precision.folder(repo)).mkdir()
+    (tmp_path / lint_precision.folder(repo) / "train.py").write_text(BUGGY)
+    assert lint_precision.main(["--set", "fresh4-tune", "--root", str(tmp_path), "--present-only", "--json"]) == 0
+    out = capsys.readouterr()
+    assert '"repositories": 1' in out.out and f"1 of {len(chosen.repos)} repositories" in out.err
+    # negative control: without the flag the first repository not at hand stops the measurement
+    with pytest.raises(SystemExit, match="is missing"):
+        lint_precision.main(["--set", "fresh4-tune", "--root", str(tmp_path), "--json"])

@@ -278,8 +278,10 @@ def newer_constructs(text: str) -> Optional[Newer]:
     """The newer-grammar constructs of ``text`` and the text rewritten without them, or None when
     it holds none (or the scan met text no Python reads as strings).
 
-    >>> n = newer_constructs('x = f"{d["k"]}"\\n') if sys.version_info < (3, 12) else None
-    >>> n is None or (n.constructs[0][:1], n.text.count("\\n"))
+    >>> n = newer_constructs('x = f"{d["k"]}"\\ny = 1\\n')
+    >>> sys.version_info >= (3, 12) or (n.constructs[0][0], n.constructs[0][2], n.text.count("\\n")) == ((3, 12), 1, 2)
+    True
+    >>> sys.version_info >= (3, 12) or newer_constructs("x = f'{a +}'\\n") is None  # a field that never parses
     True
     """
     if sys.version_info >= (3, 12):
