@@ -307,8 +307,12 @@ def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     chosen = lint_precision.SETS[name]
     if not chosen.root.is_dir():
         pytest.skip(f"{chosen.root} not extracted (python benchmarks/lint_precision.py extract --set {name})")
+    # the repositories at hand: a set may be extracted in part (only the repositories someone fetched)
+    present = tuple(r for r in chosen.repos if (chosen.root / lint_precision.folder(r)).is_dir())
+    if not present:
+        pytest.skip(f"none of {name}'s repositories is extracted in {chosen.root}")
     sys.path.insert(0, str(ROOT / "src"))
-    report = lint_precision.precision(chosen.root, chosen.repos, chosen.verdicts)
+    report = lint_precision.precision(chosen.root, present, chosen.verdicts)
     assert not report["unjudged"], [k for k, *_ in report["unjudged"]]
     gone = _gone_file(chosen.verdicts)
     listed = lint_precision.load_verdicts(gone) if gone.exists() else {}
