@@ -1362,9 +1362,21 @@ def _round8_fixes_section() -> List[str]:
         "built in the file hold none of its parameters, or only some of its parts and not one its `forward` "
         "uses (c188, c159); it stays silent where the object is handed on in a way it cannot follow, frozen "
         "(also by its own class), or run without gradient.", "",
-        "FIGURES", "",
-        "Commands (the same on the code before and after): `OMP_NUM_THREADS=1 python benchmarks/gradbench.py "
-        "--round 8 --round 7 --no-doc --json r78.json`.", "",
+        "| set | watch: in scope | watch: at the first affected step (of its catches) | linter: in scope | "
+        "any tool: in scope | any tool: of all | cases with a finding on the fixed twin |",
+        "|---|---|---|---|---|---|---|",
+        "| round 8, held-out half, before | 7/9 | 5/7 | 3/6 | 7/9 | 7/12 | 1 (c197) |",
+        "| round 8, held-out half, after (in-sample) | 9/9 | 9/9 | 4/6 | 9/9 | 9/12 | 1 (c197) |",
+        "| round 8, all, before | 11/13 | 8/11 | 7/11 | 12/15 | 12/23 | 4 (c179, c182, c193, c197) |",
+        "| round 8, all, after (in-sample) | 13/13 | 13/13 | 8/11 | 14/15 | 14/23 | 4 (c179, c182, c193, c197) |",
+        "| round 7, all, before | 12/13 | 9/12 | 10/12 | 14/15 | 14/24 | 0 |",
+        "| round 7, all, after (in-sample) | 12/13 | 9/12 | 11/12 | 14/15 | 14/24 | 0 |", "",
+        "Steps until caught that changed (the watch's first finding of an expected code / the step at which the bug "
+        "first changes an update, before → after): `c181` none → 1/1, `c188` None/1 → 1/1, `c191` None/1 → 1/1, "
+        "`c194` None/1 → 1/1, `c196` none → 3/3, `c159` None/end → 1/end. The twins' findings are the linter's "
+        "GG103, the same before and after; no new finding on any twin.", "",
+        "Commands (the same on the code before and after, before = main at 391011b): `OMP_NUM_THREADS=1 python "
+        "benchmarks/gradbench.py --round 8 --round 7 --no-doc --json r78.json`.", "",
         "Still missed, as notes: c190 by the linter (a `model.zero_grad()` inside a method of a class whose "
         "optimizer, handed to its constructor, also holds a learnable loss's parameters: telling that needs the "
         "attributes bound through the constructor's arguments, not read yet); c196 by the linter (the leftover "
