@@ -1359,8 +1359,8 @@ def _round8_fixes_section() -> List[str]:
         "divided by the K of the line's earlier full windows applied r passes of a window that never stepped "
         "(an epoch that ended inside a window): GG114 at that step (c196, where it said GG103);",
         "- the linter reports GG106 for a model object whose call reaches a backward pass while the optimizers "
-        "built in the file hold none of its parameters, or only some of its parts and not one its `forward` "
-        "uses (c188, c159); it stays silent where the object is handed on in a way it cannot follow, frozen "
+        "built in the file hold none of its parameters, or only some of its parts, leaving out one its "
+        "`forward` uses (c188, c159); it stays silent where the object is handed on in a way it cannot follow, frozen "
         "(also by its own class), or run without gradient.", "",
         "| set | watch: in scope | watch: at the first affected step (of its catches) | linter: in scope | "
         "any tool: in scope | any tool: of all | cases with a finding on the fixed twin |",
