@@ -189,3 +189,13 @@ def train(body, x, trainer):
     trainer.step()
 """
     assert _lint(src) == []
+
+
+def test_names_do_not_decide():
+    # the same programs with every name of the file's own renamed give the same verdicts
+    bad = SHARED_VAE.replace("OPTIMIZER", BAD_OPT)
+    renamed = (bad.replace("SharedVAE", "Blk").replace("shared", "m0").replace("encoder", "p1")
+               .replace("decoder", "p2").replace("optimizer", "o"))
+    assert [c for c, _ in _lint(renamed)] == ["GG106"]
+    good = renamed.replace("torch.optim.SGD(m0.p1.parameters()", "torch.optim.SGD(m0.parameters()")
+    assert _lint(good) == []

@@ -165,3 +165,19 @@ def test_an_input_that_requires_grad_is_not_an_orphan():
             saliency = x.grad.abs().sum()
             opt.step()
     assert saliency > 0 and w.findings == []
+
+
+def test_raise_mode_stops_at_the_first_step():
+    # the finding comes at step 1, so "raise" stops the program there (before: only when the watch ended)
+    torch.manual_seed(0)
+    model = LM(Head)
+    opt = torch.optim.SGD(model.body.parameters(), lr=0.1)
+    steps = []
+    with pytest.raises(gg.GradientBugError) as err:
+        with gg.watch(mode="raise"):
+            for x, y in _data():
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                steps.append(len(steps) + 1)
+                opt.step()
+    assert err.value.args and "GG106" in str(err.value) and steps == [1]

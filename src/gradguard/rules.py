@@ -352,7 +352,7 @@ acc.flush()
             "Lint: a model object (a name bound once to a module class of the file or a `torch.nn` layer)\n"
             "whose call flows into the tensor a backward call differentiates, while the optimizers built\n"
             "in the file hold none of its parameters, or, through `obj.part.parameters()`, only some of\n"
-            "its parts and not one its `forward` uses. Not reported when unsure: the object handed to\n"
+            "its parts, leaving out one its `forward` uses. Not reported when unsure: the object handed to\n"
             "anything that keeps it (a helper whose result is used, another module, a list), iterated,\n"
             "or frozen (`requires_grad` set on it or inside its class); a `forward` that detaches or\n"
             "turns gradients off; optimizers built where the linter does not read them."

@@ -185,7 +185,17 @@ def _has_params(expr: ast.AST, classes: dict, depth: int = 0) -> bool:
 
 def _class_parts(cls: ast.ClassDef, classes: dict, depth: int = 0) -> Optional[Dict[str, ast.AST]]:
     """attribute -> its value, for the attributes with parameters its ``__init__`` (and its bases') sets; None
-    when unreadable (it sets ``requires_grad`` itself, registers by name, or a base is no module of the file)."""
+    when unreadable (it sets ``requires_grad`` itself, registers by name, or a base is no module of the file).
+    Kept on the class's node once read."""
+    memo = getattr(cls, "gg_parts", False)
+    if memo is not False:
+        return memo
+    cls.gg_parts = None  # (a class reached again through its own attributes reads as unreadable)
+    cls.gg_parts = out = _read_parts(cls, classes, depth)
+    return out
+
+
+def _read_parts(cls: ast.ClassDef, classes: dict, depth: int) -> Optional[Dict[str, ast.AST]]:
     for node in ast.walk(cls):
         if isinstance(node, ast.Attribute) and node.attr in ("requires_grad", "requires_grad_", "register_parameter",
                                                               "add_module", "register_module"):
@@ -330,7 +340,6 @@ def _holder(name: str, ctors: List[ast.Call], have: Set[str], scope: ast.AST) ->
         for ctor in ctors:
             if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ctor)):
                 return ctor
-        return None
     inside = [c for c in ctors if any(c is n for n in ast.walk(scope))]
     return inside[0] if inside else (ctors[0] if ctors else None)
 
