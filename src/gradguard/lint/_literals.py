@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from ._ast import body_nodes, bound_values, subtree, terminal, text
 from ._model import Loop, ScopeFacts
+from ._ast import child_nodes
 
 
 def top_level(module) -> ScopeFacts:
@@ -176,7 +177,7 @@ def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
     path: List[ast.AST] = []
 
     def find(node: ast.AST) -> bool:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if child is target or find(child):
                 path.append(node)
                 return True
@@ -303,7 +304,7 @@ def class_attribute(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
     if len(classes) != 1 or classes[0].bases or classes[0].decorator_list:
         return None  # a base class or a decorator (a dataclass) may set it otherwise
     cls = classes[0]
-    if any(isinstance(n, ast.Attribute) and n.attr == node.attr and isinstance(n.ctx, ast.Store) for n in ast.walk(cls)):
+    if any(isinstance(n, ast.Attribute) and n.attr == node.attr and isinstance(n.ctx, ast.Store) for n in subtree(cls)):
         return None
     values = [v for s in cls.body if isinstance(s, ast.Assign) for n, v in bound_values(s) if n == node.attr]
     values += [s.value for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == node.attr]
