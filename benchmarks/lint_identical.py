@@ -22,6 +22,7 @@ Usage (from the repository root)::
     git archive main src | tar -x -C /tmp/before
     python benchmarks/lint_identical.py --before /tmp/before/src
     python benchmarks/lint_identical.py --before /tmp/before/src --sets wide-tune --specs 0 -v
+    python benchmarks/lint_identical.py --before /tmp/before/src --sets --folders /work/realrepos_speed
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _read(paths: Sequence[Path]) -> List[Tuple[str, str]]:
     return [(str(p), p.read_text(errors="replace")) for p in paths]
 
 
-def groups(sets: Sequence[str], specs: int):
+def groups(sets: Sequence[str], specs: int, folders: Sequence[Path] = ()):
     """``(name, held_out, [(path, source)])`` for every group to compare."""
     import lint_precision as lp
 
@@ -92,6 +93,11 @@ def groups(sets: Sequence[str], specs: int):
                 continue
             rel = lp._py_files(base, repo.paths)
             yield f"{name} {repo.name}", "heldout" in name, _read([base / r for r in rel])
+    for top in folders:
+        # every folder under ``top`` one repository (its .py files, linted alone and together); its
+        # findings are not printed, as for a held-out set
+        for base in sorted(p for p in top.iterdir() if p.is_dir()):
+            yield f"{top.name} {base.name}", True, _read(sorted(base.rglob("*.py")))
 
 
 def main(argv=None) -> int:
@@ -101,6 +107,8 @@ def main(argv=None) -> int:
     parser.add_argument("--before", type=Path, required=True, help="the other checkout's src folder")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="this checkout's src folder")
     parser.add_argument("--sets", nargs="*", default=sorted(lp.SETS), help="repository sets (default: every extracted one)")
+    parser.add_argument("--folders", nargs="*", type=Path, default=[], metavar="DIR",
+                        help="more repositories: every folder under each DIR is one (extracted by hand)")
     parser.add_argument("--specs", type=int, default=400, help="generated specs (x every form); 0: none")
     parser.add_argument("--before-cache", type=Path, default=None, metavar="JSON",
                         help="keep the other version's output in this file (read it when it exists: the other "
@@ -116,7 +124,7 @@ def main(argv=None) -> int:
     seconds = {"before": 0.0, "after": 0.0}
     cache = json.loads(args.before_cache.read_text()) if args.before_cache and args.before_cache.exists() else None
     saved = {}
-    for name, held_out, files in groups(args.sets, args.specs):
+    for name, held_out, files in groups(args.sets, args.specs, args.folders):
         t = time.process_time()
         a = cache[name] if cache is not None and name in cache else lint_group(old, files)
         saved[name] = a

@@ -35,6 +35,7 @@ Usage (from the repository root)::
     python benchmarks/lint_precision.py extract --set heldout    # the same commands with --set heldout
     PYTHONPATH=src python benchmarks/lint_precision.py --set fresh4-tune --root DIR --present-only  # the repositories at hand
     PYTHONPATH=src python benchmarks/lint_precision.py --set heldout --mutants -v
+    PYTHONPATH=src python benchmarks/lint_precision.py --timing 6 --root DIR --folders --compare OTHER/src  # every folder of DIR
 
 ``--set wide-heldout`` and ``--set wide-tune`` are the two halves of a further list of repositories
 (``lint_precision_wide_repos.tsv``), split by the first hex digit of sha256("owner/name") (even:
@@ -683,6 +684,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="rounds for --timing (the best is kept)")
     parser.add_argument("--compare", type=Path, default=None, metavar="SRC",
                         help="with --timing: another checkout's src/ timed in the same rounds (a before/after)")
+    parser.add_argument("--folders", action="store_true",
+                        help="with --timing: every folder under --root is one repository (owner+name, all its .py "
+                             "files), instead of the set's list")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--present-only", action="store_true",
                         help="only the set's repositories at hand: with a snapshot under --mirror (extract) or a "
@@ -713,7 +717,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from _compare import load_copy
 
             before = importlib.import_module(load_copy(args.compare).__name__ + ".lint")
-        rows = timing(args.root, chosen.repos, args.timing, args.repeat, before)
+        repos = chosen.repos
+        if args.folders:
+            repos = tuple(Repo(d.name.replace("+", "/", 1), "-", (".",), "") for d in sorted(args.root.iterdir()) if d.is_dir())
+        rows = timing(args.root, repos, args.timing, args.repeat, before)
         print(json.dumps(rows, indent=2) if args.json else _timing_table(rows))
         return 0
     if args.mutants:

@@ -633,7 +633,7 @@ def _handed_parameters(call: ast.Call) -> bool:
     """A call handed a module's parameters (``make_opt(net.parameters())``): what it builds steps them."""
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("parameters", "named_parameters")
-        for arg in list(call.args) + [k.value for k in call.keywords] for n in ast.walk(arg)
+        for arg in list(call.args) + [k.value for k in call.keywords] for n in subtree(arg)
     )
 
 

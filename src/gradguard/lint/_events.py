@@ -32,6 +32,7 @@ import re
 from typing import Callable, NamedTuple, Optional, Tuple
 
 from ._ast import subtree, terminal, text
+from ._ast import child_nodes
 
 BACKWARD = "backward"
 STEP = "step"
@@ -233,7 +234,7 @@ def reads_grad(node: ast.AST, keep=None) -> bool:
             continue
         if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load):
             return True
-        pending.extend(c for c in ast.iter_child_nodes(n) if keep is None or not isinstance(c, ast.expr) or keep(c))
+        pending.extend(c for c in child_nodes(n) if keep is None or not isinstance(c, ast.expr) or keep(c))
     return False
 
 

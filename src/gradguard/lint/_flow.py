@@ -46,6 +46,7 @@ from ._events import (
 )
 from ._ast import assignments, bind_arguments, subtree, text
 from ._project import NOT_A_FUNCTION
+from ._ast import child_nodes
 
 #: More paths than this through one iteration: give up on the loop (no findings).
 MAX_PATHS = 256
@@ -791,7 +792,7 @@ class Walker:
         if isinstance(arg, ast.Name) and self._frames:
             # a closure the helper being followed defines (`def closure(): opt.zero_grad(); ...` then
             # `opt.step(closure)` in another file's LBFGS helper)
-            local = next((n for n in ast.walk(self._frames[-1][0]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            local = next((n for n in subtree(self._frames[-1][0]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                           and n.name == arg.id and n is not self._frames[-1][0]), None)
             if local is not None:
                 return self._inline(local, states, stack, call=None)
@@ -990,7 +991,7 @@ def _calls(node: ast.AST, interesting: Optional[Callable[[ast.AST], bool]] = Non
         n = pending.pop()
         if isinstance(n, ast.Call):
             calls.append(n)
-        for child in ast.iter_child_nodes(n):
+        for child in child_nodes(n):
             if not isinstance(child, _DEFS) and (interesting is None or not isinstance(child, ast.expr) or interesting(child)):
                 pending.append(child)
     calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))

@@ -12,6 +12,7 @@ import ast
 import re
 
 from ._ast import terminal
+from ._ast import subtree
 
 #: A write to ``.grad`` in source text: an assignment, an in-place operator or method, a ``del``,
 #: or a foreach zeroing/scaling.
@@ -24,7 +25,7 @@ GRAD_WRITE = re.compile(
 def used_in_place(cls: ast.ClassDef, node: ast.Attribute) -> bool:
     """``self.X`` read as ``self.X.something`` (``.step()``, ``.state_dict()``, ``.param_groups``),
     called (a module's forward), or copied (``copy.deepcopy(self.actor)``: a new object)."""
-    for n in ast.walk(cls):
+    for n in subtree(cls):
         if isinstance(n, ast.Attribute) and n.value is node:
             return True
         if isinstance(n, ast.Call) and (n.func is node or (node in n.args and terminal(n.func) == "deepcopy")):

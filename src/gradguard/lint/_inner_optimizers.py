@@ -15,6 +15,7 @@ from ._ast import terminal, text
 from ._events import optimizer_constructor
 from ._literals import attribute_binding, binding
 from ._model import Loop
+from ._ast import subtree
 
 
 def _is_self_attr(node: ast.AST) -> Optional[str]:
@@ -47,7 +48,7 @@ def uncleared_inner(loop: Loop, target: str) -> Optional[Tuple[str, ast.ClassDef
         return None
     init = methods["__init__"]
     supers = [
-        c for c in ast.walk(init)
+        c for c in subtree(init)
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "__init__"
         and isinstance(c.func.value, ast.Call) and terminal(c.func.value.func) == "super"
     ]
@@ -55,7 +56,7 @@ def uncleared_inner(loop: Loop, target: str) -> Optional[Tuple[str, ast.ClassDef
         return None
     registered = text(supers[0].args[0])
     inner = {}
-    for n in ast.walk(init):
+    for n in subtree(init):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and _is_self_attr(n.targets[0]):
             built = optimizer_constructor(n.value)
             if built is not None and built.args and text(built.args[0]) != registered:
@@ -63,11 +64,11 @@ def uncleared_inner(loop: Loop, target: str) -> Optional[Tuple[str, ast.ClassDef
     if not inner:
         return None
     stepped = [
-        _is_self_attr(c.func.value) for c in ast.walk(methods["step"])
+        _is_self_attr(c.func.value) for c in subtree(methods["step"])
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step" and _is_self_attr(c.func.value) in inner
     ]
     cleared = {
-        c.func.value.attr for c in ast.walk(loop.module.tree)
+        c.func.value.attr for c in subtree(loop.module.tree)
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad"
         and isinstance(c.func.value, ast.Attribute)
     }

@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from ._ast import body_nodes, bound_values, subtree, terminal, text
 from ._model import Loop, ScopeFacts
+from ._ast import child_nodes
 
 
 def top_level(module) -> ScopeFacts:
@@ -181,7 +182,7 @@ def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
     path: List[ast.AST] = []
 
     def find(node: ast.AST) -> bool:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if child is target or find(child):
                 path.append(node)
                 return True
@@ -322,7 +323,7 @@ def class_attribute(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
     if len(classes) != 1 or classes[0].bases or classes[0].decorator_list:
         return None  # a base class or a decorator (a dataclass) may set it otherwise
     cls = classes[0]
-    if any(isinstance(n, ast.Attribute) and n.attr == node.attr and isinstance(n.ctx, ast.Store) for n in ast.walk(cls)):
+    if any(isinstance(n, ast.Attribute) and n.attr == node.attr and isinstance(n.ctx, ast.Store) for n in subtree(cls)):
         return None
     values = [v for s in cls.body if isinstance(s, ast.Assign) for n, v in bound_values(s) if n == node.attr]
     values += [s.value for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == node.attr]
@@ -413,9 +414,9 @@ def _item_length(name: str, loop: Loop) -> Optional[int]:
     loop must not assign ``name`` itself."""
     root = loop.scope if loop.scope is not None else loop.module.tree
     outer = None
-    for n in body_nodes(root) if loop.scope is not None else ast.walk(root):
+    for n in body_nodes(root) if loop.scope is not None else subtree(root):
         if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop.node and n.lineno <= loop.node.lineno <= n.end_lineno \
-                and any(c is loop.node for c in ast.walk(n)):
+                and any(c is loop.node for c in subtree(n)):
             target = n.target
             if isinstance(n.iter, ast.Call) and terminal(n.iter.func) == "enumerate" and isinstance(target, ast.Tuple) \
                     and len(target.elts) == 2:
@@ -424,7 +425,7 @@ def _item_length(name: str, loop: Loop) -> Optional[int]:
                 if outer is not None:
                     return None  # bound by two loops around this one
                 outer = n
-    if outer is None or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(loop.node)):
+    if outer is None or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in subtree(loop.node)):
         return None
     it = outer.iter.args[0] if isinstance(outer.iter, ast.Call) and terminal(outer.iter.func) == "enumerate" and outer.iter.args \
         else outer.iter

@@ -758,7 +758,7 @@ class Loop:
             inits = [f for f in nodes_of(self.module.tree, (ast.FunctionDef, ast.AsyncFunctionDef))
                      if f.name in ("__init__", "setup", "__post_init__")]
             cache[attr] = ({id(w) for w in writes(nodes_of(self.module.tree, (ast.Assign, ast.AugAssign, ast.AnnAssign)))}
-                           - {id(w) for f in inits for w in writes(ast.walk(f))})
+                           - {id(w) for f in inits for w in writes(subtree(f))})
         elsewhere = cache[attr]
         here = writes(body_nodes(self.scope))
         loop_span = (self.node.lineno, self.node.end_lineno)

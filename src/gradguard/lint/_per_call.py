@@ -37,6 +37,8 @@ from ._events import BACKWARD, STEP, conditional_step
 from ._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, used_in_place as _used_in_place
 from ._line_filter import _propagate
 from ._model import backward_tensor
+from ._ast import subtree
+from ._ast import child_nodes
 
 #: Text that may clear gradients: ``zero_grad``, a ``.grad`` write (``= None``, ``.zero_()``,
 #: ``.fill_(0)``, ``.mul_(0)``, ``.detach_()``), a ``_foreach_zero_``, or a call whose name says it
@@ -123,7 +125,7 @@ class _PerCallBodies:
         for fn in nodes_of(m.tree, _FUNCS):
             names = {_mentioned(n) for n in body_nodes(fn)} - {None}
             # its own lines only: a function defined in it (a closure it returns) is an entry of its own
-            nested = [(c.lineno, c.end_lineno) for n in (fn, *body_nodes(fn)) for c in ast.iter_child_nodes(n)
+            nested = [(c.lineno, c.end_lineno) for n in (fn, *body_nodes(fn)) for c in child_nodes(n)
                       if isinstance(c, (*_FUNCS, ast.ClassDef))]
             lines = m.scope_text(fn).split("\n")
             own = "\n".join(
@@ -131,7 +133,7 @@ class _PerCallBodies:
             ) if nested else "\n".join(lines)
             entries.append([fn, names, own, None])
         top = [s for s in m.tree.body if not isinstance(s, (*_FUNCS, ast.ClassDef))]
-        names = {_mentioned(n) for s in top for n in ast.walk(s)} - {None}
+        names = {_mentioned(n) for s in top for n in subtree(s)} - {None}
         entries.append([None, names, "\n".join(m.scope_text(s) for s in top), None])
         by_name: Dict[str, list] = {}
         for entry in entries:
@@ -152,7 +154,7 @@ class _PerCallBodies:
         names = {fn.name}
         parent = self._parents().get(id(fn))
         if parent is not None and any(
-            isinstance(r, ast.Return) and r.value is not None and any(_mentioned(x) == fn.name for x in ast.walk(r.value))
+            isinstance(r, ast.Return) and r.value is not None and any(_mentioned(x) == fn.name for x in subtree(r.value))
             for r in body_nodes(parent)
         ):
             names.add(parent.name)
@@ -173,7 +175,7 @@ class _PerCallBodies:
             for n in nodes_of(self.m.tree, ast.Assign):
                 found = {_mentioned(t) for t in n.targets} - {None}
                 if found:
-                    for x in ast.walk(n.value):
+                    for x in subtree(n.value):
                         name = _mentioned(x)
                         if name is not None:
                             cached.setdefault(name, set()).update(found)
@@ -198,7 +200,7 @@ class _PerCallBodies:
             return cache[id(fn)]
         _, by_name = self._caller_index()
         names, done = self._aliases(fn), {id(fn)}
-        inside = {id(n) for n in ast.walk(fn) if isinstance(n, _FUNCS)}
+        inside = {id(n) for n in subtree(fn) if isinstance(n, _FUNCS)}
         found, seen = [], set()
         for _ in range(3):
             callers = []
@@ -257,12 +259,12 @@ class _PerCallBodies:
 
             # and the modules whose parameters the object's code hands those optimizers
             # (`self.opt = make(self.net.parameters())`)
-            for n in ast.walk(loop.cls):
+            for n in subtree(loop.cls):
                 if isinstance(n, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr in reach and isinstance(t.value, ast.Name) and t.value.id == "self"
                         for t in n.targets):
                     reach |= {
-                        c.func.value.attr for c in ast.walk(n.value)
+                        c.func.value.attr for c in subtree(n.value)
                         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("parameters", "named_parameters")
                         and isinstance(c.func.value, ast.Attribute) and isinstance(c.func.value.value, ast.Name) and c.func.value.value.id == "self"
                     }
@@ -271,12 +273,12 @@ class _PerCallBodies:
             # elsewhere may clear it (as GG101's check of an object's optimizer reads it)
             # (an alias kept on the object, `self._eval_model = self._model`, hands nothing out: it joins what is
             # read for, here and in the callers' text below)
-            aliases = {id(n.value): [t.attr for t in n.targets] for n in ast.walk(loop.cls)
+            aliases = {id(n.value): [t.attr for t in n.targets] for n in subtree(loop.cls)
                        if isinstance(n, ast.Assign) and n.targets and all(_self_attribute(t) for t in n.targets)}
             grown = True
             while grown:
                 grown = False
-                for n in ast.walk(loop.cls):
+                for n in subtree(loop.cls):
                     if (isinstance(n, ast.Attribute) and n.attr in reach and isinstance(n.value, ast.Name) and n.value.id == "self"
                             and isinstance(n.ctx, ast.Load) and not _used_in_place(loop.cls, n) and not self._scheduled(loop.cls, n)):
                         if id(n) not in aliases:
@@ -292,7 +294,7 @@ class _PerCallBodies:
         """``LambdaLR(self.optimizer, ...)``: the optimizer handed to a learning-rate scheduler of
         ``torch.optim.lr_scheduler`` (resolved by the file's imports), which sets its learning rates
         and never touches its gradients: not handed to code that may clear them."""
-        for n in ast.walk(cls):
+        for n in subtree(cls):
             if isinstance(n, ast.Call) and node in n.args[:1]:
                 try:
                     written = ast.unparse(n.func)
@@ -456,5 +458,5 @@ def _assigned(fn: ast.AST) -> Set[str]:
     return {
         n.id for node in body_nodes(fn) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr))
         for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        for n in ast.walk(t) if isinstance(n, ast.Name)
+        for n in subtree(t) if isinstance(n, ast.Name)
     }

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ._ast import nodes_of, subtree, terminal, text
 from ._literals import literal_int, truth
+from ._ast import child_nodes
 
 Sizes = Tuple[int, ...]
 _DEPTH = 16  # each name followed and each layer read counts one
@@ -28,7 +29,7 @@ def _enclosing(module, node: ast.AST) -> Optional[ast.AST]:
         owners = module.__dict__["_sizes_owner"] = {}
 
         def visit(n: ast.AST, fn: Optional[ast.AST]) -> None:
-            for child in ast.iter_child_nodes(n):
+            for child in child_nodes(n):
                 owners[id(child)] = fn
                 visit(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else fn)
 

@@ -18,6 +18,7 @@ from typing import Dict, Iterable, Optional
 from ._ast import assignments, bind_arguments, subtree, terminal, text
 from ._events import SCALE, Event, classify_call, classify_statement
 from ._literals import literal_int
+from ._ast import child_nodes
 
 _KEYWORD = "gradient_accumulation_steps"
 
@@ -122,7 +123,7 @@ def grad_divided_before(root: ast.AST, step: ast.Call, same) -> Optional[ast.AST
     """A division of ``.grad`` by K in a statement before the step's, in the step's block."""
     parents = {}
     for n in subtree(root):
-        for c in ast.iter_child_nodes(n):
+        for c in child_nodes(n):
             parents[id(c)] = n
     stmt = step
     while id(stmt) in parents and not isinstance(stmt, ast.stmt):
@@ -189,7 +190,7 @@ def statement_grad_scale(stmts, loop, same, nones: frozenset = frozenset(), dept
         kind = classify_statement(stmt)
         if kind is not None and kind[0] == SCALE:
             add(grad_division(stmt, same))
-        for n in ast.iter_child_nodes(stmt):
+        for n in child_nodes(stmt):
             if isinstance(n, ast.stmt):
                 continue
             for c in subtree(n):

@@ -248,7 +248,7 @@ def _modules_left(loop: Loop, step: Event, on_path) -> list:
         values = facts.get(name) or top_level(loop.module).bound.get(name, [])
         if not (name.isidentifier() and len(values) == 1 and _constructed(values[0])):
             return []
-        if any(isinstance(n, ast.Name) and n.id in modules and n.id != name for n in ast.walk(values[0])):
+        if any(isinstance(n, ast.Name) and n.id in modules and n.id != name for n in subtree(values[0])):
             return []  # built from another of them: may contain it
     cleared = {c.target for c in clears}
     return [name for name in modules if name not in cleared]
@@ -280,15 +280,15 @@ def _picks_calls(test: ast.expr, params: set) -> bool:
     """``test`` reads only parameters of the function (and constants) and is a bare flag (``if
     update_grad:``) or compares one with a value other than None (``if step == 0 or step == 2:``, which
     picks calls): the caller decides which of its calls step. (``if optimizer is not None:`` picks none.)"""
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-    if not names or not names <= params or any(isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+    names = {n.id for n in subtree(test) if isinstance(n, ast.Name)}
+    if not names or not names <= params or any(isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in subtree(test)):
         return False
     if isinstance(test, ast.Name):
         return True
     return any(
         isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops)
         and any(isinstance(c, ast.Constant) and c.value is not None for c in [n.left, *n.comparators])
-        for n in ast.walk(test))
+        for n in subtree(test))
 
 
 def _runs_its_own_backward(loop: Loop, step: Event) -> bool:
@@ -387,9 +387,9 @@ def _constructed(value: ast.AST) -> bool:
 def _root_names(expr: ast.AST) -> set:
     """The names an expression reads data from (``p`` of ``{n: p for n, p in net.named_parameters()}``
     is bound inside it and does not count; ``list``/``filter`` and other builtins are not data)."""
-    bound = {n.id for c in ast.walk(expr) if isinstance(c, ast.comprehension) for n in ast.walk(c.target) if isinstance(n, ast.Name)}
-    called = {c.func.id for c in ast.walk(expr) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound - called
+    bound = {n.id for c in subtree(expr) if isinstance(c, ast.comprehension) for n in subtree(c.target) if isinstance(n, ast.Name)}
+    called = {c.func.id for c in subtree(expr) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    return {n.id for n in subtree(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound - called
 
 
 def _steps_with_backward(loop, step, path) -> bool:
@@ -499,7 +499,7 @@ def _held_optimizers(module, cls: ast.ClassDef):
             if not factory and (not qualified or not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified):
                 continue
             params = n.value.args[0] if n.value.args else next((k.value for k in n.value.keywords if k.arg == "params"), None)
-            sources = [c.func.value for c in ast.walk(params) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            sources = [c.func.value for c in subtree(params) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                        and c.func.attr in ("parameters", "named_parameters")] if params is not None else []
             names = {terminal(s) for s in sources}
             if sources and all(names) and not any(isinstance(s, ast.Call) for s in sources):
@@ -560,7 +560,7 @@ def _may_be_cleared(module, cls: ast.ClassDef, name: str, modules: set) -> bool:
     write in a class that walks ``self.parameters()``)."""
     project = module.project
     reach = {name} | modules
-    for n in ast.walk(cls):
+    for n in subtree(cls):
         if isinstance(n, ast.Attribute) and n.attr in reach and isinstance(n.value, ast.Name) and n.value.id == "self":
             if isinstance(n.ctx, ast.Load) and not _used_in_place(cls, n):
                 return True
@@ -703,7 +703,7 @@ def _exit_before_step(t: Tree, d: Diagnostic, between: list, stmt: ast.AST) -> b
     holders = [a for a in between if not t.contains(a, stmt)]
     start = max((getattr(a, "end_lineno", 0) or 0) for a in holders) if holders else d.backward.lineno
     scope = t.function_of(stmt) if t.function_of(stmt) is not None else d.loop.node
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not (start < getattr(node, "lineno", 0) < stmt.lineno):
             continue
         if isinstance(node, ast.Return):
@@ -730,7 +730,7 @@ def _writes_grad(loop_node: ast.AST) -> bool:
     for n in body_nodes(loop_node):
         targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
-            if any(isinstance(x, ast.Attribute) and x.attr == "grad" for x in ast.walk(target)):
+            if any(isinstance(x, ast.Attribute) and x.attr == "grad" for x in subtree(target)):
                 if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None):
                     return True  # (`p.grad = None` is a clearing, which the model knows)
     return False

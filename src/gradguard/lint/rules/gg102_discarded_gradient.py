@@ -13,6 +13,7 @@ from .._ast import nodes_of, target_names, text
 from .._flow import Path, TooComplex, Walker, condition_key
 from .._literals import literal_int
 from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
+from .._ast import subtree
 
 CODE = "GG102"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -357,14 +358,14 @@ def _carried_counter(loop: Loop, inner: Loop, steps) -> Optional[str]:
     assigned = inner.assignments()
     outer_scope = loop.scope if loop.scope is not None else loop.module.tree
     outside = {
-        t for n in ast.walk(outer_scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
+        t for n in subtree(outer_scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
         and not (loop.node.lineno <= n.lineno <= loop.node.end_lineno)
         for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in target_names(t)
     }
     found = None
     for step in steps:
         guards = [t for t, _ in tests(step) if isinstance(t, ast.expr) and inner.varies(t)]
-        names = {n.id for g in guards for n in ast.walk(g) if isinstance(n, ast.Name)}
+        names = {n.id for g in guards for n in subtree(g) if isinstance(n, ast.Name)}
         carried = sorted(n for n in names if n in assigned and n not in own and n in outside)
         if not carried:
             return None
@@ -375,20 +376,20 @@ def _carried_counter(loop: Loop, inner: Loop, steps) -> Optional[str]:
 def _steps_in(stmt: ast.stmt, loop: Loop) -> bool:
     """``stmt`` steps an optimizer: a ``.step(...)`` call of an optimizer the model knows, in it or in a helper
     of the file it calls (one level)."""
-    for n in ast.walk(stmt):
+    for n in subtree(stmt):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if n.func.attr == "step" and (loop.is_optimizer(text(n.func.value)) or n.args):
                 return True
             helper = loop.callee(n)
             if helper is not None and any(
                 isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
-                and loop.is_optimizer(text(c.func.value)) for c in ast.walk(helper)):
+                and loop.is_optimizer(text(c.func.value)) for c in subtree(helper)):
                 return True
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             helper = loop.callee(n)
             if helper is not None and any(
                 isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
-                and loop.is_optimizer(text(c.func.value)) for c in ast.walk(helper)):
+                and loop.is_optimizer(text(c.func.value)) for c in subtree(helper)):
                 return True
     return False
 
@@ -536,9 +537,9 @@ def _on_every_backward_pass(loop: Loop, entry) -> bool:
         return True  # `if scaler is not None: ... else: ...`: the run takes one branch on every pass
     if taken is not True:
         return False
-    counters = {n for e in ast.walk(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in target_names(e.target)}
+    counters = {n for e in subtree(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in target_names(e.target)}
     assigned = loop.assignments()
-    for n in ast.walk(test):
+    for n in subtree(test):
         if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops) and not any(
             isinstance(c, ast.Constant) and c.value is None for c in n.comparators
         ):

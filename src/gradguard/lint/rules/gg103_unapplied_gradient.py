@@ -13,6 +13,8 @@ from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classif
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG103"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -91,7 +93,7 @@ def _run_tail(loop: Loop, windows: List[Path]) -> Optional[ast.AST]:
 def _clears_outside(loop: Loop, outer: ast.AST) -> bool:
     """A clearing of gradients (``zero_grad()``, ``p.grad = None``, a ``zero_()`` of a gradient, or a
     call of a function of this file that makes one) in ``outer`` but not in ``loop``."""
-    inner = {id(n) for n in ast.walk(loop.node)}
+    inner = {id(n) for n in subtree(loop.node)}
     optimizers = frozenset(loop.module.optimizer_names)
     seen = set()
 
@@ -139,14 +141,14 @@ def _run_wide_index(loop: Loop, windows: List[Path]) -> Optional[ast.AST]:
         arg = arg.args[0]
     lefts = [
         mod.left for m in windows for _, _, test in m.decisions
-        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
     ]
     if not lefts:
         return None
     found = None
     for left in lefts:
         expr = left
-        names = [n.id for n in ast.walk(left) if isinstance(n, ast.Name)]
+        names = [n.id for n in subtree(left) if isinstance(n, ast.Name)]
         if len(names) == 1 and names[0] != index:  # `global_itr`, assigned once in the body
             values = loop.assignments().get(names[0], ())
             assign = next((s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
@@ -198,7 +200,7 @@ def _windows_of_one(loop: Loop, windows: List[Path]) -> bool:
     sizes = [
         literal_int(n.right, loop)
         for m in windows for _, _, test in m.decisions
-        for n in ast.walk(loop.resolve(test)) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+        for n in subtree(loop.resolve(test)) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
     ]
     return bool(sizes) and all(k == 1 for k in sizes)
 
@@ -216,15 +218,15 @@ def _counter_carried(loop: Loop, windows: List[Path]) -> bool:
     for m in windows:
         for _, _, test in m.decisions:
             for expr in [test] + [v for v in loop.assignments().get(getattr(test, "id", ""), ()) if isinstance(v, ast.AST)]:
-                for n in ast.walk(expr):
+                for n in subtree(expr):
                     if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
-                        counters |= {text(c) for c in ast.walk(n.left) if isinstance(c, (ast.Name, ast.Attribute)) and not isinstance(c, ast.Call)}
+                        counters |= {text(c) for c in subtree(n.left) if isinstance(c, (ast.Name, ast.Attribute)) and not isinstance(c, ast.Call)}
     if not counters:
         return False
     carried = {c for c in counters if c in declared or c.startswith("self.")}
     if not carried:
         return False
-    for node in ast.walk(scope):  # set back anywhere in the function: the window restarts per call
+    for node in subtree(scope):  # set back anywhere in the function: the window restarts per call
         if isinstance(node, ast.Assign) and any(text(t) in carried for t in node.targets):
             return False
     # every name the modulo reads is a carried counter or fixed for the loop (`% K`'s own side)
@@ -249,8 +251,8 @@ def _resumed_count(loop: Loop, windows: List[Path]) -> bool:
     counters = {
         n.id
         for m in windows for _, _, test in m.decisions
-        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
-        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+        for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in subtree(mod.left) if isinstance(n, ast.Name)
     }
     return counters == {index}
 
@@ -335,7 +337,7 @@ def _guarding_ifs(root: ast.AST, target: ast.AST) -> List[ast.If]:
     out: List[ast.If] = []
 
     def find(node: ast.AST) -> bool:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if child is target or (not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and find(child)):
                 if isinstance(node, ast.If) and any(child is b or _holds(b, child) for b in node.body):
                     out.append(node)
@@ -347,7 +349,7 @@ def _guarding_ifs(root: ast.AST, target: ast.AST) -> List[ast.If]:
 
 
 def _holds(stmt: ast.AST, node: ast.AST) -> bool:
-    return any(n is node for n in ast.walk(stmt))
+    return any(n is node for n in subtree(stmt))
 
 
 def _exit_on_index(loop: Loop, path: Path) -> bool:
@@ -355,15 +357,15 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
     be a window boundary; an exit on a count of optimizer steps (``if global_step >=
     max_train_steps: break``) leaves the data running out first, with its partial window, possible."""
     target = loop.node.target
-    names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    names = {n.id for n in subtree(target) if isinstance(n, ast.Name)}
     it = loop.node.iter
     if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
-        names = {n.id for n in ast.walk(target.elts[0]) if isinstance(n, ast.Name)}  # the index, not the batch
+        names = {n.id for n in subtree(target.elts[0]) if isinstance(n, ast.Name)}  # the index, not the batch
     tests = [t for _, _, t in path.decisions[-1:]]  # the test that leads to the exit
     if not tests:
         return True  # an unconditional exit: the loop ends where it breaks
     return any(
-        isinstance(n, ast.Name) and n.id in names for t in tests for n in ast.walk(t) if not _past_the_end(loop.node, t, names)
+        isinstance(n, ast.Name) and n.id in names for t in tests for n in subtree(t) if not _past_the_end(loop.node, t, names)
     )
 
 
@@ -441,18 +443,18 @@ def _asserted_divisible(loop: Loop, windows: List[Path]) -> bool:
     moduli = {
         ast.unparse(node.right)
         for m in windows for _, _, test in m.decisions
-        for node in ast.walk(loop.resolve(test))
+        for node in subtree(loop.resolve(test))
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
     }
-    iterated = {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} - {"enumerate", "range", "len", "islice"}
+    iterated = {n.id for n in subtree(loop.node.iter) if isinstance(n, ast.Name)} - {"enumerate", "range", "len", "islice"}
     # the loop's own function (its facts are kept per scope), and the module's top level (not the
     # other functions' asserts)
     checks = list(loop.module.scope_facts(loop.scope).checks) if loop.scope is not None else []
     checks += top_level(loop.module).checks
     for test, _ in checks:
-        for mod in ast.walk(test):
+        for mod in subtree(test):
             if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod) and ast.unparse(mod.right) in moduli:
-                if {n.id for n in ast.walk(mod.left) if isinstance(n, ast.Name)} & iterated:
+                if {n.id for n in subtree(mod.left) if isinstance(n, ast.Name)} & iterated:
                     return True
     return False
 
@@ -488,7 +490,7 @@ def _closes_at(loop: Loop, last: dict) -> bool:
             # a step after the last backward pass of the iteration: the path's tests on the counter
             # must all come out as the path took them at the last micro-batch
             # (a flag the loop sets from the counter, `is_accumulating = i % K != 0`, read as its value)
-            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in ast.walk(loop.resolve(t)))]
+            about = [(t, v) for _, v, t in p.decisions if any(isinstance(n, ast.Name) and n.id in last for n in subtree(loop.resolve(t)))]
             if about and all(truth(loop.resolve(t), last, loop) == (v != condition_key(t)[1]) for t, v in about):
                 return True
     return False
@@ -509,8 +511,8 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
     tests_at = min((t.lineno for p in loop.step_paths for _, _, t in p.decisions), default=None)
     counters = {
         n.id for m in windows for _, _, test in m.decisions
-        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
-        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+        for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in subtree(mod.left) if isinstance(n, ast.Name)
     } - set(values)
     if len(counters) != 1 or tests_at is None:
         return False
@@ -532,15 +534,15 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
             return False
         runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
     inside_len = set()
-    for n in ast.walk(assign.value):
+    for n in subtree(assign.value):
         if isinstance(n, ast.Call) and terminal(n.func) == "len" and len(n.args) == 1:
             length = literal_length(n.args[0], loop)
             if length is None:
                 return False
             values[text(n)] = length
-            inside_len.update(map(id, ast.walk(n)))
+            inside_len.update(map(id, subtree(n)))
     # every name the counter reads is an index whose values are known here (not a literal: int_at reads those)
-    names = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name) and id(n) not in inside_len}
+    names = {n.id for n in subtree(assign.value) if isinstance(n, ast.Name) and id(n) not in inside_len}
     if not names <= set(values) | set(runs[0]):
         return False
     for run in runs:
@@ -555,12 +557,12 @@ def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:
     """The loops around this one (innermost first) whose iterations the window counter outlives:
     it is not this loop's own variable, and nothing inside them sets it afresh (``step = 0``;
     ``step = step + 1`` counts on). Empty where the counter restarts with each run of this loop."""
-    own = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
+    own = {n.id for n in subtree(loop.node.target) if isinstance(n, ast.Name)}
     counters = {
         n.id
         for m in windows for _, _, test in m.decisions
-        for mod in ast.walk(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
-        for n in ast.walk(mod.left) if isinstance(n, ast.Name)
+        for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
+        for n in subtree(mod.left) if isinstance(n, ast.Name)
     }
     if not counters or counters & own:
         return []
@@ -585,7 +587,7 @@ def _enclosing_loops(loop: Loop) -> List[ast.AST]:
     path: List[ast.AST] = []
 
     def find(node: ast.AST) -> bool:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if child is loop.node:
                 return True
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
@@ -677,7 +679,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     step = loop.steps[0]
     window = next((a for a in t.ancestors(step.node) if isinstance(a, ast.If) and t.parent.get(a) is node), None)
-    if window is None or window.orelse or any(isinstance(n, _JUMPS) for n in ast.walk(window)):
+    if window is None or window.orelse or any(isinstance(n, _JUMPS) for n in subtree(window)):
         return None
     count = _window_count(loop.resolve(window.test), counter)
     if count is None or not _fixed_in_loop(count, node) or not loop.backwards:
@@ -735,7 +737,7 @@ def _tail_fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     node = loop.node
     if not (isinstance(outer, ast.For) and isinstance(node, ast.For)) or outer.orelse or node.orelse:
         return None
-    if len(loop.steps) != 1 or not t.alone(outer) or any(isinstance(n, _JUMPS) for n in ast.walk(outer)):
+    if len(loop.steps) != 1 or not t.alone(outer) or any(isinstance(n, _JUMPS) for n in subtree(outer)):
         return None
     step = loop.steps[0]
     window = next((a for a in t.ancestors(step.node) if isinstance(a, ast.If) and t.parent.get(a) is node), None)
@@ -759,7 +761,7 @@ def _tail_fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     scope = loop.scope if loop.scope is not None else loop.module.tree
     stores = [n for n in body_nodes(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)] \
-        if loop.scope is not None else [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
+        if loop.scope is not None else [n for n in subtree(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
     if len(stores) != 2:
         return None  # the `= 0` and the `+= 1`, nothing else
     if not _fixed_in_loop(count, outer) or not loop.backwards:
@@ -814,15 +816,15 @@ def _window_count(test: ast.AST, counter: str) -> Optional[ast.expr]:
 
 
 def _names(expr: ast.AST) -> list:
-    return [n for n in ast.walk(expr) if isinstance(n, ast.Name)]
+    return [n for n in subtree(expr) if isinstance(n, ast.Name)]
 
 
 def _fixed_in_loop(count: ast.expr, loop: ast.For) -> bool:
     """``K`` is a constant or names (attributes) the loop never assigns: it means the same after it."""
     if not isinstance(count, (ast.Name, ast.Attribute, ast.Constant)):
         return False
-    assigned = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    stored_attrs = {ast.dump(n) for n in ast.walk(loop) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    assigned = {n.id for n in subtree(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stored_attrs = {ast.dump(n) for n in subtree(loop) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
     return not any(n.id in assigned for n in _names(count)) and ast.dump(count) not in stored_attrs
 
 
@@ -862,11 +864,11 @@ def _last_assignment(stmts, name: str):
             found = inner or found
         elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if any(isinstance(n, ast.Name) and n.id == name for tg in targets for n in ast.walk(tg)):
+            if any(isinstance(n, ast.Name) and n.id == name for tg in targets for n in subtree(tg)):
                 found = stmt if (len(targets) == 1 and isinstance(targets[0], ast.Name)) else False
                 if found is False:
                     return False
-        elif any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(stmt)):
+        elif any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in subtree(stmt)):
             return False
     return found
 
@@ -888,7 +890,7 @@ def _stepped_optimizer(call: ast.AST) -> Optional[ast.expr]:
 def _used_outside(loop: Loop, stmts: list, name: str) -> bool:
     """``name`` appears in the loop's function outside ``stmts`` (then ``name = -1`` before the
     loop could change something)."""
-    inside = sum(1 for stmt in stmts for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name)
+    inside = sum(1 for stmt in stmts for n in subtree(stmt) if isinstance(n, ast.Name) and n.id == name)
     return loop.module.scope_facts(loop.scope).names.get(name, 0) > inside
 
 
@@ -993,11 +995,11 @@ def _counts_steps(loop: Loop, root: ast.AST, test: ast.expr, step_ifs: set, dept
     least one of them: its truth changes only at a step. A name assigned elsewhere from such counts
     only (``lr = schedule.get_lr(step, n_train, base_lr)`` then ``if lr is None: break``, big_transfer)
     changes only at a step too: its value is a function of the count."""
-    if depth == 0 and any(isinstance(n, ast.Call) for n in ast.walk(test)):
+    if depth == 0 and any(isinstance(n, ast.Call) for n in subtree(test)):
         return False
-    names = {text(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    names = {text(n) for n in subtree(test) if isinstance(n, (ast.Name, ast.Attribute))}
     indices = {text(t) for n in [root, *body_nodes(root)] if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
-               for t in ast.walk(n.target)}
+               for t in subtree(n.target)}
     if names & indices:
         return False  # a loop index changes on every pass
     counted = False
@@ -1050,6 +1052,6 @@ def _endless_generator(call: ast.Call, loop: Loop) -> bool:
     if fn is None:
         return False
     for w in nodes_of(fn, (ast.While,)):
-        if _always_true(w.test) and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(w)) and not _exits(w):
+        if _always_true(w.test) and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in subtree(w)) and not _exits(w):
             return True
     return False

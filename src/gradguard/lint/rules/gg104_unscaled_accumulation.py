@@ -16,6 +16,7 @@ from .._literals import literal_int, literal_number
 from .._flow import _defaults
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
 from .._weights import may_close_short
+from .._ast import child_nodes
 
 CODE = "GG104"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -96,7 +97,7 @@ def _cached_window(loop_node: ast.AST, scope: ast.AST) -> bool:
         if isinstance(n, (ast.With, ast.AsyncWith)) and any(
                 terminal(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr) in ("no_grad", "inference_mode")
                 for i in n.items):
-            cached |= {c.func.value.id for c in ast.walk(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            cached |= {c.func.value.id for c in subtree(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
                        and c.func.attr == "append" and isinstance(c.func.value, ast.Name)}
     counters = {n.id for f in [loop_node, *body_nodes(loop_node)] if isinstance(f, (ast.For, ast.AsyncFor))
                 for n in subtree(f.target) if isinstance(n, ast.Name)}
@@ -135,7 +136,7 @@ def _straight_line(assigns: dict, b) -> dict:
 
 
 def _contains(root: ast.AST, node: ast.AST) -> bool:
-    return any(n is node for n in ast.walk(root))
+    return any(n is node for n in subtree(root))
 
 
 def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
@@ -207,7 +208,7 @@ def _node(value) -> Optional[ast.AST]:
 def _parents(root: ast.AST) -> dict:
     cached = root.__dict__.get("_gg104_parents")
     if cached is None:
-        cached = root._gg104_parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+        cached = root._gg104_parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
     return cached
 
 
@@ -335,13 +336,13 @@ def hooks_rescale(tree: ast.AST) -> bool:
     (a pipeline stage dividing by its accumulation steps), so the loss's divisor is not the pass's weight."""
     found = tree.__dict__.get("_gg104_hooks")
     if found is None:
-        functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        functions = {n.name: n for n in subtree(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         found = tree._gg104_hooks = any(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
                 n.func.attr == "register_hook" and len(n.args) == 1 and _rescaling_callback(n.args[0], functions, 0)
                 or n.func.attr == "register_comm_hook" and len(n.args) == 2 and _rescaling_comm_hook(n.args[1], functions, 0)
                 and _defers_sync(tree))
-            for n in ast.walk(tree))
+            for n in subtree(tree))
     return found
 
 
@@ -366,7 +367,7 @@ def _defers_sync(tree: ast.AST) -> bool:
     again and again)."""
     return any(isinstance(n, (ast.With, ast.AsyncWith)) and any(
         isinstance(i.context_expr, ast.Call) and terminal(i.context_expr.func) == "no_sync" for i in n.items)
-        for n in ast.walk(tree))
+        for n in subtree(tree))
 
 
 def _scales_bucket(fn: ast.AST) -> bool:
@@ -376,9 +377,9 @@ def _scales_bucket(fn: ast.AST) -> bool:
         return False
 
     def reads_bucket(expr: ast.AST) -> bool:
-        return any(isinstance(n, ast.Name) and n.id == params[1] for n in ast.walk(expr))
+        return any(isinstance(n, ast.Name) and n.id == params[1] for n in subtree(expr))
 
-    for n in ast.walk(fn):
+    for n in subtree(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("div_", "mul_", "div", "mul") \
                 and reads_bucket(n.func.value):
             return True
@@ -619,7 +620,7 @@ def _object_attrs(loop: Loop) -> frozenset:
     cached = cls.__dict__.get("_gg104_attrs")
     if cached is None:
         found = set()
-        for n in ast.walk(cls):
+        for n in subtree(cls):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
             for t in targets:
                 for e in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
@@ -729,7 +730,7 @@ def _loop_variables(loop: Loop) -> set:
     out = set()
     for node in (loop.node, loop._micro_loop()):
         if isinstance(node, (ast.For, ast.AsyncFor)):
-            out.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            out.update(n.id for n in subtree(node.target) if isinstance(n, ast.Name))
     return out
 
 
@@ -808,7 +809,7 @@ def _micro_loop_unsized(t: Tree, loop_node: ast.AST, back: ast.AST, count: ast.A
     """The pass runs in a loop nested in the window's loop that iterates something other than
     ``range(K)`` (``enumerate(batches[i:i + K])``, ``x.chunk(K)``): its last run may hold fewer than K
     micro-batches, and dividing each of them by K would weigh that window K'/K of its mean."""
-    for n in ast.walk(loop_node):
+    for n in subtree(loop_node):
         if n is loop_node or not isinstance(n, (ast.For, ast.AsyncFor)) or not t.contains(n, back):
             continue
         it = n.iter
@@ -823,7 +824,7 @@ def _micro_loop_unsized(t: Tree, loop_node: ast.AST, back: ast.AST, count: ast.A
 def _visible(t: Tree, count: ast.AST, at: ast.AST) -> bool:
     """The names of ``count`` mean the same at ``at``: a constant, or written in the function of
     ``at`` or in one enclosing it (a closure reads its enclosing function's names)."""
-    if not any(isinstance(n, ast.Name) for n in ast.walk(count)):
+    if not any(isinstance(n, ast.Name) for n in subtree(count)):
         return True
     home = t.function_of(count)
     return home is t.function_of(at) or (home is not None and t.contains(home, at))

@@ -16,6 +16,8 @@ from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, step
 from .._sizes import sizes, windows
 from .._weights import may_close_short
 from .gg104_unscaled_accumulation import _micro_loop_unsized, reaching
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG105"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -89,7 +91,7 @@ def _sizes_differ(loop: Loop) -> bool:
         it = it.args[0]
     if isinstance(it, ast.Name) and micro is not loop.node:
         # `window = data[s:s + K]` bound in the window's loop, then `for x in window:`
-        values = [v for v in ast.walk(loop.node) if isinstance(v, ast.Assign) and len(v.targets) == 1
+        values = [v for v in subtree(loop.node) if isinstance(v, ast.Assign) and len(v.targets) == 1
                   and isinstance(v.targets[0], ast.Name) and v.targets[0].id == it.id]
         it = values[0].value if len(values) == 1 else it
     if isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Slice):
@@ -104,7 +106,7 @@ def _micro_names(loop: Loop) -> set:
     """The names the micro-batch loop binds (``x, y`` of ``for i, (x, y) in enumerate(data)``)."""
     micro = loop._micro_loop() or loop.node
     target = getattr(micro, "target", None)
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+    return {n.id for n in subtree(target) if isinstance(n, ast.Name)} if target is not None else set()
 
 
 def _mean_of_batch(expr, assigns, data: set, depth: int, loop: Loop) -> bool:
@@ -147,7 +149,7 @@ def _mean_of_batch(expr, assigns, data: set, depth: int, loop: Loop) -> bool:
 
 
 def _involves_call(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) for n in subtree(node))
 
 
 def _accumulates(loop: Loop) -> bool:
@@ -170,10 +172,10 @@ def _counters(loop: Loop) -> set:
     node = loop.node
     if isinstance(node, (ast.For, ast.AsyncFor)):
         names |= _index_names(node)
-    for n in ast.walk(node) if loop.kind != "training_step" else ():
+    for n in subtree(node) if loop.kind != "training_step" else ():
         if isinstance(n, (ast.For, ast.AsyncFor)) and n is not node:
             names |= _index_names(n)
-    for n in ast.walk(node):
+    for n in subtree(node):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.value, ast.Constant) and n.value.value == 1:
             if isinstance(n.target, ast.Name):
                 names.add(n.target.id)
@@ -285,7 +287,7 @@ def _varies_in_window(divisor: ast.AST, counters: set, loop: Loop) -> bool:
             continue  # the window's number
         if (isinstance(n, ast.Name) and n.id in counters) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in counters):
             return True
-        pending.extend(ast.iter_child_nodes(n))
+        pending.extend(child_nodes(n))
     return False
 
 
@@ -293,11 +295,11 @@ def _mentions(node: ast.AST, names: set) -> bool:
     """A divisor built from a counter (not ``len(batch)`` or a constant). A name a comprehension
     inside it binds (``sum(len(a) for a, _ in window)``) is that comprehension's own, whatever the
     loop's counters are called."""
-    own = {t.id for n in ast.walk(node) if isinstance(n, ast.comprehension) for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    own = {t.id for n in subtree(node) if isinstance(n, ast.comprehension) for t in subtree(n.target) if isinstance(t, ast.Name)}
     names = set(names) - own
     return any(
         (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in names)
-        for n in ast.walk(node)
+        for n in subtree(node)
     )
 
 
@@ -314,7 +316,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None
     # `loss / (i % K + 1)`: the window's size is the K the counter is taken modulo; else the
     # loop's accumulation variable, where it means the same at the division
-    count = next((n.right for n in ast.walk(divisor) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)), None)
+    count = next((n.right for n in subtree(divisor) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)), None)
     if count is None and d.loop is not None:
         count = d.loop.window_size()
         if count is not None and t.function_of(count) is not t.function_of(divisor):

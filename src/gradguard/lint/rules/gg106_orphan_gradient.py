@@ -30,6 +30,7 @@ import ast
 from typing import Dict, List, Optional, Set, Tuple
 
 from .._ast import terminal, text
+from .._ast import child_nodes, subtree
 from .._events import optimizer_constructor
 from .._model import Module, Report, backward_tensor
 
@@ -62,7 +63,7 @@ _NO_GRAD = ("no_grad", "inference_mode", "detach", "requires_grad", "set_grad_en
 def check_module(module: Module, report: Report) -> None:
     tree = module.tree
     source = module.source
-    ctors = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and optimizer_constructor(n) is not None]
+    ctors = [n for n in subtree(tree) if isinstance(n, ast.Call) and optimizer_constructor(n) is not None]
     if not ctors or any(word in source for word in _UNREAD_BUILDERS):
         return
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
@@ -79,7 +80,7 @@ def check_module(module: Module, report: Report) -> None:
     for name, (bind, cls) in list(objects.items()):
         if not _only_plain_mentions(tree, name, bind, covered, parents):
             del objects[name]
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+    for call in (n for n in subtree(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
         if call.func.attr != "backward" and terminal(call.func) != "backward":
             continue
         loss = backward_tensor(call)
@@ -135,7 +136,7 @@ def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, 
     """name -> (its binding statement, its class of the file or None for a torch.nn layer): names bound once in
     the whole file, to a module object with parameters."""
     stores: Dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             stores[node.id] = stores.get(node.id, 0) + 1
         elif isinstance(node, ast.arg):
@@ -150,7 +151,7 @@ def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, 
             for n in node.names:
                 stores[n] = stores.get(n, 0) + 2
     out = {}
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
             continue
         targets = node.targets[0]
@@ -171,7 +172,7 @@ def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, 
 
 
 def _has_params(expr: ast.AST, classes: dict, depth: int = 0) -> bool:
-    for node in ast.walk(expr):
+    for node in subtree(expr):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and text(func.value) in ("nn", "torch.nn") and func.attr in _PARAM_LAYERS:
@@ -196,7 +197,7 @@ def _class_parts(cls: ast.ClassDef, classes: dict, depth: int = 0) -> Optional[D
 
 
 def _read_parts(cls: ast.ClassDef, classes: dict, depth: int) -> Optional[Dict[str, ast.AST]]:
-    for node in ast.walk(cls):
+    for node in subtree(cls):
         if isinstance(node, ast.Attribute) and node.attr in ("requires_grad", "requires_grad_", "register_parameter",
                                                               "add_module", "register_module"):
             return None
@@ -212,7 +213,7 @@ def _read_parts(cls: ast.ClassDef, classes: dict, depth: int) -> Optional[Dict[s
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     if init is None:
         return parts
-    for node in ast.walk(init):
+    for node in subtree(init):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
@@ -243,7 +244,7 @@ def _reached_parts(cls: ast.ClassDef, classes: dict) -> Optional[Dict[str, bool]
         fn = methods[name]
         if any(word in ast.unparse(fn) for word in _NO_GRAD):
             return None
-        for node in ast.walk(fn):
+        for node in subtree(fn):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
                 used.add(node.attr)
                 todo.append(node.attr)
@@ -264,15 +265,15 @@ def _bindings(tree: ast.Module) -> Dict[str, List[ast.AST]]:
     """name -> what it is built from: the values of its assignments and augmented assignments, and the
     arguments of its ``append``/``extend``/``add``/``update``/``insert`` calls."""
     out: Dict[str, List[ast.AST]] = {}
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                for n in ast.walk(t):
+                for n in subtree(t):
                     if isinstance(n, ast.Name):
                         out.setdefault(n.id, []).append(node.value)
         elif isinstance(node, (ast.For, ast.comprehension)):
-            for n in ast.walk(node.target):
+            for n in subtree(node.target):
                 if isinstance(n, ast.Name):
                     out.setdefault(n.id, []).append(node.iter)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
@@ -282,7 +283,7 @@ def _bindings(tree: ast.Module) -> Dict[str, List[ast.AST]]:
 
 
 def _param_group_adds(tree: ast.Module) -> List[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    return [n for n in subtree(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr == "add_param_group"]
 
 
@@ -298,7 +299,7 @@ def _held_by(expr: ast.AST, objects: dict, classes: dict, binds: dict, held: Dic
         chain = _attr_chain(node)
         if chain is not None and chain[0] in objects:
             name, attrs = chain[0], chain[1:]
-            for sub in ast.walk(node):
+            for sub in subtree(node):
                 covered.add(id(sub))
             part = attrs[0] if attrs else None
             cls = objects[name][1]
@@ -318,7 +319,7 @@ def _held_by(expr: ast.AST, objects: dict, classes: dict, binds: dict, held: Dic
                 for value in binds[node.id]:
                     _held_by(value, objects, classes, binds, held, covered, depth + 1, seen)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
 
 
 def _attr_chain(node: ast.AST) -> Optional[List[str]]:
@@ -338,17 +339,17 @@ def _holder(name: str, ctors: List[ast.Call], have: Set[str], scope: ast.AST) ->
     """Where to report: the optimizer holding the object's other parts, else the first built in ``scope``."""
     if have:
         for ctor in ctors:
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ctor)):
+            if any(isinstance(n, ast.Name) and n.id == name for n in subtree(ctor)):
                 return ctor
-    inside = [c for c in ctors if any(c is n for n in ast.walk(scope))]
+    inside = [c for c in ctors if any(c is n for n in subtree(scope))]
     return inside[0] if inside else (ctors[0] if ctors else None)
 
 
 # --- every other mention of the object must be plain ---------------------------------------
 def _parents(tree: ast.AST) -> Dict[int, ast.AST]:
     out = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
+    for node in subtree(tree):
+        for child in child_nodes(node):
             out[id(child)] = node
     return out
 
@@ -357,7 +358,7 @@ def _only_plain_mentions(tree: ast.Module, name: str, bind: ast.AST, covered: Se
     """Every mention of ``name`` is its binding, a call of it, one read by an optimizer's arguments, a benign
     method call, or an argument of a call whose result is thrown away (``wandb.watch(model)``) that is handed no
     optimizer-looking object; else the linter cannot tell where its parameters go."""
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if not isinstance(node, ast.Name) or node.id != name:
             continue
         if id(node) in covered or isinstance(node.ctx, ast.Store) and parents.get(id(node)) is bind:
@@ -401,13 +402,13 @@ def _under_no_grad(node: ast.AST, parents: dict, scope: ast.AST) -> bool:
 
 def _statements(scope: ast.AST):
     """The nodes of ``scope``, nested functions, lambdas and classes left out."""
-    stack = list(ast.iter_child_nodes(scope))
+    stack = list(child_nodes(scope))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         yield node
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
 
 
 def _reached(loss: ast.AST, scope: ast.AST, objects: dict, parents: dict) -> Dict[str, ast.Call]:
@@ -420,14 +421,14 @@ def _reached(loss: ast.AST, scope: ast.AST, objects: dict, parents: dict) -> Dic
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                for n in ast.walk(t):
+                for n in subtree(t):
                     if isinstance(n, ast.Name):
                         assigned.setdefault(n.id, []).append(node.value)
     out: Dict[str, ast.Call] = {}
     todo, seen = [loss], set()
     while todo:
         expr = todo.pop()
-        for node in ast.walk(expr):
+        for node in subtree(expr):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in objects:
                 if not _detached(node, parents):
                     out.setdefault(node.func.id, node)

@@ -12,6 +12,7 @@ from ...findings import Edit, Fix
 from .._ast import keyword_is, terminal, text
 from .._edits import Tree
 from .._model import Diagnostic, Module, Report
+from .._ast import subtree
 
 CODE = "GG107"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -84,7 +85,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     call = d.clear
     if not isinstance(call, ast.Call):
         return None
-    if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(t.tree)):
+    if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in subtree(t.tree)):
         return None  # code in this file (a helper, a hook too) reads .grad and may need the zeros
     value = next((k.value for k in call.keywords if k.arg == "set_to_none"), None)
     if value is None and call.args:

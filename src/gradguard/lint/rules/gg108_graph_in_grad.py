@@ -9,6 +9,8 @@ from typing import Iterator, Optional
 
 from .._ast import text
 from .._model import Module, Report
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG108"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -49,10 +51,10 @@ def _steps_a_given_optimizer(scope: Optional[ast.AST]) -> bool:
         return False
     args = scope.args
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    built = {text(t) for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+    built = {text(t) for n in subtree(scope) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
              and isinstance(n.value.func, ast.Name) and n.value.func.id in params for t in n.targets}
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
-               and text(n.func.value) in built for n in ast.walk(scope))
+               and text(n.func.value) in built for n in subtree(scope))
 
 
 def _returns_parameter_gradients(scope: Optional[ast.AST]) -> bool:
@@ -62,15 +64,15 @@ def _returns_parameter_gradients(scope: Optional[ast.AST]) -> bool:
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     reads = []  # comprehensions over a module's parameters that read an attribute of each
-    for n in ast.walk(scope):
+    for n in subtree(scope):
         if isinstance(n, (ast.ListComp, ast.DictComp, ast.GeneratorExp, ast.SetComp)):
             for g in n.generators:
                 it = g.iter
                 if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("parameters", "named_parameters"):
-                    targets = {t.id for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+                    targets = {t.id for t in subtree(g.target) if isinstance(t, ast.Name)}
                     elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]
                     if any(isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id in targets and a.attr != "data"
-                           for e in elts for a in ast.walk(e)):
+                           for e in elts for a in subtree(e)):
                         reads.append(n)
     if not reads:
         return False
@@ -79,22 +81,22 @@ def _returns_parameter_gradients(scope: Optional[ast.AST]) -> bool:
     changed = True
     while changed:  # names bound to something holding one of those reads
         changed = False
-        for n in ast.walk(scope):
-            if isinstance(n, ast.Assign) and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in ast.walk(n.value)):
+        for n in subtree(scope):
+            if isinstance(n, ast.Assign) and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in subtree(n.value)):
                 for t in n.targets:
-                    for x in ast.walk(t):
+                    for x in subtree(t):
                         if isinstance(x, ast.Name) and x.id not in names:
                             names.add(x.id)
                             changed = True
     return any(
         isinstance(r, ast.Return) and r.value is not None
-        and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in ast.walk(r.value))
-        for r in ast.walk(scope)
+        and any(id(x) in held or (isinstance(x, ast.Name) and x.id in names) for x in subtree(r.value))
+        for r in subtree(scope)
     )
 
 
 def _calls(node: ast.AST, top_level: bool) -> Iterator[ast.Call]:
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         if top_level and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(child, ast.Call):

@@ -144,8 +144,8 @@ def _whole_literal_windows(loop: Loop, test: ast.expr, k: ast.expr) -> bool:
         return False
     last = counters_at_last(loop, total, [])
     modulo = [
-        n for n in ast.walk(test)
-        if isinstance(n, ast.Compare) and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in ast.walk(n))
+        n for n in subtree(test)
+        if isinstance(n, ast.Compare) and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in subtree(n))
     ]
     return bool(last) and bool(modulo) and all(truth(m, last, loop) is True for m in modulo)
 
@@ -165,7 +165,7 @@ def _steps_off_the_boundary(loop: Loop, test: ast.expr, positive: bool) -> Optio
     size = literal_int(mod.right, loop)
     if size is not None and size < 3:
         return None
-    if not any(isinstance(n, ast.Name) for n in ast.walk(mod.left)) or not loop.varies(test):
+    if not any(isinstance(n, ast.Name) for n in subtree(mod.left)) or not loop.varies(test):
         return None
     return mod.right
 
@@ -173,7 +173,7 @@ def _steps_off_the_boundary(loop: Loop, test: ast.expr, positive: bool) -> Optio
 def _is_modulo(loop: Loop, node: ast.AST) -> Optional[ast.expr]:
     """``K`` of a window test: made of ``% K`` (``(i + 1) % K == 0``, ``step % K != 0``), or a
     micro-batch counter the loop grows and sets back compared with K (``c == K``, ``c >= K``)."""
-    for n in ast.walk(node):
+    for n in subtree(node):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             return n.right
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.GtE)):
@@ -207,8 +207,8 @@ def _bypassed_modulo(loop: Loop, test: ast.expr, positive: bool) -> Optional[ast
 
 def _same_boundary(test: ast.expr, k: ast.expr) -> bool:
     """``K == 1`` and the like: a condition about the window size itself, not a shorter window."""
-    return any(ast.dump(n) == ast.dump(k) for n in ast.walk(test)) and not any(
-        isinstance(n, ast.Call) and terminal(n.func) == "len" for n in ast.walk(test)
+    return any(ast.dump(n) == ast.dump(k) for n in subtree(test)) and not any(
+        isinstance(n, ast.Call) and terminal(n.func) == "len" for n in subtree(test)
     )
 
 
@@ -230,7 +230,7 @@ def _constant(loop: Loop, k: ast.expr) -> bool:
     for e in loop.backwards + loop.steps:
         for fn, _ in e.frame:  # a helper the loop runs (the epoch function an epoch loop calls)
             assigned.update(assignments(fn))
-    return not any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(k))
+    return not any(isinstance(n, ast.Name) and n.id in assigned for n in subtree(k))
 
 
 def _every_pass_divided_by(loop: Loop, k: ast.expr) -> bool:
@@ -260,7 +260,7 @@ def _remainder_steps(loop: Loop, k: ast.expr) -> Iterator[ast.Call]:
                 return  # another loop (its steps are its own windows'), a definition
             stepped = _step_in(stmt, loop, targets, 0)
             if stepped is None:
-                if any(isinstance(n, ast.Call) and terminal(n.func) == "step" for n in ast.walk(stmt)):
+                if any(isinstance(n, ast.Call) and terminal(n.func) == "step" for n in subtree(stmt)):
                     return
                 continue
             scale = statement_grad_scale([stmt], loop, same)

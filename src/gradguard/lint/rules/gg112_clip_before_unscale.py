@@ -88,6 +88,7 @@ class Flow:
         self._exprs: Dict[int, List[ast.expr]] = {}  # id of a simple statement -> its expressions
         self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
         self._test_reads: Dict[tuple, FrozenSet[str]] = {}  # (branch test's key, tests seen) -> what they read
+        self._all_reads_at: Optional[Tuple[int, FrozenSet[str]]] = None  # (tests seen, what they all read)
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -198,7 +199,7 @@ class Flow:
             chain = chain.value
         if not isinstance(chain, ast.Name):
             return None
-        reads = {text(n) for n in ast.walk(it) if isinstance(n, (ast.Name, ast.Attribute))}
+        reads = {text(n) for n in subtree(it) if isinstance(n, (ast.Name, ast.Attribute))}
         if reads & {text(t) for t in _stores(loop)}:
             return None
         # in the words of the function the walk started in where it is a helper's parameter (a loop
@@ -224,11 +225,34 @@ class Flow:
         """An assignment to what a decided test reads (``scaler = None`` after ``if scaler:``): a test of
         the same words later on may take the other side."""
         stored = {text(t) for t in _stores(stmt)}
+        if not stored & self._all_reads():
+            return list(states)  # no test seen so far reads what this assignment sets
+        # per key and per set of decisions, once per assignment: the states of a long trainer share most
+        # of their decisions, and asking every state about every key was most of this rule's time
+        forgets: Dict[str, bool] = {}
+        kept_of: Dict[FrozenSet[Tuple[str, bool]], Optional[FrozenSet[Tuple[str, bool]]]] = {}
         out = []
         for s in states:
-            kept = frozenset(d for d in s.decided if not self._reads(d[0]) & stored)
-            out.append(s if len(kept) == len(s.decided) else s._replace(decided=kept))
+            if s.decided in kept_of:
+                kept = kept_of[s.decided]
+            else:
+                gone = False
+                for d in s.decided:
+                    forgets_it = forgets.get(d[0])
+                    if forgets_it is None:
+                        forgets_it = forgets[d[0]] = bool(self._reads(d[0]) & stored)
+                    gone = gone or forgets_it
+                kept = kept_of[s.decided] = frozenset(d for d in s.decided if not forgets[d[0]]) if gone else None
+            out.append(s if kept is None else s._replace(decided=kept))
         return out
+
+    def _all_reads(self) -> FrozenSet[str]:
+        """What every test seen so far reads (:meth:`_reads` of every key): an assignment to none of it
+        makes no decision forgotten."""
+        count = len(self._tests_seen)
+        if self._all_reads_at is None or self._all_reads_at[0] != count:
+            self._all_reads_at = (count, frozenset().union(*(self._reads(key) for key in self.tests)))
+        return self._all_reads_at[1]
 
     def _reads(self, key: str) -> FrozenSet[str]:
         """The names and attributes the tests seen under ``key`` read (with their prefixes: ``self.args``

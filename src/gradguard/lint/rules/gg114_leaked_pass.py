@@ -23,6 +23,7 @@ from .._ast import child_nodes, text
 from .._edits import Tree
 from .._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, READ, STEP, classify_call, classify_statement
 from .._model import Diagnostic, Loop, Report, backward_tensor
+from .._ast import subtree
 
 CODE = "GG114"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -151,7 +152,7 @@ def _reaches_no_parameter(call: ast.Call, scope: ast.AST, module) -> bool:
         return False
     # every use of those names is its own binding or this pass: no optimizer or model is given one
     binds = {id(t) for name in names for b in assigned[name] for t in b.targets}
-    inside = {id(n) for root in [call] + [b.value for name in names for b in assigned[name]] for n in ast.walk(root)}
+    inside = {id(n) for root in [call] + [b.value for name in names for b in assigned[name]] for n in subtree(root)}
     return not any(
         isinstance(n, ast.Name) and n.id in names and id(n) not in binds and id(n) not in inside for n in _walk(scope)
     )
@@ -193,7 +194,7 @@ def _closed(e: ast.AST, module, assigned: Dict[str, list], names: set, depth: in
             _closed(a, module, assigned, names, depth) for a in [*e.args, *(k.value for k in e.keywords)])
     if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Starred, ast.Slice,
                       ast.JoinedStr, ast.FormattedValue)):
-        return all(_closed(c, module, assigned, names, depth) for c in ast.iter_child_nodes(e)
+        return all(_closed(c, module, assigned, names, depth) for c in child_nodes(e)
                    if not isinstance(c, (ast.expr_context, ast.operator, ast.unaryop)))
     return False
 
@@ -240,12 +241,12 @@ def _apart_from_the_updates(call: ast.Call, scope: ast.AST, loop: Loop) -> bool:
 def _other_bindings(scope: ast.AST, names: set) -> bool:
     """Whether ``scope`` binds one of ``names`` otherwise than by a plain assignment or an augmented one
     (a loop or ``with`` target, a parameter, an import, a ``global``/``nonlocal``, a walrus)."""
-    for n in ast.walk(scope):
+    for n in subtree(scope):
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
-            if any(isinstance(t, ast.Name) and t.id in names for t in ast.walk(n.target)):
+            if any(isinstance(t, ast.Name) and t.id in names for t in subtree(n.target)):
                 return True
         elif isinstance(n, ast.withitem) and n.optional_vars is not None:
-            if any(isinstance(t, ast.Name) and t.id in names for t in ast.walk(n.optional_vars)):
+            if any(isinstance(t, ast.Name) and t.id in names for t in subtree(n.optional_vars)):
                 return True
         elif isinstance(n, ast.arg) and n.arg in names:
             return True
@@ -287,8 +288,8 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     root = scope if scope is not None else loop.module.tree
     bound = bound or any(
         isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < loop.node.lineno
-        and any(isinstance(x, ast.Name) and x.id == head for tgt in (n.targets if isinstance(n, ast.Assign) else [n.target]) for x in ast.walk(tgt))
-        for n in ast.walk(root)
+        and any(isinstance(x, ast.Name) and x.id == head for tgt in (n.targets if isinstance(n, ast.Assign) else [n.target]) for x in subtree(tgt))
+        for n in subtree(root)
     )
     if not bound:
         return None

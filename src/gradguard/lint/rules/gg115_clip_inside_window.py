@@ -24,6 +24,8 @@ from .._ast import terminal, text
 from .._events import CLEAR, MANAGED, MAYBE_CLEAR
 from .._flow import condition_key
 from .._model import Loop, Report, is_boundary_test, steps_after, tests
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG115"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -51,7 +53,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     step_tests = [test for e in loop.steps for test, _ in tests(e) if isinstance(test, ast.AST)]
     open_paths = open_paths if loop.steps and not loop.accumulate else None
     dumps = {ast.dump(t) for t in step_tests}
-    read = {n.id for t in step_tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    read = {n.id for t in step_tests for n in subtree(t) if isinstance(n, ast.Name)}
     for clip, sides, stmt in _clips(loop.node.body, loop, (), 0, set()):
         guards = [t for t, _ in sides]
         if any(is_boundary_test(t) or ast.dump(t) in dumps for t in guards):
@@ -59,7 +61,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         if open_paths is not None and not any(_may_run(p, sides, loop) for p in open_paths):
             continue  # every path that leaves the window open took the other side of a test around the clip
         if isinstance(stmt, ast.Assign) and stmt.value is clip and read & {
-                n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}:
+                n.id for t in stmt.targets for n in subtree(t) if isinstance(n, ast.Name)}:
             continue  # `norm = clip(...); if isfinite(norm): step()`: an iteration that skips a bad step, not a window
         where = "inside `with accelerator.accumulate(...)`, whose steps wait for the window's last micro-batch" if loop.accumulate else (
             f"in the loop at line {loop.node.lineno}, which back-propagates on iterations that do not step")
@@ -90,7 +92,7 @@ def _fixed(test: ast.expr, loop: Loop) -> bool:
     stored = loop.__dict__.get("_gg115_stored")
     if stored is None:
         stored = loop.__dict__["_gg115_stored"] = _stored(loop)
-    for n in ast.walk(test):
+    for n in subtree(test):
         if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Await, ast.Lambda)):
             return False
         if isinstance(n, (ast.Name, ast.Attribute)) and text(n) in stored:
@@ -101,7 +103,7 @@ def _fixed(test: ast.expr, loop: Loop) -> bool:
 def _stored(loop: Loop) -> frozenset:
     """What an iteration may set: the loop's own stores, and the attributes the helpers it reaches set
     (their local names are their own)."""
-    out = {text(n) for n in ast.walk(loop.node) if isinstance(n, (ast.Name, ast.Attribute))
+    out = {text(n) for n in subtree(loop.node) if isinstance(n, (ast.Name, ast.Attribute))
            and isinstance(n.ctx, (ast.Store, ast.Del))}
     todo, seen = [loop.node], set()
     while todo:
@@ -111,7 +113,7 @@ def _stored(loop: Loop) -> frozenset:
             if helper is not None and id(helper) not in seen:
                 seen.add(id(helper))
                 todo.append(helper)
-                out |= {text(n) for n in ast.walk(helper) if isinstance(n, ast.Attribute)
+                out |= {text(n) for n in subtree(helper) if isinstance(n, ast.Attribute)
                         and isinstance(n.ctx, (ast.Store, ast.Del))}
     return frozenset(out)
 
@@ -188,4 +190,4 @@ def _calls(nodes) -> Iterator[ast.Call]:
             continue
         if isinstance(n, ast.Call):
             yield n
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))

@@ -30,6 +30,8 @@ from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, PARTIAL, STEP
 from .._flow import condition_key
 from .._frameworks import is_lightning_module, is_manual_lightning
 from .._model import Loop, Module, Report
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG116"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -132,7 +134,7 @@ def _functions_of(module: Module) -> set:
     own = module.__dict__.get("_gg116_functions")
     if own is None:
         own = module.__dict__["_gg116_functions"] = {
-            id(n) for n in ast.walk(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            id(n) for n in subtree(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return own
 
 
@@ -170,7 +172,7 @@ def _sides(loop: ast.AST, clip: ast.Call) -> List[Tuple[str, bool]]:
     out: List[Tuple[str, bool]] = []
 
     def visit(node) -> bool:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if child is clip:
                 return True
             if isinstance(node, ast.If) and child is not node.test:
@@ -210,7 +212,7 @@ def _clips(stmts) -> Iterator[ast.Call]:
             continue
         if isinstance(n, ast.Call) and terminal(n.func) in _CLIPS and not _unbounded(n):
             yield n
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))
 
 
 def _unbounded(call: ast.Call) -> bool:

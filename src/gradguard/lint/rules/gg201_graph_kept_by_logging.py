@@ -22,6 +22,8 @@ from .._events import CUTTING_ATTRS
 from .._flow import condition_key
 from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_batches_of, tests
 from .gg104_unscaled_accumulation import reaching
+from .._ast import subtree
+from .._ast import child_nodes
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -53,7 +55,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
-    backwarded = {n.id for t in tensors for n in ast.walk(t or ast.Pass()) if isinstance(n, ast.Name)}
+    backwarded = {n.id for t in tensors for n in subtree(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
     backward_nodes = {id(b.node) for b in loop.backwards}
     for node, total, value in running_sums(loop.node):
@@ -87,9 +89,9 @@ def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, b
     for inner in body_nodes(loop.node):
         if not isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) or inner is loop.node:
             continue
-        if not any(n is node for n in ast.walk(inner)) or any(id(n) in backward_nodes for n in ast.walk(inner)):
+        if not any(n is node for n in subtree(inner)) or any(id(n) in backward_nodes for n in subtree(inner)):
             continue
-        top = next((st for st in inner.body if any(n is node for n in ast.walk(st))), None)
+        top = next((st for st in inner.body if any(n is node for n in subtree(st))), None)
         if top is None:
             continue
         before = inner.body[: inner.body.index(top)]
@@ -100,8 +102,8 @@ def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, b
         carriers = loss_carriers(value, set(assignments(inner)))
         if not carriers or not carriers <= bound:
             continue
-        quiet = {id(n) for w in ast.walk(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                 for st in w.body for n in ast.walk(st)}
+        quiet = {id(n) for w in subtree(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+                 for st in w.body for n in subtree(st)}
         values = assignments(inner)
         return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
     return False
@@ -176,7 +178,7 @@ def _keys_of(loop: Loop, stmt: ast.stmt, key: ast.expr) -> Optional[set]:
     if not isinstance(key, ast.Name):
         return None
     inner = next((n for n in body_nodes(loop.node) if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name)
-                  and n.target.id == key.id and any(c is stmt for c in ast.walk(n))), None)
+                  and n.target.id == key.id and any(c is stmt for c in subtree(n))), None)
     if inner is None:
         return None
     it = inner.iter
@@ -233,8 +235,8 @@ def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:
     """The object's own totals (``self.x``, ``self.x[i]``) that ``method`` adds ``param`` into, directly or
     element by element (``for i, v in enumerate(param): self.sums[i] += v``)."""
     names = {param}
-    for n in ast.walk(method):
-        if isinstance(n, (ast.For, ast.AsyncFor)) and any(isinstance(c, ast.Name) and c.id in names for c in ast.walk(n.iter)):
+    for n in subtree(method):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and any(isinstance(c, ast.Name) and c.id in names for c in subtree(n.iter)):
             it = n.iter
             target = n.target.elts[-1] if (isinstance(it, ast.Call) and terminal(it.func) == "enumerate"
                                            and isinstance(n.target, ast.Tuple)) else n.target
@@ -256,7 +258,7 @@ def _cut_first(fn: ast.AST, name: str, stmt: ast.stmt) -> bool:
                 and any(name in target_names(t) for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
     if not bindings or not all(isinstance(b, ast.Assign) and _cut_for_tensors(b.value, name) for b in bindings):
         return False
-    top = next((s for s in fn.body if s is stmt or any(c is stmt for c in ast.walk(s))), None)
+    top = next((s for s in fn.body if s is stmt or any(c is stmt for c in subtree(s))), None)
     return top is not None and _block_cuts(fn.body[: fn.body.index(top)], name)
 
 
@@ -333,7 +335,7 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
 
     def grows_in(host: ast.AST):
         def grows(n: ast.AST) -> bool:  # a loop whose iterations are separate updates, or a pass over the data
-            inside = [c for c in ast.walk(n)]
+            inside = [c for c in subtree(n)]
             stepped = [steps[id(c)] for c in inside if id(c) in steps]
             if stepped:
                 # a loop over the optimizers it steps (`for clf, opt in zip(heads, opts)`): each optimizer
@@ -345,7 +347,7 @@ def _rebound_in_update(loop: Loop, stmt: ast.stmt, total: str) -> bool:
                 return False
             # passes whose step follows them in the same iteration of `host`: that iteration is one update
             own = {id(c) for c in inside}
-            return not any(id(c) in steps and id(c) not in own and getattr(c, "lineno", 0) > n.end_lineno for c in ast.walk(host))
+            return not any(id(c) in steps and id(c) not in own and getattr(c, "lineno", 0) > n.end_lineno for c in subtree(host))
         return grows
 
     at = _binding_loop(stmt, total, outer, parents, grows_in)
@@ -358,8 +360,8 @@ def _over_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
     iteration's data, not a data loader from outside, so its passes are one update's."""
     if not isinstance(n, (ast.For, ast.AsyncFor)):
         return False
-    called = {id(c.func) for c in ast.walk(n.iter) if isinstance(c, ast.Call)}
-    names = {c.id for c in ast.walk(n.iter) if isinstance(c, ast.Name) and id(c) not in called}
+    called = {id(c.func) for c in subtree(n.iter) if isinstance(c, ast.Call)}
+    names = {c.id for c in subtree(n.iter) if isinstance(c, ast.Name) and id(c) not in called}
     if not names:
         return False
     bound: set = set()
@@ -394,7 +396,7 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
     """``name`` was back-propagated, then bound again later in the iteration, before ``stmt``, to a value read
     from nothing the loop computes (``(p_loss, c_loss) = metrics.get_stats()`` after the backward pass): at
     ``stmt`` it holds that value, not the loss tensor."""
-    parents = {id(c): n for n in ast.walk(loop.node) for c in ast.iter_child_nodes(n)}
+    parents = {id(c): n for n in subtree(loop.node) for c in child_nodes(n)}
     sites = _backward_sites(loop)
     node = stmt
     while node is not loop.node:
@@ -407,13 +409,13 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
             earlier = block[: next(i for i, s in enumerate(block) if s is node)]
             for i in range(len(earlier) - 1, -1, -1):
                 s = earlier[i]
-                if isinstance(s, ast.Assign) and any(isinstance(c, ast.Name) and c.id == name for t in s.targets for c in ast.walk(t)):
-                    reads_loop = any(isinstance(c, ast.Name) and c.id in assigned for c in ast.walk(s.value))
+                if isinstance(s, ast.Assign) and any(isinstance(c, ast.Name) and c.id == name for t in s.targets for c in subtree(t)):
+                    reads_loop = any(isinstance(c, ast.Name) and c.id in assigned for c in subtree(s.value))
                     after = any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward")
-                                for e in earlier[:i] for n in ast.walk(e))
+                                for e in earlier[:i] for n in subtree(e))
                     return after and not reads_loop
                 if any(isinstance(c, (ast.Assign, ast.AugAssign)) and any(isinstance(x, ast.Name) and x.id == name
-                       for t in (c.targets if isinstance(c, ast.Assign) else [c.target]) for x in ast.walk(t)) for c in ast.walk(s)):
+                       for t in (c.targets if isinstance(c, ast.Assign) else [c.target]) for x in subtree(t)) for c in subtree(s)):
                     return False  # bound inside a nested block: not on every path
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and parent is not loop.node:
             return False
@@ -440,15 +442,15 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
     own = _own_attribute(loop, scope, total)
     if not (re.fullmatch(r"\w+", total) or own):
         return False
-    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total in n.names for n in ast.walk(scope)):
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total in n.names for n in subtree(scope)):
         return False
-    at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in ast.walk(s))), None)
+    at = next((i for i, s in enumerate(scope.body) if any(n is loop.node for n in subtree(s))), None)
     if at is None:
         return False
 
     def fresh(name: str) -> bool:  # bound afresh at the function's own level, before the loop
         return any(isinstance(s, ast.Assign) and any(text(t) == name for t in s.targets)
-                   and not any(text(n) == name for n in ast.walk(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
+                   and not any(text(n) == name for n in subtree(s.value) if isinstance(n, (ast.Name, ast.Attribute)))
                    for s in scope.body[:at])
 
     if not fresh(total):
@@ -465,7 +467,7 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
     if any(text(t) != total and _keeps_text(v, total) and not fresh(text(t)) for _, t, v in running_sums(loop.node)):
         return False
     if any(isinstance(n, ast.Assign) and _keeps_text(n.value, total) and any(not isinstance(t, ast.Name) for t in n.targets)
-           for n in ast.walk(scope)):
+           for n in subtree(scope)):
         return False  # stored on an object (`self.history = total`): it outlives the call
     if own:  # `self.losses`, bound afresh by each call: no other function of the class may add it into a total
         return not any(fn is not scope and any(_keeps_text(v, total) for _, t, v in running_sums(fn) if text(t) != total)
@@ -484,7 +486,7 @@ def _leaves_loop_after(loop_node: ast.AST, stmt: ast.stmt) -> bool:
                 return True
             if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            if any(isinstance(n, ast.Continue) for n in ast.walk(s)):
+            if any(isinstance(n, ast.Continue) for n in subtree(s)):
                 return False
         return False
 
@@ -492,7 +494,7 @@ def _leaves_loop_after(loop_node: ast.AST, stmt: ast.stmt) -> bool:
         for i, s in enumerate(stmts):
             if s is stmt:
                 return leaves(stmts[i + 1:])
-            if not any(n is stmt for n in ast.walk(s)):
+            if not any(n is stmt for n in subtree(s)):
                 continue
             if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return False
@@ -537,8 +539,8 @@ def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
     name = fn.name
     parents = module.__dict__.get("_gg201_parents")
     if parents is None:
-        parents = module.__dict__["_gg201_parents"] = {id(c): n for n in ast.walk(module.tree) for c in ast.iter_child_nodes(n)}
-    for call in ast.walk(module.tree):
+        parents = module.__dict__["_gg201_parents"] = {id(c): n for n in subtree(module.tree) for c in child_nodes(n)}
+    for call in subtree(module.tree):
         if not (isinstance(call, ast.Call) and terminal(call.func) == name and call.func is not fn):
             continue
         stmt, node = None, call
@@ -551,11 +553,11 @@ def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
         if stmt is None:
             return True
         held = {t for tg in (stmt.targets if isinstance(stmt, ast.Assign) else []) for t in target_names(tg)}
-        for n in ast.walk(node):
+        for n in subtree(node):
             added = n.value if isinstance(n, ast.AugAssign) else (
                 n.value.args[0] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
                 and n.value.func.attr in ("append", "extend", "add") and n.value.args else None)
-            if added is not None and (any(c is call for c in ast.walk(added)) or any(keeps_graph(added, h) for h in held)):
+            if added is not None and (any(c is call for c in subtree(added)) or any(keeps_graph(added, h) for h in held)):
                 return True
     return False
 
@@ -604,7 +606,7 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
     between, runs backward passes: the total then spans a training loop's iterations."""
     root = scope or module.tree
     training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
-    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
     host, node = None, loop_node
     while id(node) in parents and parents[id(node)] is not root:
         node = parents[id(node)]
@@ -620,7 +622,7 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
 
     def trains(n: ast.AST) -> bool:
         return id(n) in training or any(
-            id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in ast.walk(n))
+            id(c) in passes or (isinstance(c, ast.Call) and terminal(c.func) == "backward") for c in subtree(n))
 
     inner = set(assignments(loop_node)) - set(target_names(loop_node.target) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else ())
     return (not trains(loop_node) and _rebound_before(loop_node, total, host, parents, trains)
@@ -648,8 +650,8 @@ def _on_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
     itself, with the enclosing loop binding them first)."""
     if not isinstance(n, ast.While):
         return _over_this_iteration(n, parents)
-    called = {id(c.func) for c in ast.walk(n.test) if isinstance(c, ast.Call)}
-    names = {c.id for c in ast.walk(n.test) if isinstance(c, ast.Name) and id(c) not in called}
+    called = {id(c.func) for c in subtree(n.test) if isinstance(c, ast.Call)}
+    names = {c.id for c in subtree(n.test) if isinstance(c, ast.Name) and id(c) not in called}
     if not names:
         return False
     bound: set = set()
@@ -661,8 +663,8 @@ def _on_this_iteration(n: ast.AST, parents: Dict[int, ast.AST]) -> bool:
             break
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             # bound before the `while` in the enclosing loop's body, on its own level
-            block = next((b for b in (node.body, node.orelse) if any(s is n or any(c is n for c in ast.walk(s)) for s in b)), [])
-            before = block[: next((i for i, s in enumerate(block) if s is n or any(c is n for c in ast.walk(s))), 0)]
+            block = next((b for b in (node.body, node.orelse) if any(s is n or any(c is n for c in subtree(s)) for s in b)), [])
+            before = block[: next((i for i, s in enumerate(block) if s is n or any(c is n for c in subtree(s))), 0)]
             for st in before:
                 if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
                     for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
@@ -685,7 +687,7 @@ def _escapes(loop_node: ast.AST, total: str) -> bool:
     name = total.split(".")[-1]
     if any(text(t) != total and keeps_graph(v, name) for _, t, v in running_sums(loop_node)):
         return True
-    for c in ast.walk(loop_node):
+    for c in subtree(loop_node):
         if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr not in _GRAPH_METHODS
                 and c.func.attr not in _NUMBER_SINKS):
             receiver = c.func.value
@@ -704,13 +706,13 @@ def _feeds_backward(module: Module, scope, loop_node: ast.AST, assigns: Dict[str
     the call.)"""
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(total, ast.Name):
         return False
-    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total.id in n.names for n in ast.walk(scope)):
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and total.id in n.names for n in subtree(scope)):
         return False
-    at = next((i for i, s in enumerate(scope.body) if any(n is loop_node for n in ast.walk(s))), None)
+    at = next((i for i, s in enumerate(scope.body) if any(n is loop_node for n in subtree(s))), None)
     if at is None or not any(isinstance(s, ast.Assign) and any(text(t) == total.id for t in s.targets) for s in scope.body[:at]):
         return False  # bound before the loop at the function's own level: afresh at every call
-    if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n is not loop_node and any(c is loop_node for c in ast.walk(n))
-           for n in ast.walk(scope.body[at])):
+    if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n is not loop_node and any(c is loop_node for c in subtree(n))
+           for n in subtree(scope.body[at])):
         return False  # inside another loop: its iterations add into the total bound once before it
     targets = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
     return _flows_into_backward(scope, loop_node, set(assigns) - targets - {total.id})
@@ -721,21 +723,21 @@ def _flows_into_backward(within: ast.AST, loop_node: ast.AST, live: set) -> bool
     ``within`` after the loop (a name bound again from something else no longer holds it), reaches a
     backward pass: the loop is part of the forward pass that pass differentiates."""
     live = set(live)
-    after = sorted((n for n in ast.walk(within) if isinstance(n, ast.stmt) and n.lineno > loop_node.end_lineno),
+    after = sorted((n for n in subtree(within) if isinstance(n, ast.stmt) and n.lineno > loop_node.end_lineno),
                    key=lambda n: (n.lineno, n.col_offset))
     for n in after:
         if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
             call = n.value
             if terminal(call.func) == "backward" and any(
-                    isinstance(c, ast.Name) and c.id in live for c in ast.walk(backward_tensor(call) or ast.Pass())):
+                    isinstance(c, ast.Name) and c.id in live for c in subtree(backward_tensor(call) or ast.Pass())):
                 return True
             if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend") and isinstance(
-                    call.func.value, ast.Name) and any(isinstance(c, ast.Name) and c.id in live for a in call.args for c in ast.walk(a)):
+                    call.func.value, ast.Name) and any(isinstance(c, ast.Name) and c.id in live for a in call.args for c in subtree(a)):
                 live.add(call.func.value.id)
         elif isinstance(n, (ast.Assign, ast.AugAssign)):
-            bound = {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(t)
+            bound = {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in subtree(t)
                      if isinstance(c, ast.Name)}
-            if any(isinstance(c, ast.Name) and c.id in live for c in ast.walk(n.value)):
+            if any(isinstance(c, ast.Name) and c.id in live for c in subtree(n.value)):
                 live |= bound
             elif isinstance(n, ast.Assign):
                 live -= bound
@@ -750,8 +752,8 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
     # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
     # the name is computed there)
     quiet = {
-        id(n) for w in ast.walk(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-        for stmt in w.body for n in ast.walk(stmt)
+        id(n) for w in subtree(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+        for stmt in w.body for n in subtree(stmt)
     }
     losses = {
         name
@@ -801,7 +803,7 @@ def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set
             return callee and all(ok(a) for a in e.args) and all(ok(k.value) for k in e.keywords)
         if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple, ast.List,
                           ast.IfExp, ast.Slice, ast.Starred)):
-            return all(ok(c) for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr))
+            return all(ok(c) for c in child_nodes(e) if isinstance(c, ast.expr))
         return False
 
     def value_ok(name, v) -> bool:
@@ -862,7 +864,7 @@ def _returns_cut(module: Module, value, scope) -> bool:
         quiet: set = set()
         if not off:
             quiet = {id(n) for w in body_nodes(fn) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                     for st in w.body for n in ast.walk(st)}
+                     for st in w.body for n in subtree(st)}
         computed = _bound_only_in(fn, quiet) if quiet else set()
         for r in returns:
             v = r.value
@@ -874,7 +876,7 @@ def _returns_cut(module: Module, value, scope) -> bool:
                 v = v.elts[index]
             if _cut(v) or off:
                 continue
-            if id(r) in quiet and all(n.id in computed for n in ast.walk(v) if isinstance(n, ast.Name)
+            if id(r) in quiet and all(n.id in computed for n in subtree(v) if isinstance(n, ast.Name)
                                       and not _called(n, v)):
                 continue
             return False
@@ -883,7 +885,7 @@ def _returns_cut(module: Module, value, scope) -> bool:
 
 def _called(name: ast.Name, within: ast.AST) -> bool:
     """``name`` is the function a call inside ``within`` calls (``f`` of ``f(x)``)."""
-    return any(isinstance(c, ast.Call) and c.func is name for c in ast.walk(within))
+    return any(isinstance(c, ast.Call) and c.func is name for c in subtree(within))
 
 
 def _bound_only_in(fn: ast.AST, quiet: set) -> set:
@@ -986,7 +988,7 @@ def is_weight(node: ast.expr, loop_names) -> bool:
             root.id not in loop_names or root.id in getattr(loop_names, "data", ())))
     if isinstance(node, ast.Call):
         return terminal(node.func) in ("size", "numel", "len", "float", "int", "item") or any(
-            isinstance(n, ast.Compare) for n in ast.walk(node)
+            isinstance(n, ast.Compare) for n in subtree(node)
         )
     return False
 
@@ -1136,7 +1138,7 @@ def _set_only_in_init(module: Module) -> frozenset:
     if cached is not None:
         return cached
     inits, others = set(), set()
-    for fn in ast.walk(module.tree):
+    for fn in subtree(module.tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         into = inits if fn.name == "__init__" else others
@@ -1253,7 +1255,7 @@ def _returns_backwarded(fn: ast.AST) -> bool:
         n.id
         for c in body_nodes(fn)
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
-        for n in ast.walk(backward_tensor(c) or ast.Pass())
+        for n in subtree(backward_tensor(c) or ast.Pass())
         if isinstance(n, ast.Name)
     }
     return any(isinstance(r, ast.Name) and r.id in backwarded for r in returns_of(fn))
@@ -1273,7 +1275,7 @@ def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:
                 value = stmt.value
                 if isinstance(value, ast.Constant) or (
                     isinstance(value, ast.Call) and terminal(value.func) in ("zeros", "zeros_like", "tensor")
-                    and not any(isinstance(n, ast.Name) and n.id == total for n in ast.walk(value))
+                    and not any(isinstance(n, ast.Name) and n.id == total for n in subtree(value))
                 ):
                     yield stmt, guards
             inner = guards + (stmt.test,) if isinstance(stmt, ast.If) else guards
@@ -1309,7 +1311,7 @@ def keeps_graph(expr: ast.AST, name: str) -> bool:
             return False
         return keeps_graph(func, name) or any(keeps_graph(a, name) for a in expr.args)
     if isinstance(expr, (ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List)):
-        return any(keeps_graph(c, name) for c in ast.iter_child_nodes(expr))
+        return any(keeps_graph(c, name) for c in child_nodes(expr))
     return False
 
 
@@ -1339,9 +1341,9 @@ def backwarded_later(module, scope, name: str) -> bool:
     # after it, for the log: above that line `loss` holds another value); `loss = loss.mean()` derives nothing
     since = {name: 0}
     edits = [(n.lineno, {c.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                         for c in ast.walk(t) if isinstance(c, ast.Name)},
-              {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)})
-             for n in ast.walk(scope or module.tree) if isinstance(n, (ast.Assign, ast.AugAssign))]
+                         for c in subtree(t) if isinstance(c, ast.Name)},
+              {c.id for c in subtree(n.value) if isinstance(c, ast.Name)})
+             for n in subtree(scope or module.tree) if isinstance(n, (ast.Assign, ast.AugAssign))]
     changed = True
     while changed:
         changed = False
@@ -1353,8 +1355,8 @@ def backwarded_later(module, scope, name: str) -> bool:
                         changed = True
     return any(
         isinstance(c, ast.Call) and terminal(c.func) == "backward"
-        and any(isinstance(n, ast.Name) and n.id in since and c.lineno > since[n.id] for n in ast.walk(c))
-        for c in ast.walk(scope or module.tree)
+        and any(isinstance(n, ast.Name) and n.id in since and c.lineno > since[n.id] for n in subtree(c))
+        for c in subtree(scope or module.tree)
     )
 
 
@@ -1364,7 +1366,7 @@ def returned_as_loss(module, scope, name: str) -> bool:
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or _evaluates(scope):
         return False
     names = derived_names(module, scope, name)
-    return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in ast.walk(r))
+    return any(isinstance(n, ast.Name) and n.id in names for r in returns_of(scope) for n in subtree(r))
 
 
 def derived_names(module, scope: ast.AST, name: str, sums: bool = False) -> set:
@@ -1378,9 +1380,9 @@ def derived_names(module, scope: ast.AST, name: str, sums: bool = False) -> set:
         edges = cache[(id(scope), sums)] = {}
         for n in body_nodes(scope) if hasattr(scope, "body") else ():
             if isinstance(n, ast.Assign) or (sums and isinstance(n, ast.AugAssign)):
-                reads = {c.id for c in ast.walk(n.value) if isinstance(c, ast.Name)}
+                reads = {c.id for c in subtree(n.value) if isinstance(c, ast.Name)}
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                    for target in {c.id for c in ast.walk(t) if isinstance(c, ast.Name)}:
+                    for target in {c.id for c in subtree(t) if isinstance(c, ast.Name)}:
                         for r in reads:
                             if r != target:
                                 edges.setdefault(r, set()).add(target)
@@ -1422,7 +1424,7 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             t = text(node.targets[0])
             if t in (text(node.value.left), text(node.value.right)) or _moving_average(node.value, t, loop_node):
                 if not parents:
-                    parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
+                    parents.update((id(c), n) for n in subtree(loop_node) for c in child_nodes(n))
                 if not _rebound_before(node, t, loop_node, parents):
                     yield node, node.targets[0], node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.IfExp):
@@ -1430,7 +1432,7 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
             grown = _grown_branch(node.value, text(node.targets[0]))
             if grown is not None:
                 if not parents:
-                    parents.update((id(c), n) for n in ast.walk(loop_node) for c in ast.iter_child_nodes(n))
+                    parents.update((id(c), n) for n in subtree(loop_node) for c in child_nodes(n))
                 if not _rebound_before(node, text(node.targets[0]), loop_node, parents):
                     yield node, node.targets[0], grown
 
@@ -1438,11 +1440,11 @@ def running_sums(loop_node: ast.AST) -> Iterator[tuple]:
 def _grown_branch(value: ast.IfExp, total: str) -> Optional[ast.BinOp]:
     """The ``total + x`` branch of ``x if total is None else total + x`` (either order): its test reads the
     total, one branch adds to it and the other starts it without reading it."""
-    if not any(text(n) == total for n in ast.walk(value.test)):
+    if not any(text(n) == total for n in subtree(value.test)):
         return None
     for grow, start in ((value.body, value.orelse), (value.orelse, value.body)):
         if (isinstance(grow, ast.BinOp) and isinstance(grow.op, ast.Add) and total in (text(grow.left), text(grow.right))
-                and not any(text(n) == total for n in ast.walk(start))):
+                and not any(text(n) == total for n in subtree(start))):
             return grow
     return None
 
@@ -1455,8 +1457,8 @@ def _moving_average(value: ast.BinOp, total: str, loop_node: ast.AST) -> bool:
     for old, other in ((value.left, value.right), (value.right, value.left)):
         if isinstance(old, ast.BinOp) and isinstance(old.op, ast.Mult):
             for mine, factor in ((old.left, old.right), (old.right, old.left)):
-                if text(mine) == total and not any(text(n) == total for n in ast.walk(factor)) and not any(
-                        text(n) == total for n in ast.walk(other)):
+                if text(mine) == total and not any(text(n) == total for n in subtree(factor)) and not any(
+                        text(n) == total for n in subtree(other)):
                     return not python_number(other, assignments(loop_node))
     return False
 
@@ -1479,7 +1481,7 @@ def _rebound_before(stmt: ast.stmt, total: str, loop_node: ast.AST, parents: Dic
                 for s in earlier:
                     for a in [s] + (s.body if isinstance(s, (ast.With, ast.AsyncWith)) else []):
                         if isinstance(a, ast.Assign) and any(text(t) == total for t in a.targets) and not any(
-                            text(n) == total for n in ast.walk(a.value) if isinstance(n, (ast.Name, ast.Attribute))
+                            text(n) == total for n in subtree(a.value) if isinstance(n, (ast.Name, ast.Attribute))
                         ):
                             return True
         if parent is not loop_node and not isinstance(parent, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.ExceptHandler)):
@@ -1539,7 +1541,7 @@ def _term(value: ast.AST, total: str, carriers=None) -> Optional[ast.AST]:
 
 def _tensor_total(t: Tree, stmt: ast.stmt, total: str) -> bool:
     scope = t.function_of(stmt) or t.tree
-    for n in ast.walk(scope):
+    for n in subtree(scope):
         if isinstance(n, ast.Assign) and any(ast.unparse(tg) == total for tg in n.targets) and n is not stmt:
             if "torch." in ast.unparse(n.value) or "zeros" in ast.unparse(n.value):
                 return True
@@ -1566,9 +1568,9 @@ def _only_logged(t: Tree, stmt: ast.stmt, name: str) -> bool:
     cutting its graph changes nothing but the memory it holds. Returned, back-propagated, stored,
     passed to another function or assigned to another name: it may be a loss, and no fix is offered."""
     scope = t.function_of(stmt) or t.tree
-    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(scope)):
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in subtree(scope)):
         return False
-    for node in ast.walk(scope):
+    for node in subtree(scope):
         if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
             continue
         if not _read_as_number(t, node, name):
@@ -1612,7 +1614,7 @@ def _read_as_number(t: Tree, node: ast.AST, name: str) -> bool:
 def _outermost_loop(stmt: ast.AST, root: ast.AST):
     """``(loop, parents)``: the outermost loop around ``stmt`` within its function (None if none), and the
     parent of every node under ``root`` by id."""
-    parents = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
     outer, node = None, stmt
     while id(node) in parents:
         node = parents[id(node)]

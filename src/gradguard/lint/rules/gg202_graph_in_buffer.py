@@ -23,6 +23,7 @@ from typing import Dict, FrozenSet, List, Optional
 
 from .._ast import no_grad_function, no_grad_with, nodes_of, subtree, terminal
 from .._model import Module, Report
+from .._ast import child_nodes
 
 CODE = "GG202"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -147,7 +148,7 @@ def _parameters(methods) -> FrozenSet[str]:
     """The attributes bound to ``nn.Parameter(...)`` in the class: they carry a graph like the inputs."""
     out = set()
     for fn in methods.values():
-        for node in ast.walk(fn):
+        for node in subtree(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and terminal(node.value.func) == "Parameter":
                 out.update(t.attr for t in node.targets if _self_attr(t))
     return frozenset(out)
@@ -156,7 +157,7 @@ def _parameters(methods) -> FrozenSet[str]:
 def _cut_somewhere(cls: ast.ClassDef) -> FrozenSet[str]:
     """The attributes whose graph the class cuts itself: ``self.X = self.X.detach()``, ``self.X.detach_()``."""
     out = set()
-    for node in ast.walk(cls):
+    for node in subtree(cls):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
             f = node.value.func
             if f.attr in ("detach", "clone") and _self_attr(f.value) and terminal(f.value) in {terminal(t) for t in node.targets}:
@@ -176,21 +177,21 @@ def _set_back(module: Module) -> FrozenSet[str]:
     if cached is not None:
         return cached
     out = set()
-    inits = {id(n) for f in ast.walk(module.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             and f.name == "__init__" for n in ast.walk(f)}
+    inits = {id(n) for f in subtree(module.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and f.name == "__init__" for n in subtree(f)}
     # `if self.h is None: self.h = torch.zeros(...)`: a first value, not a value set back
     guarded: Dict[str, set] = {}
-    for node in ast.walk(module.tree):
+    for node in subtree(module.tree):
         if isinstance(node, ast.If):
-            for a in ast.walk(node.test):
+            for a in subtree(node.test):
                 if isinstance(a, ast.Attribute):
-                    guarded.setdefault(a.attr, set()).update(id(n) for st in node.body for n in ast.walk(st))
-    for node in ast.walk(module.tree):
+                    guarded.setdefault(a.attr, set()).update(id(n) for st in node.body for n in subtree(st))
+    for node in subtree(module.tree):
         if isinstance(node, ast.Assign) and id(node) not in inits and (
                 isinstance(node.value, ast.Constant)
                 or isinstance(node.value, ast.Call) and terminal(node.value.func) in ("zeros", "zeros_like") and not any(
                     isinstance(c, ast.Attribute) and c.attr in {t.attr for t in node.targets if isinstance(t, ast.Attribute)}
-                    for c in ast.walk(node.value))):
+                    for c in subtree(node.value))):
             out.update(t.attr for t in node.targets if isinstance(t, ast.Attribute) and id(node) not in guarded.get(t.attr, ()))
     cached = module.__dict__["_gg202_set_back"] = frozenset(out)
     return cached
@@ -200,7 +201,7 @@ def _containers(cls: ast.ClassDef) -> FrozenSet[str]:
     """The attributes the class binds to a Python container (a dict, list or set display or comprehension,
     or a call of the built-in ``dict``/``list``/``set``): item assignment on them replaces an entry."""
     out = set()
-    for node in ast.walk(cls):
+    for node in subtree(cls):
         if isinstance(node, ast.Assign):
             v = node.value
             if isinstance(v, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) or (
@@ -380,7 +381,7 @@ class _Walker:
                 out |= self.labels(a.value if isinstance(a, ast.Starred) else a, env, depth, quiet)
             return out
         out = _NONE
-        for child in ast.iter_child_nodes(e):
+        for child in child_nodes(e):
             if isinstance(child, ast.expr):
                 out |= self.labels(child, env, depth, quiet)
         return out
@@ -407,7 +408,7 @@ class _Walker:
         if bound:  # a method of the class sees the caller's view of self's attributes
             inner.update({k: v for k, v in env.items() if k.startswith("self.")})
             # and the old value of each one it writes, so that a path that leaves it alone keeps it
-            for n in ast.walk(fn):
+            for n in subtree(fn):
                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _self_attr(n):
                     inner.setdefault("self." + n.attr, frozenset({"self:" + n.attr} | ({IN} if n.attr in self.params else set())))
         saved, self.returns = self.returns, []
@@ -416,7 +417,7 @@ class _Walker:
             # a function of the file is no method: its `self` attributes are not ours to judge
             after = self.run(fn.body, inner, depth + 1, quiet or not bound)
             found = self.returns
-            if bound and not any(isinstance(n, ast.Return) for n in ast.walk(fn)):
+            if bound and not any(isinstance(n, ast.Return) for n in subtree(fn)):
                 # run straight through (no early return): what it leaves in self's attributes holds afterwards
                 self.set_by[id(call)] = {k: v for k, v in after.items() if k.startswith("self.")}
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from .._model import Module, Report
+from .._ast import subtree
 
 CODE = "GG301"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -27,11 +28,11 @@ def check_module(module: Module, report: Report) -> None:
             # `model_accepts_loss_kwargs = False` (in the class or a base): the Trainer divides the
             # mean loss by the accumulation steps; `loss_is_scaled_for_ga` says what the loss is
             continue
-        if any(isinstance(n, ast.Attribute) and "gradient_accumulation_steps" in n.attr for stmt in fn.body for n in ast.walk(stmt)):
+        if any(isinstance(n, ast.Attribute) and "gradient_accumulation_steps" in n.attr for stmt in fn.body for n in subtree(stmt)):
             continue  # scales for the window itself (`loss / self.current_gradient_accumulation_steps`)
-        if any(isinstance(n, ast.Name) and n.id == "num_items_in_batch" for stmt in fn.body for n in ast.walk(stmt)):
+        if any(isinstance(n, ast.Name) and n.id == "num_items_in_batch" for stmt in fn.body for n in subtree(stmt)):
             continue
-        if any(isinstance(n, ast.Call) and any(k.arg is None for k in n.keywords) and _passes_locals(n) for stmt in fn.body for n in ast.walk(stmt)):
+        if any(isinstance(n, ast.Call) and any(k.arg is None for k in n.keywords) and _passes_locals(n) for stmt in fn.body for n in subtree(stmt)):
             continue  # `**locals()`-style forwarding
         report(
             CODE,
