@@ -572,7 +572,10 @@ def run_cell(tmp_path, kind, wrapper, smoothing, side, k, partial, bf16):
             check_trainer(make_trainer(tmp_path, model(), data, k, collate, **kw))
         return "exact; stock fails"
     report = check_trainer(make_trainer(tmp_path, model(), data, k, collate, **kw))
-    assert report.equivalent == (stock < 1e-5), (report, stock)
+    # the stock update is measured in float32 against the float64 reference: below the same round-off bound as
+    # exact()'s above it is exact (1.06e-5 on a left-padded Bart + LoRA cell with K=1, where nothing accumulates and
+    # check_trainer measures 2.6e-7); the stock errors the matrix exists for are 1e-2 and more
+    assert report.equivalent == (stock < 3e-5), (report, stock)
     if not report.equivalent:
         assert report.max_rel_diff == pytest.approx(stock, rel=1e-3), (report, stock)
         assert "no known cause" not in str(report), report
