@@ -1529,7 +1529,9 @@ def _round8_fixes_section() -> List[str]:
         "Steps until caught that changed (the watch's first finding of an expected code / the step at which the bug "
         "first changes an update, before → after): `c181` none → 1/1, `c188` None/1 → 1/1, `c191` None/1 → 1/1, "
         "`c194` None/1 → 1/1, `c196` none → 3/3, `c159` None/end → 1/end. The twins' findings are the linter's "
-        "GG103, the same before and after; no new finding on any twin.", "",
+        "GG103, the same before and after; no new finding on any twin. With the same round's GG103 work merged as well "
+        "(whole windows proved from the counts the files spell out), the run this page reports finds nothing on round "
+        "8's twins (the table at the top).", "",
         "Commands (the same on the code before and after, before = main at 391011b): `OMP_NUM_THREADS=1 python "
         "benchmarks/gradbench.py --round 8 --round 7 --no-doc --json r78.json`.", "",
         "Still missed, as notes: c190 by the linter (a `model.zero_grad()` inside a method of a class whose "
