@@ -451,3 +451,14 @@ def test_failure_classes_report_the_class_and_a_program():
     assert "### lint GG101 false negative: 1 of 1 programs at stake" in text
     assert "### lint GG104 false positive: 1 of 2 programs at stake" in text
     assert text.count("```python") == 2 and "optimizer.step()" in text
+
+
+def test_agreement_on_the_defects_a_run_shows_sets_aside_only_latent_codes():
+    """A latent code (it shows with one micro-batch more) is the linter's alone; any other extra code is a disagreement."""
+    row = {"form": "module", "required": ["GG102"], "accepted": ["GG103"], "latent": ["GG103"], "error": None}
+    latent_only = dict(row, lint=["GG102", "GG103"], watch=["GG102"])
+    other_extra = dict(row, lint=["GG102", "GG104"], watch=["GG102"])  # negative control: GG104 is not latent here
+    s = bench.summarise([{"index": 0, "rows": [latent_only]}, {"index": 1, "rows": [other_extra]}], ("lint", "watch"))
+    assert s["lint_watch_agreement"] == 0.0
+    assert s["lint_watch_agreement_shown"] == 0.5
+    assert "defects the run itself shows" in bench.table(s)
