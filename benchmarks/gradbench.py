@@ -1206,8 +1206,8 @@ REMOVED = {
         "bug. The maintainer confirms that the adaptation module's parameters are updated twice per batch (once by "
         "the PPO loss, once by the state-estimation loss) but describes it as the design's behaviour and nothing was "
         "changed; a twin would code our own opinion of the intent",
-    "c231_realtime_pose_53_validate_steps_the_optimizer": "a duplicate, removed after the tools ran and before "
-        "the figures were read: tensorboy/pytorch_Realtime_Multi-Person_Pose_Estimation#53 is the source of round "
+    "c231_realtime_pose_53_validate_steps_the_optimizer": "a duplicate, removed while the tools' first run of the "
+        "round was under way, before its figures were read: tensorboy/pytorch_Realtime_Multi-Person_Pose_Estimation#53 is the source of round "
         "6's c144_realtime_pose_53_validation_backward_and_step (the same issue, the same lines); the check that no "
         "round-10 repository is cited by an earlier round was run only with the round's tests, after the run",
     "c247_i2sb_9_inner_loop_loss_not_normalized": "no measurable effect (0.003 %): with AdamW (weight decay 0) a "
@@ -1505,7 +1505,12 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
          f"from then on. {sum(not _scope_any(c) for c in r10)} of the {len(r10)} cases are declared out of every "
          "tool's scope before the run (an update per time step where one per episode was meant, validation "
          "batches trained like training batches, a backward seeded with the loss): they count in *of all*, not "
-         "*in scope*.", "",
+         "*in scope*. The round's first figures were measured on src/ as it stood before the round (the round "
+         "changed nothing under src/): `python benchmarks/gradbench.py --round 10 --json r10.json`, rendered "
+         "with `--render` after the last full run of rounds 1 to 9. Five of the round's cases are unconfirmed by "
+         "their projects (issues closed without a maintainer's word, a pull request closed unmerged, one still "
+         "open; the audit lists them): they reproduce the reported mechanism, whose effect was measured, not a maintainer's "
+         "diagnosis.", "",
          "Round 9, as it was written (its figures above are in-sample now):", ""]
         prose += [] if latest < 9 else [
          f"Round 9 is the {len(r9)} cases from c{FIRST_ROUND_9} on, written the same way as rounds 6 to 8: "
