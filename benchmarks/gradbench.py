@@ -77,6 +77,7 @@ FIRST_ROUND_6 = 132  # the number of the first case of the sixth round
 FIRST_ROUND_7 = 152  # the number of the first case of the seventh round
 FIRST_ROUND_8 = 176  # the number of the first case of the eighth round
 FIRST_ROUND_9 = 200  # the number of the first case of the ninth round
+FIRST_ROUND_10 = 224  # the number of the first case of the tenth round
 #: The third round, written down (names, hence the split) before any of its cases was written or measured.
 #: Each is a published bug found in GitHub issues and pull requests (sources other than rounds 1-2's); the
 #: held-out half is decided by the same rule as round 2's (`Case.held_out`). A case removed later (say, an
@@ -502,6 +503,89 @@ ROUND_9_SOURCES = {
     "c223": ("https://github.com/adapter-hub/adapters/issues/260",
              "the optimizer is built on the model's parameters before model.add_adapter(...) creates the adapter, so the adapter's weights receive gradients but are not in the optimizer and never update"),
 }
+#: The tenth round, written down the same way (names, hence the split, and the sources below before any of its
+#: cases was written or measured), from published bugs whose repositories no earlier round cites (nor the projects of
+#: the independent evaluation the tracker quotes), once round 9's misses were being worked on (so round 9 is no longer
+#: held out). Same split rule (`Case.held_out`): held out c225 c227 c228 c229 c230 c235 c239 c240 c241 c242 c243 c244
+#: c247; the other half c224 c226 c231 c232 c233 c234 c236 c237 c238 c245 c246. A case removed later leaves the list
+#: for ``REMOVED``.
+ROUND_10 = (
+    "c224_skorch_636_lbfgs_closure_gradients_summed",
+    "c225_attention_augmented_conv2d_7_relative_logits_created_in_forward",
+    "c226_efficientpytorch_1_convs_replaced_after_optimizer",
+    "c227_refiners_326_clip_after_every_backward",
+    "c228_minimalrl_26_reinforce_step_every_time_step",
+    "c229_pytorch_tutorial_5_backward_seeded_with_loss",
+    "c230_pose_ae_train_11_validation_phase_trains",
+    "c231_realtime_pose_53_validate_steps_the_optimizer",
+    "c232_esrgan_pytorch_39_discriminator_gradients_never_cleared",
+    "c233_famo_4_clip_before_backward",
+    "c234_dino_20_no_zero_grad_without_amp",
+    "c235_mmcv_2083_resumed_cumulative_hook_loss_factor",
+    "c236_mmf_747_zero_grad_inside_update_window",
+    "c237_texar_pytorch_72_merge_layer_python_list",
+    "c238_openpcdet_960_parameter_on_non_leaf_module",
+    "c239_ultra_pytorch_6_returned_loss_keeps_graph",
+    "c240_dllm_rl_7_first_window_one_micro_batch_short",
+    "c241_ms_swift_10151_classification_head_left_out_of_optimizer",
+    "c242_tiny_diffusion_3_backward_seeded_with_loss",
+    "c243_pytorch_openai_transformer_lm_6_classifier_head_not_in_optimizer",
+    "c244_forward_forward_6_classifier_in_both_optimizers",
+    "c245_ms_swift_10165_gkd_micro_batch_token_means",
+    "c246_walk_these_ways_68_adaptation_module_in_two_optimizers",
+    "c247_i2sb_9_inner_loop_loss_not_normalized",
+)
+#: Where each round-10 case comes from, with the mechanism in one sentence, written down with the list.
+ROUND_10_SOURCES = {
+    "c224": ("https://github.com/skorch-dev/skorch/issues/636",
+             "optimizer_.zero_grad() was moved out of train_step_single (the closure) into train_step, so with LBFGS, which calls the closure several times per step, each evaluation adds its gradient to the previous ones"),
+    "c225": ("https://github.com/leaderj1001/Attention-Augmented-Conv2d/issues/7",
+             "the relative-position parameters key_rel_w and key_rel_h are created as nn.Parameter inside forward, so they are not among the model's parameters when the optimizer is built and are never optimized; the fix declares them in __init__"),
+    "c226": ("https://github.com/hustzxd/EfficientPyTorch/issues/1",
+             "the optimizer is defined before replace_conv_recursively swaps the Conv2d layers for Conv2dSQ ones, so it holds the old parameters and the new layers' weights are never updated; the fix defines the optimizer after the replacement"),
+    "c227": ("https://github.com/finegrain-ai/refiners/pull/326",
+             "the trainer clipped the gradients after every backward (every accumulation step) instead of once before each optimizer step, which is not equivalent when gradient_accumulation > 1"),
+    "c228": ("https://github.com/seungeunrho/minimalRL/issues/26",
+             "REINFORCE's train_net calls zero_grad, backward and step for every time step of the episode, so the policy is updated T times on partial returns instead of once on the whole episode's loss"),
+    "c229": ("https://github.com/sotte/pytorch_tutorial/issues/5",
+             "the linear-regression training calls loss.backward(loss), which seeds backpropagation with the loss value instead of 1, so every gradient is multiplied by the current loss"),
+    "c230": ("https://github.com/princeton-vl/pose-ae-train/issues/11",
+             "the train function used for both the 'train' and the 'val' phase ignores the phase and runs backward and the optimizer step, so the validation batches are trained on"),
+    "c231": ("https://github.com/tensorboy/pytorch_Realtime_Multi-Person_Pose_Estimation/issues/53",
+             "validate() calls optimizer.zero_grad(), total_loss.backward() and optimizer.step() on the validation batches, so validation also trains the network"),
+    "c232": ("https://github.com/Lornatang/ESRGAN-PyTorch/issues/39",
+             "of the two lines meant to clear the generator's and the discriminator's gradients both clear g_optimizer, so the discriminator's gradients are never cleared and each discriminator step applies the sum of all its earlier losses' gradients"),
+    "c233": ("https://github.com/Cranial-XIX/FAMO/issues/4",
+             "clip_grad_norm_ is called before loss.backward(), so it clips the previous (cleared) gradients and the optimizer steps on unclipped ones"),
+    "c234": ("https://github.com/IDEA-Research/DINO/issues/20",
+             "the training loop without AMP never calls optimizer.zero_grad(), so the gradients sum over all iterations (clip_grad_norm_ then bounds the sum)"),
+    "c235": ("https://github.com/open-mmlab/mmcv/issues/2083",
+             "after resuming, GradientCumulativeOptimizerHook compares the absolute iteration with divisible_iters counted from the resume point, so from that iteration on the loss is divided by remainder_iters (1) instead of cumulative_iters and each window's gradient is the sum of its micro-batches"),
+    "c236": ("https://github.com/facebookresearch/mmf/pull/747",
+             "start_update, which zeroes the gradients, ran at the wrong iterations, so gradients were not accumulated across the update_frequency batches and each update applied only part of its window"),
+    "c237": ("https://github.com/asyml/texar-pytorch/issues/72",
+             "MergeLayer keeps its sub-layers in a plain Python list instead of nn.ModuleList, so their parameters are not registered and an optimizer built on the module's parameters never trains them"),
+    "c238": ("https://github.com/open-mmlab/OpenPCDet/issues/960",
+             "the adam_onecycle optimizer builder collects parameters from leaf modules only, so an nn.Parameter attached directly to a non-leaf module never enters the optimizer and keeps its initial value"),
+    "c239": ("https://github.com/ULTR-Community/ULTRA_pytorch/issues/6",
+             "DLA's train() returns the loss tensor self.loss and the training loop accumulates it, so every step's graph is kept and CPU memory grows until it is used up; the fix returns self.loss.item()"),
+    "c240": ("https://github.com/Gen-Verse/dLLM-RL/issues/7",
+             "the loop enumerates from 1 but steps when (step + 1) % gradient_accumulation_steps == 0, so the first window holds one micro-batch fewer than the loss division assumes and later windows are offset by one"),
+    "c241": ("https://github.com/modelscope/ms-swift/pull/10151",
+             "with vit_lr or aligner_lr set, the optimizer groups are built from the language-model prefixes, which miss the sequence-classification head score, so score.weight receives gradients but is never updated"),
+    "c242": ("https://github.com/tanelp/tiny-diffusion/issues/3",
+             "the training loop calls loss.backward(loss), passing the loss as the gradient argument, so the gradients are scaled by the magnitude of the loss; the author removed it as committed by mistake"),
+    "c243": ("https://github.com/huggingface/pytorch-openai-transformer-lm/pull/6",
+             "the optimizer receives only the transformer's parameters, not those of the new task-specific classification head clf_head, so the head is never trained"),
+    "c244": ("https://github.com/loeweX/Forward-Forward/issues/6",
+             "the main optimizer excludes the parameters of model.classification_loss (a loss with no parameters) instead of model.linear_classifier, so the linear classifier's parameters are in both the main and the classifier optimizer and are stepped twice"),
+    "c245": ("https://github.com/modelscope/ms-swift/pull/10165",
+             "HF GKD normalizes the JSD loss by each micro-batch's valid-token count and gradient accumulation then averages these micro-batch means, so a token's weight depends on how the window is partitioned into micro-batches"),
+    "c246": ("https://github.com/Improbable-AI/walk-these-ways/issues/68",
+             "the adaptation module's parameters belong to both self.optimizer (the whole actor_critic) and adaptation_module_optimizer, so they are updated twice per batch, once with the PPO loss and again with the state-estimation loss"),
+    "c247": ("https://github.com/NVlabs/I2SB/issues/9",
+             "the training loop accumulates gradients over n_inner_loop micro-batches without dividing each loss by n_inner_loop, so each step applies the sum of the micro-batch gradients instead of their mean"),
+}
 WORKERS = 2
 
 sys.path.insert(0, str(SRC))
@@ -564,15 +648,16 @@ class Case:
         ``ROUND_6``), the same way, once round 5's misses were being fixed; 7: the seventh round (c152 on,
         ``ROUND_7``), the same way, once round 6's misses were being fixed; 8: the eighth round (c176 on,
         ``ROUND_8``), the same way, once round 7's misses were being fixed; 9: the ninth round (c200 on, ``ROUND_9``),
-        the same way, once round 8's misses were being fixed."""
+        the same way, once round 8's misses were being fixed; 10: the tenth round (c224 on, ``ROUND_10``), the same
+        way, once round 9's misses were being fixed."""
         number = self.number
-        return (9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
+        return (10 if number >= FIRST_ROUND_10 else 9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
                 else 4 if number >= FIRST_ROUND_4 else 3 if number >= FIRST_ROUND_3
                 else 2 if number >= FIRST_ROUND_2 else 1)
 
     @property
     def held_out(self) -> bool:
-        """The held-out half of rounds 2 to 9: the first byte of sha256(name) is even, fixed before any rule
+        """The held-out half of rounds 2 to 10: the first byte of sha256(name) is even, fixed before any rule
         work on them. Never tuned on: its misses are notes, fixed only in a later round with new held-out cases."""
         return self.round >= 2 and hashlib.sha256(self.name.encode()).digest()[0] % 2 == 0
 
@@ -1012,6 +1097,50 @@ AUDIT = {
     "c43": ("Soup#720 read; fixed by Soup#742 (merged): ratio 4.0 with four equal micro-batches", "matches; confirmed"),
     "c44": ("MultimediaTechLab/YOLO#83 read: 1-2 MB leaked per batch; the fix keeps `.item()` values, merged", "matches; confirmed"),
 }
+#: The fidelity audit of round 10, written as its cases were written: how each header was checked against its source
+#: and whether the project confirmed the bug (a merged fix or a maintainer's acknowledgement).
+AUDIT_10 = {
+    "c224": ("skorch#636 read (closed, labelled bug): the reporter's bisection to the commit moving zero_grad out of train_step_single and the maintainer's reply; NeuralNet was not read",
+             "matches the report; confirmed (the maintainer: 'You are right, the commit you identified is the reason')"),
+    "c225": ("Attention-Augmented-Conv2d#7 read (open): the report on key_rel_w/key_rel_h created in relative_logits and the author's replies; attention_augmented_conv.py was not read",
+             "matches the report; confirmed (the author: 'I have solved this problem by declaring nn.Parameter() when doing __init__')"),
+    "c226": ("EfficientPyTorch#1 read (closed, labelled bug): the author's note with the corrected order; the wrapper and Conv2dSQ were not read (written anew)",
+             "matches the note; confirmed (opened and fixed by the author)"),
+    "c227": ("refiners#326 read (merged): the description of the clip moved from after each backward to before each optimizer step and its non-equivalence under accumulation; the trainer was not read",
+             "matches the description; confirmed (merged)"),
+    "c228": ("minimalRL#26 read (closed): the quoted train_net and a maintainer's reply that the update belongs after the loop; REINFORCE.py beyond the excerpt was not read; CartPole replaced",
+             "matches the excerpt; confirmed (a maintainer: 'That's right ... i fixed it')"),
+    "c229": ("pytorch_tutorial#5 read (closed): the question on loss.backward(loss) and the author's reply; the notebook was not read",
+             "matches the question; confirmed (the author: 'that should not be there ... Fixed it')"),
+    "c230": ("pose-ae-train#11 read (closed): the quoted train loop over ['train', 'val'] and make_train ignoring the phase; pull request #20 names the earlier fix; the files were not read beyond the excerpts",
+             "matches the excerpt; confirmed (fixed by a pull request, #20 refers to it)"),
+    "c232": ("ESRGAN-PyTorch#39 read (closed): the report that both lines clear g_optimizer and the maintainer's reply; train_gan.py read at a later, fixed commit for the loop's structure",
+             "matches the report; confirmed (the maintainer: 'You are right')"),
+    "c233": ("FAMO#4 read (closed): the question on clip_grad_norm_ before loss.backward() and the author's reply; famo.py was not read beyond the question",
+             "matches the question; confirmed (the author: 'thanks for catching this bug, it should be after')"),
+    "c234": ("DINO#20 read (closed): the report of no optimizer.zero_grad() without amp and the maintainers' reply; engine.py was not read beyond the report",
+             "matches the report; confirmed (a maintainer: 'We have fixed the bug')"),
+    "c235": ("mmcv#2083 read (closed): bug case 2 with its numbers and the proposed fix; the fix #2093 is merged; the hook is written from the quoted logic",
+             "matches the report's case 2; confirmed (merged fix)"),
+    "c236": ("mmf#747 read (closed): the description of start_update zeroing at the wrong time and the reviewer's question; the trainer mixins were not read",
+             "matches the description; confirmed by the description only (the pull request was closed, not merged; #626 is the issue it addresses) - unconfirmed"),
+    "c237": ("texar-pytorch#72 read (closed, labelled bug, priority high): the report pointing at MergeLayer's Python list; layers.py was not read",
+             "matches the report; confirmed (labelled bug by the maintainers, closed)"),
+    "c238": ("OpenPCDet#960 read (closed as stale): the report on flatten_model keeping leaf modules and the reporter's workaround; the builder was not read",
+             "matches the report; unconfirmed (no maintainer reply)"),
+    "c239": ("ULTRA_pytorch#6 read (closed): the report and its .item() fix; dla.py read (train() returns self.loss); the main loop follows upstream ULTRA's",
+             "matches the report; unconfirmed (closed without a reply; the returned tensor was read in dla.py)"),
+    "c240": ("dLLM-RL#7 read (closed): the quoted loop with enumerate(start=1) and (step + 1) %; the training script was not read beyond the excerpt",
+             "matches the excerpt; unconfirmed (closed without a visible reply)"),
+    "c241": ("ms-swift#10151 read (merged): the description of the score head missed by the name prefixes; the optimizer builder was not read",
+             "matches the description; confirmed (merged)"),
+    "c242": ("tiny-diffusion#3 read (closed): the question on loss.backward(loss) and the author's reply with the commit; ddpm.py was not read beyond it",
+             "matches the question; confirmed (the author: 'committed by mistake. Changed in 726b6bb')"),
+    "c243": ("pytorch-openai-transformer-lm#6 read (merged): the description that the optimizer lacks clf_head and the maintainer's reply; train.py was not read",
+             "matches the description; confirmed (merged; the maintainer: 'You are right!')"),
+    "c245": ("ms-swift#10165 read (open): the description of per-micro-batch token normalization under accumulation and its measurements; gkd_trainer.py was not read",
+             "matches the description; unconfirmed (open pull request)"),
+}
 #: The fidelity audit of round 9, written as its cases were written: how each header was checked against its source
 #: (which text and which code were read) and the verdict ("confirmed" = a merged fix or a maintainer's
 #: acknowledgement; "unconfirmed" = not acknowledged by the project, kept because the program reproduces the reported
@@ -1068,6 +1197,22 @@ AUDIT_9 = {
 }
 #: Cases removed by the audit (their files are gone; the reason stays on record).
 REMOVED = {
+    "c244_forward_forward_6_classifier_in_both_optimizers": "removed before it was written: the mechanism written "
+        "down with the list was wrong. Read against the fixed src/utils.py, the bug left the linear classifier in the "
+        "main parameter group (main learning rate and weight decay) of a single SGD optimizer, with the classifier's "
+        "own group empty; no parameter sits in two optimizers and no gradient is mishandled (a learning-rate "
+        "assignment, not a gradient-buffer bug)",
+    "c246_walk_these_ways_68_adaptation_module_in_two_optimizers": "removed before it was written: not a confirmed "
+        "bug. The maintainer confirms that the adaptation module's parameters are updated twice per batch (once by "
+        "the PPO loss, once by the state-estimation loss) but describes it as the design's behaviour and nothing was "
+        "changed; a twin would code our own opinion of the intent",
+    "c231_realtime_pose_53_validate_steps_the_optimizer": "a duplicate, removed while the tools' first run of the "
+        "round was under way, before its figures were read: tensorboy/pytorch_Realtime_Multi-Person_Pose_Estimation#53 is the source of round "
+        "6's c144_realtime_pose_53_validation_backward_and_step (the same issue, the same lines); the check that no "
+        "round-10 repository is cited by an earlier round was run only with the round's tests, after the run",
+    "c247_i2sb_9_inner_loop_loss_not_normalized": "no measurable effect (0.003 %): with AdamW (weight decay 0) a "
+        "constant factor of n_inner_loop on every step's gradient leaves the update unchanged up to eps; the source "
+        "is an unanswered question (NVlabs/I2SB#9)",
     "c185_pro_gan_12_gradient_penalty_backward_create_graph": "no measurable effect on the PyTorch this runs (0.0 % "
         "and no graph left after a garbage collection): the discriminator step clears the graph-carrying gradients "
         "that backward(create_graph=True) left on its parameters before its own backward, and the cycle through the "
@@ -1267,7 +1412,7 @@ def _audit_section(cases: List[Case]) -> List[str]:
     unconfirmed = [c.name[:3] for c in cases if c.round == 1 and "unconfirmed" in AUDIT.get(c.name[:3], ("", ""))[1]]
     L += ["", f"Round 1: {sum(c.round == 1 for c in cases)} cases checked, {len(unconfirmed)} of them unconfirmed by "
           f"their projects ({', '.join(unconfirmed)})."]
-    for rnd, audit in ((9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
+    for rnd, audit in ((10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
         rc = [c for c in cases if c.round == rnd]
         if not rc:
             continue
@@ -1344,7 +1489,35 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
         r7 = by_round.get(7, [])
         r8 = by_round.get(8, [])
         r9 = by_round.get(9, [])
-        prose = [] if latest < 9 else [
+        r10 = by_round.get(10, [])
+        prose = [] if latest < 10 else [
+         f"Round 10 is the {len(r10)} cases from c{FIRST_ROUND_10} on, written the same way as rounds 6 to 9: "
+         "published bugs from GitHub issues and pull requests whose repositories no earlier round cites (nor the "
+         "projects of the independent evaluation the tracker quotes), each checked against its source text (the "
+         "audit below says how). Their names, their sources with the mechanism in one sentence, and with them the "
+         "split were committed before any case was written (`ROUND_10` and `ROUND_10_SOURCES` in the runner); each "
+         "case's effect was measured (float64, no gradguard) as it was written, and no gradguard tool ran on them "
+         "until all were written and committed. Of the 24 names committed, three were removed before any tool ran "
+         "(a mechanism that did not survive reading the source, a behaviour its maintainer does not call a bug, "
+         "an effect of 0.003 %) and one after (c231 repeats round 6's source, c144): see *Removed*. The held-out half (first byte of sha256(name) even) stays held "
+         "out: its misses are notes, to be fixed only with a new held-out round. Round 10 was written while round "
+         f"9's misses were being fixed, so round 9 (c{FIRST_ROUND_9} to c{FIRST_ROUND_10 - 1}) counts as in-sample "
+         f"from then on. {sum(not _scope_any(c) for c in r10)} of the {len(r10)} cases are declared out of every "
+         "tool's scope before the run (an update per time step where one per episode was meant, validation "
+         "batches trained like training batches, a backward seeded with the loss): they count in *of all*, not "
+         "*in scope*. The round's first figures were measured on src/ as it stood before the round (the round "
+         "changed nothing under src/): `python benchmarks/gradbench.py --round 10 --json r10.json`, rendered "
+         "with `--render` after the last full run of rounds 1 to 9. Five of the round's cases are unconfirmed by "
+         "their projects (issues closed without a maintainer's word, a pull request closed unmerged, one still "
+         "open; the audit lists them): they reproduce the reported mechanism, whose effect was measured, not a "
+         "maintainer's diagnosis. The linter's two misses in scope, read after the run and left as notes (nothing "
+         "under src/ changed for them): on c239 (held out) GG201 follows a loss returned by a function or method "
+         "as a local name, but not one returned as an attribute (`return self.loss` after `self.loss.backward()`; "
+         "the same loop returning a local is reported); on c224 the linter does not read a closure handed to "
+         "`optimizer.step(closure)` as a pass that runs several times per step, so even a closure with no clear "
+         "at all is silent (both checked on ten-line variants of the cases).", "",
+         "Round 9, as it was written (its figures above are in-sample now):", ""]
+        prose += [] if latest < 9 else [
          f"Round 9 is the {len(r9)} cases from c{FIRST_ROUND_9} on, written the same way as rounds 6 to 8: "
          "published bugs from GitHub issues and pull requests whose repositories no earlier round cites (nor the "
          "projects of the independent evaluation the tracker quotes), each checked against its source text (the "

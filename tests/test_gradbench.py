@@ -354,6 +354,33 @@ def test_round_9_is_the_list_written_down_before_its_cases_and_split_by_the_same
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_10_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 10}
+    # the list, its sources (with the mechanism) and the split were committed before any round-10 case was written;
+    # a case removed later leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_10)
+    assert set(gb.ROUND_10) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_10) >= 24 and len(cases) >= 20
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_10 for n in gb.ROUND_10)
+    assert gb.FIRST_ROUND_10 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_9)
+    assert {n.split("_")[0] for n in gb.ROUND_10} == set(gb.ROUND_10_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_10 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c225", "c227", "c228", "c229", "c230", "c235", "c239", "c240", "c241", "c242", "c243",
+                    "c244", "c247"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_10_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-10 case repeats a repository an earlier round's header cites (c231 did, and was removed for it)
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 10
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    assert "c231_realtime_pose_53_validate_steps_the_optimizer" in gb.REMOVED
+    for url, _ in (gb.ROUND_10_SOURCES[c.short] for c in cases.values()):
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
@@ -393,6 +420,16 @@ def test_every_round_9_case_has_an_audit_entry():
         assert how and ("confirmed" in verdict)
     text = "\n".join(gb._audit_section(gb.load_cases()))
     assert "| `c210` |" in text and f"Round 9: {len(cases)} cases," in text
+
+
+def test_every_round_10_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 10]
+    assert set(gb.AUDIT_10) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_10[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c224` |" in text and f"Round 10: {len(cases)} cases," in text
 
 
 def test_the_newest_round_leads_the_headline_table():
@@ -449,3 +486,18 @@ def test_round_9_leads_the_headline_table_once_its_cases_exist():
     assert any(r.startswith("| round 8, held-out half (in-sample since: its misses are being fixed) | 2 |") for r in rows)
     assert "Round 9 is the 4 cases from c200 on" in text and "1 of the 4 cases are declared out" in text
     assert "Round 8 is the 2 cases from c176 on" in text
+
+
+def test_round_10_leads_the_headline_table_once_its_cases_exist():
+    # round 10's held-out half heads the table; round 9 becomes in-sample (its misses are being fixed), and the
+    # prose counts the cases no tool declares (c228 is out of both tools' scope)
+    cases = gb.load_cases(["c224_", "c225_", "c228_", "c203_", "c206_"])
+    judged = {c.name: _fake() for c in cases}
+    judged["c225_attention_augmented_conv2d_7_relative_logits_created_in_forward"] = _fake(watch=True)
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 10, held-out half (headline)** | 2 | 1/1 (100 %) | 1/2 (50 %) |")
+    assert rows[1].startswith("| round 10, other half | 1 |")
+    assert any(r.startswith("| round 9, held-out half (in-sample since: its misses are being fixed) | 2 |") for r in rows)
+    assert "Round 10 is the 3 cases from c224 on" in text and "1 of the 3 cases are declared out" in text
+    assert "Round 9 is the 2 cases from c200 on" in text
