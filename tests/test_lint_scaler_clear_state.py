@@ -122,6 +122,38 @@ def train(model, data, optimizer, scaler, accum, clip):
     Runner(model, optimizer, scaler).run(data, accum, clip)
 """
 
+# the scale and the unscale in helpers of the file, each testing its own parameter
+SAME_TEST_HELPERS = """\
+import torch
+
+
+def clip_grads(gs, o, m, limit):
+    if gs is not None and gs.is_enabled():
+        gs.unscale_(o)
+    torch.nn.utils.clip_grad_norm_(m.parameters(), limit)
+
+
+def backward(gs, loss):
+    if gs is not None and gs.is_enabled():
+        gs.scale(loss).backward()
+    else:
+        loss.backward()
+
+
+def train(model, data, optimizer, scaler, accum, clip):
+    for i, (x, y) in enumerate(data):
+        backward(scaler, ((model(x) - y) ** 2).mean() / accum)
+        if (i + 1) % accum == 0:
+            if clip > 0:
+                clip_grads(scaler, optimizer, model, clip)
+            if scaler is not None and scaler.is_enabled():
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+"""
+
 # every optimizer unscaled in a loop over them, then one clip over the model
 EACH_OPTIMIZER = """\
 import torch
@@ -141,7 +173,8 @@ def train(model, data, optimizers, scaler, accum, clip):
             opt.zero_grad()
 """
 
-GG112_CORRECT = {"same test": SAME_TEST, "same test, method": SAME_TEST_METHOD, "each optimizer": EACH_OPTIMIZER}
+GG112_CORRECT = {"same test": SAME_TEST, "same test, method": SAME_TEST_METHOD, "same test, helpers": SAME_TEST_HELPERS,
+                 "each optimizer": EACH_OPTIMIZER}
 
 
 def _optimizers(model, split):
