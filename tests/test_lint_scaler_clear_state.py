@@ -266,9 +266,13 @@ def test_gg112_negative_control_the_method_form_without_its_unscale():
     assert not torch.allclose(_run_gg112(bad, _scaler()), _reference_gg112(), atol=1e-3)
 
 
-@pytest.mark.parametrize("twist", ["clip first", "unscale under a test"])
+@pytest.mark.parametrize("twist", ["clip first", "unscale under a test", "unscale over another collection"])
 def test_gg112_negative_control_the_optimizers_loop_that_does_not_cover_the_clip(twist):
-    if twist == "clip first":
+    if twist == "unscale over another collection":
+        # (an empty one: the optimizers stepped keep their scale)
+        bad = EACH_OPTIMIZER.replace("        for opt in optimizers:\n            scaler.unscale_(opt)\n",
+                                     "        for opt in optimizers[:0]:\n            scaler.unscale_(opt)\n")
+    elif twist == "clip first":
         bad = EACH_OPTIMIZER.replace(
             "        for opt in optimizers:\n            scaler.unscale_(opt)\n"
             "        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)\n",

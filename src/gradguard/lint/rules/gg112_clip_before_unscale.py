@@ -190,19 +190,35 @@ class Flow:
         return {"next": states}
 
     def _unscales_each(self, loop: ast.stmt, ctx) -> bool:
-        """A ``for`` loop whose body unscales, on every iteration, what the loop's own variable holds:
-        ``scaler.unscale_(opt)`` as a statement of the body itself (not under an ``if``), ``opt`` the
-        loop's target (or an element of it: ``for name, opt in ...``)."""
+        """A ``for`` loop whose body unscales, on every iteration, what the loop's own variable holds
+        (``scaler.unscale_(opt)`` as a statement of the body itself, not under an ``if``; ``opt`` the
+        loop's target or an element of it), where every ``scaler.step(...)`` of the function steps an
+        element of the same collection in a loop over it: the optimizers stepped are those unscaled, and
+        with the collection empty none is stepped. (An unscale loop over another collection, empty,
+        leaves the stepped optimizers' scale in place.)"""
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             return False
-        targets = {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}
+        scaler = None
         for st in loop.body:
             call = st.value if isinstance(st, ast.Expr) else None
             if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "unscale_"
-                    and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and call.args[0].id in targets
+                    and len(call.args) == 1 and _element_of(call.args[0], loop)
                     and self._scaler(text(call.func.value), ctx) is not None):
-                return True
-        return False
+                scaler = text(call.func.value)
+                break
+        if scaler is None:
+            return False
+        scope = self._scope_of(loop) or self.module.tree
+        over = text(loop.iter)
+        covered, steps = set(), []
+        for n in subtree(scope):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and text(n.iter) == over:
+                covered |= {id(c) for st in n.body if isinstance(st, ast.Expr) for c in [st.value]
+                            if isinstance(c, ast.Call) and c.args and _element_of(c.args[0], n)}
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step" and n.args
+                    and text(n.func.value) == scaler):
+                steps.append(n)
+        return bool(steps) and all(id(c) in covered for c in steps)
 
     def _iter_key(self, loop: ast.stmt, ctx) -> Optional[str]:
         """A key for "the collection ``loop`` runs over is empty", shared by the loops of one function
@@ -663,6 +679,11 @@ def _bind(fn, call: ast.Call, ctx, flow: Flow) -> Dict[str, str]:
         if k.arg:
             rename[k.arg] = flow._resolve(text(k.value), ctx)
     return rename
+
+
+def _element_of(arg: ast.AST, loop: ast.stmt) -> bool:
+    """``arg`` is the ``for`` loop's own variable (or one of its names: ``for name, opt in ...``)."""
+    return isinstance(arg, ast.Name) and any(isinstance(n, ast.Name) and n.id == arg.id for n in subtree(loop.target))
 
 
 def _values_of(scope: ast.AST, target: str, nested: bool = False) -> List[ast.AST]:
