@@ -353,6 +353,8 @@ class Walker:
         self._frames: List[Tuple[ast.AST, Optional[ast.Call]]] = []
         #: the ``accelerator.sync_gradients`` tests of the ``accumulate`` windows the walk is in
         self._sync: List[ast.expr] = []
+        #: how many closures run by ``opt.step(closure)`` the walk is in (torch's grad mode is on there)
+        self._grad_on = 0
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
@@ -489,6 +491,10 @@ class Walker:
         fixed = self._fixed_by_call(stmt.test)
         if fixed is None:
             fixed = _grad_exists(stmt.test)
+        if fixed is None and self._grad_on and _grad_mode(stmt.test):
+            # `if torch.is_grad_enabled(): opt.zero_grad()` in a closure that `opt.step(closure)` runs:
+            # torch's optimizers call the closure under `torch.enable_grad()`, so the test holds there
+            fixed = True
         if fixed is not None:  # `if zero_grad:` in a helper called with `zero_grad=True`: one branch
             return self.block(stmt.body if fixed else stmt.orelse, states, stack)
         bound = self._bound_test(stmt.test)
@@ -785,6 +791,14 @@ class Walker:
         return found
 
     def _call_closure(self, arg, states, stack):
+        """``states`` continued through the closure ``opt.step(arg)`` runs, with grad mode on in it."""
+        self._grad_on += 1
+        try:
+            return self._closure_body(arg, states, stack)
+        finally:
+            self._grad_on -= 1
+
+    def _closure_body(self, arg, states, stack):
         if isinstance(arg, ast.Lambda):
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
@@ -887,7 +901,8 @@ class Walker:
         # the tests the helper shares with the caller matter only once the caller has decided some
         keys = self._tested_keys(fn, 0) if any(s.decisions for s in states) else frozenset()
         frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
-                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None)
+                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None,
+                 bool(self._grad_on))
         out: List[Path] = []
         for s in states:
             seed = tuple(sorted((d for d in s.decisions if d[0] in keys), key=lambda d: (d[0], d[1])))
@@ -1025,6 +1040,13 @@ def _grad_base(node: ast.AST) -> Optional[str]:
     if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
         return node.value.id
     return None
+
+
+def _grad_mode(test: ast.expr) -> bool:
+    """``torch.is_grad_enabled()`` (or ``is_grad_enabled()`` imported from torch): whether autograd
+    records operations now."""
+    return (isinstance(test, ast.Call) and not test.args and not test.keywords
+            and text(test.func) in ("torch.is_grad_enabled", "is_grad_enabled"))
 
 
 def _grad_exists(test: ast.expr) -> Optional[bool]:

@@ -142,14 +142,17 @@ def _contains(root: ast.AST, node: ast.AST) -> bool:
 def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
     """``result.loss /= K`` or ``out.loss = out.loss / K`` in the loop, where the pass back-propagates
     ``result.loss``: the values bound to that attribute, keyed by its text (never an identifier), read
-    like a name's by :func:`loss_scale`."""
-    if not isinstance(tensor, ast.Attribute):
+    like a name's by :func:`loss_scale`. An element of a container the pass reads is the same
+    (``out["loss"] = out["loss"] / K`` then ``out["loss"].backward()``): the division written back
+    into what the backward reads is the loss's."""
+    if not isinstance(tensor, (ast.Attribute, ast.Subscript)):
         return {}
     key, out = text(tensor), {}
+    kinds = (ast.Attribute, ast.Subscript)
     for n in body_nodes(loop_node):
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Attribute) and text(n.target) == key:
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, kinds) and text(n.target) == key:
             out.setdefault(key, []).append(("aug", n.op, n))
-        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and text(t) == key for t in n.targets):
+        elif isinstance(n, ast.Assign) and any(isinstance(t, kinds) and text(t) == key for t in n.targets):
             out.setdefault(key, []).append(n.value)
     return out
 
@@ -488,6 +491,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
         return kind
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
+        values = assigns.get(text(expr))  # `out["loss"] /= K` in the loop (see _attribute_assignments)
+        if values:
+            kinds = {loss_scale(v, {**assigns, text(expr): []}, loop, depth + 1) for v in values}
+            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         element = loop.returned_element(expr)
         if element is not None:
             helper, values = element

@@ -130,6 +130,11 @@ class Flow:
             cur = states if key is None else [s for s in states if (key, False) not in s.decided]
             zero = list(states) if key is None else [s._replace(decided=s.decided | {(key, False)})
                                                      for s in states if (key, True) not in s.decided]
+            if self._unscales_each(stmt, ctx):
+                # `for opt in optimizers: scaler.unscale_(opt)`: every optimizer of the collection is
+                # unscaled; run zero times, the collection holds no optimizer whose gradients a step
+                # would apply, so no clip after it bounds what a step reads at the wrong scale
+                zero = [State(frozenset(), s.decided, s.names) for s in zero]
             for _ in range(2):  # this iteration, and the next one reaching what it left
                 res = self.block(stmt.body, cur, ctx)
                 ret += res["ret"]
@@ -183,6 +188,37 @@ class Flow:
                 states = [State(s.scaled, s.decided, frozenset({(n, x) for n, x in s.names if n != name}
                                                                | ({(name, scaler)} if scaler else set()))) for s in states]
         return {"next": states}
+
+    def _unscales_each(self, loop: ast.stmt, ctx) -> bool:
+        """A ``for`` loop whose body unscales, on every iteration, what the loop's own variable holds
+        (``scaler.unscale_(opt)`` as a statement of the body itself, not under an ``if``; ``opt`` the
+        loop's target or an element of it), where every ``scaler.step(...)`` of the function steps an
+        element of the same collection in a loop over it: the optimizers stepped are those unscaled, and
+        with the collection empty none is stepped. (An unscale loop over another collection, empty,
+        leaves the stepped optimizers' scale in place.)"""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        scaler = None
+        for st in loop.body:
+            call = st.value if isinstance(st, ast.Expr) else None
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "unscale_"
+                    and len(call.args) == 1 and _element_of(call.args[0], loop)
+                    and self._scaler(text(call.func.value), ctx) is not None):
+                scaler = text(call.func.value)
+                break
+        if scaler is None:
+            return False
+        scope = self._scope_of(loop) or self.module.tree
+        over = text(loop.iter)
+        covered, steps = set(), []
+        for n in subtree(scope):
+            if isinstance(n, (ast.For, ast.AsyncFor)) and text(n.iter) == over:
+                covered |= {id(c) for st in n.body if isinstance(st, ast.Expr) for c in [st.value]
+                            if isinstance(c, ast.Call) and c.args and _element_of(c.args[0], n)}
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step" and n.args
+                    and text(n.func.value) == scaler):
+                steps.append(n)
+        return bool(steps) and all(id(c) in covered for c in steps)
 
     def _iter_key(self, loop: ast.stmt, ctx) -> Optional[str]:
         """A key for "the collection ``loop`` runs over is empty", shared by the loops of one function
@@ -294,6 +330,8 @@ class Flow:
             if id(test) not in in_loop and id(test) not in own and self._scope_of(test) not in reached:
                 continue  # a test of the same words in a function the loop never runs decides nothing here
             for n in subtree(test):
+                if isinstance(n, ast.Call) and self._fixed_query(n):
+                    continue  # (its receiver is read below, as any attribute: the loop must not rebind it)
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
                         isinstance(n, ast.Name) and n.id in stored:
                     return False
@@ -310,6 +348,14 @@ class Flow:
                     if t in stored or any(t == a or t.startswith(a + ".") for a in attrs):
                         return False
         return True
+
+    def _fixed_query(self, call: ast.Call) -> bool:
+        """``X.is_enabled()`` of a scaler ``X`` of the file: a GradScaler is enabled or not from its
+        construction on (``unscale_``, ``step`` and ``update`` never change it), so the test keeps its
+        value across the iterations of a loop that does not rebind ``X``."""
+        func = call.func
+        return (isinstance(func, ast.Attribute) and func.attr == "is_enabled" and not call.args and not call.keywords
+                and isinstance(func.value, (ast.Name, ast.Attribute)) and text(func.value) in self.scalers)
 
     def _passed_unchanged(self, fn: ast.AST, param: str, loop: ast.stmt, stored: set, attrs: set) -> bool:
         """``param`` is a parameter of helper ``fn`` that it never rebinds, and every call of ``fn`` in ``loop``
@@ -635,6 +681,11 @@ def _bind(fn, call: ast.Call, ctx, flow: Flow) -> Dict[str, str]:
     return rename
 
 
+def _element_of(arg: ast.AST, loop: ast.stmt) -> bool:
+    """``arg`` is the ``for`` loop's own variable (or one of its names: ``for name, opt in ...``)."""
+    return isinstance(arg, ast.Name) and any(isinstance(n, ast.Name) and n.id == arg.id for n in subtree(loop.target))
+
+
 def _values_of(scope: ast.AST, target: str, nested: bool = False) -> List[ast.AST]:
     """The values ``scope`` assigns to ``target`` (text), tuple assignments paired element by element;
     a value that cannot be paired is the target's whole right-hand side (unknown)."""
@@ -831,6 +882,10 @@ def check_module(module: Module, report: Report) -> None:
     top = [s for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     flow.block(top, start, (None, (), {}))
     for call, scaler, stmt, fn in sorted(flow.found.values(), key=lambda f: (f[0].lineno, f[0].col_offset)):
+        if getattr(call, "gg_foreign", False):
+            # a clip of another linted file's method (inherited, or of an object of its class): its line is
+            # that file's, and that file's own walk decides it there
+            continue
         report(
             CODE,
             call,
