@@ -337,3 +337,66 @@ def test_a_loss_of_two_named_parts_summed_in_a_method(form, good):
     total = _run(source, "train", _models(1)[0], batches)
     assert _reached(total, [x for x, _ in batches]) == (0 if good else 3)
     assert ("GG201" in codes(source)) is (not good)
+
+
+# the same two programs with the loop in a module-level function and the helper a plain function
+
+CUT_RETURN_FUNCTION = """\
+import torch
+
+
+def run_batch(model, opt, x, y):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+{cut}
+    return loss
+
+
+def train(model, batches):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    total_loss = 0
+    for x, y in batches:
+        loss = run_batch(model, opt, x, y)
+        total_loss += loss
+    return total_loss
+"""
+
+TWO_PARTS_FUNCTION = """\
+import torch
+
+
+def dice_of(p, y):
+    return 1 - (2 * (p * y).sum() + 1) / (p.sum() + y.sum() + 1)
+
+
+def train(model, batches):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    epoch_total = 0
+    for x, y in batches:
+        p = torch.sigmoid(model(x))
+        bce = torch.nn.functional.binary_cross_entropy(p, (y > 0).double())
+        dice = dice_of(p, (y > 0).double())
+        cam_loss = 0.5 * bce + 0.5 * dice
+        opt.zero_grad()
+        cam_loss.backward()
+        opt.step()
+        epoch_total += cam_loss{cut}
+    return epoch_total
+"""
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("good", [True, False], ids=["good", "bad"])
+@pytest.mark.parametrize("program", ["cut_return", "two_parts"])
+def test_the_same_programs_in_a_function(program, form, good):
+    if program == "cut_return":
+        source = CUT_RETURN_FUNCTION.format(cut="    loss = loss.detach().cpu()" if good else "    pass")
+    else:
+        source = TWO_PARTS_FUNCTION.format(cut=".item()" if good else "")
+    source = FORMS[form](source)
+    batches = _batches()
+    total = _run(source, "train", _models(1)[0], batches)
+    assert _reached(total, [x for x, _ in batches]) == (0 if good else 3)
+    assert ("GG201" in codes(source)) is (not good)

@@ -775,11 +775,13 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
 
 
 def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], quiet: set, items: set) -> set:
-    """Names of a loop without a backward pass of its own that hold a tensor computed in it (a call's
-    result, not under ``torch.no_grad()``) which flows, through the function's assignments and running sums
-    (``parts[0] += term``), into a backward pass the function makes after the loop: whatever it is called,
-    it carries the graph that pass differentiates."""
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    """Names of a loop without a backward pass of its own, at its function's top level, that hold a tensor
+    computed in it (a call's result, not under ``torch.no_grad()``) which flows, through the function's
+    assignments and running sums (``parts[0] += term``), into a backward pass the function makes after the
+    loop: whatever it is called, it carries the graph that pass differentiates."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(s is loop_node for s in scope.body):
+        # (a loop nested in another loop of the function, a training loop's inner loop over its heads or
+        # layers, is left to the names: whether its container outlives an update is the enclosing loop's)
         return set()
     passes = [c for c in body_nodes(scope) if isinstance(c, ast.Call) and terminal(c.func) == "backward"
               and c.lineno > loop_node.end_lineno]
