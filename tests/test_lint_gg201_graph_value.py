@@ -197,6 +197,11 @@ def test_a_list_bound_afresh_in_a_per_update_function(form, good):
     kept = _run(source, "train", _models(), batches)
     assert _reached(kept, [x for x, _ in batches]) == (0 if good else 3)
     assert ("GG201" in codes(source)) is (not good)
+    if not good:  # the message says where the graphs are kept: by the caller, not by a loop without backward
+        import gradguard as gg
+
+        (found,) = [f for f in gg.lint_source(source) if f.code == "GG201"]
+        assert "caller that keeps it" in found.message
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -599,7 +599,9 @@ def check_module(module: Module, report: Report) -> None:
                 report(
                     CODE,
                     node,
-                    f"`{text(total)}` accumulates the loss tensor itself in a loop that runs without torch.no_grad() "
+                    f"`{text(total)}` accumulates the loss tensor itself and is handed back to a caller that keeps it: "
+                    f"the autograd nodes of every call stay linked." if kept
+                    else f"`{text(total)}` accumulates the loss tensor itself in a loop that runs without torch.no_grad() "
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
