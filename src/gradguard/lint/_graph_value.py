@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional
 
-from ._ast import no_grad_function, no_grad_with, subtree, target_names, terminal
+from ._ast import no_grad_function, no_grad_with, target_names, terminal
 from ._events import CUTTING_ATTRS
 
 #: Builtins whose result is a Python number, string or bool: never a graph.
