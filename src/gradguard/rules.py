@@ -892,7 +892,16 @@ for x, y in loader:
             "loop never binds (`self.cfg.optim.scale`, `self.batch_size`). Also not reported: a total added to\n"
             "right before an unconditional `break` (one term per call of the function), and `totals[k] +=\n"
             "parts[k]` where `parts` is a dict display returned by a function or loss module of the file and\n"
-            "`k` runs over the totals' own keys, whose entries that function cuts (`\"ce\": ce.item()`)."
+            "`k` runs over the totals' own keys, whose entries that function cuts (`\"ce\": ce.item()`).\n"
+            "Whether the added value holds a graph is followed through the assignments that reach the sum in\n"
+            "its function (a later `loss = 0` under `torch.no_grad()` hides the training loss of the same name),\n"
+            "arithmetic of its parts (`0.5 * bce + 0.5 * dice` keeps both parts' graphs), and what every\n"
+            "`return` of a called function or method hands back (`loss = loss.detach().cpu(); return loss`).\n"
+            "In a loop without `backward()`, a value is also read as a loss, whatever its name, when it flows\n"
+            "into a backward pass the function makes after the loop. A container bound afresh at the top of a\n"
+            "function that back-propagates at its own top level (one update per call), and never returned,\n"
+            "stored or handed on, holds one update's graphs and is let go with the call: not reported; returned\n"
+            "to a caller that keeps it (`kept.append(update(...))`), it is."
         ),
         why=(
             "A loss tensor carries its graph. Adding it to a running total builds a new tensor whose\n"

@@ -229,14 +229,9 @@ def _propagate(m: "Module", lines: List[int], helpers, sites: Callable[[], "_Cal
 
 
 def _running_sum_lines(source: str) -> List[int]:
-    """Lines that add a loss into a running total (``total += loss``): candidate evaluation loops."""
-    hits = []
-    for pos in find_all(source, ("+=",)):
-        start = source.rfind("\n", 0, pos) + 1
-        end = source.find("\n", pos)
-        if "loss" in source[start : end if end != -1 else len(source)]:
-            hits.append(pos)
-    return lines_of(source, hits)
+    """Lines that add into a running total (``total += x``): candidate evaluation loops. Whether what is
+    added is a tensor with its graph is the rule's to say, from the values, not from the line's words."""
+    return lines_of(source, find_all(source, ("+=",)))
 
 
 def _sums(call: ast.Call) -> bool:

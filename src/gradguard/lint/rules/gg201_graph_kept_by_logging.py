@@ -24,6 +24,7 @@ from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_ba
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
 from .._ast import child_nodes
+from .._graph_value import dies_with_the_call, graph_free
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -67,7 +68,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
-            or _bounded(loop, node, text(total))
+            or _bounded(loop, node, text(total)) or graph_free(loop.module.tree, value, node)
         ):
             report(
                 CODE,
@@ -584,16 +585,23 @@ def check_module(module: Module, report: Report) -> None:
         for node, total, value in running_sums(loop_node):
             if terminal(total) in losses:
                 continue
+            # handed back to a caller that keeps it (`history.append(update(...))`): it outlives the update
+            kept = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                keeps_graph(r, terminal(total)) for r in returns_of(scope)) and _accumulated_by_callers(module, scope)
             if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
                 backwarded_later(module, scope, terminal(total)) or reset_in_loop(loop_node, text(total))
-                or returned_as_loss(module, scope, terminal(total)) or _reset_around(module, scope, loop_node, text(total))
-                or _feeds_backward(module, scope, loop_node, assigns, total)
+                or (not kept and returned_as_loss(module, scope, terminal(total)))
+                or _reset_around(module, scope, loop_node, text(total))
+                or (not kept and _feeds_backward(module, scope, loop_node, assigns, total))
                 or _bound_per_item(module, scope, node, text(total))
+                or graph_free(module.tree, value, node) or dies_with_the_call(module.tree, loop_node, total)
             ):
                 report(
                     CODE,
                     node,
-                    f"`{text(total)}` accumulates the loss tensor itself in a loop that runs without torch.no_grad() "
+                    f"`{text(total)}` accumulates the loss tensor itself and is handed back to a caller that keeps it: "
+                    f"the autograd nodes of every call stay linked." if kept
+                    else f"`{text(total)}` accumulates the loss tensor itself in a loop that runs without torch.no_grad() "
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
@@ -762,9 +770,35 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
         and not all(_quiet(v, quiet) for v in values)
         and not all(_returns_cut(module, v, scope) for v in values)
     }
+    losses |= _back_propagated_after(module, loop_node, scope, assigns, quiet, items)
     if losses and quiet:
         losses -= _graph_free(module, assigns, quiet, items, loop_node)
     return losses
+
+
+def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], quiet: set, items: set) -> set:
+    """Names of a loop without a backward pass of its own, at its function's top level, that hold a tensor
+    computed in it (a call's result, not under ``torch.no_grad()``) which flows, through the function's
+    assignments and running sums (``parts[0] += term``), into a backward pass the function makes after the
+    loop: whatever it is called, it carries the graph that pass differentiates."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(s is loop_node for s in scope.body):
+        # (a loop nested in another loop of the function, a training loop's inner loop over its heads or
+        # layers, is left to the names: whether its container outlives an update is the enclosing loop's)
+        return set()
+    passes = [c for c in body_nodes(scope) if isinstance(c, ast.Call) and terminal(c.func) == "backward"
+              and c.lineno > loop_node.end_lineno]
+    if not passes:
+        return set()
+    backwarded = {n.id for c in passes for n in subtree(backward_tensor(c) or ast.Pass()) if isinstance(n, ast.Name)}
+    out = set()
+    for name, values in assigns.items():
+        if name in items or not values or not all(isinstance(v, ast.AST) and _is_loss_value(v, items) for v in values):
+            continue
+        if all(_quiet(v, quiet) for v in values):
+            continue
+        if derived_names(module, scope, name, sums=True) & backwarded:
+            out.add(name)
+    return out
 
 
 _PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
@@ -919,9 +953,11 @@ def _cut(value: ast.expr) -> bool:
         value = value.func.value
     if isinstance(value, ast.Constant):
         return True
-    if isinstance(value, ast.BinOp):  # `loss.item() / n`: a number scaled by a plain value
+    if isinstance(value, ast.BinOp):  # `loss.item() / n`: a number read out of a tensor, scaled by a plain value
+        # (a constant is no such read: `0.5 * bce` scales whatever `bce` holds, graph and all)
         sides = (value.left, value.right)
-        return any(_cut(v) for v in sides) and all(_cut(v) or isinstance(v, (ast.Name, ast.Attribute)) for v in sides)
+        return (any(_cut(v) and not isinstance(v, ast.Constant) for v in sides)
+                and all(_cut(v) or isinstance(v, (ast.Name, ast.Attribute)) for v in sides))
     return isinstance(value, ast.Call) and terminal(value.func) in _NUMBERS
 
 

@@ -1,0 +1,401 @@
+"""One model of "this value carries an autograd graph", and of "this container outlives the update".
+
+GG201 (a running total or list of loss tensors) and GG202 (a buffer or cache written from tensors) ask the
+same two questions of a value added into something that lives on:
+
+* :func:`graph_free`: is the added value *proved* to hold no graph? A number read out of a tensor
+  (``.item()``, ``float()``, ``.tolist()``), a cut tensor (``.detach()``, ``.data``), a value computed under
+  ``torch.no_grad()`` / ``inference_mode()``, or one built only from such values: constants, torch's
+  functions and methods of graph-free values, arithmetic of graph-free parts. Names are followed back to the
+  assignments that reach the point of use in their function (a later ``loss = 0`` under ``no_grad`` hides
+  the training loop's ``loss``), and calls of the file's functions and of ``self``'s methods to what every
+  ``return`` of theirs hands back. Anything not proved (a parameter, an attribute of another object, a call
+  of a model) is taken to carry a graph.
+* :func:`dies_with_the_call`: a container bound afresh at the top of a function that runs a backward pass
+  of its own at its top level (one update per call), never returned, stored or handed on: whatever graphs
+  it holds are the graphs of that one update, let go when the call returns.
+
+Nothing here is decided by what a variable is called.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, Optional
+
+from ._ast import no_grad_function, no_grad_with, target_names, terminal
+from ._events import CUTTING_ATTRS
+
+#: Builtins whose result is a Python number, string or bool: never a graph.
+_NUMBER_BUILTINS = frozenset({"float", "int", "len", "str", "round", "bool", "isinstance", "repr", "format", "hash"})
+#: Attributes of a tensor that are no tensor of its graph (``x.shape``, ``x.dtype``) or that cut it.
+_NO_GRAPH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn"}) | CUTTING_ATTRS
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_MAX_DEPTH = 4
+#: Methods through which a list, dict or set takes in the values handed to it.
+_GROWERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "put"})
+
+
+class _Ctx:
+    """What one file's questions share: the parent of every node, the functions of the file by name, each
+    class's methods, and the answers already given."""
+
+    def __init__(self, tree: ast.AST):
+        self.parents: Dict[int, ast.AST] = {}
+        self.functions: Dict[str, ast.AST] = {}
+        self.classes: Dict[int, Dict[str, ast.AST]] = {}
+        for n in ast.walk(tree):
+            for c in ast.iter_child_nodes(n):
+                self.parents[id(c)] = n
+            if isinstance(n, ast.ClassDef):
+                self.classes[id(n)] = {s.name: s for s in n.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for s in getattr(tree, "body", []):
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[s.name] = s
+        self.memo: Dict[tuple, bool] = {}
+        self.visiting: set = set()
+        self.torch_names = {a.asname or a.name.split(".")[0] for s in ast.walk(tree) if isinstance(s, ast.Import)
+                            for a in s.names if a.name.split(".")[0] == "torch"}
+        self.torch_names |= {a.asname or a.name for s in ast.walk(tree) if isinstance(s, ast.ImportFrom)
+                             and (s.module or "").split(".")[0] == "torch" and (s.module or "") != "torch.nn"
+                             for a in s.names if a.name not in ("nn",)}
+
+    def scope_of(self, node: ast.AST) -> Optional[ast.AST]:
+        while id(node) in self.parents:
+            node = self.parents[id(node)]
+            if isinstance(node, _FUNCTIONS):
+                return node
+        return None
+
+    def class_of(self, fn: ast.AST) -> Optional[Dict[str, ast.AST]]:
+        parent = self.parents.get(id(fn))
+        return self.classes.get(id(parent)) if isinstance(parent, ast.ClassDef) else None
+
+    def under_no_grad(self, node: ast.AST) -> bool:
+        """``node`` runs with gradients off: inside ``with torch.no_grad():`` (or ``inference_mode``) of its
+        function, or in a function decorated so."""
+        while id(node) in self.parents:
+            node = self.parents[id(node)]
+            if isinstance(node, (ast.With, ast.AsyncWith)) and no_grad_with(node):
+                return True
+            if isinstance(node, _FUNCTIONS):
+                return no_grad_function(node)
+        return False
+
+
+def _ctx(tree: ast.AST) -> _Ctx:
+    ctx = tree.__dict__.get("_gg_graph_ctx")
+    if ctx is None:
+        ctx = tree.__dict__["_gg_graph_ctx"] = _Ctx(tree)
+    return ctx
+
+
+def graph_free(tree: ast.AST, expr: ast.AST, at: ast.AST) -> bool:
+    """``expr``, evaluated at statement ``at`` of file ``tree``, is proved to hold no autograd graph."""
+    return _free(_ctx(tree), expr, at, 0)
+
+
+def _free(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
+    key = (id(e), id(at))
+    if key in ctx.memo:
+        return ctx.memo[key]
+    if key in ctx.visiting:
+        return True  # a cycle adds nothing the other bindings do not (the least fixed point)
+    ctx.visiting.add(key)
+    try:
+        out = _free_uncached(ctx, e, at, depth)
+    finally:
+        ctx.visiting.discard(key)
+    ctx.memo[key] = out
+    return out
+
+
+def _free_uncached(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
+    if isinstance(e, (ast.Constant, ast.JoinedStr, ast.Compare)):
+        return True
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)) and ctx.under_no_grad(at):
+        return True  # computed with gradients off: a new tensor without history
+    if isinstance(e, ast.Name):
+        values = reaching(ctx, at, e.id)
+        return values is not None and bool(values) and all(_binding_free(ctx, b, v, e.id, depth) for b, v in values)
+    if isinstance(e, ast.Attribute):
+        if e.attr in _NO_GRAPH_ATTRS:
+            return True
+        return _free(ctx, e.value, at, depth) and _not_a_module_path(ctx, e)
+    if isinstance(e, ast.Subscript):
+        return _free(ctx, e.value, at, depth)
+    if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp, ast.Tuple, ast.List, ast.Set)):
+        parts = [c for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr)]
+        if isinstance(e, ast.IfExp):
+            parts = [e.body, e.orelse]
+        return all(_free(ctx, c, at, depth) for c in parts)
+    if isinstance(e, ast.Dict):
+        return all(_free(ctx, v, at, depth) for v in e.values)
+    if isinstance(e, ast.Starred):
+        return _free(ctx, e.value, at, depth)
+    if isinstance(e, ast.Call):
+        return _call_free(ctx, e, at, depth)
+    return False
+
+
+def _not_a_module_path(ctx: _Ctx, e: ast.Attribute) -> bool:
+    """An attribute of a graph-free value, not a path into torch (``torch.nn.Linear`` is a class)."""
+    root = e
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return not (isinstance(root, ast.Name) and root.id in ctx.torch_names)
+
+
+def _call_free(ctx: _Ctx, call: ast.Call, at: ast.AST, depth: int) -> bool:
+    func = call.func
+    args = list(call.args) + [k.value for k in call.keywords]
+    if isinstance(func, ast.Attribute) and func.attr in CUTTING_ATTRS:
+        return True  # .item(), .detach(), .tolist(), .numpy()
+    if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS and func.id not in ctx.functions:
+        return True
+    if ctx.under_no_grad(at) and not _may_return_stored(ctx, func):
+        return True  # a computation with gradients off records no history
+    if _torch_function(ctx, func):
+        return all(_free(ctx, a, at, depth) for a in args)
+    callee = _callee(ctx, func, at)
+    if callee is not None:
+        return depth < _MAX_DEPTH and (no_grad_function(callee) or _returns_free(ctx, callee, depth + 1))
+    if isinstance(func, ast.Attribute) and not _torch_path(ctx, func.value):
+        # a method of a graph-free value (a detached tensor's .cpu(), a number's conversion) on graph-free arguments
+        return _free(ctx, func.value, at, depth) and all(_free(ctx, a, at, depth) for a in args)
+    return False
+
+
+def _torch_path(ctx: _Ctx, e: ast.AST) -> bool:
+    root = e
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in ctx.torch_names
+
+
+def _torch_function(ctx: _Ctx, func: ast.AST) -> bool:
+    """A function of torch (``torch.ones``, ``torch.nn.functional.relu``), not a class (``torch.nn.Linear``:
+    its instances hold parameters) and not ``torch.nn.Parameter``."""
+    if not isinstance(func, ast.Attribute) or not _torch_path(ctx, func.value):
+        return isinstance(func, ast.Name) and func.id in ctx.torch_names and func.id[:1].islower()
+    return func.attr[:1].islower()
+
+
+def _may_return_stored(ctx: _Ctx, func: ast.AST) -> bool:
+    """A call of the file's own function or method: it may hand back a tensor made earlier, with its graph."""
+    return isinstance(func, ast.Name) and func.id in ctx.functions or (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")
+
+
+def _callee(ctx: _Ctx, func: ast.AST, at: ast.AST) -> Optional[ast.AST]:
+    """The function of the file a call reaches: by name (a closure of the calling function first), or a
+    method of the calling method's class through ``self.``."""
+    scope = ctx.scope_of(at)
+    if isinstance(func, ast.Name):
+        node = scope
+        while node is not None:
+            local = next((s for s in ast.walk(node) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and s is not node and s.name == func.id), None)
+            if local is not None:
+                return local
+            node = ctx.scope_of(node)
+        return ctx.functions.get(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and scope is not None:
+        methods = ctx.class_of(scope)
+        return methods.get(func.attr) if methods else None
+    return None
+
+
+def _returns_free(ctx: _Ctx, fn: ast.AST, depth: int) -> bool:
+    returns = [n for n in _own_nodes(fn) if isinstance(n, ast.Return)]
+    return bool(returns) and all(r.value is None or _free(ctx, r.value, r, depth) for r in returns)
+
+
+def _own_nodes(fn: ast.AST):
+    pending = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while pending:
+        n = pending.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(n))
+
+
+def _binding_free(ctx: _Ctx, stmt: ast.AST, value, name: str, depth: int) -> bool:
+    if value is None:
+        return False  # a loop variable, an unpacked element, a parameter: not known
+    if isinstance(value, tuple):  # `name += v`: the old value and what is added
+        old = reaching(ctx, stmt, name)
+        return _free(ctx, value[1], stmt, depth) and old is not None and all(
+            _binding_free(ctx, b, v, name, depth) for b, v in old if b is not stmt)
+    return _free(ctx, value, stmt, depth)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reaching assignments
+
+
+def _bindings(stmt: ast.AST, name: str) -> list:
+    """``(statement, value)`` for every binding of ``name`` in ``stmt`` (nested functions left out):
+    value ``None`` where it is not known, ``("aug", v)`` for ``name += v``."""
+    out = []
+    for n in _own_nodes_stmt(stmt):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    out.append((n, n.value))
+                elif name in target_names(t):
+                    value = None
+                    if isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, (ast.Tuple, ast.List)) and len(
+                            t.elts) == len(n.value.elts):
+                        value = next((v for el, v in zip(t.elts, n.value.elts) if isinstance(el, ast.Name) and el.id == name), None)
+                    out.append((n, value))
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name and n.value is not None:
+            out.append((n, n.value))
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == name:
+            out.append((n, ("aug", n.value)))
+        elif isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
+            out.append((n, ("aug", n.value)))  # `name[k] = v`: the container now holds v too
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+              and n.func.value.id == name and n.func.attr in _GROWERS):
+            # `name.append(v)`: the container holds v from here on
+            handed = n.__dict__.get("_gg_handed")
+            if handed is None:  # kept on the node: the answers are remembered by node identity
+                handed = n.__dict__["_gg_handed"] = ast.Tuple(elts=list(n.args) + [k.value for k in n.keywords], ctx=ast.Load())
+            out.append((n, ("aug", handed)))
+        elif isinstance(n, (ast.For, ast.AsyncFor)) and name in target_names(n.target):
+            out.append((n, None))
+        elif isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                i.optional_vars is not None and name in target_names(i.optional_vars) for i in n.items):
+            out.append((n, None))
+        elif isinstance(n, ast.NamedExpr) and n.target.id == name:
+            out.append((n, n.value))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == name for a in n.names):
+            out.append((n, None))
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not stmt and n.name == name:
+            out.append((n, None))
+        elif isinstance(n, ast.ExceptHandler) and n.name == name:
+            out.append((n, None))
+    return out
+
+
+def _own_nodes_stmt(stmt: ast.AST):
+    yield stmt
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return
+    pending = list(ast.iter_child_nodes(stmt))
+    while pending:
+        n = pending.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(n))
+
+
+def _always_binds(stmt: ast.AST, name: str) -> bool:
+    """Every run of ``stmt`` binds ``name`` (a plain assignment, or one at the top of a ``with`` body)."""
+    if isinstance(stmt, ast.Assign):
+        return any(name in target_names(t) for t in stmt.targets)
+    if isinstance(stmt, ast.AnnAssign):
+        return stmt.value is not None and name in target_names(stmt.target)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return any(_always_binds(s, name) for s in stmt.body)
+    if isinstance(stmt, ast.If):
+        return any(_always_binds(s, name) for s in stmt.body) and any(_always_binds(s, name) for s in stmt.orelse)
+    return False
+
+
+def reaching(ctx: _Ctx, at: ast.AST, name: str) -> Optional[list]:
+    """The bindings of ``name`` that may reach statement ``at`` in its function (or module), as
+    ``(statement, value)`` pairs; ``None`` where the name may come from outside (a parameter, a global,
+    a closure's cell)."""
+    out: list = []
+    node = at
+    while id(node) in ctx.parents:
+        parent = ctx.parents[id(node)]
+        block = None
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            b = getattr(parent, field, None)
+            if isinstance(b, list) and any(s is node for s in b):
+                block = b
+                break
+        if block is not None:
+            i = next(k for k, s in enumerate(block) if s is node)
+            for s in reversed(block[:i]):
+                out.extend(_bindings(s, name))
+                if _always_binds(s, name):
+                    return out
+            if isinstance(parent, _LOOPS) and block is parent.body:
+                # the loop's next iteration: what its body binds anywhere reaches the top again
+                for s in parent.body[i:]:
+                    out.extend((b, v) for b, v in _bindings(s, name) if b is not at)
+                if isinstance(parent, (ast.For, ast.AsyncFor)) and name in target_names(parent.target):
+                    return out + [(parent, None)]
+        if isinstance(parent, _FUNCTIONS):
+            return None  # a parameter or a name from outside the function
+        node = parent
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# does the container outlive the update?
+
+
+def dies_with_the_call(tree: ast.AST, loop_node: ast.AST, total: ast.AST) -> bool:
+    """``total`` (a plain local name) is bound afresh at the top level of the function holding
+    ``loop_node``, before it; the function runs a backward pass at its own top level (one update per
+    call), the loop sits in no other loop of the function, and the container is never returned, stored on
+    something else, added into another total or handed to a call that may keep it: it holds one update's
+    graphs and is let go when the call returns."""
+    ctx = _ctx(tree)
+    fn = ctx.scope_of(loop_node)
+    if not isinstance(total, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    name = total.id
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in _own_nodes(fn)):
+        return False
+    at = next((i for i, s in enumerate(fn.body) if s is loop_node or any(n is loop_node for n in _own_nodes_stmt(s))), None)
+    if at is None or fn.body[at] is not loop_node:
+        return False  # inside another loop or block of the function: not one pass per call
+    if not any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+               and _fresh_value(s.value) for s in fn.body[:at]):
+        return False
+    if not any(isinstance(c, ast.Call) and terminal(c.func) == "backward" for s in fn.body
+               if not isinstance(s, _LOOPS) for c in _own_nodes_stmt(s)):
+        return False
+    for n in _own_nodes(fn):
+        uses = isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        if not uses:
+            continue
+        parent = ctx.parents.get(id(n))
+        # the container's own growth (`losses.append(x)`, `total += x`) and reads of it as a number are fine
+        if isinstance(parent, ast.Attribute) and parent.attr in ("append", "extend", "insert"):
+            continue
+        if isinstance(parent, ast.Subscript) and parent.value is n:
+            grand = ctx.parents.get(id(parent))
+            if isinstance(grand, ast.AugAssign) and grand.target is parent:
+                continue
+            if isinstance(grand, ast.Attribute) and grand.attr in ("backward",) | CUTTING_ATTRS:
+                continue
+        if isinstance(parent, ast.Attribute) and parent.attr in ("backward",) | CUTTING_ATTRS:
+            continue
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _NUMBER_BUILTINS:
+            continue
+        if isinstance(parent, ast.AugAssign) and parent.target is n:
+            continue
+        return False  # returned, stored, handed on, or read in a way not followed here
+    return True
+
+
+def _fresh_value(value: ast.AST) -> bool:
+    """A new empty container or a constant (``[]``, ``{}``, ``0.0``, ``[0.] * 2``, ``list()``)."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, (ast.List, ast.Tuple, ast.Dict, ast.Set)):
+        return all(isinstance(c, ast.Constant) for c in ast.iter_child_nodes(value) if isinstance(c, ast.expr))
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        return _fresh_value(value.left) and isinstance(value.right, ast.Constant)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("list", "dict", "set") and not value.args:
+        return True
+    return False
