@@ -14,8 +14,7 @@ from ._errors import GradguardError
 
 #: The oldest torch the run-time parts support (the ``torch`` extra asks for it).
 MIN_TORCH = (2, 1)
-INSTALL = ('install the PyTorch build for your machine (https://pytorch.org/get-started/locally/), '
-           'or pip install "gradguard[torch]"')
+INSTALL = "install the PyTorch build for your machine (https://pytorch.org/get-started/locally/)"
 
 
 def missing_message(what: str) -> str:
