@@ -562,7 +562,8 @@ def _lightning_logs_now(trainer) -> bool:
     every = getattr(trainer, "log_every_n_steps", None)
     if type(every) is int and every > 0 and not getattr(trainer, "should_stop", True) \
             and not getattr(trainer, "fast_dev_run", True):
-        stepped = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "_batches_that_stepped", None)
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        stepped = getattr(loop, "_batches_that_stepped", None)
         if type(stepped) is int and (stepped + 1) % every:
             return False
     connector = getattr(trainer, "_logger_connector", None)
