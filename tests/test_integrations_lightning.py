@@ -420,6 +420,38 @@ def test_window_loss_logged_only_on_the_steps_lightning_writes_logs(tmp_path, ev
     assert cb.loss == every_step.logged[-1]
 
 
+class AskBoth(L.Callback):
+    """At every optimizer step (where ExactAccumulation closes its window): the callback's answer to "does Lightning
+    write its logs after this step" beside Lightning's own test, asked in the same state; stops training at
+    ``stop_at`` (Lightning then writes the stopping step's logs whatever the cadence)."""
+
+    def __init__(self, stop_at=None):
+        self.answers, self.stop_at = [], stop_at
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        from gradguard.integrations.lightning.exact import _lightning_logs_now
+
+        if self.stop_at is not None and trainer.global_step + 1 == self.stop_at:
+            trainer.should_stop = True
+        own = bool(trainer._logger_connector.should_update_logs) or bool(trainer.fast_dev_run)
+        self.answers.append((_lightning_logs_now(trainer), own))
+
+
+@pytest.mark.parametrize("every,stop_at", [(1, None), (2, None), (3, None), (50, None), (3, 2), (0, None)])
+def test_the_logging_steps_are_lightnings_own(tmp_path, every, stop_at):
+    """The callback answers most windows from Lightning's step count before asking Lightning's own (slower) test:
+    the answers agree on every step, at every cadence, when training stops between cadence steps and with logging
+    off (log_every_n_steps=0). Negative control: the test finds logging steps at all (else agreement is vacuous)."""
+    ask = AskBoth(stop_at)
+    fit(S.batches(0) * 3, callbacks=[ExactAccumulation(), ask], root=tmp_path, log_every_n_steps=every)
+    mine = [m for m, _ in ask.answers]
+    assert mine == [o for _, o in ask.answers], ask.answers
+    if every in (1, 2, 3):
+        assert any(mine) and (every == 1 or not all(mine))
+    if stop_at is not None:
+        assert mine[-1] and len(mine) == stop_at  # the stopping step is written, off the cadence
+
+
 # ---------------------------------------------- the weighting's place in Lightning's backward
 class OwnBackward(Module):
     """A module that overrides LightningModule.backward (it is still what runs the pass)."""

@@ -294,7 +294,8 @@ def test_missing_extra_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", no_pygls)
     assert main(["server"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'pip install "gradguard[lsp]"' in err[0]
+    # the extra's own requirements: gradguard is not on a package index, so "gradguard[lsp]" would not resolve
+    assert len(err) == 1 and 'pip install "pygls<3,>=2" "lsprotocol>=2025.0.0"' in err[0] and "gradguard[" not in err[0]
 
 
 def test_neovim_runs_the_documented_configuration(tmp_path):

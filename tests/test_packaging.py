@@ -170,3 +170,28 @@ def test_the_call_site_pattern_is_the_same_on_python_3_10():
         assert [m.span(1) for m in plain.finditer(text)] == [m.span(1) for m in possessive.finditer(text)]
 
     same()
+
+
+def test_missing_extra_messages_name_the_extras_own_requirements():
+    """A message about a missing extra gives the extra's requirements as pyproject.toml declares them (read here
+    with a TOML reader, independently of the installed metadata the messages read), never ``gradguard[extra]``, which
+    would send pip to a package index that has no gradguard. Negative control: an extra the metadata lacks falls
+    back to installing it from the clone."""
+    from gradguard._extras import install_hint
+
+    declared = _pyproject()["project"]["optional-dependencies"]
+    for extra in ("torch", "plot", "demo", "lsp", "lightning", "transformers", "accelerate", "deepspeed"):
+        hint = install_hint(extra)
+        assert hint.startswith("pip install ") and "gradguard[" not in hint, hint
+        shown = sorted(w.strip('"') for w in hint.split()[2:])
+        want = sorted(_canonical(r) for r in declared[extra])
+        assert sorted(_canonical(r) for r in shown) == want, (extra, shown, want)
+    assert install_hint("no-such-extra") == 'pip install -e ".[no-such-extra]" in your clone of gradguard'
+
+
+def _canonical(req: str) -> tuple:
+    """A requirement as (name, sorted specifiers), so that ``pygls>=2,<3`` equals the metadata's ``pygls<3,>=2``."""
+    import re
+
+    name, spec = re.match(r"([A-Za-z0-9_.-]+)(.*)", req.replace(" ", "")).groups()
+    return name.lower(), tuple(sorted(s for s in spec.split(",") if s))

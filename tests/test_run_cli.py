@@ -321,7 +321,8 @@ STALE = (
 
 def test_paths_print_as_lint_prints_them(tmp_path, capsys, monkeypatch):
     """Below the current folder relative (as `gradguard lint` shows them), elsewhere absolute, whatever
-    folder the script changes to and however it was named; the report keeps the absolute path."""
+    folder the script changes to and however it was named; the report (--report) too, as `gradguard lint
+    --format json` writes them."""
     from gradguard.findings import short_path
 
     (tmp_path / "proj" / "src").mkdir(parents=True)
@@ -336,7 +337,14 @@ def test_paths_print_as_lint_prints_them(tmp_path, capsys, monkeypatch):
         if not os.path.isabs(named):  # the linter names the same file the same way (an absolute one: as given)
             assert main(["lint", "--select", "GG101", named]) == 1
             assert capsys.readouterr().out.startswith("src/train.py:8:5: GG101")
-    assert json.loads(report.read_text())[0]["path"] == str(script)
+        assert json.loads(report.read_text())[0]["path"] == "src/train.py", named
+        assert main(["lint", "--select", "GG101", "--format", "json", named]) == 1
+        assert [d["path"] for d in json.loads(capsys.readouterr().out)] == [
+            "src/train.py" if not os.path.isabs(named) else named]
+        # the report's own path as typed below the current folder, not made absolute
+        main(["run", "--mode", "record", "--report", "r2.json", named, str(tmp_path)])
+        monkeypatch.chdir(tmp_path / "proj")
+        assert "; r2.json has the full messages" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path / "proj" / "src")
     assert main(["run", "--mode", "raise", str(script)]) == 1
     err = capsys.readouterr().err
@@ -344,6 +352,7 @@ def test_paths_print_as_lint_prints_them(tmp_path, capsys, monkeypatch):
     other = tmp_path / "elsewhere"
     other.mkdir()
     monkeypatch.chdir(other)
-    main(["run", "--mode", "record", str(script)])
+    main(["run", "--mode", "record", "--report", str(report), str(script)])
     assert f"\n{script}:8: GG101" in capsys.readouterr().err  # outside the current folder: absolute
+    assert json.loads(report.read_text())[0]["path"] == str(script)  # in the report too
     assert short_path(str(script), str(other)) == str(script)

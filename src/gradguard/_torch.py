@@ -14,8 +14,15 @@ from ._errors import GradguardError
 
 #: The oldest torch the run-time parts support (the ``torch`` extra asks for it).
 MIN_TORCH = (2, 1)
-INSTALL = ('install the PyTorch build for your machine (https://pytorch.org/get-started/locally/), '
-           'or pip install "gradguard[torch]"')
+INSTALL = "install the PyTorch build for your machine (https://pytorch.org/get-started/locally/)"
+
+
+def _install() -> str:
+    """What to do, with a command (the ``torch`` extra's requirement; not ``gradguard[torch]``: gradguard is
+    not on a package index)."""
+    from ._extras import install_hint
+
+    return f"{INSTALL}, e.g. {install_hint('torch')}"
 
 
 def missing_message(what: str) -> str:
@@ -24,7 +31,7 @@ def missing_message(what: str) -> str:
     >>> missing_message("gradguard run")[:60]
     'gradguard run needs PyTorch (torch>=2.1), which is not insta'
     """
-    return (f"{what} needs PyTorch (torch>={'.'.join(map(str, MIN_TORCH))}), which is not installed: {INSTALL}; "
+    return (f"{what} needs PyTorch (torch>={'.'.join(map(str, MIN_TORCH))}), which is not installed: {_install()}; "
             f"gradguard lint and gradguard server work without it")
 
 
@@ -62,5 +69,5 @@ def require_torch(what: str):
         raise GradguardError(f"{what} needs PyTorch, and importing it failed: {exc}") from None
     found = getattr(torch, "__version__", "0")
     if _version(found) < MIN_TORCH:
-        raise GradguardError(f"{what} needs torch>={'.'.join(map(str, MIN_TORCH))}, found torch {found}: {INSTALL}")
+        raise GradguardError(f"{what} needs torch>={'.'.join(map(str, MIN_TORCH))}, found torch {found}: {_install()}")
     return torch

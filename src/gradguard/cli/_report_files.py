@@ -15,7 +15,7 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from .._files import replace_file
-from ..findings import Finding, to_json
+from ..findings import Finding, short_path, to_json
 
 
 def child_report_path(report: str, pid: int) -> str:
@@ -36,13 +36,15 @@ class ProcessFindings:
     the user named, where a symbolic link is followed; ``shared``: the file in
     the run's folder the parent reads (with ``command``, how the summary names
     the process), whose earlier content, left by the program this process was
-    before an ``os.exec*``, is taken over.
+    before an ``os.exec*``, is taken over. ``cwd``: the folder the run started in; the reports show a file
+    below it relative to it, as ``gradguard lint`` does (the shared file keeps absolute paths).
     """
 
     def __init__(self, paths: List[str], *, write_empty: bool, followed=(), shared: Optional[str] = None,
-                 command: Optional[str] = None):
+                 command: Optional[str] = None, cwd: str = ""):
         self.pid = os.getpid()
         self.paths = paths
+        self.cwd = cwd
         self.followed = set(followed)
         self.shared = shared
         self.command = command
@@ -68,7 +70,7 @@ class ProcessFindings:
         return finding
 
     def write(self) -> None:
-        data = (to_json(self.items) + "\n").encode("utf-8")
+        data = (to_json(shown_paths(self.items, self.cwd)) + "\n").encode("utf-8") if self.paths else b""
         for path in self.paths:
             try:
                 # a new file renamed over the report: a reader never sees half of it, and nothing
@@ -83,6 +85,12 @@ class ProcessFindings:
                 replace_file(self.shared, (json.dumps(record) + "\n").encode("utf-8"), follow_links=False)
             except OSError:
                 pass  # the run has ended (its folder is gone), or the disk is full: the report has them
+
+
+def shown_paths(findings: List[Finding], cwd: str = "") -> List[Finding]:
+    """``findings`` with each file below ``cwd`` (the folder the run started in; the current one if empty)
+    relative to it, as ``gradguard lint`` shows them; elsewhere absolute."""
+    return [f._replace(path=short_path(f.path, cwd or None)) if f.path else f for f in findings]
 
 
 def _read_shared(path: str) -> Tuple[Optional[str], List[Finding]]:

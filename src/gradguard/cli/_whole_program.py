@@ -52,7 +52,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .._files import replace_file
 from ..findings import Finding, short_path, summary_line, to_json
-from ._report_files import ProcessFindings, _read_shared, child_report_path, children_findings
+from ._report_files import ProcessFindings, _read_shared, child_report_path, children_findings, shown_paths
 
 _real_exit = os._exit
 _real_execv = os.execv
@@ -100,13 +100,13 @@ class _Run:
                 followed = paths if self.config.report_named else ()
                 # what this process found before an os.exec* made it the program it is now
                 earlier = _read_shared(shared)[1]
-                self.findings = ProcessFindings(paths, write_empty=True, followed=followed)
+                self.findings = ProcessFindings(paths, write_empty=True, followed=followed, cwd=self.config.cwd)
                 for f in earlier:
                     self.findings.add(f)
                 _unlink(shared)
             else:
                 paths = [child_report_path(self.config.report, pid)] if self.config.report else []
-                self.findings = ProcessFindings(paths, write_empty=False, shared=shared,
+                self.findings = ProcessFindings(paths, write_empty=False, shared=shared, cwd=self.config.cwd,
                                                 command=self.command if pid == self.command_pid else None)
                 self.finished = False
         return self.findings
@@ -423,9 +423,9 @@ def finish_parent(code: int) -> int:
     _print_findings(out, mine.items, who,
                     config.report if config.report and config.report not in mine.failed else None, config.cwd)
     for path, exc in mine.failed.items():
-        out.write(f"{who}: error: could not write the report to {path}: {exc.strerror or exc}; "
-                  "the findings as JSON follow\n")
-        out.write(to_json(mine.items) + "\n")
+        out.write(f"{who}: error: could not write the report to {short_path(path, config.cwd or None)}: "
+                  f"{exc.strerror or exc}; the findings as JSON follow\n")
+        out.write(to_json(shown_paths(mine.items, config.cwd)) + "\n")
     everything = list(mine.items)
     for pid, command, found in children_findings(config.shared, config.owner):
         name = f"pid {pid}: {command}" if command else f"pid {pid}"
@@ -469,5 +469,5 @@ def _print_findings(out: _Stderr, findings: List[Finding], who: str, report: Opt
             shown = f._replace(path=short_path(f.path, cwd or None)) if f.path else f
             out.write(shown.format() + "\n")
         out.write(f"`gradguard rule {findings[0].code}` explains a rule and its fix"
-                  + (f"; {report} has the full messages" if report else "") + "\n")
+                  + (f"; {short_path(report, cwd or None)} has the full messages" if report else "") + "\n")
     out.write(f"{who}: {summary_line(findings)}\n")

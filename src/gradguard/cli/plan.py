@@ -226,7 +226,9 @@ def _plot(report, budget: int, best, path: str) -> str:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("gradguard plan: matplotlib is not installed, no plot (pip install 'gradguard[plot]')", file=sys.stderr)
+        from .._extras import install_hint
+
+        print(f"gradguard plan: matplotlib is not installed, no plot ({install_hint('plot')})", file=sys.stderr)
         return "(none)"
     mib = 2**20
     xs = [r.micro_batch_size for r in report.rows]

@@ -12,7 +12,7 @@ examples:
 
 Diagnostics on open, change and save; each finding's fix as a quick fix; "fix all" as
 the code action source.fixAll.gradguard; the rule's explanation on hover.
-Needs the extra: pip install "gradguard[lsp]".
+Needs the extra lsp (pygls and lsprotocol).
 """
 
 
@@ -34,9 +34,10 @@ def handle(args) -> int:
     try:
         from ..language_server import serve
     except ImportError as exc:
+        from .._extras import install_hint
+
         raise GradguardError(
-            f"gradguard server needs pygls and lsprotocol ({exc.name or exc} is missing): "
-            'pip install "gradguard[lsp]"'
+            f"gradguard server needs pygls and lsprotocol ({exc.name or exc} is missing): {install_hint('lsp')}"
         ) from None
     serve()
     return 0

@@ -244,7 +244,9 @@ def _plot(out: Path, results: dict):
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        print("(plots skipped: matplotlib is not installed; pip install 'gradguard[demo]')")
+        from .._extras import install_hint
+
+        print(f"(plots skipped: matplotlib is not installed; {install_hint('demo')})")
         return []
     from .plots import write_plots
 

@@ -21,14 +21,17 @@ the Accumulator, beside the process-group drivers: :mod:`gradguard.accelerators`
 
 
 def require(module: str, extra: str) -> None:
-    """Import ``module``, or raise an ImportError that says which extra of gradguard installs it.
+    """Import ``module``, or raise an ImportError that says what installs it: the requirements of gradguard's
+    extra ``extra`` (gradguard is not on a package index, so ``gradguard[extra]`` would not resolve there).
 
     >>> require("no_such_framework_here", "lightning")
     Traceback (most recent call last):
     ...
-    ModuleNotFoundError: this gradguard integration needs no_such_framework_here, which is not installed: pip install "gradguard[lightning]"
+    ModuleNotFoundError: this gradguard integration needs no_such_framework_here, which is not installed: pip install "torch>=2.1" "lightning>=2.2"
     """
     import importlib
+
+    from .._extras import install_hint
 
     try:
         importlib.import_module(module)
@@ -36,6 +39,6 @@ def require(module: str, extra: str) -> None:
         if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
             raise  # something inside the framework is missing: its own message says what
         raise ModuleNotFoundError(
-            f"this gradguard integration needs {module}, which is not installed: pip install \"gradguard[{extra}]\"",
+            f"this gradguard integration needs {module}, which is not installed: {install_hint(extra)}",
             name=exc.name,
         ) from None

@@ -552,7 +552,20 @@ def _lightning_logs_now(trainer) -> bool:
     Its own test (``_LoggerConnector.should_update_logs``: every ``log_every_n_steps`` optimizer steps,
     or when training stops), asked in the same state Lightning asks it in right after this hook;
     ``fast_dev_run`` writes every step. A Lightning without that test: every step, as before.
+
+    Asking that test costs some 7 us (its running-stage checks compare enums in Python), on every window; most
+    windows are not logging steps, and Lightning's step count answers for them first: for a fit, its test is
+    ``(_batches_that_stepped + 1) % log_every_n_steps == 0 or should_stop``, so when that count is there and the
+    remainder is not 0, training is not stopping and it is no ``fast_dev_run``, the answer is no without asking.
+    Every other case asks Lightning (``tests/test_integrations_lightning.py`` checks the two agree on every step).
     """
+    every = getattr(trainer, "log_every_n_steps", None)
+    if type(every) is int and every > 0 and not getattr(trainer, "should_stop", True) \
+            and not getattr(trainer, "fast_dev_run", True):
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        stepped = getattr(loop, "_batches_that_stepped", None)
+        if type(stepped) is int and (stepped + 1) % every:
+            return False
     connector = getattr(trainer, "_logger_connector", None)
     should = getattr(connector, "should_update_logs", True)
     return bool(should) or bool(getattr(trainer, "fast_dev_run", False))
