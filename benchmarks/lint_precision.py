@@ -52,7 +52,8 @@ and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/wo
 ``--set fresh4-heldout`` and ``--set fresh4-tune`` of a fourth (``lint_precision_fresh4_repos.tsv``,
 ``/work/realrepos_fresh4``); ``--set fresh5-heldout`` and ``--set fresh5-tune`` of a fifth
 (``lint_precision_fresh5_repos.tsv``, ``/work/realrepos_fresh5``); ``--set fresh6-heldout`` and ``--set fresh6-tune``
-of a sixth (``lint_precision_fresh6_repos.tsv``, ``/work/realrepos_fresh6``).
+of a sixth (``lint_precision_fresh6_repos.tsv``, ``/work/realrepos_fresh6``); ``--set fresh7-heldout`` and
+``--set fresh7-tune`` of a seventh (``lint_precision_fresh7_repos.tsv``, ``/work/realrepos_fresh7``).
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ FRESH5_LIST = HERE / "lint_precision_fresh5_repos.tsv"
 # A sixth fresh list, chosen the same way once the fifth fresh set had been measured; none of its repositories in
 # any list above.
 FRESH6_LIST = HERE / "lint_precision_fresh6_repos.tsv"
+# A seventh fresh list, chosen the same way once the sixth fresh set had been measured; none of its repositories in
+# any list above.
+FRESH7_LIST = HERE / "lint_precision_fresh7_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -269,7 +273,11 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh6-heldout": RepoSet(wide_repos("heldout", FRESH6_LIST), HERE / "lint_precision_fresh6_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh6")),
         "fresh6-tune": RepoSet(wide_repos("tune", FRESH6_LIST), HERE / "lint_precision_fresh6_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh6"))}
+                               Path("/work/realrepos_fresh6")),
+        "fresh7-heldout": RepoSet(wide_repos("heldout", FRESH7_LIST), HERE / "lint_precision_fresh7_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh7")),
+        "fresh7-tune": RepoSet(wide_repos("tune", FRESH7_LIST), HERE / "lint_precision_fresh7_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh7"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
 # halves of the five fresh lists, the headline figure on code no rule was tuned on.
@@ -669,7 +677,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "lint_precision_fresh3_repos.tsv; fresh4-heldout / fresh4-tune: the same for "
                              "lint_precision_fresh4_repos.tsv; fresh5-heldout / fresh5-tune: the same for "
                              "lint_precision_fresh5_repos.tsv; fresh6-heldout / fresh6-tune: the same for "
-                             "lint_precision_fresh6_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "lint_precision_fresh6_repos.tsv; fresh7-heldout / fresh7-tune: the same for "
+                             "lint_precision_fresh7_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
                              "fresh3-heldout, fresh4-heldout and fresh5-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
