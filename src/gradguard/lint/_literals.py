@@ -259,8 +259,7 @@ def argument_value(name: str, loop: Loop) -> Optional[ast.expr]:
         if arg is None:
             return None
         if not _plain(arg):
-            if not any(call is n for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                       for n in subtree(s)):
+            if not _at_top_level(call, module):
                 return None  # made inside another function: its names are that function's
             if isinstance(arg, ast.Name):
                 bound = top_level(module).bound.get(arg.id, [])
@@ -275,6 +274,12 @@ def argument_value(name: str, loop: Loop) -> Optional[ast.expr]:
     return value if len(found) == 1 else None
 
 
+def _at_top_level(call: ast.AST, module) -> bool:
+    """``call`` is made in a statement at the top level of the file, not inside a function or class."""
+    return any(call is n for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               for n in subtree(s))
+
+
 def _plain(node: ast.expr) -> bool:
     """A literal, or a call of a plain name with literal arguments (``Args()``, ``Config(4)``)."""
     if isinstance(node, ast.Constant):
@@ -283,13 +288,14 @@ def _plain(node: ast.expr) -> bool:
             and all(isinstance(x, ast.Constant) for x in node.args) and all(isinstance(k.value, ast.Constant) and k.arg for k in node.keywords))
 
 
-def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
+def attribute_binding(node: ast.expr, loop: Loop, cls: Optional[ast.ClassDef] = None) -> Optional[ast.expr]:
     """The value of ``self.x`` in the loop's class where the file proves it: set once, in
     ``__init__``, never elsewhere; an ``__init__`` parameter stored there stands for the one
     literal every construction of the class in the file gives it, its default where left out
     (``SgModel(net)`` with ``batch_accumulate=1``). None otherwise (a config read at run time,
-    constructions that differ, a class built nowhere in the file)."""
-    cls = loop.cls
+    constructions that differ, a class built nowhere in the file). ``cls``: the class to read
+    instead of the loop's (a method of another class the loop calls)."""
+    cls = cls if cls is not None else loop.cls
     if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and cls is not None):
         return None
     if node.attr in loop.module.mutated_attrs():
@@ -324,6 +330,10 @@ def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
             if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
                 return None
             arg = c.args[index - 1] if 0 < index <= len(c.args) else next((k.value for k in c.keywords if k.arg == value.id), default)
+            if isinstance(arg, ast.Name) and _at_top_level(c, loop.module):
+                # `Engine(net, opt, accum)` at the top level with `accum = 10` bound once there
+                bound = top_level(loop.module).bound.get(arg.id, [])
+                arg = bound[0] if len(bound) == 1 else arg
             if not isinstance(arg, ast.Constant):
                 return None
             given.add(repr(arg.value))
