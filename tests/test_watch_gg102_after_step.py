@@ -64,7 +64,7 @@ def _run(order, watch=True):
     return params, ([(f.code, f.step) for f in ctx.findings] if ctx else None)
 
 
-def test_a_pass_after_the_step_is_never_applied_and_is_reported_at_its_first_clearing():
+def test_a_pass_after_the_step_is_never_applied_and_is_reported_once_systematic():
     bug, found = _run("bug")
     none, _ = _run("none", watch=False)
     fixed, _ = _run("fixed", watch=False)
