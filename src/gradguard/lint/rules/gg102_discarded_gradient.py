@@ -206,7 +206,7 @@ def _feeds_a_later_step(loop: Loop, backward: Event, events: list, assigns: dict
         other = loop.optimizer_model(e.target) if e.target else None
         if other is None:
             return True
-        if not _frozen_in(loop, other) and _reaches(backward_tensor(backward.node), other, assigns, set()):
+        if not _frozen_in(loop, other) and _reaches(backward_tensor(backward.node), other, assigns, set(), every=False):
             return True
     return False
 
@@ -227,11 +227,13 @@ def _frozen_in(loop: Loop, module: str) -> bool:
     return False
 
 
-def _reaches(expr, module: str, assigns: dict, seen: set, helpers: frozenset = frozenset(), depth: int = 0) -> bool:
+def _reaches(expr, module: str, assigns: dict, seen: set, helpers: frozenset = frozenset(), depth: int = 0,
+             every: bool = True) -> bool:
     """``expr`` is computed, on every assignment the loop makes on the way, from a call of ``module``
     (``module(x)``, ``module.encoder(x)``) not cut by ``detach()``/``.data``/``.item()``. ``helpers``:
     functions of the file, whose results are taken as not proved to reach it (what they return is not
-    followed here)."""
+    followed here). ``every=False``: on some assignment (a name assigned several times in the iteration,
+    ``output = D(real)`` then ``output = D(fake)``), for asking whether a pass may feed a step."""
     if expr is None or depth > 12:
         return False
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("detach", "item", "tolist", "numpy"):
@@ -241,17 +243,20 @@ def _reaches(expr, module: str, assigns: dict, seen: set, helpers: frozenset = f
     if isinstance(expr, ast.Call) and (text(expr.func) == module or text(expr.func).startswith(module + ".")):
         return True
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in helpers:
-        return False  # what a function of the file returns (`a, b = losses(...)`) is not read here: not proved
+        return not every  # what a function of the file returns (`a, b = losses(...)`) is not read here: may, not proved
     if isinstance(expr, ast.Name):
         if expr.id in seen:
             return True  # a transform (`loss = loss * w`): whether its start reaches is decided there
         values = assigns.get(expr.id) or []
-        if not values or any(v is None or isinstance(v, tuple) for v in values):
+        if not values or every and any(v is None or isinstance(v, tuple) for v in values):
             return False
-        return all(_reaches(v, module, assigns, seen | {expr.id}, helpers, depth + 1) for v in values)
+        found = (_reaches(v, module, assigns, seen | {expr.id}, helpers, depth + 1, every) for v in values
+                 if v is not None and not isinstance(v, tuple))
+        return all(found) if every else any(found)
     if isinstance(expr, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
         return False
-    return any(_reaches(c, module, assigns, seen, helpers, depth + 1) for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr))
+    return any(_reaches(c, module, assigns, seen, helpers, depth + 1, every) for c in ast.iter_child_nodes(expr)
+               if isinstance(c, ast.expr))
 
 
 def _read_between(loop: Loop, backward: Event, clear: Event) -> bool:
