@@ -228,15 +228,15 @@ def argument_value(name: str, loop: Loop) -> Optional[ast.expr]:
     if name in (getattr(a.vararg, "arg", None), getattr(a.kwarg, "arg", None)):
         return None
     module = loop.module
-    stores = [n for n in subtree(fn) if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
-    if stores or any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in subtree(fn)):
-        return None
     params = a.posonlyargs + a.args
     positional = [p.arg for p in params]
     method = positional[:1] in (["self"], ["cls"])
     calls = module._calls_of(fn)
-    uses = sum(1 for n in subtree(module.tree) if isinstance(n, ast.Name) and n.id == fn.name and isinstance(n.ctx, ast.Load))
-    if not calls or method or uses != len(calls):
+    if not calls or method:
+        return None
+    if name in _rebound(fn):
+        return None
+    if _loads(module).get(fn.name, 0) != len(calls):
         return None  # called nowhere here, a method, or handed on by name (`Thread(target=train)`)
     if name in positional:
         index = positional.index(name)
@@ -272,6 +272,32 @@ def argument_value(name: str, loop: Loop) -> Optional[ast.expr]:
         found.add(ast.dump(arg))
         value = arg
     return value if len(found) == 1 else None
+
+
+def _rebound(fn: ast.AST) -> frozenset:
+    """The names ``fn`` stores to (assigned, loop targets, deleted) or declares global/nonlocal; kept on the node."""
+    found = fn.__dict__.get("_gg_rebound")
+    if found is None:
+        names = set()
+        for n in subtree(fn):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                names.add(n.id)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                names.update(n.names)
+        found = fn.__dict__["_gg_rebound"] = frozenset(names)
+    return found
+
+
+def _loads(module) -> dict:
+    """name -> how many times the file reads it (as a plain name); found once per file."""
+    found = module.__dict__.get("_gg_name_loads")
+    if found is None:
+        found = {}
+        for n in subtree(module.tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                found[n.id] = found.get(n.id, 0) + 1
+        module.__dict__["_gg_name_loads"] = found
+    return found
 
 
 def _at_top_level(call: ast.AST, module) -> bool:
