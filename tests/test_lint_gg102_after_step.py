@@ -24,7 +24,7 @@ torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
 critic = torch.nn.Linear(3, 1).double()
 opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-opt_c = torch.optim.Adam(critic.parameters(), lr=1e-3)
+opt_c = torch.optim.SGD(critic.parameters(), lr=1e-3)
 g = torch.Generator().manual_seed(1)
 batches = [(torch.randn(4, 6, generator=g, dtype=torch.float64), torch.randint(0, 3, (4,), generator=g),
             torch.randn(4, 6, generator=g, dtype=torch.float64)) for _ in range(5)]
