@@ -193,21 +193,135 @@ def _ancestors(root: ast.AST, target: ast.AST) -> List[ast.AST]:
 
 
 def binding(name: str, loop: Loop) -> Optional[ast.expr]:
-    """The value of the one assignment to ``name`` in the loop's scope, else of the one
-    module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not exactly one."""
+    """The value of the one assignment to ``name`` in the loop's scope, else, for a parameter of the
+    loop's function, the one value every call of it in the file hands in (:func:`argument_value`),
+    else of the one module-level assignment (a constant such as ``MAX_ITERS = 600``); None if not
+    exactly one."""
     values = loop.module.scope_facts(loop.scope).bound.get(name, []) if loop.scope is not None else []
+    if not values and _parameter(name, loop.scope):
+        return argument_value(name, loop)
     if not values:
         values = top_level(loop.module).bound.get(name, [])
     return values[0] if len(values) == 1 else None
 
 
-def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
+def _parameter(name: str, scope: Optional[ast.AST]) -> bool:
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = scope.args
+    return any(p.arg == name for p in a.posonlyargs + a.args + a.kwonlyargs) or name in (
+        getattr(a.vararg, "arg", None), getattr(a.kwarg, "arg", None))
+
+
+def argument_value(name: str, loop: Loop) -> Optional[ast.expr]:
+    """The value of parameter ``name`` of the loop's function where the file proves it: the function
+    is called in the file, never rebinds ``name``, is not handed on by name (a callback's caller is
+    not in the file), and every call hands in the same value, or leaves it to the same default:
+    a literal, a call of a name with literal arguments (``Args()``), or, for a call made at the
+    top level of the file, an expression there or a name bound once there, whose value mentions no
+    name the function binds itself (so reading it from inside the function reads the caller's).
+    ``train(args, loader)`` with ``args = Args()``, ``loader = [... for _ in range(8)]``: ``args``
+    is ``Args()`` and ``loader`` a list of 8. None otherwise (``*args``, ``**kwargs``, values that
+    differ, a call inside another function, a method called through an object)."""
+    fn = loop.scope
+    a = fn.args
+    if name in (getattr(a.vararg, "arg", None), getattr(a.kwarg, "arg", None)):
+        return None
+    module = loop.module
+    params = a.posonlyargs + a.args
+    positional = [p.arg for p in params]
+    method = positional[:1] in (["self"], ["cls"])
+    calls = module._calls_of(fn)
+    if not calls or method:
+        return None
+    if name in _rebound(fn):
+        return None
+    if _loads(module).get(fn.name, 0) != len(calls):
+        return None  # called nowhere here, a method, or handed on by name (`Thread(target=train)`)
+    if name in positional:
+        index = positional.index(name)
+        first_default = len(params) - len(a.defaults)
+        default = a.defaults[index - first_default] if index >= first_default else None
+    else:
+        index = None
+        default = next((d for p, d in zip(a.kwonlyargs, a.kw_defaults) if p.arg == name), None)
+    local = set(module.scope_facts(fn).bound) | {p.arg for p in params + a.kwonlyargs}
+    found = set()
+    value = None
+    for call in calls:
+        if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        arg = next((k.value for k in call.keywords if k.arg == name), None)
+        if arg is None and index is not None and index < len(call.args):
+            arg = call.args[index]
+        if arg is None:
+            arg = default
+        if arg is None:
+            return None
+        if not _plain(arg):
+            if not _at_top_level(call, module):
+                return None  # made inside another function: its names are that function's
+            if isinstance(arg, ast.Name):
+                bound = top_level(module).bound.get(arg.id, [])
+                if len(bound) != 1 or bound[0] is None:
+                    return None
+                arg = bound[0]
+            own = {n.id for n in subtree(arg) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}  # a comprehension's
+            if any(isinstance(n, ast.Name) and n.id in local and n.id not in own for n in subtree(arg)):
+                return None  # read inside the function, the name would be the function's own
+        found.add(ast.dump(arg))
+        value = arg
+    return value if len(found) == 1 else None
+
+
+def _rebound(fn: ast.AST) -> frozenset:
+    """The names ``fn`` stores to (assigned, loop targets, deleted) or declares global/nonlocal; kept on the node."""
+    found = fn.__dict__.get("_gg_rebound")
+    if found is None:
+        names = set()
+        for n in subtree(fn):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                names.add(n.id)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                names.update(n.names)
+        found = fn.__dict__["_gg_rebound"] = frozenset(names)
+    return found
+
+
+def _loads(module) -> dict:
+    """name -> how many times the file reads it (as a plain name); found once per file."""
+    found = module.__dict__.get("_gg_name_loads")
+    if found is None:
+        found = {}
+        for n in subtree(module.tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                found[n.id] = found.get(n.id, 0) + 1
+        module.__dict__["_gg_name_loads"] = found
+    return found
+
+
+def _at_top_level(call: ast.AST, module) -> bool:
+    """``call`` is made in a statement at the top level of the file, not inside a function or class."""
+    return any(call is n for s in module.tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               for n in subtree(s))
+
+
+def _plain(node: ast.expr) -> bool:
+    """A literal, or a call of a plain name with literal arguments (``Args()``, ``Config(4)``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and all(isinstance(x, ast.Constant) for x in node.args) and all(isinstance(k.value, ast.Constant) and k.arg for k in node.keywords))
+
+
+def attribute_binding(node: ast.expr, loop: Loop, cls: Optional[ast.ClassDef] = None) -> Optional[ast.expr]:
     """The value of ``self.x`` in the loop's class where the file proves it: set once, in
     ``__init__``, never elsewhere; an ``__init__`` parameter stored there stands for the one
     literal every construction of the class in the file gives it, its default where left out
     (``SgModel(net)`` with ``batch_accumulate=1``). None otherwise (a config read at run time,
-    constructions that differ, a class built nowhere in the file)."""
-    cls = loop.cls
+    constructions that differ, a class built nowhere in the file). ``cls``: the class to read
+    instead of the loop's (a method of another class the loop calls)."""
+    cls = cls if cls is not None else loop.cls
     if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and cls is not None):
         return None
     if node.attr in loop.module.mutated_attrs():
@@ -242,6 +356,10 @@ def attribute_binding(node: ast.expr, loop: Loop) -> Optional[ast.expr]:
             if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
                 return None
             arg = c.args[index - 1] if 0 < index <= len(c.args) else next((k.value for k in c.keywords if k.arg == value.id), default)
+            if isinstance(arg, ast.Name) and _at_top_level(c, loop.module):
+                # `Engine(net, opt, accum)` at the top level with `accum = 10` bound once there
+                bound = top_level(loop.module).bound.get(arg.id, [])
+                arg = bound[0] if len(bound) == 1 else arg
             if not isinstance(arg, ast.Constant):
                 return None
             given.add(repr(arg.value))

@@ -25,7 +25,7 @@ class Pass:
     """
 
     __slots__ = ("index", "site", "info", "managed", "counted", "used", "judged", "reached", "retained", "pver",
-                 "create_graph", "framework", "windowed")
+                 "create_graph", "framework", "windowed", "on_applied")
 
     def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
         self.index = index
@@ -40,6 +40,9 @@ class Pass:
         self.create_graph = False
         self.framework = False  # called through a library's code (a framework's backward, which scales the loss)
         self.windowed = False  # made through an Accumulator's backward(): its window is pending until that step
+        # set when it is discarded: every buffer it reached, cleared then, also held gradient a step had already
+        # applied (the pass was added on top of an applied gradient, after a step, and cleared before the next)
+        self.on_applied = False
         # (parameter, its _version) for the first few parameters reached, right after the
         # pass: a parameter modified in place before the gradient is cleared means the
         # gradient was used by hand (SAM's perturbation, a hand-written update).

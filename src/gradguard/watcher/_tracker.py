@@ -357,10 +357,11 @@ class Tracker(ColumnStore, ByHand):
 
     def _cleared_all(self, sub: Subset, site: Optional[Site]) -> None:
         watch_for = self._open_before()
+        spent = {i for i, c in zip(sub.idx, sub.get(self.consumed)) if c} if watch_for else None
         for name, value in (("buf", None), ("ver", -1), ("consumed", False), ("zero", False), ("since", self.count)):
             self._put(name, sub, None, value)
         if watch_for:
-            self._judge(watch_for, sub.idx, site)
+            self._judge(watch_for, sub.idx, site, spent)
 
     def _zero_filled_all(self, sub: Subset, vers: List[int]) -> None:
         """Every buffer of ``sub`` zero-filled in place (now at versions ``vers``), no pass's gradient waiting
@@ -406,11 +407,12 @@ class Tracker(ColumnStore, ByHand):
     def clear(self, positions: List[int], site: Optional[Site]) -> None:
         """The buffers at ``positions`` were emptied: passes whose last waiting gradient this was are discarded."""
         watch_for = self._open_before()
+        spent = {i for i in positions if self.consumed[i]} if watch_for else None
         self._set_at("consumed", positions, False)
         self._set_at("zero", positions, False)
         self._set_at("since", positions, self.count)
         if watch_for:
-            self._judge(watch_for, positions, site)
+            self._judge(watch_for, positions, site, spent)
 
     def _judge_unowned(self, ost: OptState) -> None:
         """``ost`` was just registered (at its first step or zero_grad): passes cleared unused before it held
@@ -438,8 +440,9 @@ class Tracker(ColumnStore, ByHand):
             return []
         return [ps for ps in self.passes if not ps.used and not ps.judged and self.live(ps)]
 
-    def _judge(self, passes: List[Pass], cleared: List[int], site: Optional[Site]) -> None:
-        """Of ``passes`` (waiting before the clearing of ``cleared``), those now gone without a step."""
+    def _judge(self, passes: List[Pass], cleared: List[int], site: Optional[Site], spent: Optional[set] = None) -> None:
+        """Of ``passes`` (waiting before the clearing of ``cleared``), those now gone without a step.
+        ``spent``: the cleared positions that also held gradient a step had applied (:attr:`Pass.on_applied`)."""
         for ps in passes:
             if self.live(ps):
                 continue
@@ -456,6 +459,7 @@ class Tracker(ColumnStore, ByHand):
                 # inf/NaN unseen (it only calls step() or not), so its passes are never judged.
                 continue
             ps.judged = True
+            ps.on_applied = bool(spent) and all(i in spent for i in hit)
             self.on_discard(ps, self.owner[hit[0]], site)
 
     def live(self, ps: Pass) -> bool:

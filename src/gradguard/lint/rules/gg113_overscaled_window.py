@@ -11,7 +11,12 @@ Decided from the program's structure, never from names:
   that can reach it (``loss = f() / K`` then ``loss = loss / K``, a helper of the file that
   returns ``loss / K`` and its result divided again), or divided once while the gradients are
   divided by K again before the step (``p.grad.div_(K)``, ``p.grad /= K``,
-  ``torch._foreach_div_(grads, K)`` in the block of the step).
+  ``torch._foreach_div_(grads, K)`` in the block of the step);
+* the same through an object of a class the file defines: ``engine.backward(loss / K)`` whose
+  method divides its loss by ``self.k`` again before ``loss.backward()``, its ``step`` closing
+  the window on ``self.k``, with ``self.k`` set in ``__init__`` from what the construction hands
+  in (a DeepSpeed-style engine written in the file): the divisions in the method and in the
+  caller are counted each in its own scope.
 
 A division by K once (under the framework's backward: none) is correct and not reported. No
 fix: which of the two divisions the user meant to keep is not in the program (both give the
@@ -24,7 +29,8 @@ import ast
 from typing import Dict, Optional
 
 from .._ast import called, bind_arguments, nodes_of, text
-from .._literals import literal_int
+from .._ast import assignments, bind_arguments as _arguments, nodes_of as _nodes_of
+from .._literals import attribute_binding, literal_int
 from .._events import BACKWARD, CLEAR, PARTIAL, STEP
 from .._model import Loop, Report, backward_tensor
 from .._weights import bound as _bound
@@ -71,12 +77,14 @@ def check_loop(loop: Loop, report: Report) -> None:
     if k is None or done or _wiped(loop):
         return
     same = _matcher(loop, k, None)
-    counts = [_divisions(backward_tensor(b.node), same, loop.scope_of(b), loop, 0) for b in loop.backwards]
+    same = _through_classes(loop, k, same)
+    counts = [max(_divisions(backward_tensor(b.node), same, loop.scope_of(b), loop, 0), _framed_divisions(loop, b, same))
+              for b in loop.backwards]
     if min(counts) >= 2:
         b = loop.backwards[0]
         report(
             CODE,
-            b.node,
+            b.frame[0][1] if b.frame else b.node,  # the loop's own line (`engine.backward(loss)`) where a helper runs it
             f"Every backward pass of this window of `{text(k)}` micro-batches back-propagates a loss divided by "
             f"`{text(k)}` twice: each step's gradient is 1/K of the window's mean.",
             loop=loop, backward=b.node,
@@ -98,6 +106,62 @@ def check_loop(loop: Loop, report: Report) -> None:
                     loop=loop, step=step.node,
                 )
                 return
+
+
+def _class_of(loop: Loop, fn: ast.AST) -> Optional[ast.ClassDef]:
+    """The class of the file whose body defines method ``fn``."""
+    return next((c for c in _nodes_of(loop.module.tree, ast.ClassDef) if any(s is fn for s in c.body)), None)
+
+
+def _self_value(loop: Loop, expr: ast.expr, fn: ast.AST) -> Optional[int]:
+    """The int ``self.x`` holds in method ``fn`` where the file proves it (set once in ``__init__``
+    from what every construction hands in, :func:`attribute_binding`)."""
+    cls = _class_of(loop, fn)
+    if cls is None or not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self"):
+        return None
+    value = attribute_binding(expr, loop, cls)
+    return value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
+
+
+def _through_classes(loop: Loop, k: ast.expr, same):
+    """``same`` where the window's size is an attribute of an object of another class the loop calls
+    (an engine whose ``step`` closes the window on ``self.k``): the attribute's proved value, and the
+    attributes of the methods the loop runs that hold the same value, count as K."""
+    frames = [fn for e in list(loop.steps) + list(loop.backwards) for fn, _ in e.frame]
+    value = literal_int(k, loop)
+    if value is None:
+        value = next((v for v in (_self_value(loop, k, fn) for fn in frames) if v is not None), None)
+    if value is None or value <= 1:
+        return same
+
+    def inner(expr: ast.expr) -> bool:
+        return same(expr) or any(_self_value(loop, expr, fn) == value for fn in frames) or literal_int(expr, loop) == value
+
+    return inner
+
+
+def _framed_divisions(loop: Loop, b, same) -> int:
+    """How many times the loss a backward pass inside helpers (``engine.backward(loss)`` running
+    ``loss = loss / self.k; loss.backward()``) back-propagates is divided by K: in each helper, the
+    divisions of its parameter there, plus those of the argument the caller hands in, in the
+    caller's scope (each scope read on its own: the caller's ``loss`` is not the helper's)."""
+    if not b.frame:
+        return 0
+    expr, total = backward_tensor(b.node), 0
+    for i in range(len(b.frame) - 1, -1, -1):
+        fn, call = b.frame[i]
+        own = assignments(fn)
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs] if hasattr(fn, "args") else []
+        if not (isinstance(expr, ast.Name) and expr.id in params):
+            return total + _divisions(expr, same, own, loop, 0)  # made inside the helper
+        # the parameter starts as the caller's argument: a base with no divisions of its own here
+        scope = {**own, expr.id: [ast.Name(id=" argument", ctx=ast.Load())] + list(own.get(expr.id, []))}
+        total += _divisions(expr, same, scope, loop, 0)
+        handed = _arguments(fn, call).get(expr.id)
+        if not handed:
+            return 0
+        expr = handed[0]
+    return total + _divisions(expr, same, loop.assignments(), loop, 0)
 
 
 def _wiped(loop: Loop) -> bool:

@@ -42,6 +42,15 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     first discard: the Accumulator's window was pending, and a clearing it did not make
     (a ``zero_grad()`` left in the loop) threw it away.
 
+(h) a pass added on top of gradient a step had already applied (made after a step, with no
+    clearing in between) and then cleared with it before any step used it does not mark its
+    line deliberate when the interval's step is fed only by other backward lines (the SAM
+    clause of (b)): ``zero_grad(); a.backward(); step(); b.backward()`` in every iteration (a
+    step placed before the last backward pass) discards ``b`` in every interval, while each
+    step applies ``a``. A gradient meant to be read alone (SAM's first pass, a norm probe) is
+    made on cleared buffers, not summed with an applied one. It is still reported only once
+    systematic, as (b) counts.
+
 Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
 intervals right from its first one to be reported.
@@ -72,7 +81,7 @@ class Line:
     last such interval; ``banned``: the line discards on purpose, never reported.
     """
 
-    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors")
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors", "stacked")
 
     def __init__(self, j: int, site=None):
         self.first = j
@@ -83,6 +92,7 @@ class Line:
         self.run = 0
         self.confirmed = -1
         self.banned = False
+        self.stacked = True  # every pass it discarded in interval ``last`` was on top of applied gradient (h)
 
 
 class Lines:
@@ -147,13 +157,15 @@ class Lines:
             line.last = j
             line.sources = set()
             line.factors = []
+            line.stacked = True
+        line.stacked = line.stacked and ps.on_applied
         line.sources.add(ps.site)
         line.factors.append(_factor(ps))
         open_lines = self.open.setdefault(id(ost), [])
         if not open_lines or open_lines[-1] is not line:
             open_lines.append(line)
         if line.run >= RUN - 1:
-            _report(view, line.run + 1)
+            _report(view, line.run + 1, applied=line.stacked)
 
     def confirm(self, ost, fed_sites: set, by_hand: bool) -> None:
         """At ``ost``'s step: confirm or dismiss the lines that discarded in the interval it ends.
@@ -166,7 +178,7 @@ class Lines:
         for line in lines:
             if line.banned or line.last != j:
                 continue
-            if (not fed_sites and not by_hand) or fed_sites & line.sources:
+            if (not fed_sites and not by_hand) or fed_sites & line.sources or (line.stacked and not by_hand):  # (h)
                 line.run += 1
                 line.confirmed = j
             else:
@@ -273,14 +285,16 @@ def _report_window(view: DiscardView) -> None:
     )
 
 
-def _report(view: DiscardView, intervals: int) -> None:
+def _report(view: DiscardView, intervals: int, applied: bool = False) -> None:
     ps, site = view.ps, view.site
     where = site if site is not None and site[0] is not None else ps.site
     cleared = f" (cleared at {at(site, where)})" if site is not None and site[0] is not None else ""
     every = f"; this clearing did so in {intervals} consecutive optimizer-step intervals" if intervals > 1 else ""
+    after = (" It ran after the optimizer's step, on top of the gradient that step had applied: move the step "
+             "after this backward pass.") if applied else ""
     view.report(
         CODE,
         f"The backward pass at {at(ps.site, where)} put gradients into {plural(len(view.params), 'parameter')} and all of "
-        f"them were cleared{cleared} before any optimizer step used them{every}.",
+        f"them were cleared{cleared} before any optimizer step used them{every}.{after}",
         where, view.ost.steps + 1, view.params,
     )
