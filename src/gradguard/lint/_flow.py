@@ -357,6 +357,8 @@ class Walker:
         #: (see :meth:`block`): while one will, an ``if`` whose branches change nothing but the
         #: decision is not forked (see :meth:`_if`)
         self._merging = 0
+        #: whether that shortcut is taken (:meth:`walk` turns it off where its paths outgrow a limit)
+        self._shortcut = True
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
@@ -371,7 +373,29 @@ class Walker:
             TooComplex: more than :data:`MAX_PATHS` paths.
         """
         self._enclosing = enclosing
-        return self.block(loop.body, [Path()], ())
+        return self.walk(loop.body)
+
+    def walk(self, stmts) -> List[Path]:
+        """The paths through ``stmts`` from the start of a path.
+
+        The shortcut of :meth:`_if` merges two branches before :func:`merge_paths` sees them, and
+        merging in another order can leave more paths (the merge is exact, but which paths it can
+        still join depends on the order). Where the walk with the shortcut outgrows a limit, the
+        walk without it decides, so that a loop is given up exactly where it was before.
+        """
+        work, accumulate = self._work, len(self.accumulate)
+        try:
+            return self.block(stmts, [Path()], ())
+        except TooComplex:
+            if not self._shortcut:
+                raise
+        self._work = work
+        del self.accumulate[accumulate:]
+        self._shortcut = False
+        try:
+            return self.block(stmts, [Path()], ())
+        finally:
+            self._shortcut = True
 
     # -- statements ------------------------------------------------------------
     def block(self, stmts, states: List[Path], stack: Tuple) -> List[Path]:
@@ -527,7 +551,7 @@ class Walker:
                 branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
                 inner = stack + ((test, takes_body),)
                 forked.append(self.block(stmt.body if takes_body else stmt.orelse, [branch], inner))
-            if len(forked) == 2 and self._merging and s.decided(key) is None and _only_decided(forked[0], forked[1], key):
+            if len(forked) == 2 and self._merging and self._shortcut and s.decided(key) is None and _only_decided(forked[0], forked[1], key):
                 # both branches ran through the same events and ended alike: the merge below would make
                 # them one path without this decision (merge_paths), so they are made one here, and the
                 # paths of the statement are not doubled only to be halved again
@@ -908,7 +932,7 @@ class Walker:
         keys = self._tested_keys(fn, 0) if any(s.decisions for s in states) else frozenset()
         frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
                  self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None,
-                 bool(self._merging))
+                 bool(self._merging), self._shortcut)
         out: List[Path] = []
         for s in states:
             seed = tuple(sorted((d for d in s.decisions if d[0] in keys), key=lambda d: (d[0], d[1])))
