@@ -353,12 +353,6 @@ class Walker:
         self._frames: List[Tuple[ast.AST, Optional[ast.Call]]] = []
         #: the ``accelerator.sync_gradients`` tests of the ``accumulate`` windows the walk is in
         self._sync: List[ast.expr] = []
-        #: how many of the blocks being walked will merge the paths of the statement they are at
-        #: (see :meth:`block`): while one will, an ``if`` whose branches change nothing but the
-        #: decision is not forked (see :meth:`_if`)
-        self._merging = 0
-        #: whether that shortcut is taken (:meth:`walk` turns it off where its paths outgrow a limit)
-        self._shortcut = True
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
@@ -373,29 +367,7 @@ class Walker:
             TooComplex: more than :data:`MAX_PATHS` paths.
         """
         self._enclosing = enclosing
-        return self.walk(loop.body)
-
-    def walk(self, stmts) -> List[Path]:
-        """The paths through ``stmts`` from the start of a path.
-
-        The shortcut of :meth:`_if` merges two branches before :func:`merge_paths` sees them, and
-        merging in another order can leave more paths (the merge is exact, but which paths it can
-        still join depends on the order). Where the walk with the shortcut outgrows a limit, the
-        walk without it decides, so that a loop is given up exactly where it was before.
-        """
-        work, accumulate = self._work, len(self.accumulate)
-        try:
-            return self.block(stmts, [Path()], ())
-        except TooComplex:
-            if not self._shortcut:
-                raise
-        self._work = work
-        del self.accumulate[accumulate:]
-        self._shortcut = False
-        try:
-            return self.block(stmts, [Path()], ())
-        finally:
-            self._shortcut = True
+        return self.block(loop.body, [Path()], ())
 
     # -- statements ------------------------------------------------------------
     def block(self, stmts, states: List[Path], stack: Tuple) -> List[Path]:
@@ -411,14 +383,7 @@ class Walker:
             self._work += len(live)
             if self._work > self.max_work:
                 raise TooComplex(f"following this loop through its helpers takes more than {self.max_work} statement visits")
-            # More than MERGE_AT paths already: the paths this statement leaves are merged below
-            # (a statement never removes a path), unless it only added the same events to each
-            merging = len(states) > MERGE_AT
-            self._merging += merging
-            try:
-                states = ended + self.statement(stmt, live, stack)
-            finally:
-                self._merging -= merging
+            states = ended + self.statement(stmt, live, stack)
             if len(states) > MERGE_AT and not (settled is not None and _extends(states, settled)):
                 merged = merge_paths(states)
                 settled = merged if _same(merged, states) else None
@@ -545,20 +510,11 @@ class Walker:
                 # `if a and b:` after `if a:` and `if b:` decided both: its truth follows from theirs
                 truth = _truth(test, s, self._keys)
                 known = None if truth is None else truth != negated
-            forked = []
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
                 inner = stack + ((test, takes_body),)
-                forked.append(self.block(stmt.body if takes_body else stmt.orelse, [branch], inner))
-            if len(forked) == 2 and self._merging and self._shortcut and s.decided(key) is None and _only_decided(forked[0], forked[1], key):
-                # both branches ran through the same events and ended alike: the merge below would make
-                # them one path without this decision (merge_paths), so they are made one here, and the
-                # paths of the statement are not doubled only to be halved again
-                out += [_undecided(p, key, s) for p in forked[0]]
-            else:
-                for paths in forked:
-                    out += paths
+                out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
 
     def _loop(self, stmt, states, stack):
@@ -931,8 +887,7 @@ class Walker:
         # the tests the helper shares with the caller matter only once the caller has decided some
         keys = self._tested_keys(fn, 0) if any(s.decisions for s in states) else frozenset()
         frame = (id(fn), id(call), stack, tuple(id(f) for f, _ in self._frames),
-                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None,
-                 bool(self._merging), self._shortcut)
+                 self._receivers[-1][0] if self._receivers else None, id(self._sync[-1]) if self._sync else None)
         out: List[Path] = []
         for s in states:
             seed = tuple(sorted((d for d in s.decisions if d[0] in keys), key=lambda d: (d[0], d[1])))
@@ -979,28 +934,6 @@ _WRAPPED = {"step": STEP, "zero_grad": CLEAR}
 def _at(event: Event, call: ast.Call) -> Event:
     """``event`` placed at ``call`` when it happened in another file's code."""
     return event._replace(node=call) if getattr(event.node, "gg_foreign", False) else event
-
-
-def _only_decided(a: List[Path], b: List[Path], key: str) -> bool:
-    """The paths of one branch of an ``if`` and of the other, pair by pair, differ only in the
-    value of the decision ``key`` (the same events, the same end, the same other decisions)."""
-    if len(a) != len(b):
-        return False
-    for p, q in zip(a, b):
-        if p.end != q.end or p.events != q.events or len(p.decisions) != len(q.decisions):
-            return False
-        for d, e in zip(p.decisions, q.decisions):
-            if d[0] != e[0] or (d[1] != e[1] and d[0] != key):
-                return False
-    return True
-
-
-def _undecided(path: Path, key: str, before: Path) -> Path:
-    """``path`` without its decision ``key`` (``before`` itself where that is all it added)."""
-    decisions = tuple(d for d in path.decisions if d[0] != key)
-    if path.end == before.end and decisions == before.decisions and path.events == before.events:
-        return before
-    return path._replace(decisions=decisions)
 
 
 def _same(a: List[Path], b: List[Path]) -> bool:

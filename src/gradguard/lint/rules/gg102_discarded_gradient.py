@@ -316,7 +316,7 @@ def _before_the_remainder_step(loop: Loop, report: Report) -> None:
                     m.mentions_grad, None, frozenset(m.accumulators), m.unbound)
     walker._enclosing = loop.scope
     try:
-        paths = walker.walk(stmts)
+        paths = walker.block(stmts, [Path()], ())
     except (TooComplex, RecursionError):
         return
     reported = set()
