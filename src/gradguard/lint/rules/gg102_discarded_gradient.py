@@ -8,11 +8,11 @@ from typing import Optional
 
 from ...findings import Fix
 from .._edits import Tree
-from .._events import BACKWARD, CLEAR, MANAGED, MAYBE_CLEAR, PARTIAL, READ, STEP, Event
+from .._events import BACKWARD, CLEAR, MANAGED, PARTIAL, READ, STEP, Event
 from .._ast import nodes_of, target_names, text
 from .._flow import Path, TooComplex, Walker, condition_key
 from .._literals import literal_int
-from .._model import Diagnostic, Loop, Report, backward_tensor, describe, is_boundary_test, tests
+from .._model import Diagnostic, Loop, Report, describe, is_boundary_test, tests
 from .._ast import subtree
 
 CODE = "GG102"
@@ -34,7 +34,6 @@ def check_loop(loop: Loop, report: Report) -> None:
     _inside_micro_step_loop(loop, report)
     _before_a_carried_window(loop, report)
     _before_the_remainder_step(loop, report)
-    _after_the_last_step(loop, report)
 
 
 def _with_an_accumulator(loop: Loop, report: Report) -> None:
@@ -141,122 +140,6 @@ def _between_backward_and_step(loop: Loop, report: Report) -> None:
                         f"earlier pass's gradients before {describe(step, 'step')} uses them, and nothing read them.",
                         loop=loop, optimizer=step.target, backward=before.node, clear=e.node,
                     )
-
-
-def _after_the_last_step(loop: Loop, report: Report) -> None:
-    """A backward pass after an optimizer's last step of the iteration, whose loss reaches the module
-    that optimizer holds, and the next iteration clears that optimizer before its next step: the
-    pass's gradient is added to the applied one and cleared with it, applied by no step (``zero_grad();
-    a.backward(); step(); b.backward()``). Decided on every path of the iteration, each event in the
-    loop's own body (no helper), the clearing unconditional; the pass must reach the module through
-    the loop's assignments (a call of the module, no ``detach()`` on the way), the module never
-    frozen in the loop, and nothing reads ``.grad`` after the pass."""
-    if not loop.paths or len(loop.paths) > 64 or loop.kind not in ("for", "while"):
-        return
-    assigns = loop.assignments()
-    helpers = frozenset(loop.functions) | frozenset(
-        s.name for s in loop.module.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
-    for target in dict.fromkeys(e.target for e in loop.steps):
-        module = loop.optimizer_model(target) if target else None
-        if not module or _frozen_in(loop, module):
-            continue
-        found = None
-        for p in loop.paths:
-            evs = list(p.events)
-            if any(e.frame for e in evs):
-                found = None
-                break
-            steps = [i for i, e in enumerate(evs) if e.kind == STEP and e.target == target]
-            if not steps:
-                found = None
-                break
-            step = evs[steps[-1]]
-            after = evs[steps[-1] + 1:]
-            if any(e.kind in (READ, MANAGED, MAYBE_CLEAR) or e.kind == CLEAR and loop.may_clear_for(e, step) for e in after):
-                found = None
-                break
-            leaked = [e for e in after if e.kind == BACKWARD and _reaches(backward_tensor(e.node), module, assigns, set(), helpers)
-                      and not _feeds_a_later_step(loop, e, after, assigns)]
-            head = next((e for e in evs if e.kind in (CLEAR, MAYBE_CLEAR, STEP, READ, MANAGED)
-                         and (e.kind != CLEAR or loop.may_clear_for(e, step))), None)
-            if not leaked or head is None or head.kind != CLEAR or head.target == PARTIAL or head.stack or not loop.related(head, step):
-                found = None
-                break
-            found = found or (step, leaked[0], head)
-        if found is not None:
-            step, leak, clear = found
-            report(
-                CODE,
-                leak.node,
-                f"{describe(leak, 'backward')} runs after {describe(step, 'step')}, and its loss reaches `{module}`: its "
-                f"gradient is added to the one the step applied and cleared with it by {describe(clear, 'zero_grad')} "
-                f"in the next iteration, before any step uses it.",
-                loop=loop, optimizer=target, backward=leak.node, step=step.node, clear=clear.node,
-            )
-
-
-def _feeds_a_later_step(loop: Loop, backward: Event, events: list, assigns: dict) -> bool:
-    """A step of another optimizer after ``backward`` applies it: its loss reaches that optimizer's module,
-    which the loop never freezes (a GAN's generator pass, through the discriminator, for the generator's
-    step), or that module is not known."""
-    later = events[next(i for i, e in enumerate(events) if e is backward) + 1:]
-    for e in later:
-        if e.kind != STEP:
-            continue
-        other = loop.optimizer_model(e.target) if e.target else None
-        if other is None:
-            return True
-        if not _frozen_in(loop, other) and _reaches(backward_tensor(backward.node), other, assigns, set(), every=False):
-            return True
-    return False
-
-
-def _frozen_in(loop: Loop, module: str) -> bool:
-    """The loop sets ``requires_grad`` of something it reaches through ``module`` (``for p in
-    model.parameters(): p.requires_grad = False``, ``model.requires_grad_(False)``)."""
-    def on(node) -> bool:  # `model`, `model.x`, `model.parameters()`; not `model_D`
-        t = text(node)
-        return t == module or t.startswith(module + ".") or t.startswith(module + "(")
-
-    for n in subtree(loop.node):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "requires_grad_" and on(n.func.value):
-            return True
-        if isinstance(n, (ast.For, ast.AsyncFor)) and on(n.iter) and any(
-                isinstance(m, ast.Attribute) and m.attr == "requires_grad" and isinstance(m.ctx, ast.Store) for m in subtree(n)):
-            return True
-    return False
-
-
-def _reaches(expr, module: str, assigns: dict, seen: set, helpers: frozenset = frozenset(), depth: int = 0,
-             every: bool = True) -> bool:
-    """``expr`` is computed, on every assignment the loop makes on the way, from a call of ``module``
-    (``module(x)``, ``module.encoder(x)``) not cut by ``detach()``/``.data``/``.item()``. ``helpers``:
-    functions of the file, whose results are taken as not proved to reach it (what they return is not
-    followed here). ``every=False``: on some assignment (a name assigned several times in the iteration,
-    ``output = D(real)`` then ``output = D(fake)``), for asking whether a pass may feed a step."""
-    if expr is None or depth > 12:
-        return False
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("detach", "item", "tolist", "numpy"):
-        return False
-    if isinstance(expr, ast.Attribute) and expr.attr == "data":
-        return False
-    if isinstance(expr, ast.Call) and (text(expr.func) == module or text(expr.func).startswith(module + ".")):
-        return True
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in helpers:
-        return not every  # what a function of the file returns (`a, b = losses(...)`) is not read here: may, not proved
-    if isinstance(expr, ast.Name):
-        if expr.id in seen:
-            return True  # a transform (`loss = loss * w`): whether its start reaches is decided there
-        values = assigns.get(expr.id) or []
-        if not values or every and any(v is None or isinstance(v, tuple) for v in values):
-            return False
-        found = (_reaches(v, module, assigns, seen | {expr.id}, helpers, depth + 1, every) for v in values
-                 if v is not None and not isinstance(v, tuple))
-        return all(found) if every else any(found)
-    if isinstance(expr, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
-        return False
-    return any(_reaches(c, module, assigns, seen, helpers, depth + 1, every) for c in ast.iter_child_nodes(expr)
-               if isinstance(c, ast.expr))
 
 
 def _read_between(loop: Loop, backward: Event, clear: Event) -> bool:
