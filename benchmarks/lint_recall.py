@@ -351,10 +351,32 @@ def remove_clear(t: _Tree) -> List[str]:
     return [_apply(t.src.text, t.remove(clears))] if clears else []
 
 
+def _stepped_optimizer(step: ast.stmt) -> Optional[str]:
+    """The optimizer a step statement steps: ``opt`` of ``opt.step()`` or of ``scaler.step(opt)``."""
+    call = step.value
+    return ast.unparse(call.args[0] if call.args and not _is_scheduler(call.args[0]) and "scal" in ast.unparse(call.func.value).lower()
+                       else call.func.value)
+
+
+def _window_clears(t: "_Tree", w: "Window") -> List[ast.stmt]:
+    """The clearings after the window's step in its scope, less those of another optimizer the file
+    steps elsewhere (``optim_D.zero_grad()`` after ``optimizer.step()``: moving it leaves the window's
+    own gradients alone, so the mutant is no bug of this window)."""
+    own = _stepped_optimizer(w.step)
+    others = {_stepped_optimizer(s) for s in t.stmts if is_step_stmt(s)} - {own}
+
+    def receiver(c: ast.stmt) -> Optional[str]:
+        call = c.value if isinstance(c, ast.Expr) and isinstance(c.value, ast.Call) else None
+        return ast.unparse(call.func.value) if call is not None and _attr(call) == "zero_grad" else None
+
+    return [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno
+            and receiver(c) not in others]
+
+
 def clear_before_backward(t: _Tree) -> List[str]:
     out = []
     for w in find_windows(t):
-        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        clears = _window_clears(t, w)
         if not clears:
             continue
         clear = clears[0]
@@ -381,7 +403,7 @@ def clear_after_backward(t: _Tree) -> List[str]:
     micro-batch is cleared before any step reads it."""
     out = []
     for w in find_windows(t):
-        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        clears = _window_clears(t, w)
         if not clears:
             continue
         clear = clears[0]

@@ -1,0 +1,215 @@
+"""Missed mutant classes of real trainers (sixth fresh set's held-out half, open for tuning), as
+small programs run in float64 against the full batch's mean-loss gradient.
+
+GG102: a clearing in one arm of a configuration test (``if self.scaler is not None and
+self.scaler.is_enabled(): scaler.scale(loss).backward() else: loss.backward(); opt.zero_grad()``),
+the step under ``(i + 1) % K == 0`` taking the same arm: the arm is the run's configuration on the
+stepping micro-batch as on the others, so the clearing wipes every micro-batch but the last.
+
+GG104: the window's loss unpacked from a method that either hands on the model's own tuple
+(``return self.net(x, y)``) or builds one (``return out, loss, None``): the i-th element of each
+return is read, so the undivided mean summed over K micro-batches is seen.
+
+Each bad form applies a gradient other than the window's mean (checked by running it), each
+good twin applies exactly the reference and draws nothing.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from _findings import codes
+
+SCALER_ARM = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, k, scaler=None):
+        self.model, self.k, self.scaler = model, k, scaler
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+
+    def train(self, xs, ys):
+        size = xs.shape[0] // self.k
+        for i in range(self.k):
+            part = slice(i * size, (i + 1) * size)
+            loss = ((self.model(xs[part]) - ys[part]) ** 2).sum(dim=1).mean() / self.k
+            if self.scaler is not None and self.scaler.is_enabled():
+                self.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+                self.optimizer.zero_grad()
+            if (i + 1) % self.k == 0:
+                if self.scaler is not None and self.scaler.is_enabled():
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    self.optimizer.step()
+"""
+
+ARM_CLEAR = "                loss.backward()\n                self.optimizer.zero_grad()\n"
+GG102_BAD = {
+    "after-backward": SCALER_ARM,
+    "before-backward": SCALER_ARM.replace(ARM_CLEAR, "                self.optimizer.zero_grad()\n                loss.backward()\n"),
+    "renamed": SCALER_ARM.replace("Trainer", "Runner").replace("self.optimizer", "self.o").replace("self.scaler", "self.amp")
+                         .replace("self.k", "self.n").replace("loss", "objective").replace("part", "sl"),
+}
+GG102_GOOD = {
+    # the clearing after the window's step
+    "after-step": SCALER_ARM.replace(ARM_CLEAR, "                loss.backward()\n").replace(
+        "                    self.optimizer.step()\n",
+        "                    self.optimizer.step()\n                self.optimizer.zero_grad()\n"),
+    # a bad micro-batch is dropped and its iteration skips the step: no stepping path takes that branch
+    "skip-non-finite": SCALER_ARM.replace(ARM_CLEAR, "                loss.backward()\n").replace(
+        "            if self.scaler is not None and self.scaler.is_enabled():\n                self.scaler.scale",
+        "            if not torch.isfinite(loss):\n                self.optimizer.zero_grad()\n                continue\n"
+        "            if self.scaler is not None and self.scaler.is_enabled():\n                self.scaler.scale").replace(
+        "                    self.optimizer.step()\n",
+        "                    self.optimizer.step()\n                self.optimizer.zero_grad()\n"),
+}
+
+TUPLE_METHOD = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, net, k, plain):
+        self.net, self.k, self.plain = net, k, plain
+        self.optimizer = torch.optim.SGD(net.parameters(), lr=1.0)
+
+    def _forward(self, x, y):
+        if not self.plain:
+            return self.net(x, y)
+        out, loss = self.net(x, y)
+        return out, loss, None
+
+    def train(self, xs, ys):
+        size = xs.shape[0] // self.k
+        for i in range(self.k):
+            part = slice(i * size, (i + 1) * size)
+            _, loss, _ = self._forward(xs[part], ys[part])
+            loss.backward()
+            if (i + 1) % self.k == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+TUPLE_HELPER = """\
+import torch
+
+
+def run_forward(net, x, y, plain):
+    if not plain:
+        return net(x, y)
+    out, loss = net(x, y)
+    return out, loss, None
+
+
+class Trainer:
+    def __init__(self, net, k, plain):
+        self.net, self.k, self.plain = net, k, plain
+        self.optimizer = torch.optim.SGD(net.parameters(), lr=1.0)
+
+    def train(self, xs, ys):
+        size = xs.shape[0] // self.k
+        for i in range(self.k):
+            part = slice(i * size, (i + 1) * size)
+            _, loss, _ = run_forward(self.net, xs[part], ys[part], self.plain)
+            loss.backward()
+            if (i + 1) % self.k == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+GG104_BAD = {
+    "method": TUPLE_METHOD,
+    "helper": TUPLE_HELPER,
+    "renamed": TUPLE_METHOD.replace("_forward", "fwd").replace("loss", "obj").replace("self.k", "self.m")
+                           .replace("self.optimizer", "self.o").replace("Trainer", "Loop"),
+}
+GG104_GOOD = {
+    "method": TUPLE_METHOD.replace("            loss.backward()", "            (loss / self.k).backward()"),
+    "helper": TUPLE_HELPER.replace("            loss.backward()", "            (loss / self.k).backward()"),
+}
+
+
+class _Net(torch.nn.Module):
+    """A model of another module (not in the linted file) returning ``(output, mean loss)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(3, 2).double()
+
+    def forward(self, x, y):
+        out = self.inner(x)
+        return out, ((out - y) ** 2).sum(dim=1).mean(), None
+
+
+class _PairNet(_Net):
+    def forward(self, x, y):
+        return super().forward(x, y)[:2]
+
+
+def _applied_matches_full_batch(source: str, make) -> bool:
+    """Run one window of 3 micro-batches with SGD(lr=1): the weights' change is the gradient the
+    step applied; the reference is the gradient of the mean loss over the 12 rows at once."""
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    xs, ys = torch.randn(12, 3, generator=g, dtype=torch.float64), torch.randn(12, 2, generator=g, dtype=torch.float64)
+    trainer, params = make(namespace)
+    before = [p.detach().clone() for p in params]
+    trainer.train(xs, ys)
+    applied = [b - p.detach() for b, p in zip(before, params)]
+    reference = [p.detach().clone().requires_grad_(True) for p in before]
+    out = xs @ reference[0].T + reference[1]
+    ((out - ys) ** 2).sum(dim=1).mean().backward()
+    return all(torch.allclose(a, r.grad) for a, r in zip(applied, reference))
+
+
+def _scaler_trainer(namespace):
+    model = torch.nn.Linear(3, 2).double()
+    trainer_class = next(v for k, v in namespace.items() if isinstance(v, type) and k in ("Trainer", "Runner"))
+    return trainer_class(model, 3, None), list(model.parameters())
+
+
+def _tuple_trainer(plain):
+    def make(namespace):
+        net = _PairNet() if plain else _Net()
+        trainer_class = next(v for k, v in namespace.items() if isinstance(v, type) and k in ("Trainer", "Loop"))
+        return trainer_class(net, 3, plain), list(net.inner.parameters())
+    return make
+
+
+def _only(source, code):
+    return [c for c in codes(source) if c == code]
+
+
+@pytest.mark.parametrize("form", sorted(GG102_BAD))
+def test_a_clearing_in_the_configuration_arm_of_every_micro_batch_is_reported(form):
+    assert not _applied_matches_full_batch(GG102_BAD[form], _scaler_trainer)
+    assert _only(GG102_BAD[form], "GG102") == ["GG102"]
+
+
+@pytest.mark.parametrize("form", sorted(GG102_GOOD))
+def test_negative_control_a_clearing_after_the_step_or_on_a_skipped_iteration(form):
+    assert _applied_matches_full_batch(GG102_GOOD[form], _scaler_trainer)
+    assert _only(GG102_GOOD[form], "GG102") == []
+
+
+@pytest.mark.parametrize("form", sorted(GG104_BAD))
+@pytest.mark.parametrize("plain", [False, True])
+def test_an_undivided_loss_unpacked_from_a_method_handing_on_the_models_tuple_is_reported(form, plain):
+    assert not _applied_matches_full_batch(GG104_BAD[form], _tuple_trainer(plain))
+    assert _only(GG104_BAD[form], "GG104") == ["GG104"]
+
+
+@pytest.mark.parametrize("form", sorted(GG104_GOOD))
+@pytest.mark.parametrize("plain", [False, True])
+def test_negative_control_the_divided_twin_is_the_window_mean_and_not_reported(form, plain):
+    assert _applied_matches_full_batch(GG104_GOOD[form], _tuple_trainer(plain))
+    assert _only(GG104_GOOD[form], "GG104") == []
