@@ -213,3 +213,116 @@ def test_an_undivided_loss_unpacked_from_a_method_handing_on_the_models_tuple_is
 def test_negative_control_the_divided_twin_is_the_window_mean_and_not_reported(form, plain):
     assert _applied_matches_full_batch(GG104_GOOD[form], _tuple_trainer(plain))
     assert _only(GG104_GOOD[form], "GG104") == []
+
+
+# GG101: no clearing, the step under the same run-wide flag as the backward (`if scaler is not None:`
+# twice), and a checkpoint every N iterations handed the optimizer (unknown code that may clear it
+# on those iterations only): every other iteration steps the sum of all earlier gradients.
+NO_CLEAR = """\
+import torch
+from checkpoints import save_checkpoint
+
+
+def train(model, optimizer, batches, scaler=None, every=100):
+    for step, (x, y) in enumerate(batches):
+        loss = ((model(x) - y) ** 2).sum(dim=1).mean()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        if (step + 1) % every == 0:
+            save_checkpoint("last.pt", model, optimizer)
+"""
+GG101_BAD = {
+    "plain": NO_CLEAR,
+    "renamed": NO_CLEAR.replace("optimizer", "o").replace("step", "it").replace("model", "net")
+                       .replace("o.it()", "o.step()").replace("scaler.it(o)", "scaler.step(o)"),
+}
+GG101_GOOD = {
+    "cleared": NO_CLEAR.replace("        loss = ((", "        optimizer.zero_grad()\n        loss = (("),
+    "cleared-after-step": NO_CLEAR.replace("            optimizer.step()\n",
+                                           "            optimizer.step()\n        optimizer.zero_grad()\n"),
+}
+
+
+def _trains_like_the_reference(source: str) -> bool:
+    """Four SGD steps (lr 0.1) over four batches in float64, against a loop that takes each step's
+    gradient afresh with ``torch.autograd.grad``."""
+    namespace: dict = {}
+    runnable = source.replace("from checkpoints import save_checkpoint", "save_checkpoint = lambda *args: None")
+    exec(compile(runnable, "<train>", "exec"), namespace)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).double()
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 2, generator=g, dtype=torch.float64))
+               for _ in range(4)]
+    weights = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+    for x, y in batches:
+        grads = torch.autograd.grad(((x @ weights[0].T + weights[1] - y) ** 2).sum(dim=1).mean(), weights)
+        weights = [(w - 0.1 * gr).detach().requires_grad_(True) for w, gr in zip(weights, grads)]
+    namespace["train"](model, torch.optim.SGD(model.parameters(), lr=0.1), batches, every=3)
+    return all(torch.allclose(p, w) for p, w in zip(model.parameters(), weights))
+
+
+@pytest.mark.parametrize("form", sorted(GG101_BAD))
+def test_no_clearing_with_a_checkpoint_handed_the_optimizer_now_and_then_is_reported(form):
+    assert not _trains_like_the_reference(GG101_BAD[form])
+    assert _only(GG101_BAD[form], "GG101") == ["GG101", "GG101"]  # both steps of the run-wide flag
+
+
+@pytest.mark.parametrize("form", sorted(GG101_GOOD))
+def test_negative_control_cleared_every_iteration_trains_like_the_reference(form):
+    assert _trains_like_the_reference(GG101_GOOD[form])
+    assert _only(GG101_GOOD[form], "GG101") == []
+
+
+# GG101: unknown code handed the optimizer between the backward pass and the step (a clipping helper
+# of another package) works on the gradients the step applies; it is no clearing for the next step.
+HANDED_BETWEEN = """\
+import torch
+from utils import clip_gradient
+
+
+def train(model, optimizer, batches, scaler=None, every=100):
+    for step, (x, y) in enumerate(batches):
+        loss = ((model(x) - y) ** 2).sum(dim=1).mean()
+        loss.backward()
+        clip_gradient(optimizer, 10.0)
+        optimizer.step()
+"""
+GG101_HANDED_BAD = {
+    "plain": HANDED_BETWEEN,
+    "method": HANDED_BETWEEN.replace("def train(model, optimizer,", "class T:\n  def train(self, model, optimizer,")
+                            .replace("\n    ", "\n      "),
+}
+GG101_HANDED_GOOD = {
+    "cleared": HANDED_BETWEEN.replace("        loss = ((", "        optimizer.zero_grad()\n        loss = (("),
+    # handed the optimizer after the step: it may be what clears (it is never read here)
+    "handed-after-step": HANDED_BETWEEN.replace("        clip_gradient(optimizer, 10.0)\n        optimizer.step()\n",
+                                                "        optimizer.step()\n        clip_gradient(optimizer, 10.0)\n"),
+}
+
+
+def _runs_handed(source: str) -> bool:
+    runnable = source.replace("from utils import clip_gradient", "clip_gradient = lambda *args: None")
+    if "class T:" in runnable:
+        runnable += "\ntrain = lambda *a, **k: T().train(*a, **k)\n"
+    return _trains_like_the_reference(runnable)
+
+
+@pytest.mark.parametrize("form", sorted(GG101_HANDED_BAD))
+def test_no_clearing_with_unknown_code_handed_the_optimizer_before_the_step_is_reported(form):
+    assert not _runs_handed(GG101_HANDED_BAD[form])
+    assert _only(GG101_HANDED_BAD[form], "GG101") == ["GG101"]
+
+
+def test_negative_control_the_handed_helper_cleared_around_or_after_the_step():
+    assert _runs_handed(GG101_HANDED_GOOD["cleared"])
+    assert _only(GG101_HANDED_GOOD["cleared"], "GG101") == []
+    # after the step, unknown code handed the optimizer may clear it: no claim is made
+    assert _only(GG101_HANDED_GOOD["handed-after-step"], "GG101") == []
