@@ -326,3 +326,75 @@ def test_negative_control_the_handed_helper_cleared_around_or_after_the_step():
     assert _only(GG101_HANDED_GOOD["cleared"], "GG101") == []
     # after the step, unknown code handed the optimizer may clear it: no claim is made
     assert _only(GG101_HANDED_GOOD["handed-after-step"], "GG101") == []
+
+
+# GG101 on an agent whose per-update method steps an optimizer it holds and nothing clears it: the
+# module is handed only to the class's own soft update, which reads its parameters in place.
+AGENT = """\
+import copy
+import torch
+
+
+class Agent:
+    def __init__(self, actor):
+        self.actor = actor
+        self.actor_target = copy.deepcopy(actor)
+        self.actor_opt = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+
+    def update(self, x, y):
+        loss = ((self.actor(x) - y) ** 2).sum(dim=1).mean()
+        loss.backward()
+        self.actor_opt.step()
+        self._soft_update(self.actor, self.actor_target)
+
+    @staticmethod
+    def _soft_update(source, target):
+        for p, tp in zip(source.parameters(), target.parameters()):
+            tp.data.copy_(0.5 * p.data + 0.5 * tp.data)
+"""
+LISTED = AGENT.replace("        self._soft_update(self.actor, self.actor_target)\n", "        self._soft_update()\n").replace(
+    "    @staticmethod\n    def _soft_update(source, target):\n        for p, tp in",
+    "    def _soft_update(self):\n        for source, target in [(self.actor, self.actor_target)]:\n          for p, tp in")
+AGENT_BAD = {"static-method": AGENT, "listed": LISTED,
+             "renamed": AGENT.replace("actor", "net").replace("Agent", "Learner").replace("_soft_update", "_polyak")}
+AGENT_GOOD = {
+    "cleared": AGENT.replace("        loss = ((", "        self.actor_opt.zero_grad()\n        loss = (("),
+    "listed-cleared": LISTED.replace("        loss = ((", "        self.actor_opt.zero_grad()\n        loss = (("),
+}
+
+
+def _agent_trains_like_the_reference(source: str) -> bool:
+    namespace: dict = {}
+    exec(compile(source, "<agent>", "exec"), namespace)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).double()
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 2, generator=g, dtype=torch.float64))
+               for _ in range(3)]
+    weights = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+    for x, y in batches:
+        grads = torch.autograd.grad(((x @ weights[0].T + weights[1] - y) ** 2).sum(dim=1).mean(), weights)
+        weights = [(w - 0.1 * gr).detach().requires_grad_(True) for w, gr in zip(weights, grads)]
+    agent = next(v for k, v in namespace.items() if k in ("Agent", "Learner"))(model)
+    for x, y in batches:
+        agent.update(x, y)
+    return all(torch.allclose(p, w) for p, w in zip(model.parameters(), weights))
+
+
+@pytest.mark.parametrize("form", sorted(AGENT_BAD))
+def test_an_agent_that_never_clears_the_optimizer_it_holds_is_reported(form):
+    assert not _agent_trains_like_the_reference(AGENT_BAD[form])
+    assert _only(AGENT_BAD[form], "GG101") == ["GG101"]
+
+
+@pytest.mark.parametrize("form", sorted(AGENT_GOOD))
+def test_negative_control_the_cleared_agent_trains_like_the_reference(form):
+    assert _agent_trains_like_the_reference(AGENT_GOOD[form])
+    assert _only(AGENT_GOOD[form], "GG101") == []
+
+
+def test_negative_control_a_module_handed_to_an_own_method_that_clears_it_is_not_reported():
+    clears = AGENT.replace("            tp.data.copy_(0.5 * p.data + 0.5 * tp.data)\n",
+                           "            tp.data.copy_(0.5 * p.data + 0.5 * tp.data)\n        source.zero_grad()\n")
+    assert _agent_trains_like_the_reference(clears)
+    assert _only(clears, "GG101") == []
