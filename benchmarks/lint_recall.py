@@ -480,10 +480,38 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
                 continue
             receiver = call.func.value
             if (not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver)
-                    and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)):
+                    and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)
+                    and not _reset_each_update(t, s)):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
+
+
+def _reset_each_update(t: _Tree, stmt: ast.AugAssign) -> bool:
+    """The total is set back to a number in the body of a loop around the sum that also steps an
+    optimizer there (``while ...: total = 0.; for _ in range(K): total += loss / K ...; opt.step()``):
+    it holds the graphs of one update's passes at most, which the backward passes have already
+    freed, so summing the tensor keeps nothing alive across updates (an equivalent mutant)."""
+    name = t.src.segment(stmt.target)
+    for loop in (a for a in t.ancestors(stmt) if isinstance(a, (ast.For, ast.While, ast.AsyncFor))):
+        resets = [s for s in loop.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+                  and any(t.src.segment(tg) == name for tg in s.targets)]
+        if resets and any(is_step_stmt(s) for s in _own_statements(loop.body)):
+            return True
+    return False
+
+
+def _own_statements(body: List[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a loop's body that run once per iteration of it: through ``if``, ``with`` and
+    ``try``, not into a nested loop or function."""
+    for s in body:
+        yield s
+        if isinstance(s, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _own_statements(getattr(s, field, None) or [])
+        for h in getattr(s, "handlers", None) or []:
+            yield from _own_statements(h.body)
 
 
 def _converted(t: _Tree, call: ast.Call, stmt: ast.stmt) -> bool:
