@@ -228,14 +228,38 @@ def _branch_of_a_stepping_path(loop: Loop, clear: Event) -> bool:
     entries = list(clear.stack)
     if not entries or any(e[0] == "loop" or not isinstance(e[0], ast.expr) for e in entries):
         return False
+    written = _written_in(loop.node)
     for test, taken in ((e[0], e[1]) for e in entries):
         if loop.boundary(test) or is_boundary_test(test):
             return False
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and text(n) in written for n in subtree(test)):
+            return False  # the loop itself changes what the test reads (`args.fp16 = step > 3`): no claim
         k, negated = condition_key(test)
         value = taken != negated
         if not any(s.decided(k) == value for s in loop.step_paths):
             return False
     return True
+
+
+def _written_in(node: ast.AST) -> set:
+    """Source texts of the names and attributes that statements inside ``node`` bind."""
+    cached = node.__dict__.get("_gg_written")
+    if cached is None:
+        cached = set()
+        for n in ast.walk(node):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else []
+            stack = list(targets)
+            while stack:  # the bound names and attributes themselves (`self.n = ...` binds `self.n`, not `self`)
+                t = stack.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    stack.extend(t.elts)
+                elif isinstance(t, (ast.Starred, ast.Subscript)):
+                    stack.append(t.value)
+                elif isinstance(t, (ast.Name, ast.Attribute)):
+                    cached.add(text(t))
+        node.__dict__["_gg_written"] = cached
+    return cached
 
 
 def _read_before(path, clear) -> bool:
