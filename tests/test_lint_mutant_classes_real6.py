@@ -398,3 +398,52 @@ def test_negative_control_a_module_handed_to_an_own_method_that_clears_it_is_not
                            "            tp.data.copy_(0.5 * p.data + 0.5 * tp.data)\n        source.zero_grad()\n")
     assert _agent_trains_like_the_reference(clears)
     assert _only(clears, "GG101") == []
+
+
+# GG104: the division written back into an entry of the model's output dict before that entry is
+# back-propagated (and multiplied back afterwards, for logging): divided, so no finding; the same loop
+# without the division sums K mean losses.
+DICT_ENTRY = """\
+import torch
+
+
+def train(net, optimizer, xs, ys, k):
+    size = xs.shape[0] // k
+    for i in range(k):
+        part = slice(i * size, (i + 1) * size)
+        out = net(xs[part], ys[part])
+        out["loss"] = out["loss"] / k
+        out["loss"].backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        out["loss"] *= k
+        print(out["loss"].item())
+"""
+DICT_UNDIVIDED = DICT_ENTRY.replace('        out["loss"] = out["loss"] / k\n', "")
+
+
+class _DictNet(_Net):
+    def forward(self, x, y):
+        out, loss, _ = super().forward(x, y)
+        return {"out": out, "loss": loss}
+
+
+def _dict_trainer(namespace):
+    net = _DictNet()
+    opt = torch.optim.SGD(net.parameters(), lr=1.0)
+
+    class _Run:
+        def train(self, xs, ys):
+            namespace["train"](net, opt, xs, ys, 3)
+    return _Run(), list(net.inner.parameters())
+
+
+def test_an_undivided_dict_entry_is_reported_and_the_divided_one_is_not():
+    assert not _applied_matches_full_batch(DICT_UNDIVIDED, _dict_trainer)
+    assert _only(DICT_UNDIVIDED, "GG104") == ["GG104"]
+    assert _applied_matches_full_batch(DICT_ENTRY, _dict_trainer)  # negative control: the window's mean
+    assert _only(DICT_ENTRY, "GG104") == []
+    renamed = DICT_ENTRY.replace("out", "res").replace('"loss"', '"objective"')
+    assert _only(renamed, "GG104") == []
+    assert _only(renamed.replace('        res["objective"] = res["objective"] / k\n', ""), "GG104") == ["GG104"]
