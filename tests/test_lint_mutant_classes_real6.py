@@ -447,3 +447,22 @@ def test_an_undivided_dict_entry_is_reported_and_the_divided_one_is_not():
     renamed = DICT_ENTRY.replace("out", "res").replace('"loss"', '"objective"')
     assert _only(renamed, "GG104") == []
     assert _only(renamed.replace('        res["objective"] = res["objective"] / k\n', ""), "GG104") == ["GG104"]
+
+
+def test_negative_control_unknown_code_handed_the_optimizer_before_its_own_pass_still_clears():
+    """garage's shape: ``zero_optim_grads(opt)`` (imported) before the pass that feeds ``opt``'s step, after
+    another optimizer's pass: it may clear, and sits before the backward it would have to wipe."""
+    source = textwrap.dedent("""\
+        import torch
+        from garage.torch import zero_optim_grads
+
+
+        def update(critic, actor, critic_opt, actor_opt, x, y):
+            zero_optim_grads(critic_opt)
+            ((critic(x) - y) ** 2).mean().backward()
+            critic_opt.step()
+            zero_optim_grads(actor_opt)
+            (-critic(actor(x))).mean().backward()
+            actor_opt.step()
+        """)
+    assert _only(source, "GG101") == []

@@ -139,7 +139,10 @@ def _reads_for_the_step(path: Path, maybe: Event, step: Event) -> bool:
     if maybe.kind != MAYBE_CLEAR or getattr(maybe.node, "gg_hands", None) is None or maybe not in path.events:
         return False
     at, where = path.events.index(step), path.events.index(maybe)
-    return where < at and any(e.kind == BACKWARD for e in path.events[:where])
+    # after the last backward pass before the step (garage's `zero_optim_grads(opt)` before the
+    # pass that feeds the step is a clearing)
+    return (where < at and any(e.kind == BACKWARD for e in path.events[:where])
+            and not any(e.kind == BACKWARD for e in path.events[where + 1:at]))
 
 
 def _applied_by_an_earlier_step(loop: Loop, p: Path, step: Event, nested: list) -> Optional[Event]:
