@@ -351,10 +351,32 @@ def remove_clear(t: _Tree) -> List[str]:
     return [_apply(t.src.text, t.remove(clears))] if clears else []
 
 
+def _stepped_optimizer(step: ast.stmt) -> Optional[str]:
+    """The optimizer a step statement steps: ``opt`` of ``opt.step()`` or of ``scaler.step(opt)``."""
+    call = step.value
+    return ast.unparse(call.args[0] if call.args and not _is_scheduler(call.args[0]) and "scal" in ast.unparse(call.func.value).lower()
+                       else call.func.value)
+
+
+def _window_clears(t: "_Tree", w: "Window") -> List[ast.stmt]:
+    """The clearings after the window's step in its scope, less those of another optimizer the file
+    steps elsewhere (``optim_D.zero_grad()`` after ``optimizer.step()``: moving it leaves the window's
+    own gradients alone, so the mutant is no bug of this window)."""
+    own = _stepped_optimizer(w.step)
+    others = {_stepped_optimizer(s) for s in t.stmts if is_step_stmt(s)} - {own}
+
+    def receiver(c: ast.stmt) -> Optional[str]:
+        call = c.value if isinstance(c, ast.Expr) and isinstance(c.value, ast.Call) else None
+        return ast.unparse(call.func.value) if call is not None and _attr(call) == "zero_grad" else None
+
+    return [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno
+            and receiver(c) not in others]
+
+
 def clear_before_backward(t: _Tree) -> List[str]:
     out = []
     for w in find_windows(t):
-        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        clears = _window_clears(t, w)
         if not clears:
             continue
         clear = clears[0]
@@ -381,7 +403,7 @@ def clear_after_backward(t: _Tree) -> List[str]:
     micro-batch is cleared before any step reads it."""
     out = []
     for w in find_windows(t):
-        clears = [c for c in t.top_clears() if t.contains(w.scope, c) and c.lineno > w.step.end_lineno]
+        clears = _window_clears(t, w)
         if not clears:
             continue
         clear = clears[0]
@@ -458,10 +480,38 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
                 continue
             receiver = call.func.value
             if (not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver)
-                    and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)):
+                    and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)
+                    and not _reset_each_update(t, s)):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
+
+
+def _reset_each_update(t: _Tree, stmt: ast.AugAssign) -> bool:
+    """The total is set back to a number in the body of a loop around the sum that also steps an
+    optimizer there (``while ...: total = 0.; for _ in range(K): total += loss / K ...; opt.step()``):
+    it holds the graphs of one update's passes at most, which the backward passes have already
+    freed, so summing the tensor keeps nothing alive across updates (an equivalent mutant)."""
+    name = t.src.segment(stmt.target)
+    for loop in (a for a in t.ancestors(stmt) if isinstance(a, (ast.For, ast.While, ast.AsyncFor))):
+        resets = [s for s in loop.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+                  and any(t.src.segment(tg) == name for tg in s.targets)]
+        if resets and any(is_step_stmt(s) for s in _own_statements(loop.body)):
+            return True
+    return False
+
+
+def _own_statements(body: List[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a loop's body that run once per iteration of it: through ``if``, ``with`` and
+    ``try``, not into a nested loop or function."""
+    for s in body:
+        yield s
+        if isinstance(s, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _own_statements(getattr(s, field, None) or [])
+        for h in getattr(s, "handlers", None) or []:
+            yield from _own_statements(h.body)
 
 
 def _converted(t: _Tree, call: ast.Call, stmt: ast.stmt) -> bool:

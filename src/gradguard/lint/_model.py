@@ -682,9 +682,15 @@ class Loop:
             return None
         helper = self.callee(expr.value)
         values = returns_of(helper) if helper is not None else []
-        if not values or not all(isinstance(v, ast.Tuple) and len(v.elts) > index.value for v in values):
+        i = index.value
+        # a return that hands on another call's result (`return self.model(x, y)` beside
+        # `return logits, loss, None`) holds that call's i-th element: read as `call(...)[i]`
+        if not values or not any(isinstance(v, ast.Tuple) for v in values) or not all(
+                isinstance(v, ast.Tuple) and len(v.elts) > i or isinstance(v, ast.Call) for v in values):
             return None
-        return helper, [v.elts[index.value] for v in values]
+        return helper, [v.elts[i] if isinstance(v, ast.Tuple)
+                        else ast.copy_location(ast.Subscript(v, ast.copy_location(ast.Constant(i), v), ast.Load()), v)
+                        for v in values]
 
     def window_paths(self, is_boundary: Optional[Callable[[ast.expr], bool]] = None) -> List[Path]:
         """Micro paths that skip the step only because of a window-boundary test.

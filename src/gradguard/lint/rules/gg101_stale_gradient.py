@@ -43,6 +43,7 @@ def check_loop(loop: Loop, report: Report) -> None:
             continue
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
+            on_path = [e for e in on_path if not _reads_for_the_step(p, e, step)]
             if _given_a_loss(loop, step) or _runs_its_own_backward(loop, step):
                 continue
             if loop.per_call and _caller_picks_the_steps(loop, step):
@@ -128,6 +129,20 @@ def check_loop(loop: Loop, report: Report) -> None:
                 step=step.node,
                 backward=backward.node,
             )
+
+
+def _reads_for_the_step(path: Path, maybe: Event, step: Event) -> bool:
+    """``maybe`` is unknown code handed the optimizer (``clip_gradient(optimizer, c)`` imported from
+    another package) between a backward pass and the step on ``path``: it works on the gradients
+    that step is about to apply (clips, unscales, reduces them); had it cleared them, the step would
+    apply nothing. It clears nothing that keeps the next step's gradients fresh."""
+    if maybe.kind != MAYBE_CLEAR or getattr(maybe.node, "gg_hands", None) is None or maybe not in path.events:
+        return False
+    at, where = path.events.index(step), path.events.index(maybe)
+    # after the last backward pass before the step (garage's `zero_optim_grads(opt)` before the
+    # pass that feeds the step is a clearing)
+    return (where < at and any(e.kind == BACKWARD for e in path.events[:where])
+            and not any(e.kind == BACKWARD for e in path.events[where + 1:at]))
 
 
 def _applied_by_an_earlier_step(loop: Loop, p: Path, step: Event, nested: list) -> Optional[Event]:
@@ -398,8 +413,17 @@ def _steps_with_backward(loop, step, path) -> bool:
     guards = tests(step)
     if any(isinstance(t, ast.expr) and loop.boundary(t) for t, _ in guards):
         return False
+    def key(entry):
+        # a flag fixed for the run tested again at the step (`if scaler is not None:` around the
+        # backward and again around the step) is the same branch, taken the same way
+        test, taken = entry
+        if isinstance(test, ast.expr) and loop.fixed_for_run(test):
+            k, negated = condition_key(test)
+            return k, taken != negated
+        return entry
+
     return any(
-        b.kind == BACKWARD and all(t in tests(b) for t in guards)
+        b.kind == BACKWARD and {key(t) for t in guards} <= {key(t) for t in tests(b)}
         for b in path.events[: path.events.index(step)]
     )
 

@@ -190,7 +190,7 @@ def _every_micro_batch(loop: Loop, report: Report) -> None:
     for clear in loop.full_clears:
         # a clearing that runs on every iteration (under flags fixed for the whole loop at most)
         fixed = all(entry[0] != "loop" and isinstance(entry[0], ast.expr) and not loop.varies(entry[0]) for entry in clear.stack)
-        if not fixed and not _on_every_path(loop, clear):
+        if not fixed and not _on_every_path(loop, clear) and not _branch_of_a_stepping_path(loop, clear):
             continue
         if id(clear.node) in reported or not any(clear in m.events and not _read_before(m, clear) for m in windows):
             continue
@@ -216,6 +216,50 @@ def _on_every_path(loop: Loop, clear: Event) -> bool:
 
     backs = [p for p in loop.paths if any(e.kind == BACKWARD for e in p.events)]
     return bool(backs) and all(any(same(e) for e in p.events) for p in backs)
+
+
+def _branch_of_a_stepping_path(loop: Loop, clear: Event) -> bool:
+    """Every branch the clearing sits in is taken, the same way, by a path that steps, and none
+    is a window's boundary test: ``if self.scaler is not None: scaler.scale(loss).backward() else:
+    loss.backward(); opt.zero_grad()`` with the step under ``if (i + 1) % K == 0`` after it. The
+    branch is then the program's configuration on the stepping micro-batch as on the others, not
+    what tells them apart, so the clearing runs on the window's other micro-batches too (a
+    ``continue`` that skips the step on the clearing's branch leaves no such stepping path)."""
+    entries = list(clear.stack)
+    if not entries or any(e[0] == "loop" or not isinstance(e[0], ast.expr) for e in entries):
+        return False
+    written = _written_in(loop.node)
+    for test, taken in ((e[0], e[1]) for e in entries):
+        if loop.boundary(test) or is_boundary_test(test):
+            return False
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and text(n) in written for n in subtree(test)):
+            return False  # the loop itself changes what the test reads (`args.fp16 = step > 3`): no claim
+        k, negated = condition_key(test)
+        value = taken != negated
+        if not any(s.decided(k) == value for s in loop.step_paths):
+            return False
+    return True
+
+
+def _written_in(node: ast.AST) -> set:
+    """Source texts of the names and attributes that statements inside ``node`` bind."""
+    cached = node.__dict__.get("_gg_written")
+    if cached is None:
+        cached = set()
+        for n in ast.walk(node):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else []
+            stack = list(targets)
+            while stack:  # the bound names and attributes themselves (`self.n = ...` binds `self.n`, not `self`)
+                t = stack.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    stack.extend(t.elts)
+                elif isinstance(t, (ast.Starred, ast.Subscript)):
+                    stack.append(t.value)
+                elif isinstance(t, (ast.Name, ast.Attribute)):
+                    cached.add(text(t))
+        node.__dict__["_gg_written"] = cached
+    return cached
 
 
 def _read_before(path, clear) -> bool:

@@ -66,7 +66,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         if any(_divides_by_its_own_size(b.node, size) for size in sizes):
             continue
         assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
-            {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node))}, b.node.lineno, b.node, loop.node)
+            {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node), b.node)}, b.node.lineno, b.node, loop.node)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
                 CODE,
@@ -139,21 +139,31 @@ def _contains(root: ast.AST, node: ast.AST) -> bool:
     return any(n is node for n in subtree(root))
 
 
-def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST]) -> dict:
+def _attribute_assignments(loop_node: ast.AST, tensor: Optional[ast.AST], at: Optional[ast.AST] = None) -> dict:
     """``result.loss /= K`` or ``out.loss = out.loss / K`` in the loop, where the pass back-propagates
     ``result.loss``: the values bound to that attribute, keyed by its text (never an identifier), read
-    like a name's by :func:`loss_scale`. An element of a container the pass reads is the same
-    (``out["loss"] = out["loss"] / K`` then ``out["loss"].backward()``): the division written back
-    into what the backward reads is the loss's."""
-    if not isinstance(tensor, (ast.Attribute, ast.Subscript)):
+    like a name's by :func:`loss_scale`."""
+    # an entry of a dict of outputs (`out["elbo"] = out["elbo"] / K`) is read the same way, by its text
+    keyed = (ast.Attribute, ast.Subscript)
+    if not isinstance(tensor, ast.Attribute) and not (isinstance(tensor, ast.Subscript) and isinstance(tensor.slice, ast.Constant)):
         return {}
     key, out = text(tensor), {}
-    kinds = (ast.Attribute, ast.Subscript)
+    found = []
     for n in body_nodes(loop_node):
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, kinds) and text(n.target) == key:
-            out.setdefault(key, []).append(("aug", n.op, n))
-        elif isinstance(n, ast.Assign) and any(isinstance(t, kinds) and text(t) == key for t in n.targets):
-            out.setdefault(key, []).append(n.value)
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, keyed) and text(n.target) == key:
+            found.append((n, ("aug", n.op, n)))
+        elif isinstance(n, ast.Assign) and any(isinstance(t, keyed) and text(t) == key for t in n.targets):
+            found.append((n, n.value))
+    if isinstance(tensor, ast.Subscript) and at is not None:
+        # a dict entry: only writes between the last binding of the dict (`out = model(x)`) and the pass
+        # (`out["elbo"] *= K` after it, for logging, writes the next iteration's old dict)
+        base = text(tensor.value)
+        bound = [n.lineno for n in body_nodes(loop_node) if isinstance(n, ast.Assign) and n.lineno < at.lineno
+                 and any(text(t) == base for tg in n.targets for t in (tg.elts if isinstance(tg, (ast.Tuple, ast.List)) else [tg]))]
+        since = max(bound, default=0)
+        found = [(n, v) for n, v in found if since < n.lineno < at.lineno]
+    for _, v in found:
+        out.setdefault(key, []).append(v)
     return out
 
 
@@ -490,11 +500,11 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             sides = {kind} | {loss_scale(v, assigns, loop, depth + 1) for v in added}
             return "raw" if sides <= {"raw", "scaled"} and "raw" in sides else ("scaled" if "scaled" in sides else "unknown")
         return kind
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and assigns.get(text(expr)):
+        # `out["elbo"] = out["elbo"] / K` in the loop (see _attribute_assignments)
+        kinds = {loss_scale(v, {**assigns, text(expr): []}, loop, depth + 1) for v in assigns[text(expr)]}
+        return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
-        values = assigns.get(text(expr))  # `out["loss"] /= K` in the loop (see _attribute_assignments)
-        if values:
-            kinds = {loss_scale(v, {**assigns, text(expr): []}, loop, depth + 1) for v in values}
-            return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
         element = loop.returned_element(expr)
         if element is not None:
             helper, values = element
