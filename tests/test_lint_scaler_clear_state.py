@@ -196,7 +196,8 @@ def _reference_gg112(accum=2, clip=0.05, split=False):
     model, data = _model(), _data()
     k = 1 if split else accum
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i, (x, y) in enumerate(data):
+    assert len(data) % k == 0  # whole windows: no remainder to step
+    for i, (x, y) in enumerate(data):  # gradguard: ignore[GG103] (the assert above: whole windows)
         (((model(x) - y) ** 2).mean() / k).backward()
         if (i + 1) % k == 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
