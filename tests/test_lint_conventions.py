@@ -67,6 +67,16 @@ def test_what_a_noqa_does_not_silence(comment):
     assert codes(with_comment(comment)) == ["GG101", "GG201"], comment
 
 
+def test_a_code_quoted_in_prose_keeps_its_code(project, capsys):
+    """`# see `# noqa: GG101`, ...`: the closing backtick is prose, not part of the code (no unknown-code warning)."""
+    Path("t.py").write_text(with_comment("# `# noqa: GG101`, as the linter reads it"))
+    assert main(["lint", "t.py"]) == 1
+    captured = capsys.readouterr()
+    assert "unknown rule code" not in captured.err and "GG101" not in captured.out and "t.py:6:5: GG201" in captured.out
+    Path("u.py").write_text(with_comment("# `# noqa: GG1O1`, a typo"))  # control: a mistyped code is still named
+    assert main(["lint", "u.py"]) == 1 and "unknown rule code 'GG1O1'" in capsys.readouterr().err
+
+
 def test_noqa_only_in_a_comment_and_only_on_its_line():
     assert codes(BUGGY.replace(STEP, "    optimizer.step('# noqa: GG101')\n")) == ["GG101", "GG201"]
     assert codes(BUGGY.replace("    loss.backward()\n", "    loss.backward()  # noqa: GG101\n")) == ["GG101", "GG201"]

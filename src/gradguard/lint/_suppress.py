@@ -39,9 +39,16 @@ def noqa_codes(rest: str) -> List[str]:
 
     >>> noqa_codes(" E501, GG101 GG1O1 because of the loop")
     ['E501', 'GG101', 'GG1O1']
+
+    A code quoted in prose keeps its code (``# `# noqa: GG101`, as lint reads it``):
+
+    >>> noqa_codes(" GG101`, per-file-ignores")
+    ['GG101']
     """
     codes = []
     for word in _SEPARATORS.split(rest.strip()):
+        # the punctuation prose puts after a code (a closing backtick, quote, bracket or full stop) is no part of it
+        word = word.rstrip("`'\".;:)]}")
         if _CODE.fullmatch(word) or word.upper().startswith("GG"):  # a mistyped GG code is reported, not skipped
             codes.append(word)
         else:
