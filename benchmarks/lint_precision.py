@@ -53,7 +53,8 @@ and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/wo
 ``/work/realrepos_fresh4``); ``--set fresh5-heldout`` and ``--set fresh5-tune`` of a fifth
 (``lint_precision_fresh5_repos.tsv``, ``/work/realrepos_fresh5``); ``--set fresh6-heldout`` and ``--set fresh6-tune``
 of a sixth (``lint_precision_fresh6_repos.tsv``, ``/work/realrepos_fresh6``); ``--set fresh7-heldout`` and
-``--set fresh7-tune`` of a seventh (``lint_precision_fresh7_repos.tsv``, ``/work/realrepos_fresh7``).
+``--set fresh7-tune`` of a seventh (``lint_precision_fresh7_repos.tsv``, ``/work/realrepos_fresh7``); ``--set
+fresh8-heldout`` and ``--set fresh8-tune`` of an eighth (``lint_precision_fresh8_repos.tsv``, ``/work/realrepos_fresh8``).
 """
 
 from __future__ import annotations
@@ -236,6 +237,9 @@ FRESH6_LIST = HERE / "lint_precision_fresh6_repos.tsv"
 # A seventh fresh list, chosen the same way once the sixth fresh set had been measured; none of its repositories in
 # any list above.
 FRESH7_LIST = HERE / "lint_precision_fresh7_repos.tsv"
+# An eighth fresh list, chosen the same way once the seventh fresh set had been measured; none of its repositories in
+# any list above.
+FRESH8_LIST = HERE / "lint_precision_fresh8_repos.tsv"
 
 
 class RepoSet(NamedTuple):
@@ -277,7 +281,11 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh7-heldout": RepoSet(wide_repos("heldout", FRESH7_LIST), HERE / "lint_precision_fresh7_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh7")),
         "fresh7-tune": RepoSet(wide_repos("tune", FRESH7_LIST), HERE / "lint_precision_fresh7_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh7"))}
+                               Path("/work/realrepos_fresh7")),
+        "fresh8-heldout": RepoSet(wide_repos("heldout", FRESH8_LIST), HERE / "lint_precision_fresh8_heldout_verdicts.tsv",
+                                  Path("/work/realrepos_fresh8")),
+        "fresh8-tune": RepoSet(wide_repos("tune", FRESH8_LIST), HERE / "lint_precision_fresh8_tune_verdicts.tsv",
+                               Path("/work/realrepos_fresh8"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
 # halves of the five fresh lists, the headline figure on code no rule was tuned on.
@@ -678,7 +686,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "lint_precision_fresh4_repos.tsv; fresh5-heldout / fresh5-tune: the same for "
                              "lint_precision_fresh5_repos.tsv; fresh6-heldout / fresh6-tune: the same for "
                              "lint_precision_fresh6_repos.tsv; fresh7-heldout / fresh7-tune: the same for "
-                             "lint_precision_fresh7_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "lint_precision_fresh7_repos.tsv; fresh8-heldout / fresh8-tune: the same for "
+                             "lint_precision_fresh8_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
                              "fresh3-heldout, fresh4-heldout and fresh5-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
