@@ -302,6 +302,38 @@ def test_seventh_fresh_list_is_split_by_the_name_hash_and_only_its_held_out_half
     assert judged and judged <= {r.name for r in heldout}
 
 
+def test_eighth_fresh_list_is_split_by_the_name_hash_and_only_its_held_out_half_is_fetched():
+    import hashlib
+
+    listed = _listed(lint_precision.FRESH8_LIST)
+    earlier = ({row[0].lower() for path in (lint_precision.WIDE_LIST, lint_precision.FRESH_LIST,
+                                            lint_precision.FRESH2_LIST, lint_precision.FRESH3_LIST,
+                                            lint_precision.FRESH4_LIST, lint_precision.FRESH5_LIST,
+                                            lint_precision.FRESH6_LIST, lint_precision.FRESH7_LIST)
+                for row in _listed(path)}
+               | {r.name.lower() for r in lint_precision.REPOS + lint_precision.HELDOUT_REPOS})
+    names = [row[0] for row in listed]
+    assert len(names) >= 450 and len({n.lower() for n in names}) == len(names)
+    assert not {n.lower() for n in names} & earlier, sorted({n.lower() for n in names} & earlier)
+    # no fork or rename of a listed repository: last parts are distinct and none is an earlier list's
+    lasts = [n.lower().split("/")[-1] for n in names]
+    assert len(set(lasts)) == len(lasts)
+    assert not set(lasts) & {n.split("/")[-1] for n in earlier}
+    heldout = lint_precision.SETS["fresh8-heldout"].repos
+    fetched = {row[0] for row in listed if row[2] != "-"}
+    # the rule written again here: first hex digit of sha256("owner/name"), even = held-out
+    even = {n for n in names if int(hashlib.sha256(n.encode()).hexdigest()[0], 16) % 2 == 0}
+    assert fetched <= even  # the tune half was never fetched (negative control: none of it has a commit)
+    assert not lint_precision.SETS["fresh8-tune"].repos
+    assert {r.name for r in heldout} == fetched and len(heldout) >= 150
+    assert lint_precision.SETS["fresh8-heldout"].root == Path("/work/realrepos_fresh8")
+    for repo in heldout:
+        assert len(repo.commit) == 40 and int(repo.commit, 16) >= 0, repo.name
+        assert repo.paths == (".",)
+    judged = {key.repo for key in lint_precision.load_verdicts(lint_precision.SETS["fresh8-heldout"].verdicts)}
+    assert judged and judged <= {r.name for r in heldout}
+
+
 def test_combined_held_out_set_adds_the_parts_reports(tmp_path):
     repo_a = lint_precision.Repo("someone/a", "0" * 40, ("train.py",), "test")
     repo_b = lint_precision.Repo("someone/b", "0" * 40, ("train.py",), "test")
@@ -330,7 +362,8 @@ def _gone_file(verdicts: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["fresh-heldout", "fresh-tune", "fresh2-heldout", "fresh2-tune", "fresh3-heldout", "fresh3-tune",
-             "fresh4-heldout", "fresh4-tune", "fresh5-heldout", "fresh6-heldout", "fresh7-heldout"]
+             "fresh4-heldout", "fresh4-tune", "fresh5-heldout", "fresh6-heldout", "fresh7-heldout",
+             "fresh8-heldout"]
 )
 def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     """Every finding on the extracted code is judged, and every judged finding is still reported or
