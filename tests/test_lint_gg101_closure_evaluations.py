@@ -230,3 +230,43 @@ def test_negative_control_a_closure_evaluated_once_is_not_reported(form, optimiz
 def test_negative_control_an_optimizer_of_unknown_settings_is_not_claimed():
     source = _bug(INLINE, "torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=ITERS)")
     assert _gg101(source) == []
+
+
+# a closure defined at the top level of the file, handed by name: the loop reaches its backward pass only
+# through the step (no clearing anywhere, and an optimizer that evaluates it once)
+TOP_LEVEL = """\
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(1)
+x = torch.randn(32, 3, generator=g, dtype=torch.float64)
+y = x[:, :1] * 2 - x[:, 1:2] + 0.1 * torch.randn(32, 1, generator=g, dtype=torch.float64)
+
+
+def closure():
+    # FIX
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    return loss
+
+
+for epoch in range(3):
+    optimizer.step(closure)
+"""
+
+
+def test_a_top_level_closure_handed_by_name_is_followed():
+    bug = "\n".join(line for line in TOP_LEVEL.splitlines() if line.strip() != "# FIX")
+    twin = TOP_LEVEL.replace("# FIX", "optimizer.zero_grad()")
+    weights = {}
+    for name, source in (("bug", bug), ("twin", twin)):
+        namespace = {}
+        exec(compile(source, "<train>", "exec"), namespace)
+        weights[name] = torch.cat([p.detach().flatten() for p in namespace["model"].parameters()])
+    reference = _reference(lambda model: torch.optim.SGD(model.parameters(), lr=0.1))
+    assert torch.allclose(weights["twin"], reference, rtol=0, atol=1e-12)
+    assert not torch.allclose(weights["bug"], reference, atol=1e-6)
+    assert _gg101(bug) == ["GG101"]
+    assert _gg101(twin) == []
