@@ -270,3 +270,14 @@ def test_a_top_level_closure_handed_by_name_is_followed():
     assert not torch.allclose(weights["bug"], reference, atol=1e-6)
     assert _gg101(bug) == ["GG101"]
     assert _gg101(twin) == []
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_the_fix_clears_at_the_top_of_the_closure_and_gives_the_reference(form):
+    bug = _bug(FORMS[form])
+    new = _fixed(bug)
+    if form == "lambda":  # no statement to put a clearing in: no fix offered, the code is left as it is
+        assert new == bug
+        return
+    assert _gg101(new) == []
+    assert torch.allclose(_run(new, _lbfgs), _reference(_lbfgs), rtol=0, atol=1e-12)
