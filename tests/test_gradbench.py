@@ -501,3 +501,23 @@ def test_round_10_leads_the_headline_table_once_its_cases_exist():
     assert any(r.startswith("| round 9, held-out half (in-sample since: its misses are being fixed) | 2 |") for r in rows)
     assert "Round 10 is the 3 cases from c224 on" in text and "1 of the 3 cases are declared out" in text
     assert "Round 9 is the 2 cases from c200 on" in text
+
+
+def test_the_fixes_since_round_10_are_generated_before_round_9s_and_name_existing_cases():
+    import inspect
+    import re
+
+    section = gb._round10_fixes_section()
+    assert section[0] == "### Fixed since round 10 was reported (in-sample)"
+    text = "\n".join(section)
+    # every case it names exists, and the page puts it before the round-9 fixes
+    named = set(re.findall(r"\bc(\d+)\b", text))
+    numbers = {c.name.split("_")[0][1:] for c in gb.load_cases()}
+    assert named and named <= numbers, named - numbers
+    assert {"224", "68", "121", "131", "139"} <= named
+    source = inspect.getsource(gb.write_doc)
+    assert source.index("_round10_fixes_section()") < source.index("_round9_fixes_section()")
+    # the tables' rows have as many cells as their headers
+    for block in text.split("\n\n"):
+        rows = [r for r in block.splitlines() if r.startswith("|")]
+        assert len({r.count("|") for r in rows}) <= 1, rows

@@ -1,6 +1,6 @@
 """3DVNet: the pretrained MnasNet backbone is "frozen" with `.eval()` only, while its parameters stay in the optimizer, so every step trains it.
 
-source: alexrich021/3dvnet#11 (https://github.com/alexrich021/3dvnet/issues/11), "Frozen Backbone Implementation": "All I can found about the 'frozen implementation on MnasNet backbone' is as below (mv3d/lightningmodel.py#L272) ... .eval() only fixes the running statistics in batchnorm and dropout, but does not disable the gradient computations ... the backbone weights are still updating for each time training_step() is called." The author (alexrich021): "Great catch, the proper method is to change 3dvnet/mv3d/lightningmodel.py line 286 to {'params': self.mvsnet.feat_shrinker.parameters()}, during training to freeze the weights of the MnasNet backbone and to use {'params': self.mvsnet.parameters()} during finetuning". The MVS network is reduced to a backbone with batch norm, a feature shrinker and a depth head; the twin builds the optimizer group from the shrinker, as the author says
+source: alexrich021/3dvnet#11 (https://github.com/alexrich021/3dvnet/issues/11), "Frozen Backbone Implementation": "All I can found about the 'frozen implementation on MnasNet backbone' is as below (mv3d/lightningmodel.py#L272) ... .eval() only fixes the running statistics in batchnorm and dropout, but does not disable the gradient computations ... the backbone weights are still updating for each time training_step() is called." The author (alexrich021): "Great catch, the proper method is to change 3dvnet/mv3d/lightningmodel.py line 286 to {'params': self.mvsnet.feat_shrinker.parameters()}, during training to freeze the weights of the MnasNet backbone and to use {'params': self.mvsnet.parameters()} during finetuning". The MVS network is reduced to a backbone with batch norm, a feature shrinker and a depth head; the twin builds the optimizer group from the shrinker, as the author says The twin applies the author's fix and also freezes the backbone with `requires_grad_(False)`: with the author's fix alone its parameters still receive gradient that no optimizer holds or clears (a defect of its own, which the watch reports as GG106).
 family: frozen-not-frozen
 shape: class PL3DVNet(LightningModule): def on_train_epoch_start(self): self.mvsnet.backbone.eval(). def configure_optimizers(self): return torch.optim.Adam([{'params': self.mvsnet.parameters()}, {'params': self.refiner.parameters()}], lr=1e-3). Automatic optimization, 6 batches per epoch, 2 epochs
 numeric: the backbone that the paper trains frozen is updated at every step
@@ -29,6 +29,7 @@ class PL3DVNet(L.LightningModule):
     def __init__(self):
         super().__init__()
         self.mvsnet = MVSNet()
+        # FIX: self.mvsnet.backbone.requires_grad_(False)  # frozen: no gradient to leave uncleared
         self.refiner = torch.nn.Linear(8, 1)
 
     def on_train_epoch_start(self):

@@ -19,7 +19,7 @@ from ._ast import (
     terminal, text, walk_lines,
 )
 from ._cross_file import _ForeignObjects
-from ._events import NOT_AN_OPTIMIZER, conditional_step, optimizer_constructor
+from ._events import NOT_AN_OPTIMIZER, conditional_step, optimizer_constructor, reevaluates_closure
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import (
     is_framework_by_name_only, is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop,
@@ -487,8 +487,10 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             ctor = optimizer_constructor(value)
             if ctor is not None:
                 model = _model_of(ctor)
+                several = reevaluates_closure(ctor)
                 for t in targets:
                     m.optimizer_names.add(text(t))
+                    m.closure_evaluations[text(t)] = m.closure_evaluations.get(text(t), True) and several
                     if model:
                         m.optimizer_models[text(t)] = model
                         m.optimizer_modules[(id(scope), text(t))] = _models_of(ctor)
@@ -561,6 +563,7 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             # big loop is checked while the file's total work stays linear in its length
             walker.max_work = MAX_WORK + self.work_pool
             walker.imported = m.imported_functions
+            walker.reevaluating = self._reevaluating()
             walker.project = m.project if self.foreign_bound else None
             try:
                 paths = walker.iteration_paths(node, scope)
@@ -583,6 +586,32 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             loop.per_call = per_call
             if accept is None or accept(loop):
                 m.loops.append(loop)
+
+    def _reevaluating(self) -> frozenset:
+        """The optimizers whose ``step(closure)`` evaluates the closure several times (see
+        :func:`~._events.reevaluates_closure`), with the attributes a name of one is stored in
+        (``self.optimizer = optimizer``, where every constructor bound to ``optimizer`` builds one and
+        nothing else is assigned to the attribute)."""
+        found = self.__dict__.get("_reevaluating_found")
+        if found is not None:
+            return found
+        m = self.m
+        names = {n for n, several in m.closure_evaluations.items() if several}
+        if names:
+            stored: Dict[str, set] = {}
+            for node in walk_lines(m.tree, m.word_lines(tuple(sorted({n.rsplit(".", 1)[-1] for n in names})))):
+                if not isinstance(node, ast.Assign):
+                    continue
+                pairs = [(target, node.value) for target in node.targets]
+                for target in node.targets:  # `self.model, self.optimizer = model, optimizer`
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(target.elts) == len(node.value.elts):
+                        pairs += list(zip(target.elts, node.value.elts))
+                for target, value in pairs:
+                    if isinstance(target, ast.Attribute):
+                        stored.setdefault(text(target), set()).add(text(value))
+            names |= {t for t, values in stored.items() if values <= names and t not in m.closure_evaluations}
+        found = self._reevaluating_found = frozenset(names)
+        return found
 
     def _subclasses(self, cls) -> list:
         """The classes of this module that inherit from ``cls`` (directly or not)."""

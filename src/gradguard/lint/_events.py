@@ -288,6 +288,35 @@ def optimizer_constructor(value: ast.AST) -> Optional[ast.Call]:
     return None
 
 
+def reevaluates_closure(ctor: ast.Call) -> bool:
+    """Whether the optimizer ``ctor`` builds evaluates the closure handed to its ``step`` more than once
+    per step, as its constructor's arguments prove: torch's ``LBFGS(params, lr, max_iter=20, max_eval=None)``
+    calls it up to ``max_eval`` times (``max_iter * 5 // 4`` by default), reading the gradient after each
+    call. An argument that is not a literal proves nothing (False), as does any other class."""
+    if terminal(ctor.func) != "LBFGS" or any(isinstance(a, ast.Starred) for a in ctor.args) or any(
+        k.arg is None for k in ctor.keywords
+    ):
+        return False
+    given = {k.arg: k.value for k in ctor.keywords}
+    for i, name in ((2, "max_iter"), (3, "max_eval")):
+        if len(ctor.args) > i:
+            given[name] = ctor.args[i]
+
+    def literal(name, default):
+        node = given.get(name)
+        if node is None:
+            return default
+        if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, float)):
+            return node.value
+        return False  # not known
+
+    max_iter, max_eval = literal("max_iter", 20), literal("max_eval", None)
+    if max_iter is False or max_eval is False or max_iter is None:
+        return False
+    evaluations = max_iter * 5 // 4 if max_eval is None else max_eval
+    return evaluations > 1
+
+
 def conditional_step(call: ast.Call, optimizers: frozenset = frozenset()):
     """``(optimizer, condition)`` of a call handed a loss first, then an optimizer, and a window
     condition (a comparison on a modulo) as an argument: ``loss_scaler(loss, optimizer,

@@ -355,6 +355,9 @@ class Walker:
         self._sync: List[ast.expr] = []
         #: how many closures run by ``opt.step(closure)`` the walk is in (torch's grad mode is on there)
         self._grad_on = 0
+        #: optimizers whose ``step(closure)`` evaluates the closure several times, reading the gradient after
+        #: each evaluation (see :func:`~._events.reevaluates_closure`)
+        self.reevaluating: frozenset = frozenset()
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
@@ -683,8 +686,21 @@ class Walker:
             if found is not None:
                 kind, target = found
                 if kind == STEP:  # optimizer.step(closure): the closure runs first (LBFGS)
-                    for arg in list(call.args) + [k.value for k in call.keywords]:
+                    closures = list(call.args) + [k.value for k in call.keywords]
+                    for arg in closures:
                         states = self._call_closure(arg, states, stack)
+                    if closures and isinstance(call.func, ast.Attribute) and text(call.func.value) in self.reevaluating:
+                        # LBFGS evaluates the closure again at each point it tries, after reading the gradient
+                        # the last evaluation left: that read applies it, and the next evaluation's pass is
+                        # added to it unless the closure clears first
+                        # (the evaluation's step is a node of its own, placed on the step's line: a path holds
+                        # it and the step as two events)
+                        evaluation = ast.copy_location(ast.Call(func=call.func, args=call.args, keywords=call.keywords), call)
+                        evaluation.end_lineno, evaluation.end_col_offset = call.end_lineno, call.end_col_offset
+                        evaluation.gg_evaluation_of = call
+                        states = self._add(states, self._event(kind, evaluation, self._rebase(target), stack))
+                        for arg in closures:
+                            states = self._call_closure(arg, states, stack)
                 event = self._event(kind, call, self._rebase(target), stack)
                 if self._sync and (kind == STEP or kind == CLEAR and self._is_optimizer(call)):
                     # inside `accelerator.accumulate(...)` the prepared optimizer steps and
@@ -802,6 +818,7 @@ class Walker:
         if isinstance(arg, ast.Lambda):
             return self.expr(arg.body, states, stack)
         if isinstance(arg, ast.Name) and arg.id in self.functions:
+            arg.gg_closure = self.functions[arg.id]
             return self._inline(self.functions[arg.id], states, stack, call=None)
         if isinstance(arg, ast.Name) and self._frames:
             # a closure the helper being followed defines (`def closure(): opt.zero_grad(); ...` then
@@ -809,7 +826,14 @@ class Walker:
             local = next((n for n in subtree(self._frames[-1][0]) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                           and n.name == arg.id and n is not self._frames[-1][0]), None)
             if local is not None:
+                arg.gg_closure = local
                 return self._inline(local, states, stack, call=None)
+        if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+            # `optimizer.step(self.closure)`: a method of the object, handed bound
+            method = self._helper(ast.copy_location(ast.Call(func=arg, args=[], keywords=[]), arg))
+            if method is not None:
+                arg.gg_closure = method
+                return self._inline(method, states, stack, call=None)
         if isinstance(arg, ast.Call) and text(arg.func) in ("partial", "functools.partial") and arg.args:
             # `optimizer.step(partial(self.training_step, batch=batch))`: the closure is that method
             # (or function), its arguments bound by the partial's

@@ -42,6 +42,8 @@ _KEYWORDS = (
 _CALL_SITE = re.compile(r"\b[^\W_A-Za-z]*+([A-Za-z_]\w*+)\s*+\(" if sys.version_info >= (3, 11)
                         else r"\b[^\W_A-Za-z]*([A-Za-z_]\w*)\s*\(")
 _PARTIAL_SITE = re.compile(r"\bpartial\s*\(\s*(?:self\s*\.\s*)?([A-Za-z_]\w*)")
+#: ``opt.step(closure)`` / ``opt.step(self.closure)``: the step runs the function it is handed
+_STEP_SITE = re.compile(r"(?<=\.)step\s*\(\s*(?:closure\s*=\s*)?(?:self\s*\.\s*)?([A-Za-z_]\w*)\s*[,)]")
 
 
 class _LineMarks:
@@ -169,6 +171,10 @@ class _CallSites:
         self.extra: Dict[str, List[int]] = {}
         if "partial" in source:
             for match in matches_at(_PARTIAL_SITE, source, find_all(source, ("partial",))):
+                if match.group(1) in names:
+                    self.add(match.group(1), match.start())
+        if ".step" in source:
+            for match in matches_at(_STEP_SITE, source, find_all(source, ("step",))):
                 if match.group(1) in names:
                     self.add(match.group(1), match.start())
 

@@ -818,6 +818,9 @@ class Module:
         self.methods: Dict[int, Dict[str, ast.AST]] = {}
         self.instances: Dict[str, Dict[str, ast.AST]] = {}
         self.optimizer_names: set = set()
+        #: each optimizer name -> whether every constructor bound to it builds one that evaluates the closure
+        #: handed to its ``step`` more than once per step (torch's ``LBFGS``, unless limited to one evaluation)
+        self.closure_evaluations: Dict[str, bool] = {}
         self.accumulators: set = set()  # names bound to gradguard.Accumulator(...)
         self.accumulator_calls: Dict[str, list] = {}  # each of those names -> [(scope, its Accumulator(...) call)]
         self.optimizer_models: Dict[str, str] = {}  # optimizer -> the (first) module whose parameters it holds

@@ -51,6 +51,18 @@ def check_loop(loop: Loop, report: Report) -> None:
             if any(loop.may_clear_for(c, step) for c in on_path):
                 earlier = _applied_by_an_earlier_step(loop, p, step, nested)
                 if earlier is not None:
+                    if getattr(earlier.node, "gg_evaluation_of", None) is step.node:
+                        # LBFGS's closure, evaluated again within one step without clearing (see _flow)
+                        report(
+                            CODE,
+                            step.node,
+                            f"{describe(step, 'step')} reuses gradients an earlier step already applied: "
+                            f"`{step.target}` evaluates the closure handed to its step several times per step, "
+                            "reading the gradient after each evaluation, and nothing clears that gradient inside "
+                            "the closure, so each evaluation's backward pass is added to the earlier evaluations'.",
+                            loop=loop, optimizer=step.target, step=step.node,
+                        )
+                        continue
                     step.node.gg_applied_by = earlier.node  # the fix clears right after that step
                     between = (
                         "no backward pass runs between the two steps, so it applies the same gradient a second time"
@@ -660,6 +672,12 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     clear = f"{t.segment(opt)}.zero_grad(set_to_none=True)"
     message = f"Clear the gradients with `{clear}`"
     closure = _closure(d, call) if opt is call.func.value and call.args else None
+    if closure is None and opt is call.func.value and call.args:
+        # the closure as the walk resolved it (a closure of a helper the loop calls)
+        resolved = getattr(call.args[0], "gg_closure", None)
+        closure = resolved if (
+            isinstance(resolved, ast.FunctionDef) and not isinstance(resolved.body[0], FUNCS) and _sees(t, resolved, call, t.segment(opt))
+        ) else None
     if closure is not None:
         return Fix(f"{message} at the top of the closure `{closure.name}`", (t.insert_before(closure.body[0], clear),))
     applied_by = getattr(call, "gg_applied_by", None)
@@ -746,6 +764,21 @@ def _closure(d: Diagnostic, call: ast.Call) -> Optional[ast.AST]:
         return None
     fn = d.loop.functions.get(arg.id)
     return fn if isinstance(fn, ast.FunctionDef) and not isinstance(fn.body[0], FUNCS) else None
+
+
+def _sees(t: Tree, closure: ast.AST, call: ast.AST, opt: str) -> bool:
+    """Whether the optimizer, as ``call`` writes it (``opt``), is the same name inside ``closure``: the
+    closure is defined in the function holding the step (or the step is at the top level of the file),
+    or, for ``self.X``, it is a method of the class whose method steps."""
+    holder = t.function_of(call)
+    if holder is None:
+        return t.function_of(closure) is None
+    if t.contains(holder, closure):
+        return True
+    if opt.startswith("self."):
+        cls = next((a for a in t.ancestors(call) if isinstance(a, ast.ClassDef)), None)
+        return cls is not None and closure in cls.body
+    return False
 
 
 def _writes_grad(loop_node: ast.AST) -> bool:

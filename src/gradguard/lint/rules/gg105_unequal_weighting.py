@@ -285,10 +285,42 @@ def _varies_in_window(divisor: ast.AST, counters: set, loop: Loop) -> bool:
         n = pending.pop()
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv) and ast.dump(n.right) == key:
             continue  # the window's number
+        if isinstance(n, ast.IfExp) and _same_in_window(n.test, counters, key):
+            # `K if i < n - n % K else n % K`: a test on which side of a window boundary the counter is
+            # takes one value for every micro-batch of a window; only the two values can vary
+            pending.extend((n.body, n.orelse))
+            continue
         if (isinstance(n, ast.Name) and n.id in counters) or (isinstance(n, (ast.Attribute, ast.Subscript)) and text(n) in counters):
             return True
         pending.extend(child_nodes(n))
     return False
+
+
+def _same_in_window(test: ast.AST, counters: set, key: str) -> bool:
+    """``i < M`` or ``i >= M`` (either way round) with ``i`` a counter and ``M`` a multiple of the
+    window size K as written (``n - n % K``, ``n // K * K``, ``K * m``, ``m * K``): windows start at
+    multiples of K, so every micro-batch of a window gives the test the same value."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(right, ast.Name) and right.id in counters:
+        left, right = right, left
+        op = {ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE()}.get(type(op), op)
+    if not (isinstance(left, ast.Name) and left.id in counters and isinstance(op, (ast.Lt, ast.GtE))):
+        return False
+
+    def multiple(e) -> bool:
+        if not isinstance(e, ast.BinOp):
+            return False
+        if isinstance(e.op, ast.Sub):  # n - n % K
+            r = e.right
+            return (isinstance(r, ast.BinOp) and isinstance(r.op, ast.Mod) and ast.dump(r.right) == key
+                    and ast.dump(r.left) == ast.dump(e.left))
+        if isinstance(e.op, ast.Mult):  # n // K * K, K * m, m * K
+            return ast.dump(e.right) == key or ast.dump(e.left) == key
+        return False
+
+    return multiple(right) and not _mentions(right, counters)
 
 
 def _mentions(node: ast.AST, names: set) -> bool:
