@@ -381,6 +381,31 @@ def test_round_10_is_the_list_written_down_before_its_cases_and_split_by_the_sam
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_11_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 11}
+    # the list, its sources (with the mechanism) and the split were committed before any round-11 case was written;
+    # a case removed later leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_11)
+    assert len(gb.ROUND_11) >= 24
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_11 for n in gb.ROUND_11)
+    assert gb.FIRST_ROUND_11 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_10)
+    assert {n.split("_")[0] for n in gb.ROUND_11} == set(gb.ROUND_11_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_11 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c248", "c249", "c250", "c252", "c254", "c255", "c256", "c257", "c258", "c259", "c261", "c267",
+                    "c271", "c272"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_11_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-11 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 11
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_11_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
