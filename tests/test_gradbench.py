@@ -527,3 +527,25 @@ def test_round_10_leads_the_headline_table_once_its_cases_exist():
     assert any(r.startswith("| round 9, held-out half (in-sample since: its misses are being fixed) | 2 |") for r in rows)
     assert "Round 10 is the 3 cases from c224 on" in text and "1 of the 3 cases are declared out" in text
     assert "Round 9 is the 2 cases from c200 on" in text
+
+
+def test_every_round_11_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 11]
+    assert set(gb.AUDIT_11) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_11[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c248` |" in text and f"Round 11: {len(cases)} cases," in text
+
+
+def test_round_11_leads_the_headline_table_and_round_10_turns_in_sample():
+    cases = gb.load_cases(["c248_", "c251_", "c224_", "c225_"])
+    judged = {c.name: _fake() for c in cases}
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 11, held-out half (headline)** | 1 |")
+    assert rows[1].startswith("| round 11, other half | 1 |")
+    assert any(r.startswith("| round 10, held-out half (in-sample since: its misses are being fixed) |") for r in rows)
+    assert "Round 11 is the 2 cases from c248 on" in text
+    assert text.index("Round 11 is the") < text.index("Round 10, as it was written")
