@@ -78,6 +78,7 @@ FIRST_ROUND_7 = 152  # the number of the first case of the seventh round
 FIRST_ROUND_8 = 176  # the number of the first case of the eighth round
 FIRST_ROUND_9 = 200  # the number of the first case of the ninth round
 FIRST_ROUND_10 = 224  # the number of the first case of the tenth round
+FIRST_ROUND_11 = 248  # the number of the first case of the eleventh round
 #: The third round, written down (names, hence the split) before any of its cases was written or measured.
 #: Each is a published bug found in GitHub issues and pull requests (sources other than rounds 1-2's); the
 #: held-out half is decided by the same rule as round 2's (`Case.held_out`). A case removed later (say, an
@@ -586,6 +587,92 @@ ROUND_10_SOURCES = {
     "c247": ("https://github.com/NVlabs/I2SB/issues/9",
              "the training loop accumulates gradients over n_inner_loop micro-batches without dividing each loss by n_inner_loop, so each step applies the sum of the micro-batch gradients instead of their mean"),
 }
+#: The eleventh round, written down the same way (names, hence the split, and the sources below before any of its
+#: cases was written or measured), from published bugs whose repositories no earlier round's header cites (nor the
+#: projects of the independent evaluation the tracker quotes), once round 10's misses were being worked on (so round
+#: 10 is no longer held out). Same split rule (`Case.held_out`): held out c248 c249 c250 c252 c254 c255 c256 c257
+#: c258 c259 c261 c267 c271 c272; the other half c251 c253 c260 c262 c263 c264 c265 c266 c268 c269 c270. A case
+#: removed later leaves the list for ``REMOVED``.
+ROUND_11 = (
+    "c248_nightmarenet_562_last_window_divided_by_full_count",
+    "c249_truxify_11390_pcgrad_on_summed_gradients",
+    "c250_dl4proteins_11_evaluation_loop_trains_on_test_set",
+    "c251_areno_75_sft_micro_batch_token_means",
+    "c252_bigscience_megatron_deepspeed_169_prefix_lm_micro_batch_means",
+    "c253_sbi_200_retrain_from_scratch_optimizer_on_old_network",
+    "c254_dice_embeddings_432_step_every_batch_during_accumulation",
+    "c255_swin_transformer_185_window_counter_resets_each_epoch",
+    "c256_adacos_10_metric_head_not_in_optimizer",
+    "c257_truxify_13118_maml_inner_update_through_data",
+    "c258_e2_tts_24_clip_every_micro_batch",
+    "c259_phasic_policy_gradient_1_policy_and_value_trained_together",
+    "c260_infopro_1_zero_grad_after_local_backwards",
+    "c261_elasticdl_2426_distributed_optimizer_never_zeroes",
+    "c262_mrcl_15_meta_gradient_first_order_only",
+    "c263_open_spiel_827_clip_on_value_head_not_policy",
+    "c264_wandb_354_logged_tensor_keeps_graph",
+    "c265_llamafactory_9409_custom_loss_not_divided_by_accumulation",
+    "c266_longcat_image_46_zero_grad_inside_accumulate",
+    "c267_rf_detr_1503_loss_divided_twice_under_lightning",
+    "c268_action_detection_85_first_window_one_micro_batch",
+    "c269_backpack_95_example_never_zeroes",
+    "c270_aihwkit_446_examples_never_zero_grad",
+    "c271_configurable_optimizer_217_lora_weights_not_in_optimizer_on_resume",
+    "c272_open_rl_80_optimizer_takes_active_adapter_params",
+)
+#: Where each round-11 case comes from, with the mechanism in one sentence, written down with the list.
+ROUND_11_SOURCES = {
+    "c248": ("https://github.com/Adit-Jain-srm/NightmareNet/pull/562",
+             "when the micro-batch count is not divisible by grad_accum, the last optimizer step still divides its loss by grad_accum although its window holds fewer micro-batches, so the final update gets a fraction of its intended gradient (review finding on the PR's BERT scaling script)"),
+    "c249": ("https://github.com/KanishJebaMathewM/Truxify/issues/11390",
+             "PCGrad is applied to per-parameter .grad tensors after a single combined loss.backward(), so the buffers already hold the sum of all tasks' gradients and the per-task projection has nothing to project; the fix takes each task's gradient with autograd.grad before combining (PR #11585)"),
+    "c250": ("https://github.com/Graylab/DL4Proteins-notebooks/issues/11",
+             "the evaluation loop of workshop 7 calls loss.backward() and optimizer.step() on the test set for 10 epochs, so model.eval() notwithstanding the model is trained on the test data before its accuracy is reported"),
+    "c251": ("https://github.com/inclusionAI/AReno/issues/75",
+             "sft_loss_fn normalizes each pack by that pack's target-token count and training averages the micro-batch losses equally, so a 1-token micro-batch weighs as much as a 100-token one instead of the global token mean"),
+    "c252": ("https://github.com/bigscience-workshop/Megatron-DeepSpeed/pull/169",
+             "the prefix-LM loss averages over the trained (suffix) tokens within each micro-batch (loss_mask.sum()) and DeepSpeed then sums the micro-batch losses over gradient accumulation, so a token in a micro-batch with a short suffix weighs many times more than one in a long suffix"),
+    "c253": ("https://github.com/sbi-dev/sbi/issues/200",
+             "with retrain_from_scratch=True the density estimator is rebuilt but the optimizer is not reset, so it points to the old network and the new one is not trained"),
+    "c254": ("https://github.com/dice-group/dice-embeddings/issues/432",
+             "with gradient accumulation TorchTrainer calls optimizer.step() on every batch, so the accumulated (never cleared) gradients are applied again at each step instead of once per window"),
+    "c255": ("https://github.com/microsoft/Swin-Transformer/issues/185",
+             "the accumulation boundary is (idx + 1) % ACCUMULATION_STEPS with idx restarting every epoch, so when an epoch's batch count is not a multiple of the window the leftover micro-batches' gradients are carried into the next epoch's first window"),
+    "c256": ("https://github.com/4uiiurz1/pytorch-adacos/issues/10",
+             "the AdaCos metric head's class centres (metric_fc.W) are not given to any optimizer, so they receive gradients but keep their random initial values for the whole training"),
+    "c257": ("https://github.com/KanishJebaMathewM/Truxify/issues/13118",
+             "the MAML inner loop updates the adapted copy through param.data -= lr * grad, which detaches the step from the graph, so the query loss has no path back to the meta-parameters, meta_loss.backward() leaves their .grad None and the meta-model never trains"),
+    "c258": ("https://github.com/lucidrains/e2-tts-pytorch/pull/24",
+             "the trainer clipped the gradients (accelerator.clip_grad_norm_) on every micro-batch instead of only when gradients are synced, so the window is clipped halfway through accumulation; the fix guards the clip with sync_gradients"),
+    "c259": ("https://github.com/openai/phasic-policy-gradient/issues/1",
+             "the condition meant to train the policy and value networks in separate phases reads n_epoch_pi != n_epoch_pi, which is always false, so the policy and value losses are always summed into one update of the shared model; confirmed and fixed by the authors"),
+    "c260": ("https://github.com/blackfeather-wang/InfoPro-Pytorch/issues/1",
+             "each local module runs its own backward inside forward, so a runner hook that calls optimizer.zero_grad() after the forward (mmcv's after_train_iter) deletes the gradients of every local module but the last, and only the last module is trained; the authors moved zero_grad to before_train_iter"),
+    "c261": ("https://github.com/sql-machine-learning/elasticdl/pull/2426",
+             "the elastic DistributedOptimizer for PyTorch did not execute zero_grad, so the training loop's optimizer.zero_grad() left the gradients in place and each step applied the sum of all earlier batches' gradients (only the PR title was read)"),
+    "c262": ("https://github.com/kjaved0/mrcl/issues/15",
+             "the inner-loop gradient is taken with torch.autograd.grad(loss, fast_weights) without create_graph=True, so the meta-gradient drops the second-order term and the code trains with the first-order approximation; the fix adds create_graph=True (and restricts the inner gradient to the adaptation parameters)"),
+    "c263": ("https://github.com/google-deepmind/open_spiel/issues/827",
+             "the PyTorch policy-gradient update steps the policy optimizer but clips the gradients of the value head (whose loss is detached there), so the policy step is never clipped; confirmed as a typo and fixed"),
+    "c264": ("https://github.com/wandb/wandb/issues/354",
+             "wandb.log kept the logged loss tensors (with their autograd graphs) alive, so logging the loss tensor instead of tensor.item() grew memory by tens of GB per hour; fixed in wandb 0.8.2"),
+    "c265": ("https://github.com/hiyouga/LlamaFactory/pull/9409",
+             "the KSFT custom loss ignores num_items_in_batch while the Trainer sees model_accepts_loss_kwargs as True and so skips its division by gradient_accumulation_steps, so each window applies the sum of its micro-batch means; the fix sets model_accepts_loss_kwargs to False"),
+    "c266": ("https://github.com/meituan-longcat/LongCat-Image/issues/46",
+             "optimizer.zero_grad() is called at the start of the accelerator.accumulate block; Accelerate's wrapped optimizer only clears on the sync micro-batch, so it wipes the gradients accumulated by the earlier micro-batches just before the last backward and each update uses the last micro-batch only"),
+    "c267": ("https://github.com/roboflow/rf-detr/issues/1503",
+             "training_step returns loss / accumulate_grad_batches on the automatic-optimization path, but Lightning divides the returned loss by accumulate_grad_batches again before backward, so an accumulation window of N micro-batches yields 1/N of the mean gradient"),
+    "c268": ("https://github.com/yjxiong/action-detection/issues/85",
+             "binary_train.py steps when i % iter_size == 0, so the first window holds one micro-batch (divided by iter_size like a full window) and a trailing partial window is never applied; the issue proposes (i + 1) % iter_size and dividing the last window by its real size"),
+    "c269": ("https://github.com/f-dangel/backpack/issues/95",
+             "the DiagGGN second-order optimizer example never zeroes the gradients in its training loop, so .grad accumulates over all batches and the run diverges; confirmed by the maintainers"),
+    "c270": ("https://github.com/IBM/aihwkit/issues/446",
+             "examples 01 and 02 never call opt.zero_grad(), so each step applies the sum of all earlier gradients and the loss decreases then increases again; confirmed by the maintainers"),
+    "c271": ("https://github.com/automl/ConfigurableOptimizer/pull/217",
+             "when training resumes from a checkpoint the LoRA weights are created after the optimizer and are not added to it, so they receive gradients but are never updated"),
+    "c272": ("https://github.com/gke-labs/open-rl/pull/80",
+             "optim_step(A) collects the parameters that require grad on the PEFT model, which depend on whichever adapter is active, so after forward_backward(B) adapter A's optimizer steps adapter B's parameters and A's own gradients are never applied"),
+}
 WORKERS = 2
 
 sys.path.insert(0, str(SRC))
@@ -649,15 +736,16 @@ class Case:
         ``ROUND_7``), the same way, once round 6's misses were being fixed; 8: the eighth round (c176 on,
         ``ROUND_8``), the same way, once round 7's misses were being fixed; 9: the ninth round (c200 on, ``ROUND_9``),
         the same way, once round 8's misses were being fixed; 10: the tenth round (c224 on, ``ROUND_10``), the same
-        way, once round 9's misses were being fixed."""
+        way, once round 9's misses were being fixed; 11: the eleventh round (c248 on, ``ROUND_11``), the same way,
+        once round 10's misses were being fixed."""
         number = self.number
-        return (10 if number >= FIRST_ROUND_10 else 9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
+        return (11 if number >= FIRST_ROUND_11 else 10 if number >= FIRST_ROUND_10 else 9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
                 else 4 if number >= FIRST_ROUND_4 else 3 if number >= FIRST_ROUND_3
                 else 2 if number >= FIRST_ROUND_2 else 1)
 
     @property
     def held_out(self) -> bool:
-        """The held-out half of rounds 2 to 10: the first byte of sha256(name) is even, fixed before any rule
+        """The held-out half of rounds 2 to 11: the first byte of sha256(name) is even, fixed before any rule
         work on them. Never tuned on: its misses are notes, fixed only in a later round with new held-out cases."""
         return self.round >= 2 and hashlib.sha256(self.name.encode()).digest()[0] % 2 == 0
 
@@ -1393,6 +1481,60 @@ AUDIT_8 = {
              "matches the description; unconfirmed (open, no change seen)"),
 }
 
+#: The fidelity audit of round 11, written as its cases were written: how each header was checked against its source
+#: and whether the project confirmed the bug (a merged fix or a maintainer's acknowledgement).
+AUDIT_11 = {
+    "c248": ("NightmareNet#562 read (pull request): the review finding on the last window divided by the full count; run_bert_base_scaling.py was not read beyond the review's excerpt",
+             "matches the review finding; unconfirmed (a reviewer's finding, no change to the script seen)"),
+    "c249": ("Truxify#11390 read (an issue farm; fixed by Truxify#11585): the report that PCGrad projects grads after one summed backward; the trainer was not read, the two-task model is made up",
+             "matches the report; unconfirmed (a generated issue; the fix pull request was merged without a maintainer's word on the mechanism)"),
+    "c250": ("DL4Proteins-notebooks#11 read (open): the report that the evaluation loop calls backward and step on the test set; the notebook was not read",
+             "matches the report; unconfirmed (open, no reply)"),
+    "c251": ("AReno#75 read (labelled kind/bug): the report on per-micro-batch token normalization in sft_loss_fn; the three files it names were not read",
+             "matches the report; confirmed (a maintainer: 'Important finding, I will fix it')"),
+    "c252": ("Megatron-DeepSpeed#169 read (merged): the description of averaging per micro-batch instead of over all tokens trained on; the model code was not read",
+             "matches the description; unconfirmed (the merged pull request is an analysis of the effect, not a fix of it)"),
+    "c253": ("sbi#200 read (labelled bug, closed): the report that retrain_from_scratch keeps an optimizer over the old network; sbi's inference code was not read",
+             "matches the report; confirmed (labelled bug by the maintainers, closed)"),
+    "c254": ("dice-embeddings#432 read (closed): the report with its repro numbers (accumulation 2, weights changed after the first batch); the trainer was not read, _run_batch reconstructed from the repro",
+             "matches the repro; confirmed (closed with the repro by the project)"),
+    "c255": ("Swin-Transformer#185 read (open): the report on (idx + 1) % ACCUMULATION_STEPS restarting each epoch; main.py's train_one_epoch read (optimizer.zero_grad() at its start, so the tail of an epoch is dropped, not carried)",
+             "matches the report and the file; unconfirmed (open, no maintainer's reply)"),
+    "c256": ("pytorch-adacos#10 read (open): the report that metric_fc's weights are in no optimizer; train.py was not read",
+             "matches the report; unconfirmed (open; confirmed by other users only)"),
+    "c257": ("Truxify#13118 read (an issue farm): the excerpt of the MAML inner update through param.data; the trainer was not read beyond it",
+             "matches the excerpt; unconfirmed (a generated issue, no maintainer's word)"),
+    "c258": ("e2-tts-pytorch#24 read (merged): the description 'fix sync issue, otherwise _unscale_gradient halfway'; trainer.py was not read, the fix (clip only on the synced micro-batch) inferred from the description",
+             "matches the description; confirmed (merged by the author; the clip's placement in the fix is inferred, not read)"),
+    "c259": ("phasic-policy-gradient#1 read: the report on n_epoch_pi != n_epoch_pi and the author's reply; ppo.py was not read beyond the excerpt",
+             "matches the report; confirmed (the author confirmed and fixed it)"),
+    "c260": ("InfoPro-Pytorch#1 read: the question on zero_grad placement and the author's explanation that only the last local module would train; mmcv's OptimizerHook was not read",
+             "matches the author's explanation; confirmed (the author: 'only the last module will be trained')"),
+    "c261": ("elasticdl#2426 (merged): only its title was read, with the related #2389 for the optimizer's construction; DistributedOptimizer was not read",
+             "matches the title only (the mechanism beyond it is this case's reading); confirmed (merged)"),
+    "c262": ("mrcl#15 read (closed): the author's description of the missing create_graph=True; the learner was not read",
+             "matches the author's description; confirmed (the author)"),
+    "c263": ("open_spiel#827 read (labelled bug, fixed): the report that the policy update clips the value head's gradients and a maintainer's reply; the agent was not read beyond the issue",
+             "matches the report; confirmed (fixed in c90e925)"),
+    "c264": ("wandb#354 read (labelled bug): the report of memory growing when logging torch tensors; wandb's history code was not read",
+             "matches the report; confirmed (fixed in wandb 0.8.2)"),
+    "c265": ("LlamaFactory#9409 read (merged): the description of setting model_accepts_loss_kwargs to False so the custom loss is divided by the accumulation; the KSFT loss and trainer were not read",
+             "matches the description; confirmed (merged)"),
+    "c266": ("LongCat-Image#46 read (closed): the report of optimizer.zero_grad() inside accelerator.accumulate before each backward; train_examples/ was not read beyond the issue",
+             "matches the report; unconfirmed (closed, no maintainer's word seen)"),
+    "c267": ("rf-detr#1503 read (closed): the report that training_step divides by accumulate_grad_batches which Lightning divides again; the module was not read beyond the issue",
+             "matches the report; unconfirmed (closed, no maintainer's word seen)"),
+    "c268": ("action-detection#85 read: the report on the first window of one micro-batch and the unscaled tail; binary_train.py's train() read at a later commit",
+             "matches the report and the file; confirmed (fixed by #88, merged)"),
+    "c269": ("backpack#95 read (closed): the report that the DiagGGN example never zeroes and diverges, and a maintainer's reply; the example's optimizer kept",
+             "matches the report; confirmed (a maintainer: 'thanks for reporting that one!')"),
+    "c270": ("aihwkit#446 read (labelled bug, closed): the report that examples 01 and 02 lack opt.zero_grad() and a maintainer's reply; the examples' data kept",
+             "matches the report; confirmed (a maintainer: 'you are right, many thanks')"),
+    "c271": ("ConfigurableOptimizer#217 read (merged): the description that LoRA weights were not added to the optimizer on resume; the trainer was not read beyond it",
+             "matches the description; confirmed (merged)"),
+    "c272": ("open-rl#80 read (merged): the description of optim_step(A) taking the parameters of whichever adapter is active; the trainer was not read beyond it",
+             "matches the description; confirmed (merged)"),
+}
 
 def _audit_section(cases: List[Case]) -> List[str]:
     L = ["## Fidelity audit", "",
@@ -1412,7 +1554,7 @@ def _audit_section(cases: List[Case]) -> List[str]:
     unconfirmed = [c.name[:3] for c in cases if c.round == 1 and "unconfirmed" in AUDIT.get(c.name[:3], ("", ""))[1]]
     L += ["", f"Round 1: {sum(c.round == 1 for c in cases)} cases checked, {len(unconfirmed)} of them unconfirmed by "
           f"their projects ({', '.join(unconfirmed)})."]
-    for rnd, audit in ((10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
+    for rnd, audit in ((11, AUDIT_11), (10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
         rc = [c for c in cases if c.round == rnd]
         if not rc:
             continue
@@ -1490,7 +1632,31 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
         r8 = by_round.get(8, [])
         r9 = by_round.get(9, [])
         r10 = by_round.get(10, [])
-        prose = [] if latest < 10 else [
+        r11 = by_round.get(11, [])
+        prose = [] if latest < 11 else [
+         f"Round 11 is the {len(r11)} cases from c{FIRST_ROUND_11} on, written the same way as rounds 6 to 10: "
+         "published bugs from GitHub issues and pull requests whose repositories no earlier round cites, each "
+         "checked against its source text (the audit below says how). Their names, their sources with the "
+         "mechanism in one sentence, and with them the split were committed before any case was written "
+         "(`ROUND_11` and `ROUND_11_SOURCES` in the runner); each case's effect was measured (float64, no "
+         "gradguard) as it was written, none was removed, and no gradguard tool ran on them until all were written "
+         "and committed. The held-out half (first byte of sha256(name) even) stays held out: its misses are notes, "
+         "to be fixed only with a new held-out round. Round 11 was written while round 10's misses were being "
+         f"fixed, so round 10 (c{FIRST_ROUND_10} to c{FIRST_ROUND_11 - 1}) counts as in-sample from then on. "
+         f"{sum(not _scope_any(c) for c in r11)} of the {len(r11)} cases are declared out of every tool's scope "
+         "before the run (a projection run on gradients already summed over tasks, a test set trained on, a "
+         "policy and a value loss applied together where they were meant apart, a meta-gradient without its "
+         "second-order term, a clip on a network the step does not update, a logged tensor that keeps its "
+         "graph): they count in *of all*, not *in scope*. The round's first figures were measured on src/ as it "
+         "stood before the round (the round changed nothing under src/): `python benchmarks/gradbench.py --round "
+         "11 --json r11.json`. Nine of the round's cases are unconfirmed by their projects (open issues, a "
+         "review finding, generated issues, issues closed without a maintainer's word; the audit lists them): "
+         "they reproduce the reported mechanism, whose effect was measured, not a maintainer's diagnosis. The "
+         "watch's miss in scope (c260, other half: GG102 not reported when the local modules' gradients, "
+         "computed inside the forward, are cleared before the last module's backward and the step) and the findings on four fixed twins are listed below as "
+         "notes; nothing under src/ changed for them.", "",
+         "Round 10, as it was written (its figures above are in-sample now):", ""]
+        prose += [] if latest < 10 else [
          f"Round 10 is the {len(r10)} cases from c{FIRST_ROUND_10} on, written the same way as rounds 6 to 9: "
          "published bugs from GitHub issues and pull requests whose repositories no earlier round cites (nor the "
          "projects of the independent evaluation the tracker quotes), each checked against its source text (the "

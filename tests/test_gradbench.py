@@ -381,6 +381,32 @@ def test_round_10_is_the_list_written_down_before_its_cases_and_split_by_the_sam
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_11_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 11}
+    # the list, its sources (with the mechanism) and the split were committed before any round-11 case was written;
+    # a case removed later leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_11)
+    assert set(gb.ROUND_11) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_11) >= 24 and len(cases) >= 20
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_11 for n in gb.ROUND_11)
+    assert gb.FIRST_ROUND_11 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_10)
+    assert {n.split("_")[0] for n in gb.ROUND_11} == set(gb.ROUND_11_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_11 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c248", "c249", "c250", "c252", "c254", "c255", "c256", "c257", "c258", "c259", "c261", "c267",
+                    "c271", "c272"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_11_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-11 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 11
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_11_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
@@ -521,3 +547,23 @@ def test_the_fixes_since_round_10_are_generated_before_round_9s_and_name_existin
     for block in text.split("\n\n"):
         rows = [r for r in block.splitlines() if r.startswith("|")]
         assert len({r.count("|") for r in rows}) <= 1, rows
+def test_every_round_11_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 11]
+    assert set(gb.AUDIT_11) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_11[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c248` |" in text and f"Round 11: {len(cases)} cases," in text
+
+
+def test_round_11_leads_the_headline_table_and_round_10_turns_in_sample():
+    cases = gb.load_cases(["c248_", "c251_", "c224_", "c225_"])
+    judged = {c.name: _fake() for c in cases}
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 11, held-out half (headline)** | 1 |")
+    assert rows[1].startswith("| round 11, other half | 1 |")
+    assert any(r.startswith("| round 10, held-out half (in-sample since: its misses are being fixed) |") for r in rows)
+    assert "Round 11 is the 2 cases from c248 on" in text
+    assert text.index("Round 11 is the") < text.index("Round 10, as it was written")
