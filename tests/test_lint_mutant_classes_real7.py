@@ -1,0 +1,125 @@
+"""Missed mutant classes of real trainers (seventh fresh set's held-out half, open for tuning), as
+small programs run in float64 against the full batch's mean-loss gradient.
+
+GG102: a clearing inside the micro-batch loop under an ``if`` that holds on any pass: a test of a
+count the pass starts afresh (``n_rows = 0`` at the top of the pass, counted, then ``if n_rows > 0:``)
+or of the item the loop hands out (``for part in parts:`` ... ``if part.numel() > 0:``). Every
+micro-batch's gradient is wiped before the one step after the loop. A flag set before the loop
+(``first = True`` ... ``if first: zero_grad(); first = False``) still picks the first pass only.
+
+Each bad form applies a gradient other than the window's mean (checked by running it), each good
+twin applies exactly the reference and draws nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+import torch
+
+from _findings import codes
+
+COUNTED = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, mb):
+        self.model, self.mb = model, mb
+        self.opt = torch.optim.SGD(model.parameters(), lr=1.0)
+
+    def train(self, xs, ys):
+        n = xs.shape[0]
+        self.opt.zero_grad()
+        for start in range(0, n, self.mb):
+            batch_loss = 0.0
+            n_rows = 0
+            for j in range(start, min(start + self.mb, n)):
+                batch_loss = batch_loss + ((self.model(xs[j]) - ys[j]) ** 2).sum()
+                n_rows += 1
+            if n_rows > 0:
+                total = batch_loss / n
+                total.backward()
+                self.opt.zero_grad()
+        self.opt.step()
+"""
+
+ITEM = """\
+import torch
+
+
+def train(model, opt, parts, n):
+    opt.zero_grad()
+    for xs, ys in parts:
+        loss = ((model(xs) - ys) ** 2).sum(dim=1).sum() / n
+        if xs.numel() > 0:
+            opt.zero_grad()
+            loss.backward()
+    opt.step()
+"""
+
+GOOD_COUNTED = COUNTED.replace("                total.backward()\n                self.opt.zero_grad()\n",
+                               "                total.backward()\n").replace(
+    "        self.opt.step()\n", "        self.opt.step()\n        self.opt.zero_grad()\n")
+GOOD_ITEM = ITEM.replace("            opt.zero_grad()\n            loss.backward()\n", "            loss.backward()\n").replace(
+    "    opt.step()\n", "    opt.step()\n    opt.zero_grad()\n")
+# the flag is set before the loop and dropped on the first pass: the clearing runs once, before any pass
+FLAG_GOOD = ITEM.replace("    opt.zero_grad()\n    for xs, ys in parts:\n", "    first = True\n    for xs, ys in parts:\n").replace(
+    "        if xs.numel() > 0:\n            opt.zero_grad()\n            loss.backward()\n",
+    "        if first:\n            opt.zero_grad()\n            first = False\n        loss.backward()\n")
+
+
+def _rename(source: str) -> str:
+    for old, new in (("Trainer", "Runner"), ("self.opt", "self.o"), ("opt", "o"), ("n_rows", "cnt"), ("batch_loss", "acc"),
+                     ("total", "objective"), ("loss", "obj"), ("model", "net"), ("xs", "a"), ("ys", "b"), ("parts", "chunks")):
+        source = re.sub(rf"\b{re.escape(old)}\b", new, source)
+    return source
+
+
+BAD = {"counted": COUNTED, "item": ITEM, "counted-renamed": _rename(COUNTED), "item-renamed": _rename(ITEM),
+       "counted-before-backward": COUNTED.replace("                total.backward()\n                self.opt.zero_grad()\n",
+                                                  "                self.opt.zero_grad()\n                total.backward()\n")}
+GOOD = {"counted": GOOD_COUNTED, "item": GOOD_ITEM, "first-pass-flag": FLAG_GOOD, "counted-renamed": _rename(GOOD_COUNTED)}
+
+
+def _applied_matches_full_batch(source: str) -> bool:
+    """One step of SGD(lr=1) over 10 rows in micro-batches of 4 (the last one short): the weights'
+    change is the gradient the step applied; the reference is the gradient of the mean loss over the
+    10 rows at once, in float64."""
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    xs, ys = torch.randn(10, 3, generator=g, dtype=torch.float64), torch.randn(10, 2, generator=g, dtype=torch.float64)
+    model = torch.nn.Linear(3, 2).double()
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    cls = next((v for k, v in namespace.items() if isinstance(v, type) and k in ("Trainer", "Runner")), None)
+    if cls is not None:
+        cls(model, 4).train(xs, ys)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        namespace["train"](model, opt, [(xs[i:i + 4], ys[i:i + 4]) for i in range(0, 10, 4)], 10)
+    applied = [b - p.detach() for b, p in zip(before, params)]
+    reference = [p.detach().clone().requires_grad_(True) for p in before]
+    out = xs @ reference[0].T + reference[1]
+    ((out - ys) ** 2).sum(dim=1).mean().backward()
+    return all(torch.allclose(a, r.grad) for a, r in zip(applied, reference))
+
+
+def _gg102(source):
+    return [c for c in codes(source) if c == "GG102"]
+
+
+@pytest.mark.parametrize("form", sorted(BAD))
+def test_a_clearing_under_a_test_that_holds_on_any_pass_is_reported(form):
+    assert not _applied_matches_full_batch(BAD[form])
+    assert _gg102(BAD[form]) == ["GG102"]
+
+
+@pytest.mark.parametrize("form", sorted(GOOD))
+def test_negative_control_a_clearing_after_the_step_or_before_the_first_pass(form):
+    assert _applied_matches_full_batch(GOOD[form])
+    assert _gg102(GOOD[form]) == []
