@@ -123,3 +123,62 @@ def test_a_clearing_under_a_test_that_holds_on_any_pass_is_reported(form):
 def test_negative_control_a_clearing_after_the_step_or_before_the_first_pass(form):
     assert _applied_matches_full_batch(GOOD[form])
     assert _gg102(GOOD[form]) == []
+
+
+# GG104: the loss is computed in the arms of one `if` on a flag fixed for the run and back-propagated
+# in the arms of a second `if` on the same flag; the run takes the same arm in both, so the arm that
+# forgot the division back-propagates an undivided mean whatever the other arm divides.
+TWO_ARMS = """\
+import torch
+
+
+def train(model, opt, parts, k, split):
+    opt.zero_grad()
+    for i, (x, y) in enumerate(parts):
+        if split:
+            halves = [((model(h) - t) ** 2).sum(dim=1) for h, t in zip(x.chunk(2), y.chunk(2))]
+            loss = torch.cat(halves).mean()
+        else:
+            loss = ((model(x) - y) ** 2).sum(dim=1).mean()
+            loss = loss / k
+        if split:
+            loss.backward(retain_graph=False)
+        else:
+            loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+"""
+TWO_ARMS_GOOD = TWO_ARMS.replace("            loss = torch.cat(halves).mean()\n",
+                                 "            loss = torch.cat(halves).mean() / k\n")
+TWO_ARMS_RENAMED = _rename(TWO_ARMS).replace("split", "halved").replace("halves", "pieces")
+
+
+def _two_arms_applied(source: str, split: bool) -> bool:
+    """One window of 3 micro-batches of 4 rows, SGD(lr=1), float64: the applied gradient against the
+    mean loss over the 12 rows at once."""
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    xs, ys = torch.randn(12, 3, generator=g, dtype=torch.float64), torch.randn(12, 2, generator=g, dtype=torch.float64)
+    model = torch.nn.Linear(3, 2).double()
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    namespace["train"](model, torch.optim.SGD(params, lr=1.0), [(xs[i:i + 4], ys[i:i + 4]) for i in range(0, 12, 4)], 3, split)
+    applied = [b - p.detach() for b, p in zip(before, params)]
+    reference = [p.detach().clone().requires_grad_(True) for p in before]
+    (((xs @ reference[0].T + reference[1]) - ys) ** 2).sum(dim=1).mean().backward()
+    return all(torch.allclose(a, r.grad) for a, r in zip(applied, reference))
+
+
+@pytest.mark.parametrize("source", [TWO_ARMS, TWO_ARMS_RENAMED], ids=["plain", "renamed"])
+def test_an_undivided_arm_of_a_run_flag_is_reported(source):
+    assert _two_arms_applied(source, split=False)
+    assert not _two_arms_applied(source, split=True)
+    assert [c for c in codes(source) if c == "GG104"] == ["GG104"]
+
+
+def test_negative_control_both_arms_divided():
+    assert _two_arms_applied(TWO_ARMS_GOOD, split=True) and _two_arms_applied(TWO_ARMS_GOOD, split=False)
+    assert [c for c in codes(TWO_ARMS_GOOD) if c == "GG104"] == []
