@@ -182,3 +182,68 @@ def test_an_undivided_arm_of_a_run_flag_is_reported(source):
 def test_negative_control_both_arms_divided():
     assert _two_arms_applied(TWO_ARMS_GOOD, split=True) and _two_arms_applied(TWO_ARMS_GOOD, split=False)
     assert [c for c in codes(TWO_ARMS_GOOD) if c == "GG104"] == []
+
+
+# GG101: a method that is one update per call (nnU-Net's `run_iteration(data, do_backprop=True)`) with its
+# backward pass and its step under the same test of a parameter: every call that back-propagates also
+# steps (the optimizer is handed in, built elsewhere), so the parameter picks no micro-step of a caller's window; without a clearing each step applies
+# every earlier call's gradient again. A step alone under the parameter (`if update_grad:`, the backward
+# pass outside) is still a micro-step whose window the caller runs, and is not reported.
+PER_CALL = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, network, optimizer):
+        self.network, self.optimizer = network, optimizer
+
+    def run_iteration(self, x, y, do_backprop=True):
+        self.optimizer.zero_grad()
+        out = self.network(x)
+        loss = ((out - y) ** 2).sum(dim=1).mean()
+        if do_backprop:
+            loss.backward()
+            self.optimizer.step()
+        return loss.item()
+"""
+PER_CALL_BAD = PER_CALL.replace("        self.optimizer.zero_grad()\n", "")
+PER_CALL_RENAMED = _rename(PER_CALL_BAD).replace("run_iteration", "one_pass").replace("do_backprop", "train_now")
+PER_CALL_MICRO = PER_CALL_BAD.replace(
+    "        if do_backprop:\n            loss.backward()\n            self.optimizer.step()\n",
+    "        loss.backward()\n        if do_backprop:\n            self.optimizer.step()\n            self.optimizer.zero_grad()\n")
+
+
+def _per_call_matches_sgd(source: str) -> bool:
+    """Three calls with SGD(lr=0.1), float64, against plain SGD on the same three batches."""
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 2, generator=g, dtype=torch.float64))
+               for _ in range(3)]
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2).double()
+    ref = torch.nn.Linear(3, 2).double()
+    ref.load_state_dict(net.state_dict())
+    trainer = next(v for k, v in namespace.items() if isinstance(v, type) and k in ("Trainer", "Runner"))(
+        net, torch.optim.SGD(net.parameters(), lr=0.1))
+    method = getattr(trainer, "run_iteration", None) or getattr(trainer, "one_pass")
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for x, y in batches:
+        method(x, y)
+        opt.zero_grad()
+        ((ref(x) - y) ** 2).sum(dim=1).mean().backward()
+        opt.step()
+    return all(torch.allclose(a, b) for a, b in zip(net.parameters(), ref.parameters()))
+
+
+@pytest.mark.parametrize("source", [PER_CALL_BAD, PER_CALL_RENAMED], ids=["plain", "renamed"])
+def test_one_update_per_call_under_a_parameter_test_without_a_clearing_is_reported(source):
+    assert not _per_call_matches_sgd(source)
+    assert [c for c in codes(source) if c == "GG101"] == ["GG101"]
+
+
+@pytest.mark.parametrize("source", [PER_CALL, PER_CALL_MICRO], ids=["cleared", "caller-picks-the-step"])
+def test_negative_control_cleared_or_a_micro_step_the_caller_picks(source):
+    if source is PER_CALL:
+        assert _per_call_matches_sgd(source)
+    assert [c for c in codes(source) if c == "GG101"] == []

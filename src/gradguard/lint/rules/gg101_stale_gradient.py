@@ -288,7 +288,12 @@ def _caller_picks_the_steps(loop: Loop, step: Event) -> bool:
     fn = loop.node
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} if isinstance(
         fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
-    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params)) for t, _ in tests(step))
+    # a test that guards every backward pass of the function as well (`if do_backprop:` around the
+    # backward pass and the step) picks no micro-step: each call that back-propagates also steps
+    backwards = [e for e in loop.events if e.kind == BACKWARD]
+    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params))
+               and not (backwards and all(any(bt is t and bk == taken for bt, bk in tests(b)) for b in backwards))
+               for t, taken in tests(step))
 
 
 def _picks_calls(test: ast.expr, params: set) -> bool:
