@@ -342,6 +342,48 @@ def _divisions(t: _Tree, w: Window) -> List[ast.AST]:
     return found
 
 
+def _accumulates(t: _Tree, w: Window) -> bool:
+    """Whether the window sums more than one backward pass into one step, so that a clearing moved
+    before its backward pass, or a loss division dropped, changes what the step applies:
+
+    - a clearing that runs on every pass before the backward pass (the same loop body, no ``if``
+      around it) leaves one pass per step: no window;
+    - a step guarded by a test that picks no window (``if iteration < max_iter + 1:``, ``if (i + 1) %
+      1 == 0:``) with no micro-step loop around the backward pass steps every pass: no window. A
+      window test is a modulo by anything but the literal 1, or ``==`` / ``>=`` against a name or
+      attribute the file counts up or down (``self.task_index += 1``, ``count[0] -= 1``)."""
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    # the loop or function holding both (the window's region may be a loop around the step alone)
+    scope = next((a for a in t.ancestors(w.step) if isinstance(a, _SCOPES) and t.contains(a, w.backward)), w.scope)
+    home = next((a for a in t.ancestors(w.backward) if isinstance(a, loops) or a is scope), scope)
+    for c in t.top_clears():
+        if c.lineno >= w.backward.lineno or not t.contains(home, c):
+            continue
+        between = []
+        for a in t.ancestors(c):
+            if a is home:
+                break
+            between.append(a)
+        if all(isinstance(a, (ast.With, ast.AsyncWith, ast.Try)) for a in between):
+            return False
+    inner = [a for a in t.ancestors(w.backward) if isinstance(a, loops) and t.contains(scope, a)
+             and a is not scope and not t.contains(a, w.step)]
+    accumulate = any(isinstance(a, (ast.With, ast.AsyncWith)) and any(".accumulate(" in ast.unparse(i.context_expr) for i in a.items)
+                     for a in t.ancestors(w.step))
+    if inner or accumulate:
+        return True
+    # counted up or down (fastai's `count[0] -= 1` ... `if count[0] == 0:`)
+    counted = {ast.unparse(n.target) for n in ast.walk(t.tree) if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub))}
+    for g in _guards(t, w._replace(scope=scope)):
+        for n in ast.walk(g):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and not (isinstance(n.right, ast.Constant) and n.right.value == 1):
+                return True
+            if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.GtE)) for op in n.ops) and any(
+                    ast.unparse(side) in counted for side in [n.left, *n.comparators]):
+                return True
+    return False
+
+
 # ---------------------------------------------------------------------------------------------
 # the operators: program text -> mutant texts
 
@@ -373,15 +415,26 @@ def _window_clears(t: "_Tree", w: "Window") -> List[ast.stmt]:
             and receiver(c) not in others]
 
 
+def _line_statement(t: _Tree, stmt: ast.stmt) -> ast.stmt:
+    """The statement whose line ``stmt`` sits on: ``if not skip: loss.backward()`` for the backward
+    pass written on its ``if``'s line (a clearing moved beside it goes before or after that line, at
+    the ``if``'s indentation, never into the middle of it)."""
+    parent = t.parent.get(stmt)
+    while isinstance(parent, ast.stmt) and parent.lineno == stmt.lineno:
+        stmt, parent = parent, t.parent.get(parent)
+    return stmt
+
+
 def clear_before_backward(t: _Tree) -> List[str]:
     out = []
     for w in find_windows(t):
-        clears = _window_clears(t, w)
+        clears = _window_clears(t, w) if _accumulates(t, w) else []
         if not clears:
             continue
         clear = clears[0]
         nl = _newline(t.src.text)
-        old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
+        anchor = _line_statement(t, w.backward)
+        old_indent, new_indent = t.src.indent(clear), t.src.indent(anchor)
         if t.shares_line(clear):  # only the clearing's own text moves, not the statements beside it
             lines = [t.src.segment(clear)]
             old_indent = ""
@@ -392,7 +445,7 @@ def clear_before_backward(t: _Tree) -> List[str]:
             moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
         if not moved.endswith(("\n", "\r")):
             moved += nl
-        at = t.src.line_span(w.backward)[0]
+        at = t.src.line_span(anchor)[0]
         out.append(_apply(t.src.text, t.remove([clear]) + [(at, at, moved)]))
     return list(dict.fromkeys(out))
 
@@ -408,7 +461,8 @@ def clear_after_backward(t: _Tree) -> List[str]:
             continue
         clear = clears[0]
         nl = _newline(t.src.text)
-        old_indent, new_indent = t.src.indent(clear), t.src.indent(w.backward)
+        anchor = _line_statement(t, w.backward)
+        old_indent, new_indent = t.src.indent(clear), t.src.indent(anchor)
         if t.shares_line(clear):  # only the clearing's own text moves, not the statements beside it
             lines = [t.src.segment(clear)]
             old_indent = ""
@@ -419,7 +473,7 @@ def clear_after_backward(t: _Tree) -> List[str]:
             moved = "".join(new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line for line in lines)
         if not moved.endswith(("\n", "\r")):
             moved += nl
-        at = t.src.line_span(w.backward)[1]
+        at = t.src.line_span(anchor)[1]
         out.append(_apply(t.src.text, t.remove([clear]) + [(at, at, moved)]))
     return list(dict.fromkeys(out))
 
@@ -439,7 +493,7 @@ def _feeds_backward(t: _Tree, w: Window, d: ast.AST) -> bool:
 
 def drop_loss_division(t: _Tree) -> List[str]:
     out = []
-    for w in find_windows(t):
+    for w in (w for w in find_windows(t) if _accumulates(t, w)):
         for d in (d for d in _divisions(t, w) if _feeds_backward(t, w, d)):
             if isinstance(d, ast.AugAssign):
                 edits = t.remove([d])

@@ -224,3 +224,77 @@ def test_remove_clear_removes_only_the_clearing_of_a_line_of_statements():
     assert torch.allclose(weights["original"], expected, atol=1e-12, rtol=0)
     assert not torch.allclose(weights["mutant"], expected, atol=1e-6)
     assert [f.code for f in gg.lint_source(lint_recall.mutants("line.py", _ONE_LINE, ["remove-clear"])[0].source)] == ["GG101"]
+
+
+_GUARDED = """\
+def train(model, loader, opt, limit):
+    for it, (x, y) in enumerate(loader):
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        if it < limit:
+            opt.step()
+            opt.zero_grad()
+"""
+_WINDOW = _GUARDED.replace("        if it < limit:\n", "        if (it + 1) % limit == 0:\n").replace(
+    "        loss = ((model(x) - y) ** 2).mean()\n", "        loss = ((model(x) - y) ** 2).mean() / limit\n")
+_COUNT_DOWN = """\
+def train(model, loader, opt, k):
+    count = [k]
+    for x, y in loader:
+        loss = ((model(x) - y) ** 2).mean() / k
+        loss.backward()
+        count[0] -= 1
+        if count[0] == 0:
+            opt.step()
+            opt.zero_grad()
+            count[0] = k
+"""
+
+
+def _trained(source, **kw):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    loader = [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 1, generator=g, dtype=torch.float64))
+              for _ in range(4)]
+    ns = {}
+    exec(compile(source, "<train>", "exec"), ns)
+    torch.manual_seed(1)
+    model = torch.nn.Linear(3, 1).double()
+    ns["train"](model, loader, torch.optim.SGD(model.parameters(), lr=0.1), *kw.values())
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_window_operators_leave_steps_that_close_no_window_alone():
+    """A step under a test that picks no window (`if it < limit:`, a modulo by 1) or a loop that clears
+    before every backward pass steps one pass each time: moving its clearing before the backward
+    pass (or dropping a division) is no bug. Run in float64, the moved clearing trains the same."""
+    import torch
+
+    ops = ["clear-before-backward", "drop-loss-division"]
+    moved = _GUARDED.replace("        loss.backward()\n", "        opt.zero_grad()\n        loss.backward()\n").replace(
+        "            opt.step()\n            opt.zero_grad()\n", "            opt.step()\n")
+    assert torch.equal(_trained(_GUARDED, limit=10), _trained(moved, limit=10))
+    assert lint_recall.mutants("guarded.py", _GUARDED, ops) == []
+    by_one = _WINDOW.replace("% limit == 0", "% 1 == 0")
+    assert lint_recall.mutants("by_one.py", by_one, ops) == []
+    cleared = _WINDOW.replace("        loss.backward()\n", "        opt.zero_grad()\n        loss.backward()\n")
+    assert lint_recall.mutants("cleared.py", cleared, ops) == []
+    # positive controls: a modulo window and a window counted down keep both operators' mutants, real bugs
+    # (a window counted down names no count the division could be matched with: no division mutant)
+    for name, source, expected in (("window.py", _WINDOW, ops), ("count_down.py", _COUNT_DOWN, ops[:1])):
+        found = {m.operator: m.source for m in lint_recall.mutants(name, source, ops)}
+        assert sorted(found) == sorted(expected)
+        for mutant in found.values():
+            assert not torch.allclose(_trained(source, k=2), _trained(mutant, k=2))
+
+
+def test_a_clearing_moved_beside_a_backward_pass_on_its_if_line_keeps_the_program_valid():
+    """`if not skip: loss.backward()` on one line: the clearing goes on its own line before (after) that
+    line, at the `if`'s indentation, and the mutant parses."""
+    source = _COUNT_DOWN.replace("        loss.backward()\n", "        if x is not None: loss.backward()\n")
+    for op, expected in (("clear-before-backward", "        opt.zero_grad()\n        if x is not None: loss.backward()\n"),
+                         ("clear-after-backward", "        if x is not None: loss.backward()\n        opt.zero_grad()\n")):
+        (mutant,) = lint_recall.mutants("line.py", source, [op])
+        ast.parse(mutant.source)
+        assert expected in mutant.source

@@ -300,7 +300,17 @@ def _caller_picks_the_steps(loop: Loop, step: Event) -> bool:
     fn = loop.node
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} if isinstance(
         fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
-    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params)) for t, _ in tests(step))
+    # a test that guards every backward pass of the function as well (`if do_backprop:` around the
+    # backward pass and the step) picks no micro-step: each call that back-propagates also steps
+    # (or the same test again in another branch: `if fp16: ... if do_backprop: ...` `else: ... if do_backprop:`)
+    def key(test, taken):
+        k, negated = condition_key(test)
+        return k, taken != negated
+
+    backwards = [{key(bt, bk) for bt, bk in tests(b) if isinstance(bt, ast.expr)} for b in loop.events if b.kind == BACKWARD]
+    return any(isinstance(t, ast.expr) and (loop.boundary(t) or _picks_calls(t, params))
+               and not (backwards and all(key(t, taken) in b for b in backwards))
+               for t, taken in tests(step))
 
 
 def _picks_calls(test: ast.expr, params: set) -> bool:

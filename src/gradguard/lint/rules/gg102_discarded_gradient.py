@@ -452,9 +452,9 @@ def _inside_micro_step_loop(loop: Loop, report: Report) -> None:
             if clear.kind != CLEAR or clear.target == PARTIAL:
                 continue
             depth = max((i + 1 for i, entry in enumerate(clear.stack) if entry[0] == "loop"), default=0)
-            if not depth or not all(_on_every_backward_pass(loop, entry) for entry in clear.stack[depth:]):
+            inner = clear.stack[depth - 1] if depth else None
+            if not depth or not all(_on_every_backward_pass(loop, entry, inner[1]) for entry in clear.stack[depth:]):
                 continue  # only a clearing that runs on every pass of its nested loop that back-propagates
-            inner = clear.stack[depth - 1]
             if _runs_at_most_once(loop, inner[1]):
                 continue  # `for i in range(GENER_ITERS)` with `GENER_ITERS = 1`: no earlier pass to clear
             in_inner = [e for e in p.events if len(e.stack) >= depth and e.stack[:depth] == clear.stack[:depth]]
@@ -570,10 +570,11 @@ def _step_follows(loop: Loop, step_tests: list, clear_tests: list) -> bool:
     )
 
 
-def _on_every_backward_pass(loop: Loop, entry) -> bool:
+def _on_every_backward_pass(loop: Loop, entry, micro_id: Optional[int] = None) -> bool:
     """An ``if`` branch inside the micro-step loop that may be taken on every pass (``if
-    torch.isfinite(loss):``), not one that picks a pass of the window (``if micro_step == 0:``, a
-    window test, a flag the loop sets): a clearing under it wipes the passes before."""
+    torch.isfinite(loss):``, ``if n_tokens > 0:`` on a count the pass starts afresh), not one that
+    picks a pass of the window (``if micro_step == 0:``, a window test, a flag the loop sets): a
+    clearing under it wipes the passes before."""
     test, taken = entry[0], entry[1]
     if not isinstance(test, ast.expr) or is_boundary_test(test):
         return False
@@ -581,8 +582,11 @@ def _on_every_backward_pass(loop: Loop, entry) -> bool:
         return True  # `if scaler is not None: ... else: ...`: the run takes one branch on every pass
     if taken is not True:
         return False
-    counters = {n for e in subtree(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in target_names(e.target)}
+    # a loop's position (`i` of `range(...)` or of `enumerate(...)`), not the item it hands out
+    # (`for batch in loader:` ... `if batch.numel() > 0:` holds on any pass)
+    counters = {n for e in subtree(loop.node) if isinstance(e, (ast.For, ast.AsyncFor)) for n in _position_names(e)}
     assigned = loop.assignments()
+    fresh = _bound_each_pass(loop, micro_id)
     for n in subtree(test):
         if isinstance(n, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in n.ops) and not any(
             isinstance(c, ast.Constant) and c.value is None for c in n.comparators
@@ -590,10 +594,50 @@ def _on_every_backward_pass(loop: Loop, entry) -> bool:
             return False  # `== k` picks passes
         if isinstance(n, ast.Name) and (
             n.id in counters
-            or any(isinstance(v, ast.Constant) for v in assigned.get(n.id, ()))  # a flag (`first = False`)
+            # a flag (`first = False`), unless the pass binds it afresh at its top (a count of this pass)
+            or (n.id not in fresh and any(isinstance(v, ast.Constant) for v in assigned.get(n.id, ())))
         ):
             return False
     return True
+
+
+def _position_names(loop_node: ast.AST) -> list:
+    """The names a ``for`` loop binds to its position: every target of ``range(...)``, the first of
+    ``enumerate(...)``; a loop over anything else binds items (its names are then no position)."""
+    it = loop_node.iter
+    func = it.func if isinstance(it, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if name == "range":
+        return target_names(loop_node.target)
+    if name == "enumerate":
+        target = loop_node.target
+        return target_names(target.elts[0]) if isinstance(target, (ast.Tuple, ast.List)) and target.elts else []
+    return []
+
+
+def _bound_each_pass(loop: Loop, micro_id: Optional[int]) -> set:
+    """Names whose every binding to a constant is a statement of the micro-step loop's own body,
+    outside any ``if`` or nested loop: set afresh at each pass (``n_tokens = 0`` then counted), so a
+    test on them reads the pass, not its position in the window."""
+    m = loop.module
+    nested = m.__dict__.get("_loops_by_id")
+    if nested is None:
+        nested = m.__dict__["_loops_by_id"] = {id(n): n for n in nodes_of(m.tree, (ast.For, ast.AsyncFor, ast.While))}
+    node = nested.get(micro_id)
+    if node is None:
+        return set()
+    top, pending = [], list(node.body)
+    while pending:
+        stmt = pending.pop()
+        top.append(stmt)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            pending += stmt.body
+    each = {n for stmt in top if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant)
+            for tg in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) for n in target_names(tg)}
+    elsewhere = {n for stmt in subtree(loop.scope if loop.scope is not None else loop.node)
+                 if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant) and stmt not in top
+                 for tg in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) for n in target_names(tg)}
+    return each - elsewhere
 
 
 def dominates(outer: Event, inner: Event) -> bool:

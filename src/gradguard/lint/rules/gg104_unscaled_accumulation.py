@@ -13,7 +13,7 @@ from .._ast import called, assignments, bind_arguments, body_nodes, returns_of, 
 from .._edits import Tree, parenthesize
 from .._events import BACKWARD, CLEAR, PARTIAL
 from .._literals import literal_int, literal_number
-from .._flow import _defaults
+from .._flow import _defaults, condition_key
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, tests
 from .._weights import may_close_short
 from .._ast import child_nodes
@@ -66,7 +66,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         if any(_divides_by_its_own_size(b.node, size) for size in sizes):
             continue
         assigns = _straight_line(loop.scope_of(b), b) if b.frame else reaching(
-            {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node), b.node)}, b.node.lineno, b.node, loop.node)
+            {**loop.scope_of(b), **_attribute_assignments(loop.node, backward_tensor(b.node), b.node)}, b.node.lineno, b.node, loop.node, loop)
         if loss_scale(backward_tensor(b.node), assigns, loop) == "raw":
             report(
                 CODE,
@@ -194,7 +194,8 @@ def _first_pass_only(clear, micro: ast.AST) -> bool:
     return False
 
 
-def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: Optional[ast.AST] = None) -> dict:
+def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: Optional[ast.AST] = None,
+             loop: Optional[Loop] = None) -> dict:
     """The loop's assignments that can give a name its value at ``line``: those written above it
     when there are any (``loss = meter.compute().item()`` after the backward pass, for logging,
     is overwritten before the next backward reads ``loss``), less those on the other side of an
@@ -206,7 +207,7 @@ def reaching(assigns: dict, line: int, at: Optional[ast.AST] = None, loop_node: 
         lines = [_line(v) for v in values]
         above = [v for v, n in zip(values, lines) if n is not None and n < line]
         if parents is not None and above:
-            apart = [v for v in above if _other_branch(_node(v), at, parents)]
+            apart = [v for v in above if _other_branch(_node(v), at, parents, loop)]
             # a value bound on the same path is still above the line: it, not a value of another branch, reaches
             if len(apart) < len(above):
                 above = [v for v in above if not any(v is a for a in apart)]
@@ -238,12 +239,35 @@ def _branches(node: Optional[ast.AST], parents: dict) -> dict:
     return out
 
 
-def _other_branch(a: Optional[ast.AST], b: ast.AST, parents: dict) -> bool:
-    """``a`` and ``b`` sit in different branches of one ``if``: one iteration never runs both."""
+def _other_branch(a: Optional[ast.AST], b: ast.AST, parents: dict, loop: Optional[Loop] = None) -> bool:
+    """``a`` and ``b`` sit in different branches of one ``if``: one iteration never runs both; or in
+    opposite branches of two ``if`` statements on one flag fixed for the run (``if amp: loss = f(x) / K``
+    ``else: loss = f(x)``, then ``if amp: scaler.scale(loss).backward()`` ``else: loss.backward()``):
+    the run takes the same side of both."""
     if a is None:
         return False
     mine, theirs = _branches(a, parents), _branches(b, parents)
-    return any(theirs.get(k) not in (None, side) for k, side in mine.items())
+    if any(theirs.get(k) not in (None, side) for k, side in mine.items()):
+        return True
+    if loop is None:
+        return False
+    sides = {}
+    for owner, found in ((0, mine), (1, theirs)):
+        for k, side in found.items():
+            node = _if_nodes(parents).get(k)
+            if node is None or not loop.fixed_for_run(node.test):
+                continue
+            key, negated = condition_key(node.test)
+            sides.setdefault(key, [set(), set()])[owner].add((side == "body") != negated)
+    return any(len(x) == 1 and len(y) == 1 and x != y for x, y in sides.values())
+
+
+def _if_nodes(parents: dict) -> dict:
+    """id -> the ``if`` statements among the parents' values."""
+    found = parents.get("_gg104_ifs")
+    if found is None:
+        found = parents["_gg104_ifs"] = {id(n): n for n in parents.values() if isinstance(n, ast.If)}
+    return found
 
 
 def _line(value) -> Optional[int]:
