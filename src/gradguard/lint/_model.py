@@ -743,9 +743,57 @@ class Loop:
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
                 return True
             if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()
-                                                 and not self._set_before(n.attr)):
+                                                 and not self._set_before(n.attr) and self._set_during(n.attr)):
                 return True
         return False
+
+    def _set_during(self, attr: str) -> bool:
+        """Some code an iteration of the loop may run can set ``.attr``: the loop itself (its iterable
+        included: a generator of the file resumes between iterations), a function of the file its calls
+        reach (transitively), or code the file does not show that could (a method of ``self`` defined
+        nowhere in the file, a call handed ``self``). Always True for a function called once per update
+        by a loop the file does not show (what runs between two calls is unknown)."""
+        memo = self.__dict__.setdefault("_set_during_memo", {})
+        if attr not in memo:
+            region = self._iteration_region()
+            memo[attr] = region is None or any(
+                isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.ctx, (ast.Store, ast.Del))
+                for fn in region for t in subtree(fn))
+        return memo[attr]
+
+    def _iteration_region(self) -> Optional[List[ast.AST]]:
+        """The loop and the functions of the file an iteration may run; None where some call may run code
+        the file does not show that could set an attribute of ``self``."""
+        if "_region" in self.__dict__:
+            return self._region
+        region: Optional[List[ast.AST]] = None
+        if self.kind != "training_step" and "setattr" not in self.module.source:
+            held = self.module.__dict__.get("_self_attrs")
+            if held is None:  # attributes of ``self`` bound to an object somewhere (``self.model = ...``)
+                held = self.module._self_attrs = frozenset(
+                    t.attr for t in subtree(self.module.tree) if isinstance(t, ast.Attribute)
+                    and isinstance(t.ctx, ast.Store) and isinstance(t.value, ast.Name) and t.value.id == "self")
+            region, seen, todo = [self.node], {id(self.node)}, [self.node]
+            while todo and region is not None:
+                for call in subtree(todo.pop()):
+                    if not isinstance(call, ast.Call):
+                        continue
+                    if any(isinstance(a, ast.Name) and a.id == "self" for a in
+                           [*call.args, *(k.value for k in call.keywords)]):
+                        region = None  # ``self`` handed to code that may set its attributes
+                        break
+                    fn = self.callee(call)
+                    func = call.func
+                    if fn is None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                            and func.value.id == "self" and func.attr not in held:
+                        region = None  # an inherited method the file does not show
+                        break
+                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(fn) not in seen:
+                        seen.add(id(fn))
+                        region.append(fn)
+                        todo.append(fn)
+        self._region = region
+        return region
 
     def _set_before(self, attr: str) -> bool:
         """Every write of ``.attr`` outside ``__init__`` is a statement of the function holding the loop,
