@@ -285,3 +285,46 @@ def test_gg105_twin_a_count_carried_across_groups_is_reported():
         "        optimizer.zero_grad()\n", "        optimizer.zero_grad()\n        valid = 0\n")
     assert bad != COUNTED_FIRST and _rule(bad, "GG105") == ["GG105"]
     assert not torch.allclose(_run_groups(bad), _reference_groups(), atol=1e-3)
+
+
+# ----------------------------------------------------------------------------------------- GG103
+WHOLE_RUN = """\
+def train(model, optimizer, loader, epochs):
+    accum = 3
+    total_micro_steps = epochs * 6
+    for micro_step in range(total_micro_steps):
+        x, y = loader[micro_step % len(loader)]
+        loss = ((model(x) - y) ** 2).mean() / accum
+        loss.backward()
+        if (micro_step + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _left_in_grad(source, epochs):
+    """Whether the run leaves gradient no step applied (the oracle: a partial window dropped)."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _load(source, "train")(model, opt, _data(4), epochs)
+    return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+
+
+def test_gg103_a_run_length_proved_a_multiple_of_the_window_is_not_reported():
+    assert _rule(WHOLE_RUN, "GG103") == []
+    assert not any(_left_in_grad(WHOLE_RUN, e) for e in (1, 2, 3))
+
+
+def test_gg103_written_inline_and_renamed_keeps_the_verdict():
+    inline = WHOLE_RUN.replace("    total_micro_steps = epochs * 6\n", "").replace(
+        "range(total_micro_steps)", "range(6 * epochs)")
+    assert inline != WHOLE_RUN and _rule(inline, "GG103") == []
+    renamed = WHOLE_RUN.replace("accum", "k").replace("micro_step", "t").replace("total_micro_steps", "n")
+    assert _rule(renamed, "GG103") == []
+
+
+def test_gg103_twin_a_run_length_not_a_multiple_is_reported():
+    for count in ("epochs * 7", "epochs * 6 + 1", "epochs"):
+        bad = WHOLE_RUN.replace("epochs * 6", count)
+        assert bad != WHOLE_RUN and _rule(bad, "GG103") == ["GG103"], count
+    assert _left_in_grad(WHOLE_RUN.replace("epochs * 6", "epochs * 7"), 1)

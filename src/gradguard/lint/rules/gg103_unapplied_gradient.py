@@ -11,7 +11,7 @@ from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
+from .._literals import counters_at_last, int_at, literal_int, literal_length, multiple_of, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 from .._ast import subtree
 from .._ast import child_nodes
@@ -387,7 +387,8 @@ def _past_the_end(node: ast.AST, test: ast.expr, index: set) -> bool:
 
 
 def _window_fits(loop: Loop) -> bool:
-    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` with the window
+    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` (or a count the file proves a
+    multiple of the window: ``range(epochs * 2000)`` in windows of 4, :func:`multiple_of`) with the window
     closing on ``(i + 1) % accum == 0``: the iteration count is a whole number of windows and the
     last micro-batch closes one. The test's offset decides: with ``i % accum == 0`` the first
     window is one pass and the last ``accum - 1`` micro-batches are left after the last step;
@@ -409,13 +410,22 @@ def _window_fits(loop: Loop) -> bool:
     stop = args[0]
     factors = {ast.dump(f) for f in (stop.left, stop.right)} if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Mult) else set()
     guards = [t for s in loop.steps for t, _ in tests(s)]
-    if not factors or not guards:
+    if not guards:
         return False
-    return all(_closes_last(loop.resolve(t), target.id, start, factors) for t in guards)
+
+    def whole(k: ast.expr) -> bool:
+        """The iteration count is a multiple of the window ``k``: ``k`` is a factor of it as written, or
+        both are int expressions the file proves it of (``range(epochs * 2000)`` in windows of 4)."""
+        if ast.dump(k) in factors:
+            return True
+        size = literal_int(k, loop)
+        return size is not None and size > 0 and multiple_of(stop, size, loop)
+
+    return all(_closes_last(loop.resolve(t), target.id, start, whole) for t in guards)
 
 
-def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
-    """``(counter + c) % K == 0`` with ``K`` a factor of the iteration count and ``start + c == 1``:
+def _closes_last(test: ast.AST, counter: str, start: int, whole) -> bool:
+    """``(counter + c) % K == 0`` with ``whole(K)`` (the iteration count a multiple of K) and ``start + c == 1``:
     true at the last of ``n * K`` micro-batches counted from ``start``."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
@@ -424,7 +434,7 @@ def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
         left, right = right, left
     if not (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
         return False
-    if ast.dump(left.right) not in factors:
+    if not whole(left.right):
         return False
     value, offset = left.left, 0
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
