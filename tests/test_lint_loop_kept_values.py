@@ -328,3 +328,28 @@ def test_gg103_twin_a_run_length_not_a_multiple_is_reported():
         bad = WHOLE_RUN.replace("epochs * 6", count)
         assert bad != WHOLE_RUN and _rule(bad, "GG103") == ["GG103"], count
     assert _left_in_grad(WHOLE_RUN.replace("epochs * 6", "epochs * 7"), 1)
+
+
+def _as_method(source):
+    """The same loop as a method of a class holding the optimizer (``self.opt``), called by ``train``."""
+    body = source.split("\n", 1)[1]
+    indented = "".join("    " + line if line.strip() else line for line in body.splitlines(True))
+    indented = indented.replace("optimizer.", "self.opt.")
+    head = source.split("\n", 1)[0]
+    params = head[head.index("(") + 1:head.index(")")].split(", ")
+    rest = [p for p in params if p != "optimizer"]
+    imports = "import torch\n\n\n" if "torch." in source else ""
+    return (imports + "class Runner:\n    def __init__(self, optimizer):\n        self.opt = optimizer\n\n"
+            f"    def run(self, {', '.join(rest)}):\n" + indented +
+            f"\n\ndef train({', '.join(params)}):\n    Runner(optimizer).run({', '.join(rest)})\n")
+
+
+def test_method_forms_keep_the_verdicts():
+    counted = COUNTED_FIRST.replace("import torch\n\n\n", "")
+    method = _as_method(counted)
+    assert "self.opt.step()" in method and _rule(method, "GG105") == []
+    assert torch.allclose(_run_groups(method), _reference_groups(), atol=1e-10)
+    whole = _as_method(WHOLE_RUN)
+    assert "self.opt.step()" in whole and _rule(whole, "GG103") == []
+    assert not _left_in_grad(whole, 2)
+    assert _rule(_as_method(WHOLE_RUN.replace("epochs * 6", "epochs * 7")), "GG103") == ["GG103"]
