@@ -353,3 +353,36 @@ def test_method_forms_keep_the_verdicts():
     assert "self.opt.step()" in whole and _rule(whole, "GG103") == []
     assert not _left_in_grad(whole, 2)
     assert _rule(_as_method(WHOLE_RUN.replace("epochs * 6", "epochs * 7")), "GG103") == ["GG103"]
+
+
+WHILE_BOUND = """\
+def train(model, optimizer, loader, unused):
+    total, accum = 12, 3
+    step = 0
+    while step < total:
+        for x, y in loader:
+            if step >= total:
+                break
+            loss = ((model(x) - y) ** 2).mean() / accum
+            loss.backward()
+            if (step + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+            step += 1
+"""
+
+
+def test_gg103_a_while_bound_proved_a_multiple_of_the_window_is_not_reported():
+    # 4 batches a pass, windows of 3 spanning passes, 12 micro-batches in all: the last one closes a window
+    assert _rule(WHILE_BOUND, "GG103") == []
+    assert not _left_in_grad(WHILE_BOUND, 0)
+    renamed = WHILE_BOUND.replace("step", "n").replace("total", "limit").replace("accum", "k")
+    assert _rule(renamed, "GG103") == []
+
+
+def test_gg103_twin_a_while_bound_not_a_multiple_is_reported():
+    for bad in (WHILE_BOUND.replace("total, accum = 12, 3", "total, accum = 13, 3"),
+                WHILE_BOUND.replace("    step = 0\n", "    step = 1\n"),
+                WHILE_BOUND.replace("            step += 1\n", "            step += 1\n            step += x.shape[0] > 9\n")):
+        assert bad != WHILE_BOUND and _rule(bad, "GG103") == ["GG103"]
+    assert _left_in_grad(WHILE_BOUND.replace("total, accum = 12, 3", "total, accum = 13, 3"), 0)
