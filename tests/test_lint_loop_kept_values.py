@@ -386,3 +386,12 @@ def test_gg103_twin_a_while_bound_not_a_multiple_is_reported():
                 WHILE_BOUND.replace("            step += 1\n", "            step += 1\n            step += x.shape[0] > 9\n")):
         assert bad != WHILE_BOUND and _rule(bad, "GG103") == ["GG103"]
     assert _left_in_grad(WHILE_BOUND.replace("total, accum = 12, 3", "total, accum = 13, 3"), 0)
+
+
+def test_gg102_twin_another_object_holding_the_trainer_changes_the_test_is_reported():
+    bad = SAME_TEST.replace("class Trainer:\n", "class Helper:\n    def __init__(self, owner):\n        self.owner = owner\n\n"
+                            "    def bump(self):\n        self.owner.accum_count = 1\n\n\nclass Trainer:\n").replace(
+        "        self.accum_count = accum_count\n", "        self.accum_count = accum_count\n        self.helper = Helper(self)\n").replace(
+        "            loss.backward()\n", "            loss.backward()\n            self.helper.bump()\n")
+    assert bad != SAME_TEST and _rule(bad, "GG102") == ["GG102"]
+    assert not torch.allclose(_run_trainer(bad, 3), _reference_trainer(3), atol=1e-3)

@@ -743,23 +743,31 @@ class Loop:
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
                 return True
             if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()
-                                                 and not self._set_before(n.attr) and self._set_during(n.attr)):
+                                                 and not self._set_before(n.attr) and self._set_during(n)):
                 return True
         return False
 
-    def _set_during(self, attr: str) -> bool:
-        """Some code an iteration of the loop may run can set ``.attr``: the loop itself (its iterable
-        included: a generator of the file resumes between iterations), a function of the file its calls
-        reach (transitively), or code the file does not show that could (a method of ``self`` defined
-        nowhere in the file, a call handed ``self``). Always True for a function called once per update
-        by a loop the file does not show (what runs between two calls is unknown)."""
+    def _set_during(self, node: ast.Attribute) -> bool:
+        """Some code an iteration of the loop may run can set ``node`` (``self.accum_count``, ``args.k``): the
+        loop itself (its iterable included: a generator of the file resumes between iterations), a function
+        or method of the file its calls may reach (transitively), or code the file does not show that could
+        (a method of ``self`` defined nowhere in the file, a call handed ``self``, or handed the object the
+        attribute is read from, other than a function of the file). Always True for a function called once
+        per update by a loop the file does not show (what runs between two calls is unknown)."""
+        attr, root = node.attr, node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        key = text(node)
         memo = self.__dict__.setdefault("_set_during_memo", {})
-        if attr not in memo:
+        if key not in memo:
             region = self._iteration_region()
-            memo[attr] = region is None or any(
+            name = root.id if isinstance(root, ast.Name) else None
+            memo[key] = region is None or name is None or any(
                 isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.ctx, (ast.Store, ast.Del))
+                or isinstance(t, ast.Call) and self.callee(t) is None and any(
+                    isinstance(a, ast.Name) and a.id == name for a in [*t.args, *(k.value for k in t.keywords)])
                 for fn in region for t in subtree(fn))
-        return memo[attr]
+        return memo[key]
 
     def _iteration_region(self) -> Optional[List[ast.AST]]:
         """The loop and the functions of the file an iteration may run; None where some call may run code
@@ -788,10 +796,16 @@ class Loop:
                             and func.value.id == "self" and func.attr not in held:
                         region = None  # an inherited method the file does not show
                         break
-                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(fn) not in seen:
-                        seen.add(id(fn))
-                        region.append(fn)
-                        todo.append(fn)
+                    # a method called through another object (`self.helper.bump()`): every method of the
+                    # file's classes by that name may run
+                    reached = [fn] if fn is not None else [
+                        m for methods in self.module.methods.values() for m_name, m in methods.items()
+                        if isinstance(func, ast.Attribute) and m_name == func.attr]
+                    for fn in reached:
+                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(fn) not in seen:
+                            seen.add(id(fn))
+                            region.append(fn)
+                            todo.append(fn)
         self._region = region
         return region
 
