@@ -392,6 +392,26 @@ def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:
     return None
 
 
+def multiple_of(node: ast.expr, k: int, loop: Loop, depth: int = 0) -> bool:
+    """The int expression ``node`` is proved a multiple of ``k`` whatever its unknown parts hold: a literal
+    value that is one, a product with such a factor (``epochs * 2000`` for ``k = 4``: every run length is a
+    whole number of windows), a sum or difference of two, or a name bound once (as :func:`literal_int` reads
+    it) to one. False where not proved."""
+    if depth > 4 or k <= 0:
+        return False
+    value = literal_int(node, loop)
+    if value is not None:
+        return value % k == 0
+    if isinstance(node, ast.Name):
+        bound = binding(node.id, loop)
+        return bound is not None and not isinstance(bound, ast.Name) and multiple_of(bound, k, loop, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return multiple_of(node.left, k, loop, depth + 1) or multiple_of(node.right, k, loop, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return multiple_of(node.left, k, loop, depth + 1) and multiple_of(node.right, k, loop, depth + 1)
+    return False
+
+
 def _getattr_value(call: ast.Call, loop: Loop) -> Optional[ast.expr]:
     """``getattr(cfg, "k", default)`` where the file proves ``cfg.k`` (as :func:`literal_int` reads an
     attribute): the attribute exists, so its value, not the default. None where the file does not

@@ -743,9 +743,71 @@ class Loop:
             if isinstance(n, ast.Name) and (n.id in assigned or n.id in targets):
                 return True
             if isinstance(n, ast.Attribute) and (_STATE_ATTR.search(n.attr) or n.attr in self.module.mutated_attrs()
-                                                 and not self._set_before(n.attr)):
+                                                 and not self._set_before(n.attr) and self._set_during(n)):
                 return True
         return False
+
+    def _set_during(self, node: ast.Attribute) -> bool:
+        """Some code an iteration of the loop may run can set ``node`` (``self.accum_count``, ``args.k``): the
+        loop itself (its iterable included: a generator of the file resumes between iterations), a function
+        or method of the file its calls may reach (transitively), or code the file does not show that could
+        (a method of ``self`` defined nowhere in the file, a call handed ``self``, or handed the object the
+        attribute is read from, other than a function of the file). Always True for a function called once
+        per update by a loop the file does not show (what runs between two calls is unknown)."""
+        attr, root = node.attr, node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        key = text(node)
+        memo = self.__dict__.setdefault("_set_during_memo", {})
+        if key not in memo:
+            region = self._iteration_region()
+            name = root.id if isinstance(root, ast.Name) else None
+            memo[key] = region is None or name is None or any(
+                isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.ctx, (ast.Store, ast.Del))
+                or isinstance(t, ast.Call) and self.callee(t) is None and any(
+                    isinstance(a, ast.Name) and a.id == name for a in [*t.args, *(k.value for k in t.keywords)])
+                for fn in region for t in subtree(fn))
+        return memo[key]
+
+    def _iteration_region(self) -> Optional[List[ast.AST]]:
+        """The loop and the functions of the file an iteration may run; None where some call may run code
+        the file does not show that could set an attribute of ``self``."""
+        if "_region" in self.__dict__:
+            return self._region
+        region: Optional[List[ast.AST]] = None
+        if self.kind != "training_step" and "setattr" not in self.module.source:
+            held = self.module.__dict__.get("_self_attrs")
+            if held is None:  # attributes of ``self`` bound to an object somewhere (``self.model = ...``)
+                held = self.module._self_attrs = frozenset(
+                    t.attr for t in subtree(self.module.tree) if isinstance(t, ast.Attribute)
+                    and isinstance(t.ctx, ast.Store) and isinstance(t.value, ast.Name) and t.value.id == "self")
+            region, seen, todo = [self.node], {id(self.node)}, [self.node]
+            while todo and region is not None:
+                for call in subtree(todo.pop()):
+                    if not isinstance(call, ast.Call):
+                        continue
+                    if any(isinstance(a, ast.Name) and a.id == "self" for a in
+                           [*call.args, *(k.value for k in call.keywords)]):
+                        region = None  # ``self`` handed to code that may set its attributes
+                        break
+                    fn = self.callee(call)
+                    func = call.func
+                    if fn is None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                            and func.value.id == "self" and func.attr not in held:
+                        region = None  # an inherited method the file does not show
+                        break
+                    # a method called through another object (`self.helper.bump()`): every method of the
+                    # file's classes by that name may run
+                    reached = [fn] if fn is not None else [
+                        m for methods in self.module.methods.values() for m_name, m in methods.items()
+                        if isinstance(func, ast.Attribute) and m_name == func.attr]
+                    for fn in reached:
+                        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(fn) not in seen:
+                            seen.add(id(fn))
+                            region.append(fn)
+                            todo.append(fn)
+        self._region = region
+        return region
 
     def _set_before(self, attr: str) -> bool:
         """Every write of ``.attr`` outside ``__init__`` is a statement of the function holding the loop,

@@ -11,7 +11,7 @@ from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, int_at, literal_int, literal_length, top_level, truth
+from .._literals import counters_at_last, int_at, literal_int, literal_length, multiple_of, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 from .._ast import subtree
 from .._ast import child_nodes
@@ -56,6 +56,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         return
     optimizer, step = (loop.steps[0].target, loop.steps[0].node) if loop.steps else (None, None)
     outer = _run_tail(loop, windows)
+    if outer is not None and _bounded_on_whole_windows(loop, outer):
+        return
     if outer is not None:
         # the count runs on through the passes of `outer`: a window open at the end of one pass is
         # closed in the next, so only the run's very last window can be left, after `outer`
@@ -88,6 +90,71 @@ def _run_tail(loop: Loop, windows: List[Path]) -> Optional[ast.AST]:
     if outer is None or _clears_outside(loop, outer):
         return None
     return outer
+
+
+def _bounded_on_whole_windows(loop: Loop, outer: ast.AST) -> bool:
+    """The run ends when a count of micro-batches reaches a bound the file proves a multiple of the window:
+    ``c = 0`` before ``while c < N:``, around ``loop``, whose body first leaves on ``if c >= N: break``
+    (before any backward pass), steps on ``(c + 1) % K == 0`` and ends with ``c += 1``, the only other
+    binding of ``c`` in the function; no ``continue`` skips that increment and nothing else leaves either
+    loop. Every pass raises ``c`` by one, so the last one runs at ``c = N - 1`` and closes a window
+    exactly when ``K`` divides ``N`` (:func:`multiple_of`): then no partial window is left."""
+    node = loop.node
+    if not (isinstance(outer, ast.While) and isinstance(node, (ast.For, ast.AsyncFor)) and node.body):
+        return False
+    test = outer.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Lt)
+            and isinstance(test.left, ast.Name)):
+        return False
+    counter, bound = test.left.id, test.comparators[0]
+    if any(isinstance(n, ast.Call) for n in subtree(bound)):
+        return False
+    bump = node.body[-1]
+    if not (isinstance(bump, ast.AugAssign) and isinstance(bump.op, ast.Add) and isinstance(bump.target, ast.Name)
+            and bump.target.id == counter and isinstance(bump.value, ast.Constant) and bump.value.value == 1):
+        return False
+    first = node.body[0]
+    if not (isinstance(first, ast.If) and len(first.body) == 1 and isinstance(first.body[0], ast.Break) and not first.orelse
+            and isinstance(first.test, ast.Compare) and len(first.test.ops) == 1 and isinstance(first.test.ops[0], ast.GtE)
+            and isinstance(first.test.left, ast.Name) and first.test.left.id == counter
+            and ast.dump(first.test.comparators[0]) == ast.dump(bound)):
+        return False
+    scope = loop.scope if loop.scope is not None else loop.module.tree
+    stores = [n for n in subtree(scope) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, (ast.Store, ast.Del))]
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and counter in n.names for n in subtree(loop.module.tree)):
+        return False
+    holder = next((h for h in subtree(scope) for f in ("body", "orelse") if any(x is outer for x in getattr(h, f, []) or [])), None)
+    block = next((b for b in (getattr(holder, f, None) for f in ("body", "orelse")) if isinstance(b, list) and any(x is outer for x in b)), None)
+    if block is None:
+        return False
+    before = block[:next(i for i, x in enumerate(block) if x is outer)]
+    start = [x for x in before if isinstance(x, ast.Assign) and len(x.targets) == 1 and isinstance(x.targets[0], ast.Name)
+             and x.targets[0].id == counter and isinstance(x.value, ast.Constant) and x.value.value == 0]
+    if len(start) != 1 or {id(n) for n in stores} != {id(start[0].targets[0]), id(bump.target)}:
+        return False
+    # no other way out, and no pass that skips the increment
+    own = _exits(node)
+    if len(own) != 1 or own[0] is not first.body[0] or _exits(outer):
+        return False
+    if any(isinstance(n, ast.Continue) for n in subtree(node)) or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in subtree(outer)):
+        return False
+    guards = [t for st in loop.steps for t, _ in tests(st)]
+    if not guards or not loop.backwards:
+        return False
+    size = None
+    for t in guards:
+        t = loop.resolve(t)
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+                and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == 0
+                and isinstance(t.left, ast.BinOp) and isinstance(t.left.op, ast.Mod)):
+            return False
+        k = literal_int(t.left.right, loop)
+        value = t.left.left
+        if not (k and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and isinstance(value.left, ast.Name)
+                and value.left.id == counter and isinstance(value.right, ast.Constant) and value.right.value == 1):
+            return False
+        size = k if size in (None, k) else -1
+    return size is not None and size > 0 and multiple_of(bound, size, loop)
 
 
 def _clears_outside(loop: Loop, outer: ast.AST) -> bool:
@@ -387,7 +454,8 @@ def _past_the_end(node: ast.AST, test: ast.expr, index: set) -> bool:
 
 
 def _window_fits(loop: Loop) -> bool:
-    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` with the window
+    """``for i in range(steps * accum)`` or ``islice(loader, steps * accum)`` (or a count the file proves a
+    multiple of the window: ``range(epochs * 2000)`` in windows of 4, :func:`multiple_of`) with the window
     closing on ``(i + 1) % accum == 0``: the iteration count is a whole number of windows and the
     last micro-batch closes one. The test's offset decides: with ``i % accum == 0`` the first
     window is one pass and the last ``accum - 1`` micro-batches are left after the last step;
@@ -409,13 +477,22 @@ def _window_fits(loop: Loop) -> bool:
     stop = args[0]
     factors = {ast.dump(f) for f in (stop.left, stop.right)} if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Mult) else set()
     guards = [t for s in loop.steps for t, _ in tests(s)]
-    if not factors or not guards:
+    if not guards:
         return False
-    return all(_closes_last(loop.resolve(t), target.id, start, factors) for t in guards)
+
+    def whole(k: ast.expr) -> bool:
+        """The iteration count is a multiple of the window ``k``: ``k`` is a factor of it as written, or
+        both are int expressions the file proves it of (``range(epochs * 2000)`` in windows of 4)."""
+        if ast.dump(k) in factors:
+            return True
+        size = literal_int(k, loop)
+        return size is not None and size > 0 and multiple_of(stop, size, loop)
+
+    return all(_closes_last(loop.resolve(t), target.id, start, whole) for t in guards)
 
 
-def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
-    """``(counter + c) % K == 0`` with ``K`` a factor of the iteration count and ``start + c == 1``:
+def _closes_last(test: ast.AST, counter: str, start: int, whole) -> bool:
+    """``(counter + c) % K == 0`` with ``whole(K)`` (the iteration count a multiple of K) and ``start + c == 1``:
     true at the last of ``n * K`` micro-batches counted from ``start``."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
@@ -424,7 +501,7 @@ def _closes_last(test: ast.AST, counter: str, start: int, factors: set) -> bool:
         left, right = right, left
     if not (isinstance(right, ast.Constant) and right.value == 0 and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod)):
         return False
-    if ast.dump(left.right) not in factors:
+    if not whole(left.right):
         return False
     value, offset = left.left, 0
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):

@@ -2,7 +2,9 @@
 by the running micro-step counter (``loss / (micro_step + 1)``, ``loss / (i % accum + 1)``),
 which weights the micro-batches of a window 1, 1/2, 1/3, ... instead of equally. A divisor
 that uses the counter only through the window's number (``i // K``) is the same for every
-micro-batch of a window and is not reported."""
+micro-batch of a window and is not reported; nor is a count completed before the micro-step loop
+holding the pass begins (``n = 0; for x in group: n += 1`` then ``for mb in chunks: (loss / n).backward()``):
+every micro-batch of that loop is divided by the same final count."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Optional
 from ...findings import Edit, Fix
 from .._ast import called, assignments, bind_arguments, python_number, returns_of, terminal, text
 from .._edits import Tree, parenthesize
+from .._kept import counted_before
 from .._model import ACCUM_NAME, Diagnostic, Loop, Report, backward_tensor, steps_after
 from .._sizes import sizes, windows
 from .._weights import may_close_short
@@ -39,7 +42,12 @@ def check_loop(loop: Loop, report: Report) -> None:
         # in the loop's own body, the values that reach the pass: `loss = tr_loss / (step + 1)` written
         # after it, for a log, is overwritten before the next pass reads `loss`
         assigns = loop.scope_of(b) if b.frame else reaching(loop.scope_of(b), b.node.lineno, b.node, loop.node)
-        division = _counter_division(backward_tensor(b.node), assigns, _bound_counters(b, counters), 0, loop)
+        running = _bound_counters(b, counters)
+        if not b.frame:
+            # `n = 0; for x in group: n += 1` before the micro-step loop holding the pass: each run of that
+            # loop reads one completed count, the same for every micro-batch of it (a size, not a counter)
+            running = {c for c in running if not counted_before(c, b.node, loop.node)}
+        division = _counter_division(backward_tensor(b.node), assigns, running, 0, loop)
         if division is not None:
             found = True
             divisor = division.right if isinstance(division, ast.BinOp) else division.value

@@ -37,6 +37,7 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 from ...findings import Fix
 from .._ast import child_nodes, nodes_of, subtree, terminal, text, walk_lines
 from .._edits import Tree
+from .._kept import constant_item, item_kept
 from .._model import Diagnostic, Module, Report
 
 CODE = "GG112"
@@ -304,7 +305,8 @@ class Flow:
         """Every test seen under ``key`` reads only what keeps its value across ``loop``'s iterations: no call
         or subscript; a plain name the loop never rebinds, read in the loop's function or, in a helper, a
         global no function the loop runs sets; attributes neither the loop nor a function of the file it
-        runs sets (a flag set by a builder method called once before the loop stays as it was)."""
+        runs sets (a flag set by a builder method called once before the loop stays as it was); an item
+        read by a constant key (``cfg["amp"]``) that nothing the loop runs may store (:func:`item_kept`)."""
         tests = self.tests.get(key, [])
         if not tests:
             return False
@@ -332,6 +334,10 @@ class Flow:
             for n in subtree(test):
                 if isinstance(n, ast.Call) and self._fixed_query(n):
                     continue  # (its receiver is read below, as any attribute: the loop must not rebind it)
+                item = constant_item(n)
+                if item is not None and item_kept(item[0], item[1], [loop, *reached],
+                                                  lambda c: self._helper(c, self._scope_of(c))):
+                    continue  # ``cfg["amp"]`` that nothing the loop runs stores (its container is read below)
                 if isinstance(n, (ast.Call, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await)) or \
                         isinstance(n, ast.Name) and n.id in stored:
                     return False
