@@ -90,6 +90,12 @@ class Flow:
         self._iter_reads: Dict[str, FrozenSet[str]] = {}  # loop-collection key -> what its iterable reads
         self._test_reads: Dict[tuple, FrozenSet[str]] = {}  # (branch test's key, tests seen) -> what they read
         self._all_reads_at: Optional[Tuple[int, FrozenSet[str]]] = None  # (tests seen, what they all read)
+        #: how many times what the walk has met so far grew (a test seen, a loop's collection read anew): the
+        #: walk of a helper reads it (which decisions an assignment forgets), so a walk kept is reused only
+        #: while it stands still
+        self._met = 0
+        #: a helper's walk, per (helper, call chain, bound arguments, states going in, ``_met``)
+        self._followed: Dict[tuple, List[State]] = {}
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: List[ast.stmt], states: List[State], ctx) -> Dict[str, List[State]]:
@@ -114,6 +120,7 @@ class Flow:
             if id(stmt.test) not in self._tests_seen:
                 self._tests_seen.add(id(stmt.test))
                 self.tests.setdefault(key, []).append(stmt.test)
+                self._met += 1
             res_t = self.block(stmt.body, [s for s in states if (key, not side) not in s.decided], ctx)
             res_t = self._taken(res_t, key, side)
             res_f = self.block(stmt.orelse, [s for s in states if (key, side) not in s.decided], ctx)
@@ -246,7 +253,10 @@ class Flow:
         resolved = self._resolve(words, ctx)
         owner = (ctx[1][0] if ctx[1] else None) if resolved != words or words.split(".")[0] in ctx[2] else ctx[0]
         key = f"for:{id(owner)}:{resolved}{text(loop.iter)[len(words):]}"
-        self._iter_reads[key] = frozenset(reads | {self._resolve(r, ctx) for r in reads})
+        read = frozenset(reads | {self._resolve(r, ctx) for r in reads})
+        if self._iter_reads.get(key) != read:
+            self._iter_reads[key] = read
+            self._met += 1
         return key
 
     def _forget_iterables(self, stmt: ast.stmt, states: List[State], ctx) -> List[State]:
@@ -533,7 +543,18 @@ class Flow:
     def _follow(self, fn: ast.AST, states: List[State], ctx) -> List[State]:
         """The states a helper's body leaves (falling through or returning). A name the helper binds is its own
         local (``args = self.args``): the caller's tests of the same words (``if args.fp16:`` that scaled the
-        loss) hold again once it returns, whatever the helper's assignment made it forget."""
+        loss) hold again once it returns, whatever the helper's assignment made it forget.
+
+        Kept per helper, call chain, bound arguments and states going in, while nothing new has been met
+        (:attr:`_met`): the same walk again (a loop's body is followed twice, a trainer's helper is called
+        from many places with the same states) would find the same clips and leave the same states."""
+        memo = (id(fn), tuple(id(f) for f in ctx[1]), tuple(sorted(ctx[2].items())), tuple(states), self._met)
+        kept = self._followed.get(memo)
+        if kept is None:
+            kept = self._followed[memo] = self._follow_walk(fn, states, ctx)
+        return list(kept)
+
+    def _follow_walk(self, fn: ast.AST, states: List[State], ctx) -> List[State]:
         own = _rebound(fn)
         keys = {k for s in states for k, _ in s.decided if self._reads(k) & own} if own else None
         if not keys:
