@@ -5,7 +5,8 @@ closes with. That gives the partial window its mean only where a whole window's 
 own mean: every loss divided by K once and nothing rescaling ``.grad``. A loop that also divides
 the gradients (``p.grad /= K`` on top of ``loss / K``) or divides its loss twice makes every window
 weigh 1/K of its mean, and the repeated block weighed the partial one the same: the fixed program
-stepped a gradient that is not the partial window's mean. Judged here in float64 against plain
+stepped a gradient that is not the partial window's mean (after the loop, and after the epoch loop
+where the window count runs on through the epochs). Judged here in float64 against plain
 PyTorch: the gradient each step of the fixed program applies, against the full-batch mean gradient
 of that step's items at the same parameters.
 """
@@ -161,3 +162,52 @@ def test_negative_control_the_old_fix_on_a_twice_scaled_window_is_wrong():
     ref = _reference_grad(params, _window_rows(2))
     assert all(torch.allclose(a, b / K, atol=1e-12) for a, b in zip(grads, ref))
     assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, ref))
+
+
+# the run's last window, where the window count runs on through the epochs (the fix steps once after the epoch loop)
+TAIL = """
+import torch
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(1)
+X = torch.randn(14, 6, generator=g, dtype=torch.float64)
+Y = torch.randn(14, 3, generator=g, dtype=torch.float64)
+batches = [(X[a:a + 2], Y[a:a + 2]) for a in range(0, 14, 2)]
+model = torch.nn.Linear(6, 3).double()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+accumulation_steps = 3
+step = 0
+for epoch in range(2):
+    for inputs, targets in batches:
+        loss = ((model(inputs) - targets) ** 2).sum(dim=1).mean(){loss_scale}
+        loss.backward()
+        step += 1
+        if step % accumulation_steps == 0:
+{grad_scale}            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _tail_rows(n: int):
+    """The rows of the n-th window of the two epochs' 14 micro-batches (the last window holds 2)."""
+    stream = [m % len(SIZES) for m in range(2 * len(SIZES))]
+    return [r for m in stream[n * K:(n + 1) * K] for r in (2 * m, 2 * m + 1)]
+
+
+@pytest.mark.parametrize("twice", [True, False], ids=["grad_divided_too", "negative_control_loss_only"])
+def test_run_tail_fix_steps_the_last_window_at_its_mean_or_is_not_offered(twice):
+    grad = "            for param in model.parameters():\n                param.grad /= accumulation_steps\n" if twice else ""
+    src = textwrap.dedent(TAIL).format(loss_scale=" / accumulation_steps", grad_scale=grad)
+    [finding] = [f for f in gg.lint_source(src, "p.py") if f.code == "GG103"]
+    fixed = fix_source(src, "p.py").text
+    steps, _ = _steps(fixed)
+    whole = 2 * len(SIZES) // K
+    for n, (params, grads) in enumerate(steps[whole:], start=whole):
+        ref = _reference_grad(params, _tail_rows(n))
+        assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, ref)), (n, fixed)
+    if twice:
+        assert finding.fix is None and len(steps) == whole, fixed
+    else:  # the fix is offered and every step, the run's last partial window's included, applies its window's mean
+        assert finding.fix is not None and len(steps) == whole + 1, fixed
+        for n, (params, grads) in enumerate(steps):
+            ref = _reference_grad(params, _tail_rows(n))
+            assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, ref)), n
