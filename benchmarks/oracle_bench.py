@@ -96,14 +96,17 @@ def masked_defects(spec: generate.Spec, form: str, path: str) -> set:
     A window whose passes are all wiped (GG102) applies nothing, so how its passes are scaled or
     whether its remainder is stepped does not show in the numbers; it does once the clearing is
     repaired (what ``--fix`` does). A finding naming such a defect beside the GG102 is accepted,
-    not required, like a latent one.
+    not required, like a latent one. Every name the truth gives a deviation of the repaired twin
+    counts, its accepted ones included: a short last window of unequal micro-batches divided by the
+    full K applies K'/K of its items' total weight there, which the truth requires as GG105 (unequal)
+    and accepts as GG111 (short and underweighted); either names what the wipe hides.
     """
     import dataclasses
 
     twin = dataclasses.replace(spec, clear_place="after_step")
     x, y = generate.data_tensors(twin)
     t = truth.run(generate.render(twin, form), x, y, path)
-    return set() if t.error else set(t.required) | latent_defects(twin, form, path)
+    return set() if t.error else set(t.required) | set(t.accepted) | latent_defects(twin, form, path)
 
 
 def evaluate_spec(args) -> dict:

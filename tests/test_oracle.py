@@ -462,3 +462,27 @@ def test_agreement_on_the_defects_a_run_shows_sets_aside_only_latent_codes():
     assert s["lint_watch_agreement"] == 0.0
     assert s["lint_watch_agreement_shown"] == 0.5
     assert "defects the run itself shows" in bench.table(s)
+
+
+@pytest.mark.parametrize("place", ["before_step", "every_micro"])
+def test_a_wiped_short_window_divided_by_the_full_k_is_a_masked_gg111(place):
+    """Every window wiped (GG102), the last one short (2 of K = 3 micro-batches, of unequal sizes) with
+    its losses divided by K: with the clearing right after the step it applies 2/3 of its items' total
+    weight, which the truth requires as GG105 and accepts as GG111. Both name what the wipe hides."""
+    wiped = spec(k=3, sizes=(1, 2, 3, 1, 2, 3, 2, 1), clear_place=place, remainder="after_loop")
+    twin = judge(spec(k=3, sizes=(1, 2, 3, 1, 2, 3, 2, 1), clear_place="after_step", remainder="after_loop"))
+    assert "GG111" in twin.accepted and "GG111" not in twin.required
+    last = twin.coefficients[-1]
+    assert abs(sum(c * z for c, z in zip(last[-2:], (2, 1))) / 3 - 2 / 3) < 1e-9  # 2 passes of K = 3: 2/3 of the mean
+    assert "GG111" in bench.masked_defects(wiped, "module", "<oracle>")
+    rows = [bench.evaluate_spec((0, wiped, ("module", "function"), False))]
+    assert all("GG111" in r["lint"] and "GG111" in r["accepted"] for r in rows[0]["rows"]), rows
+    s = bench.summarise(rows, ("lint",))
+    assert s["tools"]["lint"]["rules"]["GG111"]["precision"] == 1.0
+    # negative control: the short window divided by its own length hides no GG111, and a tool naming it is wrong
+    own = spec(k=3, sizes=(1, 2, 3, 1, 2, 3, 2, 1), clear_place=place, remainder="after_loop", division="len")
+    assert "GG111" not in bench.masked_defects(own, "module", "<oracle>")
+    rows = [bench.evaluate_spec((0, own, ("module",), False))]
+    assert "GG111" not in rows[0]["rows"][0]["lint"]
+    rows[0]["rows"][0]["lint"] = sorted(set(rows[0]["rows"][0]["lint"]) | {"GG111"})  # a broken linter
+    assert bench.summarise(rows, ("lint",))["tools"]["lint"]["rules"]["GG111"]["precision"] == 0.0

@@ -223,7 +223,10 @@ for i, (x, y) in enumerate(loader):
             "each epoch drops its tail, and the finding stays at the batch loop. A `while global_step < max_steps:`\n"
             "around the batch loop, on a count raised only where it steps, whose batch loop breaks off on that\n"
             "test's negation (`if global_step >= max_steps: break`, right after a step or before any backward pass)\n"
-            "ends right after a step: nothing is left."
+            "ends right after a step: nothing is left. `--fix` steps the remainder, multiplied by K / K', only where\n"
+            "a whole window is proved to apply its mean: every backward pass divides its loss by K exactly once and\n"
+            "nothing rescales `.grad` (a `p.grad /= K` on top of `loss / K` makes every window 1/K of its mean, and\n"
+            "the remainder would be stepped the same way); elsewhere the finding has no automatic fix."
         ),
         why=(
             "When the number of batches is not a multiple of the accumulation steps, the last\n"

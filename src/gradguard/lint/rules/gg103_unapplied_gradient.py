@@ -9,7 +9,8 @@ from typing import List, Optional
 from ...findings import Fix
 from .._ast import body_nodes, nodes_of, self_ref, target_names, terminal, text
 from .._edits import LOOPS, Tree
-from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, STEP, classify_call, classify_statement
+from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, SCALE, STEP, classify_call, classify_statement
+from .._weights import divisions, matcher, statement_grad_scale
 from .._flow import Path, condition_key
 from .._literals import counters_at_last, int_at, literal_int, literal_length, multiple_of, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
@@ -742,8 +743,9 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     where the model proves each part: the loop counts from 0 (``enumerate(x)``, ``range(n)``),
     the window closes on ``(i + 1) % K == 0`` alone, in one ``if`` directly in the loop body
     with no ``else``, no jump, one optimizer stepped; every backward pass divides its loss by
-    that same ``K`` unconditionally; ``i`` is used nowhere outside the loop and ``K`` is not
-    assigned in it.
+    that same ``K`` unconditionally and exactly once, and nothing rescales ``.grad`` (so a whole
+    window applies its mean, and the partial one multiplied by K / K' does too); ``i`` is used
+    nowhere outside the loop and ``K`` is not assigned in it.
     """
     loop = d.loop
     node = loop.node
@@ -761,7 +763,7 @@ def fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     count = _window_count(loop.resolve(window.test), counter)
     if count is None or not _fixed_in_loop(count, node) or not loop.backwards:
         return None
-    if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
+    if not _window_mean_proved(t, loop, window, count, node):
         return None
     opt = _stepped_optimizer(step.node)
     block = t.block.get(node, [])
@@ -809,7 +811,8 @@ def _tail_fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
     before the window test, and assigned nowhere else in the function; the window closes on
     ``step % K == 0`` alone, in one ``if`` directly in the inner loop's body with no ``else``; no
     jump leaves or skips part of either loop; one optimizer steps; every backward pass divides its
-    loss by that same ``K`` unconditionally, and ``K`` is not assigned in the loops."""
+    loss by that same ``K`` unconditionally and exactly once, nothing rescales ``.grad``, and ``K`` is
+    not assigned in the loops."""
     loop, outer = d.loop, d.accum
     node = loop.node
     if not (isinstance(outer, ast.For) and isinstance(node, ast.For)) or outer.orelse or node.orelse:
@@ -843,7 +846,7 @@ def _tail_fix(t: Tree, d: Diagnostic) -> Optional[Fix]:
         return None  # the `= 0` and the `+= 1`, nothing else
     if not _fixed_in_loop(count, outer) or not loop.backwards:
         return None
-    if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
+    if not _window_mean_proved(t, loop, window, count, node):
         return None
     opt = _stepped_optimizer(step.node)
     if opt is None:
@@ -894,6 +897,23 @@ def _window_count(test: ast.AST, counter: str) -> Optional[ast.expr]:
 
 def _names(expr: ast.AST) -> list:
     return [n for n in subtree(expr) if isinstance(n, ast.Name)]
+
+
+def _window_mean_proved(t: Tree, loop: Loop, window: ast.If, count: ast.expr, node: ast.For) -> bool:
+    """A whole window's step applies the mean of its passes, so that the partial one, its gradients
+    multiplied by K / K', does too: every backward pass divides its loss by ``count`` exactly once
+    (unconditionally, in the loop's own body), and nothing rescales ``.grad`` -- neither in the loop
+    nor in the window's block the fix repeats (a ``p.grad /= K`` there on top of the divided losses
+    makes every window weigh 1/K of its mean, and the repeated block would weigh the partial one the
+    same: not its mean)."""
+    if not all(b.frame == () and _divides_by(t, b.node, count, node) for b in loop.backwards):
+        return False
+    same = matcher(loop, count, None)
+    if any(divisions(backward_tensor(b.node), same, loop.scope_of(b), loop) != 1 for b in loop.backwards):
+        return False  # `loss / K / K`: the window weighs 1/K of its mean
+    if any(e.kind == SCALE for e in loop.events):
+        return False
+    return statement_grad_scale(window.body, loop, same) is None
 
 
 def _fixed_in_loop(count: ast.expr, loop: ast.For) -> bool:
