@@ -52,7 +52,8 @@ def check_loop(loop: Loop, report: Report) -> None:
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
-    returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
+    returned = {id(b.frame[0][1]) for b in loop.backwards
+                if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0], loop.module.tree)}
     if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
@@ -1101,8 +1102,11 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
         if b.frame:  # `loss = self.training_step(batch)` where the helper returns the tensor it back-propagated
             fn, call = b.frame[0]
-            if len(b.frame) == 1 and _returns_backwarded(fn):
-                names |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
+            at = backwarded_returns(fn, loop.module.tree) if len(b.frame) == 1 else set()
+            # (`loss, _, summary = model.train(batch)` with `return self.loss, None, {}`: the element taken)
+            names |= {name for name, values in assigns.items() for v in values
+                      if (v is call and None in at) or (isinstance(v, ast.Subscript) and v.value is call
+                                                        and isinstance(v.slice, ast.Constant) and v.slice.value in at)}
         # in the loop's own body, the values that reach the pass: `loss = tr_loss / (step + 1)` written
         # after it, for a log, is bound afresh before the next pass, so `tr_loss` is no part of the loss
         reach = assigns if b.frame else reaching(assigns, b.node.lineno, b.node, loop.node)
@@ -1284,17 +1288,56 @@ def _carries_call(expr: ast.AST, calls: set) -> bool:
     return False
 
 
-def _returns_backwarded(fn: ast.AST) -> bool:
-    """``fn`` (the helper holding the backward pass) returns, as a bare name, a tensor whose
-    graph it back-propagated: ``(loss / k).backward(); return loss``."""
-    backwarded = {
-        n.id
-        for c in body_nodes(fn)
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
-        for n in subtree(backward_tensor(c) or ast.Pass())
-        if isinstance(n, ast.Name)
-    }
-    return any(isinstance(r, ast.Name) and r.id in backwarded for r in returns_of(fn))
+def _returns_backwarded(fn: ast.AST, tree: Optional[ast.AST] = None) -> bool:
+    """``fn`` (the helper holding the backward pass) returns, as a whole, a tensor whose graph it
+    back-propagated: ``(loss / k).backward(); return loss``, or ``return self.loss`` (see
+    :func:`backwarded_returns`)."""
+    return None in backwarded_returns(fn, tree)
+
+
+def backwarded_returns(fn: ast.AST, tree: Optional[ast.AST] = None) -> set:
+    """Where ``fn``'s returns hand back a tensor whose graph it back-propagated: ``None`` for the whole
+    value, ``i`` for the i-th element of a returned tuple (``return self.loss, None, summary``, at any
+    of its returns). Such a value is a name the function back-propagates (``loss.backward(); return
+    loss``), or an attribute of the function's own object that the same call set from a value carrying
+    that graph (``self.loss = a + b; self.loss.backward(); return self.loss``): every assignment of the
+    attribute in the function carries a graph by :func:`graph_free`'s reading, and the attribute, or a
+    name its value is built from, is what a backward pass of the function differentiates. A cut
+    (``return self.loss.item()``) is no such value."""
+    passes = [c for c in body_nodes(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+              and c.func.attr == "backward"]
+    if not passes:
+        return set()
+    tensors = [backward_tensor(c) or ast.Pass() for c in passes]
+    backwarded = {n.id for t in tensors for n in subtree(t) if isinstance(n, ast.Name)}
+    attrs = {text(n) for t in tensors for n in subtree(t) if isinstance(n, ast.Attribute)}
+    args = getattr(fn, "args", None)
+    own = args.args[0].arg if args is not None and args.args else None
+    sets: Dict[str, list] = {}
+    if own is not None and tree is not None:
+        for n in body_nodes(fn):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == own:
+                        sets.setdefault(t.attr, []).append(n)
+
+    def carries(e: ast.AST) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in backwarded
+        if not (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == own and e.attr in sets):
+            return False
+        stmts = sets[e.attr]
+        if any(graph_free(tree, s.value, s) for s in stmts):
+            return False
+        return text(e) in attrs or any(keeps_graph(s.value, b) for s in stmts for b in backwarded)
+
+    out: set = set()
+    for r in returns_of(fn):
+        if carries(r):
+            out.add(None)
+        if isinstance(r, ast.Tuple):
+            out |= {i for i, e in enumerate(r.elts) if carries(e)}
+    return out
 
 
 def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:
