@@ -24,7 +24,7 @@ from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_ba
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
 from .._ast import child_nodes
-from .._graph_value import dies_with_the_call, graph_free
+from .._graph_value import dies_with_the_call, graph_free, value_free
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -59,11 +59,10 @@ def check_loop(loop: Loop, report: Report) -> None:
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in subtree(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
-    backward_nodes = {id(b.node) for b in loop.backwards}
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes) or _entries_cut(loop, node, value, assigns):
+        if _entries_cut(loop, node, value, assigns):
             continue
         carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
@@ -80,35 +79,6 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
-
-
-def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, backward_nodes: set) -> bool:
-    """A sum inside a loop nested in the training loop that runs no backward pass of its own (an evaluation
-    over a validation set after each epoch's training), whose loss values that loop binds itself, at the top
-    of its body (or of a `with` there) before the sum: what the sum adds is what those bindings computed in
-    the same iteration, not the training loop's values of the same names. Graph-free when every such binding
-    the inner loop makes is under ``torch.no_grad()``."""
-    for inner in body_nodes(loop.node):
-        if not isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) or inner is loop.node:
-            continue
-        if not any(n is node for n in subtree(inner)) or any(id(n) in backward_nodes for n in subtree(inner)):
-            continue
-        top = next((st for st in inner.body if any(n is node for n in subtree(st))), None)
-        if top is None:
-            continue
-        before = inner.body[: inner.body.index(top)]
-        bound: set = set()
-        for st in before:
-            block = st.body if isinstance(st, (ast.With, ast.AsyncWith)) else [st]
-            bound.update(n for b in block if isinstance(b, ast.Assign) for t in b.targets for n in target_names(t))
-        carriers = loss_carriers(value, set(assignments(inner)))
-        if not carriers or not carriers <= bound:
-            continue
-        quiet = {id(n) for w in subtree(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                 for st in w.body for n in subtree(st)}
-        values = assignments(inner)
-        return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
-    return False
 
 
 def _entries_cut(loop: Loop, stmt: ast.stmt, value: ast.AST, assigns: Dict[str, list]) -> bool:
@@ -758,26 +728,19 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
     ``model(x).loss``): not computed inside ``with torch.no_grad():``, nor from what such a block computed,
     nor returned cut by a function of the file."""
     items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
-    # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
-    # the name is computed there)
-    quiet = {
-        id(n) for w in subtree(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-        for stmt in w.body for n in subtree(stmt)
-    }
     losses = {
         name
         for name, values in assigns.items()
         if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
-        and not all(_quiet(v, quiet) for v in values)
         and not all(_returns_cut(module, v, scope) for v in values)
     }
-    losses |= _back_propagated_after(module, loop_node, scope, assigns, quiet, items)
-    if losses and quiet:
-        losses -= _graph_free(module, assigns, quiet, items, loop_node)
-    return losses
+    losses |= _back_propagated_after(module, loop_node, scope, assigns, items)
+    # a name every binding of which in the loop holds no graph by the value model (computed under
+    # `torch.no_grad()`, or only from what was) is no loss tensor
+    return {name for name in losses if not all(value_free(module.tree, v, name) for v in assigns.get(name, []))}
 
 
-def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], quiet: set, items: set) -> set:
+def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], items: set) -> set:
     """Names of a loop without a backward pass of its own, at its function's top level, that hold a tensor
     computed in it (a call's result, not under ``torch.no_grad()``) which flows, through the function's
     assignments and running sums (``parts[0] += term``), into a backward pass the function makes after the
@@ -795,76 +758,11 @@ def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: D
     for name, values in assigns.items():
         if name in items or not values or not all(isinstance(v, ast.AST) and _is_loss_value(v, items) for v in values):
             continue
-        if all(_quiet(v, quiet) for v in values):
+        if all(value_free(module.tree, v, name) for v in values):
             continue
         if derived_names(module, scope, name, sums=True) & backwarded:
             out.add(name)
     return out
-
-
-_PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
-
-
-def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
-    """Names of an evaluation loop whose values are computed, through the loop's own names, only from what
-    ``with torch.no_grad():`` blocks of the loop computed, the batch it iterates over, constants and values
-    from outside the loop, by torch's functions, this file's functions, builtins and methods of those values
-    (``with torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``): they hold no graph.
-    A call of anything else (``model(x)`` outside the block) may build one."""
-    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
-    # a nested loop's target takes its values from what it iterates over
-    iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
-                for name in target_names(n.target)}
-    free = set(items) | {name for name, values in assigns.items() if values and all(_quiet(v, quiet) for v in values)}
-
-    def ok(e) -> bool:
-        if isinstance(e, ast.Constant):
-            return True
-        if isinstance(e, ast.Name):
-            return e.id in free or e.id not in assigns
-        if isinstance(e, ast.Call):
-            func = e.func
-            if isinstance(func, ast.Name):  # a function of this file, a builtin
-                callee = func.id in module.functions or func.id in _PLAIN_BUILTINS
-            elif isinstance(func, ast.Attribute):  # torch.f(...), or a method of a value the loop computed without graph
-                root = func.value
-                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
-                    root = root.func if isinstance(root, ast.Call) else root.value
-                # (a method of an object from outside the loop, `self.net(x)`, may be a model's)
-                callee = isinstance(root, ast.Name) and (root.id in modules or root.id in free) and ok(func.value) or (
-                    not isinstance(root, ast.Name) and ok(func.value))
-            else:
-                callee = False
-            return callee and all(ok(a) for a in e.args) and all(ok(k.value) for k in e.keywords)
-        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple, ast.List,
-                          ast.IfExp, ast.Slice, ast.Starred)):
-            return all(ok(c) for c in child_nodes(e) if isinstance(c, ast.expr))
-        return False
-
-    def value_ok(name, v) -> bool:
-        if v is None:
-            return name in iterated and ok(iterated[name])
-        if isinstance(v, tuple):  # ("aug", op, node): `x += value`
-            return ok(v[2].value)
-        return _quiet(v, quiet) or ok(v)
-
-    changed = True
-    while changed:
-        changed = False
-        for name, values in assigns.items():
-            if name not in free and values and all(value_ok(name, v) for v in values):
-                free.add(name)
-                changed = True
-    return free
-
-
-def _quiet(value, quiet: set) -> bool:
-    """``value`` (an assigned value as :func:`assignments` records it) is computed inside one of the
-    ``with torch.no_grad():`` blocks whose node ids are ``quiet``; the i-th name of ``a, b = f()`` is
-    recorded as ``f()[i]``, a node of no tree: the call is what ran there."""
-    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
-        return id(value) in quiet or id(value.value) in quiet
-    return isinstance(value, ast.AST) and id(value) in quiet
 
 
 def _returns_cut(module: Module, value, scope) -> bool:
@@ -896,11 +794,8 @@ def _returns_cut(module: Module, value, scope) -> bool:
         if not returns:
             return False
         off = no_grad_function(fn)
-        quiet: set = set()
-        if not off:
-            quiet = {id(n) for w in body_nodes(fn) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                     for st in w.body for n in subtree(st)}
-        computed = _bound_only_in(fn, quiet) if quiet else set()
+        # the value model of the file that holds the function (a function of another file: that function)
+        root = module.tree if any(fn is f for f in subtree(module.tree)) else fn
         for r in returns:
             v = r.value
             if v is None:
@@ -909,33 +804,9 @@ def _returns_cut(module: Module, value, scope) -> bool:
                 if index >= len(v.elts) or any(isinstance(e, ast.Starred) for e in v.elts):
                     return False
                 v = v.elts[index]
-            if _cut(v) or off:
-                continue
-            if id(r) in quiet and all(n.id in computed for n in subtree(v) if isinstance(n, ast.Name)
-                                      and not _called(n, v)):
-                continue
-            return False
+            if not (off or graph_free(root, v, r)):
+                return False
     return True
-
-
-def _called(name: ast.Name, within: ast.AST) -> bool:
-    """``name`` is the function a call inside ``within`` calls (``f`` of ``f(x)``)."""
-    return any(isinstance(c, ast.Call) and c.func is name for c in subtree(within))
-
-
-def _bound_only_in(fn: ast.AST, quiet: set) -> set:
-    """The names of ``fn`` every binding of which is a node of ``quiet`` (computed with gradients off)."""
-    where: Dict[str, list] = {}
-    for n in body_nodes(fn):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                for name in target_names(t):
-                    where.setdefault(name, []).append(id(n) in quiet)
-        elif isinstance(n, (ast.For, ast.AsyncFor)):
-            for name in target_names(n.target):
-                where.setdefault(name, []).append(id(n) in quiet)
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    return {name for name, inside in where.items() if all(inside) and name not in params}
 
 
 def _imported_function(module: Module, name: str) -> list:

@@ -24,6 +24,7 @@ from typing import Dict, FrozenSet, List, Optional
 from .._ast import no_grad_function, no_grad_with, nodes_of, subtree, terminal
 from .._model import Module, Report
 from .._ast import child_nodes
+from .._graph_value import NO_GRAPH_ATTRS, NO_GRAPH_METHODS, NUMBER_BUILTINS, graph_free
 
 CODE = "GG202"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -33,11 +34,6 @@ FIX_SAFETY = None
 
 IN = "in"
 _NONE: FrozenSet[str] = frozenset()
-# Attributes and calls whose value carries no graph.
-_CUT_ATTRS = frozenset({"data", "shape", "dtype", "device", "ndim", "requires_grad", "grad_fn", "is_cuda"})
-_CUT_CALLS = frozenset({"detach", "item", "tolist", "numpy", "size", "dim", "numel", "nelement", "argmax", "argmin",
-                        "detach_"})
-_CUT_FUNCS = frozenset({"len", "int", "float", "bool", "isinstance", "range", "str", "print", "round"})
 _MAX_DEPTH = 2
 Labels = FrozenSet[str]
 
@@ -329,6 +325,10 @@ class _Walker:
     def judge(self, stmt, attr: str, labels: Labels, quiet: bool) -> None:
         if quiet or IN not in labels or attr in self.cut:
             return
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and value is not None and graph_free(
+                self.module.tree, value, stmt):
+            return  # the value model proves what is written holds no graph
         self.report(
             CODE, stmt,
             f"`self.{attr}` is updated from its old value and a tensor that carries the autograd graph (computed from "
@@ -360,7 +360,7 @@ class _Walker:
         if isinstance(e, ast.Name):
             return env.get(e.id, _NONE)
         if isinstance(e, ast.Attribute):
-            if e.attr in _CUT_ATTRS:
+            if e.attr in NO_GRAPH_ATTRS:
                 return _NONE
             if isinstance(e.value, ast.Name) and e.value.id == "self":
                 if "self." + e.attr in env:
@@ -372,7 +372,7 @@ class _Walker:
             if out is not None:
                 return frozenset().union(*out) if out else _NONE
             func = e.func
-            if isinstance(func, ast.Attribute) and func.attr in _CUT_CALLS or isinstance(func, ast.Name) and func.id in _CUT_FUNCS:
+            if isinstance(func, ast.Attribute) and func.attr in NO_GRAPH_METHODS or isinstance(func, ast.Name) and func.id in NUMBER_BUILTINS:
                 return _NONE
             if terminal(func) == "Parameter":  # `nn.Parameter(t)`: a new leaf over t's data, no graph behind it
                 return _NONE
