@@ -1,7 +1,8 @@
 """One model of "this value carries an autograd graph", and of "this container outlives the update".
 
 GG201 (a running total or list of loss tensors) and GG202 (a buffer or cache written from tensors) ask the
-same two questions of a value added into something that lives on:
+same two questions of a value added into something that lives on, and answer them here only (the one
+reading of "this value holds no graph": neither rule keeps one of its own):
 
 * :func:`graph_free`: is the added value *proved* to hold no graph? A number read out of a tensor
   (``.item()``, ``float()``, ``.tolist()``), a cut tensor (``.detach()``, ``.data``), a value computed under

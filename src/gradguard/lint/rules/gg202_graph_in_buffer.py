@@ -4,8 +4,11 @@ Each ``forward`` of a class deriving from a torch ``Module`` or any class of ``t
 (``nn.BatchNorm2d``; directly or through classes of the file) is followed statement by statement, the values labelled with
 what they are computed from: ``in`` for the method's inputs and the module's own
 parameters (``self.w = nn.Parameter(...)``), ``self:X`` for the old value of
-``self.X``. ``.detach()``, ``.data``, ``.item()``, shapes, comparisons, ``len`` and
-the body of ``with torch.no_grad():`` cut every label; a function of the file is
+``self.X``. What cuts a graph is read from the linter's one value model
+(:mod:`gradguard.lint._graph_value`, which GG201 reads too): ``.detach()``, ``.data``,
+``.item()``, shapes, sizes and indices (``.size()``, ``.argmax()``), comparisons, the
+builtins that give numbers (``len``, ``float``) and the body of ``with torch.no_grad():``
+cut every label, and a write whose value that model proves graph-free is not judged; a function of the file is
 read through its ``return`` (element by element for a tuple), and a method of the
 class called from ``forward`` is followed with its arguments' labels (two deep). An
 assignment ``self.X = value`` whose value is labelled both ``in`` and ``self:X``, an
