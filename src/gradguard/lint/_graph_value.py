@@ -179,7 +179,7 @@ def _call_free(ctx: _Ctx, call: ast.Call, at: ast.AST, depth: int) -> bool:
         return True  # .item(), .detach(), .tolist(), .numpy(), .size(), .argmax()
     if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS and func.id not in ctx.functions:
         return True
-    if ctx.under_no_grad(at) and not _may_return_stored(ctx, func):
+    if ctx.under_no_grad(at) and not _may_return_stored(ctx, func, at):
         return True  # a computation with gradients off records no history
     if _torch_function(ctx, func):
         return all(_free(ctx, a, at, depth) for a in args)
@@ -207,10 +207,17 @@ def _torch_function(ctx: _Ctx, func: ast.AST) -> bool:
     return func.attr[:1].islower()
 
 
-def _may_return_stored(ctx: _Ctx, func: ast.AST) -> bool:
-    """A call of the file's own function or method: it may hand back a tensor made earlier, with its graph."""
-    return isinstance(func, ast.Name) and func.id in ctx.functions or (
-        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")
+def _may_return_stored(ctx: _Ctx, func: ast.AST, at: ast.AST) -> bool:
+    """A call of the file's own function or of a method of the calling method's class (any ``self.X(...)``
+    where that class is not known): it may hand back a tensor made earlier, with its graph. A call of a
+    field that is no method of the class (``self.model(x)``, a module) computes anew."""
+    if isinstance(func, ast.Name):
+        return func.id in ctx.functions
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        scope = ctx.scope_of(at)
+        methods = ctx.class_of(scope) if scope is not None else None
+        return methods is None or func.attr in methods
+    return False
 
 
 def _callee(ctx: _Ctx, func: ast.AST, at: ast.AST) -> Optional[ast.AST]:
