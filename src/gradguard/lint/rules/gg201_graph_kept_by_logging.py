@@ -737,7 +737,14 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
     losses |= _back_propagated_after(module, loop_node, scope, assigns, items)
     # a name every binding of which in the loop holds no graph by the value model (computed under
     # `torch.no_grad()`, or only from what was) is no loss tensor
-    return {name for name in losses if not all(value_free(module.tree, v, name) for v in assigns.get(name, []))}
+    losses = {name for name in losses if not all(value_free(module.tree, v, name) for v in assigns.get(name, []))}
+    # nor one this iteration builds no new graph into: computed only from what the loop's no_grad blocks
+    # computed, the batch and values from outside the loop (the same on every iteration)
+    quiet = {id(n) for w in subtree(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+             for stmt in w.body for n in subtree(stmt)}
+    if losses and quiet:
+        losses -= _no_new_graph_in_loop(module, assigns, quiet, items, loop_node)
+    return losses
 
 
 def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], items: set) -> set:
@@ -763,6 +770,73 @@ def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: D
         if derived_names(module, scope, name, sums=True) & backwarded:
             out.add(name)
     return out
+
+
+_PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
+
+
+def _no_new_graph_in_loop(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
+    """Names of an evaluation loop into which an iteration builds no new graph (a question of the loop, not
+    of the value: the value model answers whether a value holds a graph at all): computed, through the
+    loop's own names, only from what ``with torch.no_grad():`` blocks of the loop computed, the batch it
+    iterates over, constants and values from outside the loop (the same on every iteration, whatever they
+    hold), by torch's functions, this file's functions, builtins and methods of those values (``with
+    torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``). A call of anything else
+    (``model(x)`` outside the block) may build one."""
+    modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
+    # a nested loop's target takes its values from what it iterates over
+    iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
+                for name in target_names(n.target)}
+    free = set(items) | {name for name, values in assigns.items() if values and all(_quiet(v, quiet) for v in values)}
+
+    def ok(e) -> bool:
+        if isinstance(e, ast.Constant):
+            return True
+        if isinstance(e, ast.Name):
+            return e.id in free or e.id not in assigns
+        if isinstance(e, ast.Call):
+            func = e.func
+            if isinstance(func, ast.Name):  # a function of this file, a builtin
+                callee = func.id in module.functions or func.id in _PLAIN_BUILTINS
+            elif isinstance(func, ast.Attribute):  # torch.f(...), or a method of a value the loop computed without graph
+                root = func.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                # (a method of an object from outside the loop, `self.net(x)`, may be a model's)
+                callee = isinstance(root, ast.Name) and (root.id in modules or root.id in free) and ok(func.value) or (
+                    not isinstance(root, ast.Name) and ok(func.value))
+            else:
+                callee = False
+            return callee and all(ok(a) for a in e.args) and all(ok(k.value) for k in e.keywords)
+        if isinstance(e, (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Tuple, ast.List,
+                          ast.IfExp, ast.Slice, ast.Starred)):
+            return all(ok(c) for c in child_nodes(e) if isinstance(c, ast.expr))
+        return False
+
+    def value_ok(name, v) -> bool:
+        if v is None:
+            return name in iterated and ok(iterated[name])
+        if isinstance(v, tuple):  # ("aug", op, node): `x += value`
+            return ok(v[2].value)
+        return _quiet(v, quiet) or ok(v)
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in assigns.items():
+            if name not in free and values and all(value_ok(name, v) for v in values):
+                free.add(name)
+                changed = True
+    return free
+
+
+def _quiet(value, quiet: set) -> bool:
+    """``value`` (an assigned value as :func:`assignments` records it) is computed inside one of the
+    ``with torch.no_grad():`` blocks whose node ids are ``quiet``; the i-th name of ``a, b = f()`` is
+    recorded as ``f()[i]``, a node of no tree: the call is what ran there."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
+        return id(value) in quiet or id(value.value) in quiet
+    return isinstance(value, ast.AST) and id(value) in quiet
 
 
 def _returns_cut(module: Module, value, scope) -> bool:
