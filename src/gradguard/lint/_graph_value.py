@@ -1,7 +1,8 @@
 """One model of "this value carries an autograd graph", and of "this container outlives the update".
 
 GG201 (a running total or list of loss tensors) and GG202 (a buffer or cache written from tensors) ask the
-same two questions of a value added into something that lives on:
+same two questions of a value added into something that lives on, and answer them here only (the one
+reading of "this value holds no graph": neither rule keeps one of its own):
 
 * :func:`graph_free`: is the added value *proved* to hold no graph? A number read out of a tensor
   (``.item()``, ``float()``, ``.tolist()``), a cut tensor (``.detach()``, ``.data``), a value computed under
@@ -26,10 +27,15 @@ from typing import Dict, Optional
 from ._ast import no_grad_function, no_grad_with, target_names, terminal
 from ._events import CUTTING_ATTRS
 
-#: Builtins whose result is a Python number, string or bool: never a graph.
-_NUMBER_BUILTINS = frozenset({"float", "int", "len", "str", "round", "bool", "isinstance", "repr", "format", "hash"})
+#: Builtins whose result is a Python number, string, bool or range, or nothing: never a graph.
+NUMBER_BUILTINS = frozenset({"float", "int", "len", "str", "round", "bool", "isinstance", "repr", "format", "hash",
+                             "range", "print"})
 #: Attributes of a tensor that are no tensor of its graph (``x.shape``, ``x.dtype``) or that cut it.
-_NO_GRAPH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn"}) | CUTTING_ATTRS
+NO_GRAPH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn"}) | CUTTING_ATTRS
+#: Methods of a tensor whose result holds no graph: a number, a list, an index tensor, or a cut tensor.
+NO_GRAPH_METHODS = frozenset({"size", "dim", "numel", "nelement", "argmax", "argmin"}) | CUTTING_ATTRS
+_NUMBER_BUILTINS = NUMBER_BUILTINS
+_NO_GRAPH_ATTRS = NO_GRAPH_ATTRS
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _MAX_DEPTH = 4
@@ -96,6 +102,23 @@ def graph_free(tree: ast.AST, expr: ast.AST, at: ast.AST) -> bool:
     return _free(_ctx(tree), expr, at, 0)
 
 
+def value_free(tree: ast.AST, value, name: Optional[str] = None) -> bool:
+    """A value bound in file ``tree`` holds no autograd graph, read at the statement that binds it: an
+    expression of the tree, the i-th element ``f()[i]`` of ``a, b = f()`` (a node of no tree, over the call
+    that is), or ``("aug", op, stmt)`` for ``name op= v`` (what is added, and ``name``'s old value)."""
+    ctx = _ctx(tree)
+    if isinstance(value, tuple):
+        stmt = value[-1]
+        return name is not None and _binding_free(ctx, stmt, ("aug", stmt.value), name, 0)
+    if not isinstance(value, ast.AST):
+        return False
+    at = value.value if isinstance(value, ast.Subscript) and id(value) not in ctx.parents else value
+    stmt = at
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = ctx.parents.get(id(stmt))
+    return stmt is not None and _free(ctx, value, stmt, 0)
+
+
 def _free(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
     key = (id(e), id(at))
     if key in ctx.memo:
@@ -124,6 +147,8 @@ def _free_uncached(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
             return True
         return _free(ctx, e.value, at, depth) and _not_a_module_path(ctx, e)
     if isinstance(e, ast.Subscript):
+        if isinstance(e.value, ast.Call) and isinstance(e.slice, ast.Constant) and type(e.slice.value) is int:
+            return _element_free(ctx, e.value, e.slice.value, at, depth)
         return _free(ctx, e.value, at, depth)
     if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp, ast.Tuple, ast.List, ast.Set)):
         parts = [c for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr)]
@@ -150,11 +175,11 @@ def _not_a_module_path(ctx: _Ctx, e: ast.Attribute) -> bool:
 def _call_free(ctx: _Ctx, call: ast.Call, at: ast.AST, depth: int) -> bool:
     func = call.func
     args = list(call.args) + [k.value for k in call.keywords]
-    if isinstance(func, ast.Attribute) and func.attr in CUTTING_ATTRS:
-        return True  # .item(), .detach(), .tolist(), .numpy()
+    if isinstance(func, ast.Attribute) and func.attr in NO_GRAPH_METHODS:
+        return True  # .item(), .detach(), .tolist(), .numpy(), .size(), .argmax()
     if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS and func.id not in ctx.functions:
         return True
-    if ctx.under_no_grad(at) and not _may_return_stored(ctx, func):
+    if ctx.under_no_grad(at) and not _may_return_stored(ctx, func, at):
         return True  # a computation with gradients off records no history
     if _torch_function(ctx, func):
         return all(_free(ctx, a, at, depth) for a in args)
@@ -182,10 +207,17 @@ def _torch_function(ctx: _Ctx, func: ast.AST) -> bool:
     return func.attr[:1].islower()
 
 
-def _may_return_stored(ctx: _Ctx, func: ast.AST) -> bool:
-    """A call of the file's own function or method: it may hand back a tensor made earlier, with its graph."""
-    return isinstance(func, ast.Name) and func.id in ctx.functions or (
-        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self")
+def _may_return_stored(ctx: _Ctx, func: ast.AST, at: ast.AST) -> bool:
+    """A call of the file's own function or of a method of the calling method's class (any ``self.X(...)``
+    where that class is not known): it may hand back a tensor made earlier, with its graph. A call of a
+    field that is no method of the class (``self.model(x)``, a module) computes anew."""
+    if isinstance(func, ast.Name):
+        return func.id in ctx.functions
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        scope = ctx.scope_of(at)
+        methods = ctx.class_of(scope) if scope is not None else None
+        return methods is None or func.attr in methods
+    return False
 
 
 def _callee(ctx: _Ctx, func: ast.AST, at: ast.AST) -> Optional[ast.AST]:
@@ -205,6 +237,22 @@ def _callee(ctx: _Ctx, func: ast.AST, at: ast.AST) -> Optional[ast.AST]:
         methods = ctx.class_of(scope)
         return methods.get(func.attr) if methods else None
     return None
+
+
+def _element_free(ctx: _Ctx, call: ast.Call, index: int, at: ast.AST, depth: int) -> bool:
+    """The ``index``-th element of what ``call`` returns (``a, b = f()``, ``f()[1]``) holds no graph: the
+    whole value does, or the call reaches a function of the file each of whose returns hands back a tuple
+    whose element there holds none."""
+    if _free(ctx, call, at, depth):
+        return True
+    callee = _callee(ctx, call.func, at)
+    if callee is None or depth >= _MAX_DEPTH:
+        return False
+    returns = [n for n in _own_nodes(callee) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        isinstance(r.value, (ast.Tuple, ast.List)) and index < len(r.value.elts)
+        and not any(isinstance(x, ast.Starred) for x in r.value.elts)
+        and _free(ctx, r.value.elts[index], r, depth + 1) for r in returns)
 
 
 def _returns_free(ctx: _Ctx, fn: ast.AST, depth: int) -> bool:
@@ -249,6 +297,15 @@ def _bindings(stmt: ast.AST, name: str) -> list:
                     if isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, (ast.Tuple, ast.List)) and len(
                             t.elts) == len(n.value.elts):
                         value = next((v for el, v in zip(t.elts, n.value.elts) if isinstance(el, ast.Name) and el.id == name), None)
+                    elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, ast.Call) and all(
+                            isinstance(el, ast.Name) for el in t.elts):
+                        # `a, b = f()`: the element of what the call returns (kept on the node: answers are
+                        # remembered by node identity)
+                        elements = n.__dict__.setdefault("_gg_elements", {})
+                        i = next(k for k, el in enumerate(t.elts) if el.id == name)
+                        value = elements.get(i)
+                        if value is None:
+                            value = elements[i] = ast.Subscript(n.value, ast.Constant(i), ast.Load())
                     out.append((n, value))
         elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name and n.value is not None:
             out.append((n, n.value))

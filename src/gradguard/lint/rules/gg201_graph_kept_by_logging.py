@@ -24,7 +24,7 @@ from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_ba
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
 from .._ast import child_nodes
-from .._graph_value import dies_with_the_call, graph_free
+from .._graph_value import dies_with_the_call, graph_free, value_free
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -52,17 +52,17 @@ def check_loop(loop: Loop, report: Report) -> None:
     names = LoopNames.of(loop, assigns)
     losses = loss_names(loop, assigns)
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
-    returned = {id(b.frame[0][1]) for b in loop.backwards if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0])}
+    returned = {id(b.frame[0][1]) for b in loop.backwards
+                if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0], loop.module.tree)}
     if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in subtree(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
-    backward_nodes = {id(b.node) for b in loop.backwards}
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
-        if _bound_graph_free_in_inner_loop(loop, node, value, backward_nodes) or _entries_cut(loop, node, value, assigns):
+        if _entries_cut(loop, node, value, assigns):
             continue
         carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
@@ -79,35 +79,6 @@ def check_loop(loop: Loop, report: Report) -> None:
                 f"linked into it, and reading it later waits for the device.",
                 loop=loop, accum=total,
             )
-
-
-def _bound_graph_free_in_inner_loop(loop: Loop, node: ast.AST, value: ast.AST, backward_nodes: set) -> bool:
-    """A sum inside a loop nested in the training loop that runs no backward pass of its own (an evaluation
-    over a validation set after each epoch's training), whose loss values that loop binds itself, at the top
-    of its body (or of a `with` there) before the sum: what the sum adds is what those bindings computed in
-    the same iteration, not the training loop's values of the same names. Graph-free when every such binding
-    the inner loop makes is under ``torch.no_grad()``."""
-    for inner in body_nodes(loop.node):
-        if not isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) or inner is loop.node:
-            continue
-        if not any(n is node for n in subtree(inner)) or any(id(n) in backward_nodes for n in subtree(inner)):
-            continue
-        top = next((st for st in inner.body if any(n is node for n in subtree(st))), None)
-        if top is None:
-            continue
-        before = inner.body[: inner.body.index(top)]
-        bound: set = set()
-        for st in before:
-            block = st.body if isinstance(st, (ast.With, ast.AsyncWith)) else [st]
-            bound.update(n for b in block if isinstance(b, ast.Assign) for t in b.targets for n in target_names(t))
-        carriers = loss_carriers(value, set(assignments(inner)))
-        if not carriers or not carriers <= bound:
-            continue
-        quiet = {id(n) for w in subtree(inner) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                 for st in w.body for n in subtree(st)}
-        values = assignments(inner)
-        return all(values.get(c) and all(_quiet(v, quiet) for v in values[c]) for c in carriers)
-    return False
 
 
 def _entries_cut(loop: Loop, stmt: ast.stmt, value: ast.AST, assigns: Dict[str, list]) -> bool:
@@ -757,26 +728,26 @@ def fresh_losses(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, l
     ``model(x).loss``): not computed inside ``with torch.no_grad():``, nor from what such a block computed,
     nor returned cut by a function of the file."""
     items = set(target_names(loop_node.target)) if isinstance(loop_node, (ast.For, ast.AsyncFor)) else set()
-    # a loss computed inside `with torch.no_grad():` holds no graph (only where every value of
-    # the name is computed there)
-    quiet = {
-        id(n) for w in subtree(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-        for stmt in w.body for n in subtree(stmt)
-    }
     losses = {
         name
         for name, values in assigns.items()
         if LOSS_NAME.search(name) and values and all(_is_loss_value(v, items) for v in values)
-        and not all(_quiet(v, quiet) for v in values)
         and not all(_returns_cut(module, v, scope) for v in values)
     }
-    losses |= _back_propagated_after(module, loop_node, scope, assigns, quiet, items)
+    losses |= _back_propagated_after(module, loop_node, scope, assigns, items)
+    # a name every binding of which in the loop holds no graph by the value model (computed under
+    # `torch.no_grad()`, or only from what was) is no loss tensor
+    losses = {name for name in losses if not all(value_free(module.tree, v, name) for v in assigns.get(name, []))}
+    # nor one this iteration builds no new graph into: computed only from what the loop's no_grad blocks
+    # computed, the batch and values from outside the loop (the same on every iteration)
+    quiet = {id(n) for w in subtree(loop_node) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
+             for stmt in w.body for n in subtree(stmt)}
     if losses and quiet:
-        losses -= _graph_free(module, assigns, quiet, items, loop_node)
+        losses -= _no_new_graph_in_loop(module, assigns, quiet, items, loop_node)
     return losses
 
 
-def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], quiet: set, items: set) -> set:
+def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: Dict[str, list], items: set) -> set:
     """Names of a loop without a backward pass of its own, at its function's top level, that hold a tensor
     computed in it (a call's result, not under ``torch.no_grad()``) which flows, through the function's
     assignments and running sums (``parts[0] += term``), into a backward pass the function makes after the
@@ -794,7 +765,7 @@ def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: D
     for name, values in assigns.items():
         if name in items or not values or not all(isinstance(v, ast.AST) and _is_loss_value(v, items) for v in values):
             continue
-        if all(_quiet(v, quiet) for v in values):
+        if all(value_free(module.tree, v, name) for v in values):
             continue
         if derived_names(module, scope, name, sums=True) & backwarded:
             out.add(name)
@@ -804,12 +775,14 @@ def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: D
 _PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
 
 
-def _graph_free(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
-    """Names of an evaluation loop whose values are computed, through the loop's own names, only from what
-    ``with torch.no_grad():`` blocks of the loop computed, the batch it iterates over, constants and values
-    from outside the loop, by torch's functions, this file's functions, builtins and methods of those values
-    (``with torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``): they hold no graph.
-    A call of anything else (``model(x)`` outside the block) may build one."""
+def _no_new_graph_in_loop(module: Module, assigns: Dict[str, list], quiet: set, items: set, loop_node: ast.AST) -> set:
+    """Names of an evaluation loop into which an iteration builds no new graph (a question of the loop, not
+    of the value: the value model answers whether a value holds a graph at all): computed, through the
+    loop's own names, only from what ``with torch.no_grad():`` blocks of the loop computed, the batch it
+    iterates over, constants and values from outside the loop (the same on every iteration, whatever they
+    hold), by torch's functions, this file's functions, builtins and methods of those values (``with
+    torch.no_grad(): out = model(x)``, then ``loss = f(out.logits, labels)``). A call of anything else
+    (``model(x)`` outside the block) may build one."""
     modules = {a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names}
     # a nested loop's target takes its values from what it iterates over
     iterated = {name: n.iter for n in body_nodes(loop_node) if isinstance(n, (ast.For, ast.AsyncFor)) and n is not loop_node
@@ -895,11 +868,8 @@ def _returns_cut(module: Module, value, scope) -> bool:
         if not returns:
             return False
         off = no_grad_function(fn)
-        quiet: set = set()
-        if not off:
-            quiet = {id(n) for w in body_nodes(fn) if isinstance(w, (ast.With, ast.AsyncWith)) and no_grad_with(w)
-                     for st in w.body for n in subtree(st)}
-        computed = _bound_only_in(fn, quiet) if quiet else set()
+        # the value model of the file that holds the function (a function of another file: that function)
+        root = module.tree if any(fn is f for f in subtree(module.tree)) else fn
         for r in returns:
             v = r.value
             if v is None:
@@ -908,33 +878,9 @@ def _returns_cut(module: Module, value, scope) -> bool:
                 if index >= len(v.elts) or any(isinstance(e, ast.Starred) for e in v.elts):
                     return False
                 v = v.elts[index]
-            if _cut(v) or off:
-                continue
-            if id(r) in quiet and all(n.id in computed for n in subtree(v) if isinstance(n, ast.Name)
-                                      and not _called(n, v)):
-                continue
-            return False
+            if not (off or graph_free(root, v, r)):
+                return False
     return True
-
-
-def _called(name: ast.Name, within: ast.AST) -> bool:
-    """``name`` is the function a call inside ``within`` calls (``f`` of ``f(x)``)."""
-    return any(isinstance(c, ast.Call) and c.func is name for c in subtree(within))
-
-
-def _bound_only_in(fn: ast.AST, quiet: set) -> set:
-    """The names of ``fn`` every binding of which is a node of ``quiet`` (computed with gradients off)."""
-    where: Dict[str, list] = {}
-    for n in body_nodes(fn):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                for name in target_names(t):
-                    where.setdefault(name, []).append(id(n) in quiet)
-        elif isinstance(n, (ast.For, ast.AsyncFor)):
-            for name in target_names(n.target):
-                where.setdefault(name, []).append(id(n) in quiet)
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    return {name for name, inside in where.items() if all(inside) and name not in params}
 
 
 def _imported_function(module: Module, name: str) -> list:
@@ -1101,8 +1047,11 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
             names = set().union(*(loss_carriers(bound[n][0], loop_names) for n in names if n in bound))
         if b.frame:  # `loss = self.training_step(batch)` where the helper returns the tensor it back-propagated
             fn, call = b.frame[0]
-            if len(b.frame) == 1 and _returns_backwarded(fn):
-                names |= {n for name, values in assigns.items() for v in values if v is call for n in [name]}
+            at = backwarded_returns(fn, loop.module.tree) if len(b.frame) == 1 else set()
+            # (`loss, _, summary = model.train(batch)` with `return self.loss, None, {}`: the element taken)
+            names |= {name for name, values in assigns.items() for v in values
+                      if (v is call and None in at) or (isinstance(v, ast.Subscript) and v.value is call
+                                                        and isinstance(v.slice, ast.Constant) and v.slice.value in at)}
         # in the loop's own body, the values that reach the pass: `loss = tr_loss / (step + 1)` written
         # after it, for a log, is bound afresh before the next pass, so `tr_loss` is no part of the loss
         reach = assigns if b.frame else reaching(assigns, b.node.lineno, b.node, loop.node)
@@ -1284,17 +1233,56 @@ def _carries_call(expr: ast.AST, calls: set) -> bool:
     return False
 
 
-def _returns_backwarded(fn: ast.AST) -> bool:
-    """``fn`` (the helper holding the backward pass) returns, as a bare name, a tensor whose
-    graph it back-propagated: ``(loss / k).backward(); return loss``."""
-    backwarded = {
-        n.id
-        for c in body_nodes(fn)
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
-        for n in subtree(backward_tensor(c) or ast.Pass())
-        if isinstance(n, ast.Name)
-    }
-    return any(isinstance(r, ast.Name) and r.id in backwarded for r in returns_of(fn))
+def _returns_backwarded(fn: ast.AST, tree: Optional[ast.AST] = None) -> bool:
+    """``fn`` (the helper holding the backward pass) returns, as a whole, a tensor whose graph it
+    back-propagated: ``(loss / k).backward(); return loss``, or ``return self.loss`` (see
+    :func:`backwarded_returns`)."""
+    return None in backwarded_returns(fn, tree)
+
+
+def backwarded_returns(fn: ast.AST, tree: Optional[ast.AST] = None) -> set:
+    """Where ``fn``'s returns hand back a tensor whose graph it back-propagated: ``None`` for the whole
+    value, ``i`` for the i-th element of a returned tuple (``return self.loss, None, summary``, at any
+    of its returns). Such a value is a name the function back-propagates (``loss.backward(); return
+    loss``), or an attribute of the function's own object that the same call set from a value carrying
+    that graph (``self.loss = a + b; self.loss.backward(); return self.loss``): every assignment of the
+    attribute in the function carries a graph by :func:`graph_free`'s reading, and the attribute, or a
+    name its value is built from, is what a backward pass of the function differentiates. A cut
+    (``return self.loss.item()``) is no such value."""
+    passes = [c for c in body_nodes(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+              and c.func.attr == "backward"]
+    if not passes:
+        return set()
+    tensors = [backward_tensor(c) or ast.Pass() for c in passes]
+    backwarded = {n.id for t in tensors for n in subtree(t) if isinstance(n, ast.Name)}
+    attrs = {text(n) for t in tensors for n in subtree(t) if isinstance(n, ast.Attribute)}
+    args = getattr(fn, "args", None)
+    own = args.args[0].arg if args is not None and args.args else None
+    sets: Dict[str, list] = {}
+    if own is not None and tree is not None:
+        for n in body_nodes(fn):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == own:
+                        sets.setdefault(t.attr, []).append(n)
+
+    def carries(e: ast.AST) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in backwarded
+        if not (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == own and e.attr in sets):
+            return False
+        stmts = sets[e.attr]
+        if any(graph_free(tree, s.value, s) for s in stmts):
+            return False
+        return text(e) in attrs or any(keeps_graph(s.value, b) for s in stmts for b in backwarded)
+
+    out: set = set()
+    for r in returns_of(fn):
+        if carries(r):
+            out.add(None)
+        if isinstance(r, ast.Tuple):
+            out |= {i for i, e in enumerate(r.elts) if carries(e)}
+    return out
 
 
 def resets(loop_node: ast.AST, total: str) -> Iterator[tuple]:

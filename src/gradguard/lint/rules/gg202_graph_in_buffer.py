@@ -4,8 +4,11 @@ Each ``forward`` of a class deriving from a torch ``Module`` or any class of ``t
 (``nn.BatchNorm2d``; directly or through classes of the file) is followed statement by statement, the values labelled with
 what they are computed from: ``in`` for the method's inputs and the module's own
 parameters (``self.w = nn.Parameter(...)``), ``self:X`` for the old value of
-``self.X``. ``.detach()``, ``.data``, ``.item()``, shapes, comparisons, ``len`` and
-the body of ``with torch.no_grad():`` cut every label; a function of the file is
+``self.X``. What cuts a graph is read from the linter's one value model
+(:mod:`gradguard.lint._graph_value`, which GG201 reads too): ``.detach()``, ``.data``,
+``.item()``, shapes, sizes and indices (``.size()``, ``.argmax()``), comparisons, the
+builtins that give numbers (``len``, ``float``) and the body of ``with torch.no_grad():``
+cut every label, and a write whose value that model proves graph-free is not judged; a function of the file is
 read through its ``return`` (element by element for a tuple), and a method of the
 class called from ``forward`` is followed with its arguments' labels (two deep). An
 assignment ``self.X = value`` whose value is labelled both ``in`` and ``self:X``, an
@@ -24,6 +27,7 @@ from typing import Dict, FrozenSet, List, Optional
 from .._ast import no_grad_function, no_grad_with, nodes_of, subtree, terminal
 from .._model import Module, Report
 from .._ast import child_nodes
+from .._graph_value import NO_GRAPH_ATTRS, NO_GRAPH_METHODS, NUMBER_BUILTINS, graph_free
 
 CODE = "GG202"
 #: Its fixture pair in tests/rule_pairs/: code that must fire it, correct code that must not.
@@ -33,11 +37,6 @@ FIX_SAFETY = None
 
 IN = "in"
 _NONE: FrozenSet[str] = frozenset()
-# Attributes and calls whose value carries no graph.
-_CUT_ATTRS = frozenset({"data", "shape", "dtype", "device", "ndim", "requires_grad", "grad_fn", "is_cuda"})
-_CUT_CALLS = frozenset({"detach", "item", "tolist", "numpy", "size", "dim", "numel", "nelement", "argmax", "argmin",
-                        "detach_"})
-_CUT_FUNCS = frozenset({"len", "int", "float", "bool", "isinstance", "range", "str", "print", "round"})
 _MAX_DEPTH = 2
 Labels = FrozenSet[str]
 
@@ -329,6 +328,10 @@ class _Walker:
     def judge(self, stmt, attr: str, labels: Labels, quiet: bool) -> None:
         if quiet or IN not in labels or attr in self.cut:
             return
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and value is not None and graph_free(
+                self.module.tree, value, stmt):
+            return  # the value model proves what is written holds no graph
         self.report(
             CODE, stmt,
             f"`self.{attr}` is updated from its old value and a tensor that carries the autograd graph (computed from "
@@ -360,7 +363,7 @@ class _Walker:
         if isinstance(e, ast.Name):
             return env.get(e.id, _NONE)
         if isinstance(e, ast.Attribute):
-            if e.attr in _CUT_ATTRS:
+            if e.attr in NO_GRAPH_ATTRS:
                 return _NONE
             if isinstance(e.value, ast.Name) and e.value.id == "self":
                 if "self." + e.attr in env:
@@ -372,7 +375,7 @@ class _Walker:
             if out is not None:
                 return frozenset().union(*out) if out else _NONE
             func = e.func
-            if isinstance(func, ast.Attribute) and func.attr in _CUT_CALLS or isinstance(func, ast.Name) and func.id in _CUT_FUNCS:
+            if isinstance(func, ast.Attribute) and func.attr in NO_GRAPH_METHODS or isinstance(func, ast.Name) and func.id in NUMBER_BUILTINS:
                 return _NONE
             if terminal(func) == "Parameter":  # `nn.Parameter(t)`: a new leaf over t's data, no graph behind it
                 return _NONE
