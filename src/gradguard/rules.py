@@ -264,7 +264,9 @@ acc.flush()        # steps the partial window with its exact weights
         what=(
             "Flags an optimizer step whose gradient came from more than one backward pass of a\n"
             "loss whose last operation is a mean and that was not multiplied or divided afterwards.\n"
-            "The watch reads this from each loss's autograd graph at backward time. A loss that adds\n"
+            "The watch reads this from each loss's autograd graph at backward time, and counts passes of one\n"
+            "line as a window only where two of them reached one parameter (a locally supervised network whose\n"
+            "blocks each back-propagate their own loss inside the forward sums no two passes). A loss that adds\n"
             "up several means, each times a constant (`alpha * kl_batchmean + (1 - alpha) * ce`,\n"
             "`mse + l1 * sparsity.mean()`), is a mean over the micro-batch too: it is flagged when\n"
             "nothing divides the whole sum and its weights add up to 1 or more. Sum-reduced terms\n"
