@@ -9,6 +9,7 @@ buffers are tracked. Lists of parameters are made only when a rule asks.
 from __future__ import annotations
 
 from itertools import compress
+from operator import and_, or_
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -142,8 +143,27 @@ class StepView:
         accumulation; only repeated passes of the same call are micro-batches.
         Neither are passes that keep their graph (``retain_graph=True``): several
         losses of one forward pass, back-propagated one by one in a loop.
+        Nor are passes of one line that each reach parameters no other pass of the group reaches (a locally
+        supervised network back-propagating each block's own loss inside its forward): no buffer sums two of
+        them, each parameter's gradient is one pass's.
         """
-        return [(s, g) for s, g in self.by_site().items() if len(g) >= 2 and not any(ps.retained for ps in g)]
+        return [(s, g) for s, g in self.by_site().items()
+                if len(g) >= 2 and not any(ps.retained for ps in g) and _share_a_buffer(g)]
+
+
+def _share_a_buffer(group: List[Pass]) -> bool:
+    """Two passes of ``group`` reached one parameter; True where a pass's mask is unknown (reached nothing)."""
+    masks = [ps.reached for ps in group]
+    if not all(any(m) for m in masks):
+        return True
+    acc = list(masks[0])
+    for m in masks[1:]:
+        if any(map(and_, acc, m)):
+            return True
+        if len(m) > len(acc):
+            acc += [False] * (len(m) - len(acc))
+        acc[:len(m)] = map(or_, acc[:len(m)], m)
+    return False
 
 
 def unheld(tracker: Tracker, skip: set, namer: Optional[Callable] = None) -> List[Tuple[torch.Tensor, Site]]:

@@ -12,7 +12,7 @@ from .._edits import LOOPS, Tree
 from .._events import BACKWARD, CLEAR, MAYBE_CLEAR, SCALE, STEP, classify_call, classify_statement
 from .._weights import divisions, matcher, statement_grad_scale
 from .._flow import Path, condition_key
-from .._literals import counters_at_last, int_at, literal_int, literal_length, multiple_of, top_level, truth
+from .._literals import binding, counters_at_last, int_at, literal_int, literal_length, multiple_of, top_level, truth
 from .._model import Diagnostic, Loop, Report, backward_tensor, steps_after, tests
 from .._ast import subtree
 from .._ast import child_nodes
@@ -592,8 +592,11 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
         for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)
         for n in subtree(mod.left) if isinstance(n, ast.Name)
     } - set(values)
-    if len(counters) != 1 or tests_at is None:
+    if tests_at is None:
         return False
+    if len(counters) != 1 or not any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                                     and s.targets[0].id in counters for s in node.body):
+        return _inline_closes_last(loop, windows, values, counters)
     counter = counters.pop()
     stores = [n for n in body_nodes(node) if isinstance(n, ast.Name) and n.id == counter and isinstance(n.ctx, ast.Store)]
     assign = next((s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
@@ -629,6 +632,63 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
         if value is None or not _closes_at(loop, {counter: value}):
             return False
     return True
+
+
+def _inline_closes_last(loop: Loop, windows: List[Path], values: dict, counters: set) -> bool:
+    """The window test computes the run-wide count itself (``(epoch * num_steps + idx + 1) % K == 0``,
+    ``num_steps = len(loader)`` bound once): at this loop's last micro-batch, in every run of it that
+    the enclosing literal ``range`` loops make, the test steps. Every name the count reads besides
+    this loop's index is the index of such an enclosing loop, or a name bound once to ``len(x)`` of a
+    data whose length literals give (then the count cannot restart, skip or stall)."""
+    runs = [{}]
+    for outer in _enclosing_loops(loop):
+        it = outer.iter if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and isinstance(outer.target, ast.Name)):
+            continue  # its index cannot appear in the count (checked below)
+        n = literal_length(it, loop)
+        start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
+        step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1
+        if n is None or start is None or step is None or n * len(runs) > 4096:
+            return False
+        runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
+    values = dict(values)
+    lefts = [mod.left for m in windows for _, _, test in m.decisions
+             for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)]
+    for left in lefts:
+        for n in subtree(left):
+            if isinstance(n, ast.Call) and terminal(n.func) == "len" and len(n.args) == 1:
+                length = literal_length(n.args[0], loop)
+                if length is None:
+                    return False
+                values[text(n)] = length
+    outside_len = {n.id for left in lefts for n in _names_outside_len(left)}
+    for name in (counters & outside_len) - set(runs[0]):
+        bound = binding(name, loop)
+        if isinstance(bound, ast.Call) and terminal(bound.func) == "len" and len(bound.args) == 1 and not loop.varies(parse_name(name)):
+            length = literal_length(bound.args[0], loop)
+            if length is not None:
+                values[name] = length
+                continue
+        if literal_int(ast.Name(id=name, ctx=ast.Load()), loop) is None:
+            return False
+    # With nothing outside this loop clearing a gradient, a window left open at the end of one run
+    # stays in `.grad` and the next run's first step applies it: only the last run can drop one.
+    enclosing = _enclosing_loops(loop)
+    if enclosing and not any(_clears_outside(loop, outer) for outer in enclosing):
+        runs = runs[-1:]
+    for run in runs:
+        if not _closes_at(loop, dict(values, **run)):
+            return False
+    return True
+
+
+def _names_outside_len(node: ast.AST) -> List[ast.Name]:
+    """The names ``node`` reads, those inside a ``len(...)`` call left out."""
+    if isinstance(node, ast.Call) and terminal(node.func) == "len":
+        return []
+    if isinstance(node, ast.Name):
+        return [node]
+    return [n for c in ast.iter_child_nodes(node) for n in _names_outside_len(c)]
 
 
 def _carried_across(loop: Loop, windows: List[Path]) -> List[ast.AST]:

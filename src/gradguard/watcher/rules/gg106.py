@@ -29,6 +29,9 @@ class State:
 
     def __init__(self, clock=None):
         self.judged: set = set()
+        # unheld at a step, not judged yet: id -> (parameter, line, step). An optimizer built later (one per
+        # step, for one adapter's parameters) may still take and apply them; judged at the next step.
+        self.pending: Dict[int, tuple] = {}
 
 
 def _report(view, found, step) -> None:
@@ -46,15 +49,35 @@ def _report(view, found, step) -> None:
 
 
 def at_every_step(view: StepView) -> None:
+    """A parameter unheld at a step is reported at the next step (of any optimizer) that still finds it
+    unheld, as of the first: by then another optimizer's step ran, and none took it. One held in between
+    (an optimizer built for it after the other's step, as a trainer with one optimizer per adapter does)
+    is dropped."""
     state: State = view.memory[CODE]
     found = view.orphans(state.judged)
-    if not found:
+    now = {id(p): (p, site) for p, site in found}
+    confirmed = [(p, site, step) for i, (p, site, step) in state.pending.items() if i in now]
+    state.pending = {i: (p, site, view.n) for i, (p, site) in now.items()}
+    for i in [i for i, (p, site, step) in state.pending.items() if any(i == id(q) for q, _, _ in confirmed)]:
+        del state.pending[i]
+    if not confirmed:
         return
-    state.judged.update(id(p) for p, _ in found)
-    _report(view, found, view.n)
+    state.judged.update(id(p) for p, _, _ in confirmed)
+    by_step: Dict[int, list] = {}
+    for p, site, step in confirmed:
+        by_step.setdefault(step, []).append((p, site))
+    for step, group in by_step.items():
+        _report(view, group, step)
 
 
 def at_end(view: EndView) -> None:
     if not view.opts:
         return  # no optimizer stepped: a loop that updates by hand, nothing to compare with
-    _report(view, view.orphans(), None)
+    state: State = view.memory[CODE]
+    left = view.orphans()
+    pending = {i: step for i, (p, site, step) in state.pending.items()}
+    by_step: Dict[object, list] = {}
+    for p, site in left:  # those found unheld at the last step, as of that step
+        by_step.setdefault(pending.get(id(p)), []).append((p, site))
+    for step, group in by_step.items():
+        _report(view, group, step)
