@@ -146,3 +146,13 @@ def test_negative_control_a_logger_name_bound_to_an_optimizer_elsewhere_stays_an
                             "    for x, y in loader:\n        ((model(x) - y) ** 2).mean().backward()\n        log.step()\n\n\n"
                             "def run(model, loader):\n")
     assert _gg101(source) != []
+
+
+def test_negative_control_a_class_whose_step_runs_a_helper_of_the_file_that_updates_weights_is_a_step():
+    # the class's own code reads no gradient; the file's function it calls does
+    source = OPTIMIZER.replace("    def step(self):\n        for p in self.params:\n            p.data -= self.lr * p.grad\n",
+                               "    def step(self):\n        sgd_update(self.params, self.lr)\n").replace(
+        "class PlainSGD:", "def sgd_update(params, lr):\n    for p in params:\n        p.data -= lr * p.grad\n\n\nclass PlainSGD:")
+    assert source != OPTIMIZER
+    assert _same(_run(source), _run(OPTIMIZER))
+    assert _gg101(source) == ["GG101"]

@@ -233,7 +233,7 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
         file also binds to anything else (a call of another class, a parameter without an annotation,
         a loop or ``with`` target) stays what the other rules make of it."""
         m = self.m
-        plain = {name for name, cls in m.classes.items() if _steps_no_weight(cls)}
+        plain = {name for name, cls in m.classes.items() if _steps_no_weight(cls, m.functions)}
         if not plain:
             return set()
         evidence: Dict[str, set] = {}
@@ -725,30 +725,48 @@ _WEIGHT_ATTRS = frozenset({"grad", "data", "param_groups", "parameters", "named_
 _GRAD_CALLS = frozenset({"step", "zero_grad", "backward", "manual_backward"})
 
 
-def _steps_no_weight(cls: ast.ClassDef) -> bool:
+def _steps_no_weight(cls: ast.ClassDef, functions: Dict[str, ast.AST]) -> bool:
     """Whether ``cls`` (a class of this file) has a ``step`` method that can move no weight: no base class
-    (an optimizer subclass, a wrapper of one) and, anywhere in the class, nothing that reaches a gradient
-    or a parameter (:data:`_WEIGHT_ATTRS`, ``autograd.grad``), runs another object's ``step``/``zero_grad``/
-    ``backward``, updates a tensor in place (a method ending in ``_``, ``x -= ...`` on a name or item), or
-    names an optimizer module. A hand-written SGD (``p.data -= lr * p.grad``) is a step by all of these."""
+    (an optimizer subclass, a wrapper of one) and, anywhere in the class and in the file's functions it
+    calls, nothing that reaches a gradient or a parameter (:data:`_WEIGHT_ATTRS`, ``autograd.grad``), runs
+    another object's ``step``/``zero_grad``/``backward``, calls an attribute of ``self`` that is no method
+    of the class (a function it was handed), updates a tensor in place (a method ending in ``_``,
+    ``x -= ...`` on a name or item), or names an optimizer module. A hand-written SGD
+    (``p.data -= lr * p.grad``) is a step by all of these."""
     if any(not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases) or cls.keywords:
         return False
-    if "step" not in methods_of(cls):
+    methods = methods_of(cls)
+    if "step" not in methods:
         return False
-    for n in ast.walk(cls):
-        if isinstance(n, ast.Attribute):
-            if n.attr in _WEIGHT_ATTRS or "optim" in n.attr.lower():
+    pending, seen = [cls], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if len(seen) > 32:
+            return False  # too much to read: not proven
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute):
+                if n.attr in _WEIGHT_ATTRS or "optim" in n.attr.lower():
+                    return False
+                if n.attr in _GRAD_CALLS and not (isinstance(n.value, ast.Name) and n.value.id == "self"):
+                    return False
+                if n.attr.endswith("_") and not n.attr.startswith("_"):
+                    return False  # add_, copy_, mul_: an in-place tensor update
+            elif isinstance(n, ast.Name) and "optim" in n.id.lower():
                 return False
-            if n.attr in _GRAD_CALLS and not (isinstance(n.value, ast.Name) and n.value.id == "self"):
-                return False
-            if n.attr.endswith("_") and not n.attr.startswith("_"):
-                return False  # add_, copy_, mul_: an in-place tensor update
-        elif isinstance(n, ast.Name) and "optim" in n.id.lower():
-            return False
-        elif isinstance(n, ast.AugAssign) and isinstance(n.target, (ast.Name, ast.Subscript)):
-            return False  # `p -= lr * g` on a tensor the loop variable names
-        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets):
-            return False  # `p[...] = ...`
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, (ast.Name, ast.Subscript)):
+                return False  # `p -= lr * g` on a tensor the loop variable names
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets):
+                return False  # `p[...] = ...`
+            if isinstance(n, ast.Call):
+                func = n.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                        and func.attr not in methods:
+                    return False  # `self.fn()`: a function it was handed
+                if isinstance(func, ast.Name) and func.id in functions:
+                    pending.append(functions[func.id])  # the file's helper runs as part of the class's code
     return True
 
 
