@@ -180,9 +180,9 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
         found = (cleared & stepped) | {h for h in handed if h and "(" not in h}
         found |= self._passed_optimizers(m.optimizer_names | found)
         found |= self._yielded_optimizers()
-        others = self._built_as_no_optimizer()
+        others = self._built_as_no_optimizer() | self._weightless_steppers(stepped)
         found -= others
-        found |= self._sole_stepped(stepped_calls, m.optimizer_names | found)
+        found |= self._sole_stepped(stepped_calls, m.optimizer_names | found) - others
         # an object handed the loss to back-propagate (`X.backward(loss)`: DeepSpeed's engine) runs
         # the backward pass itself and owns the gradient buffers it fills, clearing them at its own
         # step: no role makes it a plain optimizer whose `.grad` the user must clear
@@ -223,6 +223,50 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
         out = set()
         for name, values in bound.items():
             if all(isinstance(v, ast.Call) and self._no_optimizer_ctor(v) for v in values) and not self._bound_elsewhere(name):
+                out.add(name)
+        return out
+
+    def _weightless_steppers(self, stepped: set) -> set:
+        """Receivers of ``x.step()`` that are, by every binding and annotation the file gives them, objects
+        of a class this file defines whose ``step`` can move no weight (:func:`_steps_no_weight`): a
+        usage logger's ``monitor.step()`` writes a row, whatever the object is called. A receiver the
+        file also binds to anything else (a call of another class, a parameter without an annotation,
+        a loop or ``with`` target) stays what the other rules make of it."""
+        m = self.m
+        plain = {name for name, cls in m.classes.items() if _steps_no_weight(cls, m.functions)}
+        if not plain:
+            return set()
+        evidence: Dict[str, set] = {}
+        for n in ast.walk(m.tree):
+            if isinstance(n, ast.Assign):
+                value = n.value
+                if isinstance(value, ast.Constant) and value.value is None:
+                    continue  # `monitor = None` until it is built: no other object
+                for t in n.targets:
+                    if isinstance(t, (ast.Tuple, ast.List)):
+                        for e in t.elts:
+                            evidence.setdefault(text(e), set()).add(None)
+                    else:
+                        built = value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None
+                        evidence.setdefault(text(t), set()).add(built)
+            elif isinstance(n, ast.AnnAssign) and n.simple and n.value is not None:
+                value = n.value
+                built = {value.func.id} if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else {None}
+                evidence.setdefault(text(n.target), set()).update(built & _annotated_classes(n.annotation))
+                if not built & _annotated_classes(n.annotation):
+                    evidence[text(n.target)].add(None)
+            elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+                t = n.optional_vars if isinstance(n, ast.withitem) else n.target
+                for e in ((t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]) if t is not None else []):
+                    evidence.setdefault(text(e), set()).add(None)
+            elif isinstance(n, ast.arguments):
+                for a in n.posonlyargs + n.args + n.kwonlyargs + [x for x in (n.vararg, n.kwarg) if x is not None]:
+                    named = _annotated_classes(a.annotation) if a.annotation is not None else {None}
+                    evidence.setdefault(a.arg, set()).update(named)
+        out = set()
+        for name in stepped:
+            found = evidence.get(name)
+            if found and found <= plain:
                 out.add(name)
         return out
 
@@ -652,6 +696,78 @@ def _method_alias_pairs(cls: ast.ClassDef) -> list:
             if named:
                 out.append((n.targets[0].attr, named))
     return out
+
+
+def _annotated_classes(node: ast.AST) -> set:
+    """The class names an annotation allows (``X``, ``'X'``, ``Optional['X']``, ``Union[X, None]``, ``X | None``);
+    None in the set for anything else it allows (a dotted name, a generic, ``Any``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return {None}
+    if isinstance(node, ast.Constant) and node.value is None:
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _annotated_classes(node.left) | _annotated_classes(node.right)
+    if isinstance(node, ast.Subscript) and terminal(node.value) in ("Optional", "Union"):
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return set().union(*(_annotated_classes(e) for e in inner))
+    return {None}
+
+
+# Attributes through which a class's code could reach gradients or weights (``p.grad``, ``p.data``,
+# ``group["params"]`` of ``opt.param_groups``, ``model.parameters()``), and calls that run an
+# optimizer's or autograd's own work.
+_WEIGHT_ATTRS = frozenset({"grad", "data", "param_groups", "parameters", "named_parameters", "state_dict", "load_state_dict"})
+_GRAD_CALLS = frozenset({"step", "zero_grad", "backward", "manual_backward"})
+
+
+def _steps_no_weight(cls: ast.ClassDef, functions: Dict[str, ast.AST]) -> bool:
+    """Whether ``cls`` (a class of this file) has a ``step`` method that can move no weight: no base class
+    (an optimizer subclass, a wrapper of one) and, anywhere in the class and in the file's functions it
+    calls, nothing that reaches a gradient or a parameter (:data:`_WEIGHT_ATTRS`, ``autograd.grad``), runs
+    another object's ``step``/``zero_grad``/``backward``, calls an attribute of ``self`` that is no method
+    of the class (a function it was handed), updates a tensor in place (a method ending in ``_``,
+    ``x -= ...`` on a name or item), or names an optimizer module. A hand-written SGD
+    (``p.data -= lr * p.grad``) is a step by all of these."""
+    if any(not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases) or cls.keywords:
+        return False
+    methods = methods_of(cls)
+    if "step" not in methods:
+        return False
+    pending, seen = [cls], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if len(seen) > 32:
+            return False  # too much to read: not proven
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute):
+                if n.attr in _WEIGHT_ATTRS or "optim" in n.attr.lower():
+                    return False
+                if n.attr in _GRAD_CALLS and not (isinstance(n.value, ast.Name) and n.value.id == "self"):
+                    return False
+                if n.attr.endswith("_") and not n.attr.startswith("_"):
+                    return False  # add_, copy_, mul_: an in-place tensor update
+            elif isinstance(n, ast.Name) and "optim" in n.id.lower():
+                return False
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, (ast.Name, ast.Subscript)):
+                return False  # `p -= lr * g` on a tensor the loop variable names
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets):
+                return False  # `p[...] = ...`
+            if isinstance(n, ast.Call):
+                func = n.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                        and func.attr not in methods:
+                    return False  # `self.fn()`: a function it was handed
+                if isinstance(func, ast.Name) and func.id in functions:
+                    pending.append(functions[func.id])  # the file's helper runs as part of the class's code
+    return True
 
 
 def _self_attr(node: ast.AST) -> bool:
