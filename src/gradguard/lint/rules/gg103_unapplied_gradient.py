@@ -603,17 +603,9 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == counter), None)
     if assign is None or len(stores) != 1 or assign.lineno >= tests_at:
         return False
-    runs = [{}]  # the enclosing loops' index values, one dict per run of this loop
-    for outer in _enclosing_loops(loop):
-        it = outer.iter if isinstance(outer, (ast.For, ast.AsyncFor)) else None
-        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and isinstance(outer.target, ast.Name)):
-            continue  # its index cannot appear in the counter (checked below)
-        n = literal_length(it, loop)
-        start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
-        step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1
-        if n is None or start is None or step is None or n * len(runs) > 4096:
-            return False
-        runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
+    runs = _enclosing_range_runs(loop)
+    if runs is None:
+        return False
     inside_len = set()
     for n in subtree(assign.value):
         if isinstance(n, ast.Call) and terminal(n.func) == "len" and len(n.args) == 1:
@@ -634,23 +626,33 @@ def _assigned_closes_last(loop: Loop, windows: List[Path], total: int) -> bool:
     return True
 
 
+def _enclosing_range_runs(loop: Loop) -> Optional[List[dict]]:
+    """The enclosing literal ``range`` loops' index values, one dict per run of ``loop`` (None where such a
+    loop's bounds are not literals, or the runs exceed 4096). Other enclosing loops are skipped: the callers
+    check that their indices do not appear in the count."""
+    runs = [{}]
+    for outer in _enclosing_loops(loop):
+        it = outer.iter if isinstance(outer, (ast.For, ast.AsyncFor)) else None
+        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and isinstance(outer.target, ast.Name)):
+            continue
+        n = literal_length(it, loop)
+        start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
+        step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1
+        if n is None or start is None or step is None or n * len(runs) > 4096:
+            return None
+        runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
+    return runs
+
+
 def _inline_closes_last(loop: Loop, windows: List[Path], values: dict, counters: set) -> bool:
     """The window test computes the run-wide count itself (``(epoch * num_steps + idx + 1) % K == 0``,
     ``num_steps = len(loader)`` bound once): at this loop's last micro-batch, in every run of it that
     the enclosing literal ``range`` loops make, the test steps. Every name the count reads besides
     this loop's index is the index of such an enclosing loop, or a name bound once to ``len(x)`` of a
     data whose length literals give (then the count cannot restart, skip or stall)."""
-    runs = [{}]
-    for outer in _enclosing_loops(loop):
-        it = outer.iter if isinstance(outer, (ast.For, ast.AsyncFor)) else None
-        if not (isinstance(it, ast.Call) and terminal(it.func) == "range" and isinstance(outer.target, ast.Name)):
-            continue  # its index cannot appear in the count (checked below)
-        n = literal_length(it, loop)
-        start = literal_int(it.args[0], loop) if len(it.args) >= 2 else 0
-        step = literal_int(it.args[2], loop) if len(it.args) == 3 else 1
-        if n is None or start is None or step is None or n * len(runs) > 4096:
-            return False
-        runs = [dict(r, **{outer.target.id: start + k * step}) for r in runs for k in range(n)]
+    runs = _enclosing_range_runs(loop)
+    if runs is None:
+        return False
     values = dict(values)
     lefts = [mod.left for m in windows for _, _, test in m.decisions
              for mod in subtree(loop.resolve(test)) if isinstance(mod, ast.BinOp) and isinstance(mod.op, ast.Mod)]

@@ -57,9 +57,8 @@ def at_every_step(view: StepView) -> None:
     found = view.orphans(state.judged)
     now = {id(p): (p, site) for p, site in found}
     confirmed = [(p, site, step) for i, (p, site, step) in state.pending.items() if i in now]
-    state.pending = {i: (p, site, view.n) for i, (p, site) in now.items()}
-    for i in [i for i, (p, site, step) in state.pending.items() if any(i == id(q) for q, _, _ in confirmed)]:
-        del state.pending[i]
+    done = {id(p) for p, _, _ in confirmed}
+    state.pending = {i: (p, site, view.n) for i, (p, site) in now.items() if i not in done}
     if not confirmed:
         return
     state.judged.update(id(p) for p, _, _ in confirmed)
