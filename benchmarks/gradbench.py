@@ -755,7 +755,7 @@ ROUND_12_SOURCES = {
     "c295": ("https://github.com/hunto/DiffKD/issues/15",
              "the DiffKD module is attached as student._diff but its parameters are not in the optimizer built from the student, so the diffusion model and its projections are never updated (reported, no answer)"),
     "c296": ("https://github.com/rll-research/url_benchmark/issues/16",
-             "icm_apt detaches obs and next_obs only when update_encoder is False but then detaches them again unconditionally, so the ICM/APT loss never trains the encoder even when update_encoder is True"),
+             "icm_apt detaches obs and next_obs only when update_encoder is False but then detaches them again unconditionally, so the ICM/APT loss never trains the encoder even when update_encoder is True (corrected once agent/icm_apt.py was read, before any tool ran: the ICM loss does reach the encoder; the unconditional detach is in the critic update's arguments, so it is the critic loss that never trains the encoder)"),
 }
 WORKERS = 2
 
@@ -1413,6 +1413,11 @@ REMOVED = {
         "clears the gradients before the loop and after every step inside it, so the loop the issue points at "
         "(an open issue with no reply, citing a line number only) could not be found; no bug could be reproduced "
         "from the source",
+    "c295_diffkd_15_diffusion_module_not_in_optimizer": "not written (round 12): the repository holds only the "
+        "DiffKD module and a usage example (diffkd.py, example.py, read); the training code the issue quotes "
+        "(`self.student._diff = self.diff`) is not in it, and assigning a module as an attribute of an nn.Module "
+        "registers its parameters, so whether they miss the optimizer depends on whether the optimizer is built "
+        "before that assignment, which could not be checked (an open issue with no answer)",
 }
 
 

@@ -407,6 +407,32 @@ def test_round_11_is_the_list_written_down_before_its_cases_and_split_by_the_sam
         assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
 
 
+def test_round_12_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 12}
+    # the list, its sources (with the mechanism) and the split were committed before any round-12 case was written;
+    # a case removed later leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_12)
+    assert set(gb.ROUND_12) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_12) >= 24 and len(cases) >= 20
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_12 for n in gb.ROUND_12)
+    assert gb.FIRST_ROUND_12 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_11)
+    assert {n.split("_")[0] for n in gb.ROUND_12} == set(gb.ROUND_12_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_12 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c273", "c278", "c279", "c281", "c282", "c283", "c284", "c287", "c289", "c290", "c292", "c295",
+                    "c296"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_12_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-12 source repeats a repository an earlier round's header cites
+    earlier = {m.group(1).lower() for c in gb.load_cases() if c.round < 12
+               for m in re.finditer(r"https://github\.com/([^/\s]+/[^/\s)]+)", c.source)}
+    for url, _ in gb.ROUND_12_SOURCES.values():
+        assert re.match(r"https://github\.com/([^/]+/[^/]+)", url).group(1).lower() not in earlier, url
+
+
 def test_every_round_6_case_has_an_audit_entry():
     cases = [c for c in gb.load_cases() if c.round == 6]
     assert set(gb.AUDIT_6) == {c.short for c in cases}
