@@ -1626,6 +1626,58 @@ AUDIT_11 = {
              "matches the description; confirmed (merged)"),
 }
 
+#: The fidelity audit of round 12, written as its cases were written: how each header was checked against its source
+#: and whether the project confirmed the bug (a merged fix or a maintainer's acknowledgement).
+AUDIT_12 = {
+    "c273": ("lit-llama#238 read (pull request): the one-character fix of the accumulation test in finetune_full.py; finetune/full.py read at a later commit (the != test, no division of the loss by the window)",
+             "matches the fix and the file; confirmed (a maintainer: 'Great catch'; the later file has the fixed test)"),
+    "c274": ("SuperVLAD#1 read (open): the report that the cross-image encoder is in both optimizers and stepped twice on the first iteration; train.py read in outline",
+             "matches the report; unconfirmed (open, no maintainer's reply seen)"),
+    "c275": ("open-universe#5 read: the quoted parameter list (loss_mrd twice) and the maintainer's reply; the model code was not read beyond the quoted line",
+             "matches the report; confirmed (the maintainer: 'Ouch... the MPD was never optimized')"),
+    "c276": ("OpenBackdoor#3 read (pull request): the diff that moves loss.backward() out of the else branch of the accumulation test; the trainer's loop read",
+             "matches the diff; unconfirmed (a pull request; whether it was merged was not checked)"),
+    "c277": ("rl_lib#10 read (merged): the diff clipping self.model instead of self.model_old in PPOPixel; the agent was not read beyond the diff (the optimizer is the case's choice)",
+             "matches the diff; confirmed (merged)"),
+    "c278": ("autoresearch#264 read (open pull request): the description of grad_accum_steps = 0 when the total batch is below one forward; train.py read in outline",
+             "matches the description; unconfirmed (open)"),
+    "c279": ("HSAN#6 read (open): the report that train.py has no zero_grad; train.py read (the loop, with no zero_grad anywhere)",
+             "matches the report and the file; unconfirmed (open, no reply)"),
+    "c280": ("TextClassificationBenchmark#20 read: the report that zero_grad runs once before the loop; main.py read (utils.clip_gradient was not read)",
+             "matches the report and the file; unconfirmed (no maintainer's word seen)"),
+    "c281": ("torchbearer#506 and its fix #507: only the titles were read; the metric code was not read",
+             "matches the titles only (the mechanism beyond them is this case's reading); unconfirmed beyond the fix pull request's title"),
+    "c282": ("pytorch-golden-template#64 read (merged): the torch.no_grad() put around the metric update to fix a GPU memory leak; the metric classes were not read",
+             "matches the diff; confirmed (merged)"),
+    "c283": ("LookSAM#3 read: the report that the gradients are not cleared before the second backward, and the maintainer's reply; the optimizer was not read beyond the issue",
+             "matches the report; confirmed (the maintainer: 'makes sense'; zero_sam_grad added later)"),
+    "c284": ("pytorch_warmup#12 read: the user's loop (backward, zero_grad, step) and the maintainer's diagnosis",
+             "matches the diagnosis; confirmed (the maintainer's diagnosis of the user's loop; the library had no bug)"),
+    "c285": ("deepchecks#1341 read (merged): the detach of the tensors an image check keeps between batches; the check read in outline",
+             "matches the diff; confirmed (merged; review: 'good catch')"),
+    "c286": ("memeagent#3 read (open): the report that the episodic-novelty update has no backward (the same code in agent57); the module was not read beyond the report",
+             "matches the report; unconfirmed (open)"),
+    "c287": ("PyramidBox#7 read: the report that train.py has no loss.backward() and the author's reply; train.py was not read",
+             "matches the report; confirmed (the author: 'Sorry, I have fix it')"),
+    "c288": ("sivl#2 read: the report that trainSimilarityModel.py has no backward call and the maintainers' reply; the script was not read",
+             "matches the report; confirmed (deleted by mistake and restored by the maintainers)"),
+    "c289": ("NAD#8 read: the report that the attention loss is detached before the backward, and the fix; the training code was not read beyond the issue",
+             "matches the report; confirmed (fixed by the authors)"),
+    "c290": ("FL-MRCM#10 read: the report that loss_adv_g is detached and the maintainer's reply; the training code was not read",
+             "matches the report; confirmed (the maintainer confirmed and fixed it)"),
+    "c291": ("predrnn-pytorch#11 read (closed): the report that decouple_loss has requires_grad False and the author's one-line fix; the buggy line itself was not read",
+             "matches the report and the fix; confirmed (the author: 'a typo when I reorganize the code')"),
+    "c292": ("boltz#204 read: the report that out_token_feat_update is not in configure_optimizers' parameters, and a maintainer's reply; model.py was not read",
+             "matches the report; confirmed (a maintainer: 'you are right', fixed in their development repository)"),
+    "c293": ("torchmetrics#2597 read (closed, labelled bug / fix): the report of PSNR/SSIM values with grad_fn in training_step and GPU memory growing, with the detach workaround; the Metric code was not read",
+             "matches the report; unconfirmed (the label comes with the issue template; no maintainer's word seen)"),
+    "c294": ("modular-diffusion#17 read (open, no answer); diffusion/__init__.py, base.py and data.py read: Data.parameters() iterates vars(self) (the names), so the optimizer holds only the net's parameters",
+             "the code read shows the data transform's embedding table missing from the optimizer (the report names a decoder); unconfirmed (open, no answer)"),
+    "c296": ("url_benchmark#16 read (open); agent/icm_apt.py read (agent/ddpg.py was not read): the unconditional detach is in the critic update's arguments",
+             "matches the report and the file (the critic update only; the source sentence was corrected from the file before any tool ran); unconfirmed (open)"),
+}
+
+
 def _audit_section(cases: List[Case]) -> List[str]:
     L = ["## Fidelity audit", "",
          "Every case cites its source (issue, pull request or commit) in its header with the mechanism in one "
@@ -1644,7 +1696,7 @@ def _audit_section(cases: List[Case]) -> List[str]:
     unconfirmed = [c.name[:3] for c in cases if c.round == 1 and "unconfirmed" in AUDIT.get(c.name[:3], ("", ""))[1]]
     L += ["", f"Round 1: {sum(c.round == 1 for c in cases)} cases checked, {len(unconfirmed)} of them unconfirmed by "
           f"their projects ({', '.join(unconfirmed)})."]
-    for rnd, audit in ((11, AUDIT_11), (10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
+    for rnd, audit in ((12, AUDIT_12), (11, AUDIT_11), (10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
         rc = [c for c in cases if c.round == rnd]
         if not rc:
             continue
@@ -1729,7 +1781,55 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
         r9 = by_round.get(9, [])
         r10 = by_round.get(10, [])
         r11 = by_round.get(11, [])
-        prose = [] if latest < 11 else [
+        r12 = by_round.get(12, [])
+        prose = [] if latest < 12 else [
+         f"Round 12 is the {len(r12)} cases from c{FIRST_ROUND_12} on, written the same way as rounds 6 to 11: "
+         "published bugs from GitHub issues and pull requests whose repositories no earlier round cites (nor the "
+         "projects of the independent evaluation the tracker quotes), each checked against its source text (the "
+         "audit below says how). Their names, their sources with the mechanism in one sentence, and with them the "
+         "split were committed before any case was written (`ROUND_12` and `ROUND_12_SOURCES` in the runner); each "
+         "case's effect was measured (float64, no gradguard) as it was written, and no gradguard tool ran on them "
+         "until all were written and committed. Of the 24 names committed, one was not written (c295: the training "
+         "code the issue quotes is not in the repository, and whether the module misses the optimizer could not be "
+         "checked; see *Removed*), and one source sentence (c296's) was corrected from the file before any tool ran. "
+         "The held-out half (first byte of sha256(name) even) stays held out: its misses are notes, to be fixed only "
+         "with a new held-out round. Round 12 was written while round 11's misses were being worked on, so round 11 "
+         f"(c{FIRST_ROUND_11} to c{FIRST_ROUND_12 - 1}) counts as in-sample from then on. "
+         f"{sum(not _scope_any(c) for c in r12)} of the {len(r12)} cases are declared out of every tool's scope "
+         "before the run (an accumulation test inverted into windows of one, metrics and caches that keep their "
+         "graphs in a list or a metric's sum, loss terms detached before they are added, a clip on a copy that no "
+         "optimizer holds): they count in *of all*, not *in scope*. The round's first figures were measured on src/ "
+         "as it stood before the round (the round changed nothing under src/): `OMP_NUM_THREADS=1 python "
+         "benchmarks/gradbench.py --round 12 --no-doc --json r12.json`, spliced into the page of the last full run "
+         "(the round's paragraph, rows, notes, steps, case rows and audit; the page's case count, *Summary* and "
+         "figure are still that run's, without round 12, until the next full run). As written, the held-out half read: the "
+         "watch 6/7 in scope (6 at the first affected step), the linter 2/2, any tool 6/7 in scope and 6/12 of all, "
+         "1 fixed twin with a finding; the other half: any tool 8/8 in scope, 8/11 of all, 2 fixed twins with a "
+         "finding. Ten of the round's cases are unconfirmed by their projects (open issues and pull requests, "
+         "reports without a maintainer's word, one known only by its title; the audit lists them): they reproduce "
+         "the reported mechanism, whose effect was measured, not a maintainer's diagnosis. The watch's miss in scope "
+         "(c283, held out: GG104 not reported when a SAM step's first backward pass is left in the buffers and the "
+         "pass at the perturbed weights is added to it before the base step) and the findings on three fixed twins "
+         "are listed below as notes; nothing under src/ changed for them.", "",
+         "Round 12's misses and twin findings, read after the run (notes; nothing was changed for them):", "",
+         "- c283 (held out, watch: GG104 expected, nothing reported): the first backward pass's gradient is read by "
+         "the perturbation (`p.add_(rho * g / |g|)` under no_grad), not by a step, and the second pass at the "
+         "perturbed weights is added to it before `base_optimizer.step()`; the watch does not count the two passes "
+         "of one batch around an in-place perturbation as an unscaled window of two;",
+         "- c273 (held out, declared out of both tools' scope): both tools report GG103 and GG104 on the bug and "
+         "GG104 on the twin. Both are true of the programs: the fixed file (lit-llama's finetune/full.py) does not "
+         "divide the loss by the window, so each update is the sum of four micro-batch means (the twin keeps that), "
+         "and the bug's last micro-batch falls in an accumulating slot and is never applied. The scope declared "
+         "before the run stands, so the case counts as not caught;",
+         "- c274 (other half, the watch's GG110 on the twin): in the twin the encoder's own optimizer keeps "
+         "stepping after the encoder's requires_grad is switched off, so its steps find no gradient; true of the "
+         "twin as written (harmless: a step over parameters with no gradient does nothing);",
+         "- c293 (other half, the linter's GG202 on the twin): the metric class updates its state from its own "
+         "previous value (`self.sum_squared_error = self.sum_squared_error + ...`), which the linter reads in the "
+         "class; that the twin's caller passes `fake.detach()` is outside what it reads, so the twin's finding is a "
+         "false alarm.", "",
+         "Round 11, as it was written (its figures above are in-sample now):", ""]
+        prose += [] if latest < 11 else [
          f"Round 11 is the {len(r11)} cases from c{FIRST_ROUND_11} on, written the same way as rounds 6 to 10: "
          "published bugs from GitHub issues and pull requests whose repositories no earlier round cites, each "
          "checked against its source text (the audit below says how). Their names, their sources with the "

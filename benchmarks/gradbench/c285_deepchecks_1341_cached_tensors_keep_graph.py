@@ -3,7 +3,7 @@
 source: deepchecks/deepchecks#1341 (https://github.com/deepchecks/deepchecks/pull/1341), merged ("good catch" in review): it detaches the tensors an image check keeps between batches (the diff was read in outline). The check is reduced to a class whose update() keeps the predictions and labels of every batch for compute(); the model is an MLP classifier run on the data as a user's prediction formatter does, without torch.no_grad. The twin keeps detached predictions
 family: graph-logging
 shape: 6 batches of 32 with 16 features, a 3-class MLP; no training, the check only reads predictions
-numeric: the cache holds every batch's prediction graph (and the activations saved for it) at the end
+numeric: the cache holds every batch's prediction graph at the end (40 autograd nodes; the twin 0)
 watch: out: the cache holds graph nodes, not gradient; no gradient is ever computed here
 lint: out: the tensors are kept by a list append inside a check's method, not an arithmetic sum in the loop
 bug-step: end
