@@ -1,6 +1,6 @@
 """rl_lib's pixel PPO: after the PPO loss's backward pass the update clips `self.model_old.parameters()`, the frozen copy that computes the old log-probabilities and never receives a gradient, instead of `self.model.parameters()`, so the network that is stepped is never clipped.
 
-source: DarylRodrigo/rl_lib#10 (https://github.com/DarylRodrigo/rl_lib/pull/10), merged: it changes the clip in PPOPixel's update from model_old to model (only the diff was read). The CNN actor-critic is reduced to an MLP over 16 features with a 4-action policy head and a value head; the old policy is a deep copy evaluated under no_grad, as PPO does; the optimizer is written as SGD (the repository's was not read: under Adam a rescale of the whole gradient mostly cancels out). The twin clips the trained model
+source: DarylRodrigo/rl_lib#10 (https://github.com/DarylRodrigo/rl_lib/pull/10), merged: it changes the clip in PPOPixel's update from model_old to model (only the pull request was read). The CNN actor-critic is reduced to an MLP over 16 features with a 4-action policy head and a value head; the old policy is a deep copy evaluated under no_grad, as PPO does; the optimizer is written as SGD (the repository's was not read: under Adam a rescale of the whole gradient mostly cancels out). The twin clips the trained model
 family: clip-misplaced
 shape: SGD(lr=0.01), max_grad_norm 0.5, 4 epochs over one rollout of 32 with large advantages and returns
 numeric: the bug's updates use the unclipped gradient (its norm is well above 0.5)

@@ -1,6 +1,6 @@
 """pytorch-golden-template's training step: the metrics are updated from the model output outside `torch.no_grad()` and the tracker keeps the values, so each batch's graph stays referenced and GPU memory leaks over the epoch.
 
-source: amjltc295/pytorch-golden-template#64 (https://github.com/amjltc295/pytorch-golden-template/pull/64), merged: it wraps the metric update of the trainer in `torch.no_grad()` to fix a GPU memory leak (the diff was read in outline, not the metric classes). The tracker is reduced to a dict of lists the trainer appends each batch's metric value to; the metric is a mean absolute error, the model an MLP regressor. The twin computes the metric under torch.no_grad()
+source: amjltc295/pytorch-golden-template#64 (https://github.com/amjltc295/pytorch-golden-template/pull/64), merged: it wraps the metric update of the trainer in `torch.no_grad()` to fix a GPU memory leak (the pull request's description was read, not the trainer's or the metric classes' code). The tracker is reduced to a dict of lists the trainer appends each batch's metric value to; the metric is a mean absolute error, the model an MLP regressor. The twin computes the metric under torch.no_grad()
 family: graph-logging
 shape: Adam(lr=1e-3), 6 batches of 32 with 16 features, one metric update per batch
 numeric: the tracker holds every batch's output graph at the end

@@ -1,6 +1,6 @@
 """deepchecks' vision checks: a check cached the batch predictions it was given across the whole run, and when the predictions came from a model called with autograd on, each cached tensor kept that batch's graph, so memory grew with every batch checked.
 
-source: deepchecks/deepchecks#1341 (https://github.com/deepchecks/deepchecks/pull/1341), merged ("good catch" in review): it detaches the tensors an image check keeps between batches (the diff was read in outline). The check is reduced to a class whose update() keeps the predictions and labels of every batch for compute(); the model is an MLP classifier run on the data as a user's prediction formatter does, without torch.no_grad. The twin keeps detached predictions
+source: deepchecks/deepchecks#1341 (https://github.com/deepchecks/deepchecks/pull/1341), merged ("good catch" in review): it detaches the tensors an image check keeps between batches (the pull request's description was read, not the check's code). The check is reduced to a class whose update() keeps the predictions and labels of every batch for compute(); the model is an MLP classifier run on the data as a user's prediction formatter does, without torch.no_grad. The twin keeps detached predictions
 family: graph-logging
 shape: 6 batches of 32 with 16 features, a 3-class MLP; no training, the check only reads predictions
 numeric: the cache holds every batch's prediction graph at the end (40 autograd nodes; the twin 0)
