@@ -15,6 +15,7 @@ Usage (from the repository root)::
     python benchmarks/oracle_bench.py                       # 1,200 specs x 5 forms = 6,000 programs
     python benchmarks/oracle_bench.py --specs 200 --jobs 2 --out oracle.json
     python benchmarks/oracle_bench.py --src /other/checkout/src   # measure another gradguard
+    python benchmarks/oracle_bench.py --extended --seed 33        # with the shapes of real code (see generate.extend)
 
 The progress bar is shown on a terminal only. ``--out`` writes the JSON summary (and every
 disagreement, with its spec, form and codes, for ``--failures``).
@@ -235,6 +236,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--forms", default=",".join(generate.FORMS))
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--no-watch", action="store_true", help="lint only")
+    p.add_argument("--extended", action="store_true",
+                   help="also draw the shapes of real code (logged values from helpers or no_grad, guarded clears, "
+                        "a subclass setting the model, configured run lengths, pre-counted and masked divisors, a "
+                        "step helper returning a flag) from a second stream: the base choices stay those of --seed")
     p.add_argument("--src", default=str(ROOT / "src"), help="the gradguard source tree to measure")
     p.add_argument("--out", help="write the JSON summary (with every disagreement) here")
     args = p.parse_args(argv)
@@ -253,7 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from gradguard._progress import progress
 
-    specs = generate.specs(args.specs, args.seed)
+    specs = generate.specs(args.specs, args.seed, extended=args.extended)
     work = [(i, s, forms, not args.no_watch) for i, s in enumerate(specs)]
     tools = ("lint",) if args.no_watch else ("lint", "watch")
     start = time.perf_counter()
@@ -270,7 +275,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     equal = summarise([r for r in results if len(set(r["spec"]["sizes"])) == 1], tools)
     s["equal_sizes"] = {"programs": equal["programs"], **{
         t: {k: equal["tools"][t][k] for k in ("precision", "recall", "form_change_rate")} for t in tools}}
-    s.update(seconds=round(elapsed, 1), seed=args.seed, forms=list(forms), gradguard=str(Path(gradguard.__file__).parent))
+    s.update(seconds=round(elapsed, 1), seed=args.seed, extended=args.extended, forms=list(forms), gradguard=str(Path(gradguard.__file__).parent))
     print(table(s))
     print(f"\nequal micro-batch sizes only ({s['equal_sizes']['programs']} programs): " + "; ".join(
         f"{t} precision {_pct(s['equal_sizes'][t]['precision'])} recall {_pct(s['equal_sizes'][t]['recall'])}" for t in tools))
