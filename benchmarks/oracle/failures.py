@@ -83,6 +83,8 @@ def classes(report: dict, limit: int = 40) -> str:
         out.append("```python")
         out.append(generate.render(spec, best["form"]).rstrip())
         out.append("```")
+        for name, text in generate.modules(spec, best["form"]).items():  # the other files of a multi-file form
+            out += ["", f"`{name}`:", "", "```python", text.rstrip(), "```"]
         out.append("")
     return "\n".join(out)
 

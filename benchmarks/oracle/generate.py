@@ -286,11 +286,13 @@ def _has_prelude(s: Spec) -> bool:
     return s.run_length == "config" or (s.log_via == "helper" and s.logging != "none") or s.step_helper
 
 
-def _prelude(w: "_Writer", s: Spec) -> None:
+def _prelude(w: "_Writer", s: Spec, config: bool = True, helpers: bool = True) -> None:
     """Module-level lines of the extended dimensions: the configuration, the logging helper, the
     step helper (none of them in a spec without those dimensions)."""
-    if s.run_length == "config":
+    if s.run_length == "config" and config:
         w.add(f'CONFIG = {{"micro_batches": {len(s.sizes)}}}', "", "")
+    if not helpers:
+        return
     if s.log_via == "helper" and s.logging != "none":
         value = {"item": "float(l)", "item_weighted": "l.item()", "detach": "l.detach()", "tensor": "l"}[s.logging]
         w.add("def loss_value(l):", f"    return {value}", "", "")
@@ -487,10 +489,21 @@ class _HelperForm(_Form):
 
 
 def _function(s: Spec) -> str:
+    main, helpers = _function_files(s)
+    return helpers + main
+
+
+#: the package form's second module: the helpers the training script imports
+HELPERS_MODULE = "train_utils"
+
+
+def _function_files(s: Spec, split: bool = False):
+    """The function form as (the script, its helpers); ``split``: the helpers are a module of their
+    own that the script imports (the package form), else the two texts make one file."""
     n = SHORT
     w = _Writer()
     w.add("import torch", "", "")
-    _prelude(w, s)
+    _prelude(w, s, config=not split)
     w.add(f"def clear_grads({n['opt']}, {n['model']}):")
     w.level += 1
     w.add(*_clear_lines(s.clear_form, n, s.clear_guard))
@@ -508,6 +521,17 @@ def _function(s: Spec) -> str:
           f"            if {n['p']}.grad is not None:",
           f"                {n['p']}.grad /= d",
           f"    {n['opt']}.step()", "", "")
+    helpers = w.text()
+    if split:
+        names = ["clear_grads", "compute_loss", "apply_update"]
+        names += ["loss_value"] if s.log_via == "helper" and s.logging != "none" else []
+        names += ["step_if_due"] if s.step_helper else []
+        helpers = helpers.rstrip("\n") + "\n"
+        w = _Writer()
+        w.add("import torch", "", f"from {HELPERS_MODULE} import {', '.join(names)}", "", "")
+        _prelude(w, s, helpers=False)
+    else:
+        w = _Writer()
     w.add(f"def train({n['model']}, {n['opt']}, {n['batches']}, {n['k']}):")
     w.level += 1
     w.add(f"{n['total']} = {_total_init(s)}")
@@ -521,7 +545,7 @@ def _function(s: Spec) -> str:
           "print(float(train(net, torch.optim.SGD(net.parameters(), lr=0.05), data, " f"{s.k})))")
     w.level -= 1
     w.add("", "", 'if __name__ == "__main__":', "    main()")
-    return w.text()
+    return w.text(), helpers
 
 
 class _MethodForm(_Form):
@@ -639,9 +663,21 @@ def _closure(s: Spec) -> str:
     return w.text()
 
 
-_RENDER = {"module": _module, "module_short": lambda s: _module(s, SHORT), "function": _function, "method": _method, "closure": _closure}
+_RENDER = {"module": _module, "module_short": lambda s: _module(s, SHORT), "function": _function, "method": _method,
+           "closure": _closure, "package": lambda s: _function_files(s, split=True)[0]}
+#: forms drawn only when asked for (``--forms``, ``--extended``): programs of more than one file
+EXTRA_FORMS = ("package",)
 
 
 def render(spec: Spec, form: str = "module") -> str:
-    """The program of ``spec`` written in ``form`` (one of :data:`FORMS`)."""
+    """The program of ``spec`` written in ``form`` (one of :data:`FORMS` or :data:`EXTRA_FORMS`): its
+    script, the file that is run (:func:`modules` gives the other files of a multi-file form)."""
     return _RENDER[form](spec)
+
+
+def modules(spec: Spec, form: str = "module") -> Dict[str, str]:
+    """The files besides the script a form imports, by file name: the package form's helpers module
+    (the function form's helpers, imported by name from the script's folder); none for the others."""
+    if form != "package":
+        return {}
+    return {f"{HELPERS_MODULE}.py": _function_files(spec, split=True)[1]}
