@@ -157,3 +157,28 @@ def test_bench_extended_flag_and_failure_classes(tmp_path, capsys):
     text = failures.classes(summary)
     assert "### lint GG101 false positive" in text and "- clear_guard: True 1/" in text
     assert "if self.model is not None:" in text
+
+
+def test_the_package_form_runs_its_helpers_from_another_module(tmp_path):
+    """The package form: the function form's helpers in ``train_utils.py``, imported by the script.
+    Same float64 truth as the one-file function form; lint reads the folder (both files), and the
+    helpers module of one program never leaks into the next run (``sys.modules`` forgotten)."""
+    import sys
+
+    stale = spec(division="tokens", clear_place="missing")
+    good = spec(division="tokens", step_helper=True, log_via="helper")
+    for s in (stale, good):
+        src, mods = generate.render(s, "package"), generate.modules(s, "package")
+        assert list(mods) == ["train_utils.py"] and "from train_utils import" in src and "def clear_grads" not in src
+        x, y = generate.data_tensors(s)
+        t = truth.run(src, x, y, modules=mods)
+        assert t.error is None and t.coefficients == judge(s, "function").coefficients
+        assert "train_utils" not in sys.modules
+    assert "GG101" in truth.run(generate.render(stale, "package"), *generate.data_tensors(stale),
+                                modules=generate.modules(stale, "package")).required
+    # negative control: without its module the script does not run (the helpers are not in it)
+    assert truth.run(generate.render(good, "package"), *generate.data_tensors(good)).error.startswith("ModuleNotFound")
+    assert generate.modules(good, "function") == {}
+    row = bench.evaluate_spec((0, stale, ("package",), True))["rows"][0]
+    assert row["error"] is None and "GG101" in row["required"] and "GG101" in row["watch"]
+    assert not [p for p in __import__("os").listdir(bench._DIR) if p.startswith("p0_package")]  # cleaned up
