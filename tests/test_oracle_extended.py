@@ -120,7 +120,7 @@ def test_a_logged_total_keeps_a_graph_only_where_it_holds_one(logging, via, form
 
 
 def test_extended_programs_run_in_every_form_with_the_same_truth():
-    for i, s in enumerate(generate.specs(12, seed=8, extended=True)):
+    for i, s in enumerate(generate.specs(8, seed=8, extended=True)):
         x, y = generate.data_tensors(s)
         verdicts = set()
         for form in generate.FORMS:
