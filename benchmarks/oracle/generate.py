@@ -11,7 +11,15 @@ compute the same thing:
 * ``function`` — a ``train()`` function with helpers for the clearing, the loss and the update,
   short names (``o``, ``m``, ``k``);
 * ``method``   — a ``Trainer`` class holding ``self.opt`` / ``self.model``, the loop in a method;
-* ``closure``  — closures built by a factory and called as callbacks from the loop.
+* ``closure``  — closures built by a factory and called as callbacks from the loop;
+* ``package``  — (only when asked for: :data:`EXTRA_FORMS`) the function form with its helpers in a
+  module of their own that the script imports (:func:`modules` gives that file).
+
+``specs(n, seed, extended=True)`` also draws, from a second stream, shapes real code writes (logged
+values from helpers, from a second forward under ``no_grad`` or from a list bound afresh; a guarded
+clearing; a subclass that sets the model; a configured run length; pre-counted and masked divisors;
+the step in a helper that returns a flag): see :func:`extend`. Without it every new choice is off and
+the programs of a seed are those the generator wrote before the stream existed.
 
 Every program runs in float64 on a few dozen random rows in milliseconds. The spec is *not*
 the truth: :mod:`benchmarks.oracle.truth` runs the program and decides from the numbers.
