@@ -15,6 +15,7 @@ Usage (from the repository root)::
     python benchmarks/oracle_bench.py                       # 1,200 specs x 5 forms = 6,000 programs
     python benchmarks/oracle_bench.py --specs 200 --jobs 2 --out oracle.json
     python benchmarks/oracle_bench.py --src /other/checkout/src   # measure another gradguard
+    python benchmarks/oracle_bench.py --extended --seed 33        # with the shapes of real code (see generate.extend)
 
 The progress bar is shown on a terminal only. ``--out`` writes the JSON summary (and every
 disagreement, with its spec, form and codes, for ``--failures``).
@@ -42,13 +43,20 @@ LINT_ONLY = {"GG201"}
 _DIR: Optional[str] = None
 
 
-def _lint(source: str, path: str) -> List[str]:
+def _lint(source: str, path: str, folder: Optional[str] = None) -> List[str]:
+    """The linter's codes on the program; ``folder``: a multi-file program, linted as a folder."""
     import gradguard as gg
 
+    if folder is not None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return sorted({f.code for f in gg.lint_paths(folder)})
     return sorted({f.code for f in gg.lint_source(source, path)})
 
 
-def _watch(source: str, path: str) -> List[str]:
+def _watch(source: str, path: str, modules: Optional[Dict[str, str]] = None) -> List[str]:
     import contextlib
     import io
     import warnings
@@ -60,7 +68,8 @@ def _watch(source: str, path: str) -> List[str]:
     argv = sys.argv
     sys.argv = [path]
     try:
-        with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with gg.watch(mode="record") as w, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                truth.importable(modules, os.path.dirname(path)):
             warnings.simplefilter("ignore")
             try:
                 exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
@@ -86,7 +95,7 @@ def latent_defects(spec: generate.Spec, form: str, path: str) -> set:
 
     more = dataclasses.replace(spec, sizes=spec.sizes + spec.sizes[-1:])
     x, y = generate.data_tensors(more)
-    t = truth.run(generate.render(more, form), x, y, path)
+    t = truth.run(generate.render(more, form), x, y, path, generate.modules(more, form))
     return set() if t.error else set(t.required)
 
 
@@ -105,7 +114,7 @@ def masked_defects(spec: generate.Spec, form: str, path: str) -> set:
 
     twin = dataclasses.replace(spec, clear_place="after_step")
     x, y = generate.data_tensors(twin)
-    t = truth.run(generate.render(twin, form), x, y, path)
+    t = truth.run(generate.render(twin, form), x, y, path, generate.modules(twin, form))
     return set() if t.error else set(t.required) | set(t.accepted) | latent_defects(twin, form, path)
 
 
@@ -119,10 +128,17 @@ def evaluate_spec(args) -> dict:
     rows = []
     for form in forms:
         source = generate.render(spec, form)
-        path = os.path.join(_DIR, f"p{index}_{form}.py")
+        mods = generate.modules(spec, form)
+        folder = os.path.join(_DIR, f"p{index}_{form}") if mods else None
+        if folder:  # a multi-file program: its own folder, the script beside the modules it imports
+            os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder or _DIR, f"p{index}_{form}.py")
         with open(path, "w") as fh:  # a real file: the watch names the user's lines
             fh.write(source)
-        t = truth.run(source, x, y, path)
+        for name, text in mods.items():
+            with open(os.path.join(folder, name), "w") as fh:
+                fh.write(text)
+        t = truth.run(source, x, y, path, mods)
         latent = latent_defects(spec, form, path)
         if "GG102" in t.required:
             latent |= masked_defects(spec, form, path)
@@ -131,10 +147,15 @@ def evaluate_spec(args) -> dict:
             "form": form,
             "required": sorted(t.required), "accepted": sorted(t.accepted | latent), "latent": sorted(latent),
             "error": t.error,
-            "lint": _lint(source, path),
-            "watch": _watch(source, path) if use_watch else None,
+            "lint": _lint(source, path, folder),
+            "watch": _watch(source, path, mods) if use_watch else None,
         })
-        os.unlink(path)
+        if folder:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            os.unlink(path)
     return {"index": index, "spec": spec.to_dict(), "rows": rows}
 
 
@@ -232,16 +253,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--specs", type=int, default=1200, help="number of generated specs (each in every form)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--forms", default=",".join(generate.FORMS))
+    p.add_argument("--forms", default=None,
+                   help=f"comma-separated, of {', '.join(generate.FORMS + generate.EXTRA_FORMS)} (default: the first "
+                        f"{len(generate.FORMS)}; with --extended, all)")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--no-watch", action="store_true", help="lint only")
+    p.add_argument("--extended", action="store_true",
+                   help="also draw the shapes of real code (logged values from helpers or no_grad, guarded clears, "
+                        "a subclass setting the model, configured run lengths, pre-counted and masked divisors, a "
+                        "step helper returning a flag) from a second stream: the base choices stay those of --seed")
     p.add_argument("--src", default=str(ROOT / "src"), help="the gradguard source tree to measure")
     p.add_argument("--out", help="write the JSON summary (with every disagreement) here")
     args = p.parse_args(argv)
-    forms = tuple(f for f in args.forms.split(",") if f)
-    bad = [f for f in forms if f not in generate.FORMS]
-    if bad:
-        print(f"--forms: unknown form {bad[0]!r}; choose from {', '.join(generate.FORMS)}", file=sys.stderr)
+    default = generate.FORMS + (generate.EXTRA_FORMS if args.extended else ())
+    forms = tuple(f for f in args.forms.split(",") if f) if args.forms is not None else default
+    bad = [f for f in forms if f not in generate.FORMS + generate.EXTRA_FORMS]
+    if bad or not forms:
+        print(f"--forms: unknown form {bad[0] if bad else ''!r}; choose from "
+              f"{', '.join(generate.FORMS + generate.EXTRA_FORMS)}", file=sys.stderr)
         return 2
     sys.path.insert(0, args.src)
     os.environ["PYTHONPATH"] = args.src + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -253,7 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from gradguard._progress import progress
 
-    specs = generate.specs(args.specs, args.seed)
+    specs = generate.specs(args.specs, args.seed, extended=args.extended)
     work = [(i, s, forms, not args.no_watch) for i, s in enumerate(specs)]
     tools = ("lint",) if args.no_watch else ("lint", "watch")
     start = time.perf_counter()
@@ -270,7 +299,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     equal = summarise([r for r in results if len(set(r["spec"]["sizes"])) == 1], tools)
     s["equal_sizes"] = {"programs": equal["programs"], **{
         t: {k: equal["tools"][t][k] for k in ("precision", "recall", "form_change_rate")} for t in tools}}
-    s.update(seconds=round(elapsed, 1), seed=args.seed, forms=list(forms), gradguard=str(Path(gradguard.__file__).parent))
+    s.update(seconds=round(elapsed, 1), seed=args.seed, extended=args.extended, forms=list(forms), gradguard=str(Path(gradguard.__file__).parent))
     print(table(s))
     print(f"\nequal micro-batch sizes only ({s['equal_sizes']['programs']} programs): " + "; ".join(
         f"{t} precision {_pct(s['equal_sizes'][t]['precision'])} recall {_pct(s['equal_sizes'][t]['recall'])}" for t in tools))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, defaultdict
+import dataclasses
 from typing import Dict, Tuple
 from pathlib import Path
 
@@ -16,13 +17,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from oracle import generate  # noqa: E402
 
-ATTRS = ("condition", "clear_form", "clear_place", "division", "remainder", "logging", "backward")
+ATTRS = ("condition", "clear_form", "clear_place", "division", "remainder", "logging", "backward",
+         "log_via", "clear_guard", "subclass", "run_length", "count", "masked", "step_helper")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(generate.Spec) if f.name in ATTRS}
 
 
 def _key(spec: dict) -> dict:
     d = dict(spec)
     d["sizes"] = "equal" if len(set(spec["sizes"])) == 1 else "unequal"
-    d.setdefault("backward", "method")  # reports written before the backward choice
+    for a, v in _DEFAULTS.items():  # reports written before a choice existed
+        d.setdefault(a, v)
     return d
 
 
@@ -79,6 +83,8 @@ def classes(report: dict, limit: int = 40) -> str:
         out.append("```python")
         out.append(generate.render(spec, best["form"]).rstrip())
         out.append("```")
+        for name, text in generate.modules(spec, best["form"]).items():  # the other files of a multi-file form
+            out += ["", f"`{name}`:", "", "```python", text.rstrip(), "```"]
         out.append("")
     return "\n".join(out)
 

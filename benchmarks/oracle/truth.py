@@ -113,8 +113,42 @@ class _Recorder:
         return None
 
 
-def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>") -> Truth:
-    """Run ``source`` (a generated program training on rows of ``x``/``y``) and judge it."""
+@contextlib.contextmanager
+def importable(modules: Optional[Dict[str, str]], folder: Optional[str] = None):
+    """``modules`` (file name -> text) importable by name while the block runs: written to ``folder``
+    (a fresh temporary one if not given), the folder first on ``sys.path``, and any module of the same
+    name imported before (another program's) forgotten before and after."""
+    import os
+    import shutil
+    import sys
+    import tempfile
+
+    if not modules:
+        yield
+        return
+    own = folder is None
+    folder = tempfile.mkdtemp(prefix="gg_oracle_pkg_") if own else folder
+    names = [os.path.splitext(f)[0] for f in modules]
+    for f, text in modules.items():
+        with open(os.path.join(folder, f), "w") as fh:
+            fh.write(text)
+    for name in names:
+        sys.modules.pop(name, None)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+        for name in names:
+            sys.modules.pop(name, None)
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>",
+        modules: Optional[Dict[str, str]] = None) -> Truth:
+    """Run ``source`` (a generated program training on rows of ``x``/``y``) and judge it.
+    ``modules``: the other files of a multi-file program (``generate.modules``), importable by name."""
     rec = _Recorder(x, y)
     from torch.nn.modules.module import register_module_forward_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -125,7 +159,7 @@ def run(source: str, x: torch.Tensor, y: torch.Tensor, filename: str = "<oracle>
     h1 = register_module_forward_hook(rec.forward_hook)
     h2 = register_optimizer_step_pre_hook(rec.step_hook)
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), importable(modules):
             warnings.simplefilter("ignore")
             exec(compile(source, filename, "exec"), {"__name__": "__main__", "__file__": filename})
     except Exception as e:  # noqa: BLE001 - a generated program that crashes is reported, not judged

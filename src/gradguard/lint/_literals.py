@@ -135,8 +135,8 @@ _COMPARE = {
 def int_at(node: ast.expr, values: dict, loop: Loop) -> Optional[int]:
     if isinstance(node, ast.Name) and node.id in values:
         return values[node.id]
-    if isinstance(node, ast.Call) and values and text(node) in values:
-        return values[text(node)]  # `len(batches)` where the caller knows the data's length
+    if isinstance(node, (ast.Call, ast.Subscript)) and values and text(node) in values:
+        return values[text(node)]  # `len(batches)` / `CONFIG["steps"]` where the caller knows the data's length
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv, ast.Add, ast.Sub, ast.Mult)):
         a, b = int_at(node.left, values, loop), int_at(node.right, values, loop)
         if a is None or b is None or isinstance(node.op, (ast.Mod, ast.FloorDiv)) and b <= 0:

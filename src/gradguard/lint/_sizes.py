@@ -258,9 +258,37 @@ def data_length(node: ast.expr, loop) -> Optional[int]:
 
 def window_int(node: ast.expr, loop) -> Optional[int]:
     """An int the file proves: a literal, a name bound once to one, ``self.k`` from every
-    construction, a parameter every call gives the same literal."""
+    construction, a parameter every call gives the same literal, an entry of a configuration dict
+    (``CONFIG["steps"]``, the dict a literal bound once)."""
     value = literal_int(node, loop)
+    if value is None and isinstance(node, ast.Subscript):
+        return _entry(node, loop)
     return value if value is not None else integer(node, loop.scope, loop.module, loop.cls)
+
+
+def _entry(node: ast.Subscript, loop) -> Optional[int]:
+    """``D["key"]`` where ``D`` is bound once to a dict literal whose ``"key"`` holds a provable int."""
+    key = node.slice
+    if not (isinstance(node.value, ast.Name) and isinstance(key, ast.Constant) and isinstance(key.value, str)):
+        return None
+    found = _resolve(node.value.id, loop.scope, loop.module, loop.cls, 0, lambda v, *_: v)
+    if not isinstance(found, ast.Dict) or any(k is None for k in found.keys):
+        return None
+    values = [v for k, v in zip(found.keys, found.values) if isinstance(k, ast.Constant) and k.value == key.value]
+    if len(values) != 1 or len([k for k in found.keys if not isinstance(k, ast.Constant)]):
+        return None
+    return window_int(values[0], loop)
+
+
+def _indexed(loop, index: str) -> Optional[ast.expr]:
+    """The one sequence the loop's body reads at the loop's index (``x, y = data[i]``), by a statement
+    of the body itself; None where there is none or more than one."""
+    seqs = {}
+    for stmt in loop.node.body:
+        if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Subscript) and isinstance(stmt.value.slice, ast.Name)
+                and stmt.value.slice.id == index):
+            seqs[text(stmt.value.value)] = stmt.value.value
+    return next(iter(seqs.values())) if len(seqs) == 1 else None
 
 
 def _unwrap(it: ast.expr) -> ast.expr:
@@ -301,17 +329,27 @@ def windows(loop) -> Optional[List[Sizes]]:
             return None
         return [data[s:s + k] for s in range(0, len(data), k) if len(data[s:s + k]) == k]
     it = node.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and len(it.args) == 1
+    if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1
+            and not it.keywords and isinstance(node.target, ast.Name)):
+        # `for i in range(N): x, y = data[i]`: the first N micro-batches of the data (N configured)
+        index, seq = node.target.id, _indexed(loop, node.target.id)
+        runs = window_int(it.args[0], loop)
+        every = None if seq is None or runs is None else sizes(seq, loop.scope, module, cls)
+        if every is None or not 0 < runs <= len(every):
+            return None
+        data, length = every[:runs], {f"len({text(seq)})": len(every), text(it.args[0]): runs}
+    elif (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and len(it.args) == 1
             and not it.keywords and isinstance(node.target, ast.Tuple) and node.target.elts and isinstance(node.target.elts[0], ast.Name)):
+        data = sizes(it.args[0], loop.scope, module, cls)
+        if data is None:
+            return None
+        index = node.target.elts[0].id
+        length = {f"len({text(it.args[0])})": len(data)}
+    else:
         return None
-    data = sizes(it.args[0], loop.scope, module, cls)
-    if data is None:
-        return None
-    index = node.target.elts[0].id
     counters = [name for name in loop.assignments() if loop.window_counter(name)]
     if counters and not _counted_before_reset(loop, counters):
         return None
-    length = {f"len({text(it.args[0])})": len(data)}
     if isinstance(k_expr, ast.Name):
         length[k_expr.id] = k  # a parameter every call gives the same literal
     out, current, count = [], [], {c: 0 for c in counters}

@@ -105,15 +105,23 @@ def _short_last_slice(loop: Loop, report: Report) -> None:
     if slice_ is None or not (isinstance(slice_.lower, ast.Name) and slice_.lower.id == node.target.id):
         return
     stop = it.args[1]
+    runs = None  # a configured number of micro-batches (`range(0, CONFIG["steps"], K)`), where the file proves it
     if not (isinstance(stop, ast.Call) and terminal(stop.func) == "len" and len(stop.args) == 1
             and ast.dump(stop.args[0]) == ast.dump(sliced.value)):
-        return  # starts that stop short of the data's end (`len(x) - K + 1`) slice whole windows only
+        runs = window_int(stop, loop) if isinstance(stop, (ast.Name, ast.Subscript, ast.Attribute)) else None
+        if runs is None:
+            return  # starts that stop short of the data's end (`len(x) - K + 1`) slice whole windows only
     if not _every_pass_divided_by(loop, k) or loop.proves_whole_windows(k):
         return
     total, size = literal_length(sliced.value, loop), literal_int(k, loop)
     if total is None or size is None:  # the data and K handed in by every call of the function
         total, size = total if total is not None else data_length(sliced.value, loop), size or window_int(k, loop)
-    if total is not None and size and total % size == 0:
+    if runs is not None:
+        # the last slice starts at the last multiple of K below the configured count and holds what the
+        # data has from there, up to K: short only where the data proves it
+        if total is None or not size or not 0 < runs <= total or min(size, total - (runs - 1) // size * size) == size:
+            return
+    elif total is not None and size and total % size == 0:
         return  # literals prove whole slices
     for step in loop.steps:
         report(
