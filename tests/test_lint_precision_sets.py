@@ -369,6 +369,12 @@ def test_ninth_fresh_list_is_split_by_the_name_hash_into_a_tune_half_and_two_hel
     part2 = {r.name for r in lint_precision.SETS["fresh9-heldout-part2"].repos}
     assert part2 <= heldout and heldout <= {row[0] for row in listed if row[2] != "-"}
     assert lint_precision.SETS["fresh9-heldout"].root == lint_precision.SETS["fresh9-heldout-part2"].root
+    assert len(heldout) >= 150 and len(heldout - part2) >= 150
+    for repo in lint_precision.SETS["fresh9-heldout"].repos:
+        assert len(repo.commit) == 40 and int(repo.commit, 16) >= 0, repo.name
+        assert repo.paths == (".",)
+    judged = {key.repo for key in lint_precision.load_verdicts(lint_precision.SETS["fresh9-heldout"].verdicts)}
+    assert judged and judged <= heldout
     # a part fetched apart records its commits in a file of its own, which the list's "-" rows then take
     p1 = [row[0] for row in listed if row[2] == "1"][:2]
     p2 = [row[0] for row in listed if row[2] == "2"][:3]
