@@ -429,7 +429,8 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
         return False
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
     if loop.steps:
-        per_optimizer = all(not e.frame and over & set(re.findall(r"\w+", e.target)) for e in loop.steps)
+        per_optimizer = all(not e.frame and (over & set(re.findall(r"\w+", e.target)) or _built_each_iteration(loop.node, e.target))
+                            for e in loop.steps)
     else:
         per_optimizer = False
     one_window = not loop.steps and micro_batches_of(loop.node) is not None
@@ -446,6 +447,40 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
                        for fn in own.values())
     returned = any(keeps_graph(r, total) for r in returns_of(scope))
     return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _built_each_iteration(loop_node: ast.AST, target: str) -> bool:
+    """The optimizer ``target`` is built afresh at the top level of every iteration of ``loop_node``, over
+    the parameters of a model built afresh before it in the same iteration (``net = nn.Linear(...)``,
+    ``opt = Adam(net.parameters())``), and bound nowhere else in the loop: each iteration trains a model of
+    its own, throws it away, and so is an update (a run) of its own, as a loop over the optimizers it steps is."""
+    if not re.fullmatch(r"\w+", target):
+        return False
+    body = loop_node.body
+    bindings = [n for n in subtree(loop_node) if isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, (ast.Store, ast.Del))]
+    at = next((i for i, s in enumerate(body) if isinstance(s, ast.Assign) and len(s.targets) == 1
+               and isinstance(s.targets[0], ast.Name) and s.targets[0].id == target), None)
+    if at is None or len(bindings) != 1 or not isinstance(body[at].value, ast.Call):
+        return False
+    built = {t.id for s in body[:at] if isinstance(s, ast.Assign) and _constructed(s.value)
+             for t in s.targets if isinstance(t, ast.Name)}
+    if not built:
+        return False
+    call = body[at].value
+    owners = {c.func.value.id for c in subtree(call) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+              and c.func.attr in ("parameters", "named_parameters") and isinstance(c.func.value, ast.Name)}
+    if not owners or not owners <= built:
+        return False
+    # the model too is bound only there in the loop (not carried over from an earlier iteration)
+    return all(sum(1 for n in subtree(loop_node) if isinstance(n, ast.Name) and n.id == m
+                   and isinstance(n.ctx, (ast.Store, ast.Del))) == 1 for m in owners)
+
+
+def _constructed(value: ast.AST) -> bool:
+    """A new object: a call (``nn.Linear(...)``), possibly moved (``.to(device)``, ``.cuda()``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    return isinstance(value, ast.Call) and not (isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES)
 
 
 def _leaves_loop_after(loop_node: ast.AST, stmt: ast.stmt) -> bool:
