@@ -168,3 +168,15 @@ def test_negative_control_one_model_trained_across_the_iterations_is_reported():
 def test_negative_control_a_caller_that_keeps_every_list_is_reported():
     assert len(_run(KEPT)) == 6  # the history holds every call's graphs
     assert _gg201(KEPT) != []
+
+
+def test_negative_control_every_training_step_of_each_model_appended_is_reported():
+    # the fresh models' training losses of every step, not one loss per model: each entry's graph reaches
+    # the same parameters as its model's other entries
+    source = AS_FUNCTION.replace(
+        "            optimiser.step()\n        support_loss = ((head(x[task]) - y[task]) ** 2).mean()\n        losses.append(support_loss)\n",
+        "            optimiser.step()\n            losses.append(support_loss)\n")
+    assert source != AS_FUNCTION
+    losses = _run(source)
+    assert _leaves(losses[0]) & _leaves(losses[1])
+    assert _gg201(source) == ["GG201"]
