@@ -837,8 +837,8 @@ def _graph_reaches(module: Module, scope: ast.AST, name: str, backwarded: set) -
     pending = [(name, False)]
     while pending:
         current, boxed = pending.pop()
-        if current in backwarded and not boxed:
-            return True
+        if current in backwarded:
+            return True  # back-propagated itself (a list of it stacked into the pass's tensor too)
         for n in body:
             if not (isinstance(n, ast.Assign) or isinstance(n, ast.AugAssign)):
                 continue
