@@ -494,6 +494,8 @@ class Walker:
         fixed = self._fixed_by_call(stmt.test)
         if fixed is None:
             fixed = _grad_exists(stmt.test)
+        if fixed is None and _clears_what_it_tests(stmt):
+            fixed = True
         if fixed is None and self._grad_on and _grad_mode(stmt.test):
             # `if torch.is_grad_enabled(): opt.zero_grad()` in a closure that `opt.step(closure)` runs:
             # torch's optimizers call the closure under `torch.enable_grad()`, so the test holds there
@@ -1071,6 +1073,62 @@ def _grad_mode(test: ast.expr) -> bool:
     records operations now."""
     return (isinstance(test, ast.Call) and not test.args and not test.keywords
             and text(test.func) in ("torch.is_grad_enabled", "is_grad_enabled"))
+
+
+def _clears_what_it_tests(stmt: ast.If) -> bool:
+    """``if M is not None:`` (no ``else``) whose body only clears the gradients of ``M``'s parameters
+    (``M.zero_grad()``, ``for p in M.parameters(): p.grad = None``): where the test fails there is no
+    ``M`` and so no parameter of it to clear, so the clearing covers every parameter it can and is
+    taken as run. Any other statement in the body, or any other object it touches, keeps the test a
+    decision."""
+    test = stmt.test
+    if stmt.orelse or not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+                           and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return False
+    obj = test.left
+    if not (isinstance(obj, ast.Name) or (isinstance(obj, ast.Attribute) and isinstance(obj.value, ast.Name))):
+        return False
+    held = text(obj)
+
+    def clears(s: ast.stmt) -> bool:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            return (isinstance(f, ast.Attribute) and f.attr == "zero_grad" and text(f.value) == held
+                    and not s.value.args and all(k.arg == "set_to_none" for k in s.value.keywords))
+        if not (isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.target, ast.Name) and not s.orelse):
+            return False
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and text(it.func.value) == held and not it.args and not it.keywords):
+            return False
+        p = s.target.id
+        return bool(s.body) and all(_clears_grad_of(b, p) for b in s.body)
+
+    return bool(stmt.body) and all(clears(s) for s in stmt.body)
+
+
+def _clears_grad_of(s: ast.stmt, p: str) -> bool:
+    """``p.grad = None``, ``p.grad.zero_()`` / ``p.grad.fill_(0)`` / ``p.grad.data.zero_()``, or one of
+    those under ``if p.grad is not None:``."""
+    def grad_of(e: ast.AST) -> bool:
+        if isinstance(e, ast.Attribute) and e.attr == "data":
+            e = e.value
+        return isinstance(e, ast.Attribute) and e.attr == "grad" and isinstance(e.value, ast.Name) and e.value.id == p
+
+    if isinstance(s, ast.If) and not s.orelse and _grad_exists(s.test) is True:
+        return bool(s.body) and all(_clears_grad_of(b, p) for b in s.body)
+    if isinstance(s, ast.Assign):
+        return (len(s.targets) == 1 and grad_of(s.targets[0]) and isinstance(s.value, ast.Constant)
+                and s.value.value is None)
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
+        call = s.value
+        if not grad_of(call.func.value):
+            return False
+        if call.func.attr == "zero_" and not call.args:
+            return True
+        return call.func.attr in ("fill_", "mul_") and len(call.args) == 1 and isinstance(call.args[0], ast.Constant) \
+            and call.args[0].value == 0
+    return False
 
 
 def _grad_exists(test: ast.expr) -> Optional[bool]:

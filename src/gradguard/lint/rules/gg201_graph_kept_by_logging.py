@@ -24,7 +24,7 @@ from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_ba
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
 from .._ast import child_nodes
-from .._graph_value import dies_with_the_call, graph_free, value_free
+from .._graph_value import NUMBER_BUILTINS, dies_with_the_call, graph_free, value_free
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -429,7 +429,8 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
         return False
     over = set(target_names(loop.node.target)) if isinstance(loop.node, (ast.For, ast.AsyncFor)) else set()
     if loop.steps:
-        per_optimizer = all(not e.frame and over & set(re.findall(r"\w+", e.target)) for e in loop.steps)
+        per_optimizer = all(not e.frame and (over & set(re.findall(r"\w+", e.target)) or _built_each_iteration(loop.node, e.target))
+                            for e in loop.steps)
     else:
         per_optimizer = False
     one_window = not loop.steps and micro_batches_of(loop.node) is not None
@@ -446,6 +447,40 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
                        for fn in own.values())
     returned = any(keeps_graph(r, total) for r in returns_of(scope))
     return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _built_each_iteration(loop_node: ast.AST, target: str) -> bool:
+    """The optimizer ``target`` is built afresh at the top level of every iteration of ``loop_node``, over
+    the parameters of a model built afresh before it in the same iteration (``net = nn.Linear(...)``,
+    ``opt = Adam(net.parameters())``), and bound nowhere else in the loop: each iteration trains a model of
+    its own, throws it away, and so is an update (a run) of its own, as a loop over the optimizers it steps is."""
+    if not re.fullmatch(r"\w+", target):
+        return False
+    body = loop_node.body
+    bindings = [n for n in subtree(loop_node) if isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, (ast.Store, ast.Del))]
+    at = next((i for i, s in enumerate(body) if isinstance(s, ast.Assign) and len(s.targets) == 1
+               and isinstance(s.targets[0], ast.Name) and s.targets[0].id == target), None)
+    if at is None or len(bindings) != 1 or not isinstance(body[at].value, ast.Call):
+        return False
+    built = {t.id for s in body[:at] if isinstance(s, ast.Assign) and _constructed(s.value)
+             for t in s.targets if isinstance(t, ast.Name)}
+    if not built:
+        return False
+    call = body[at].value
+    owners = {c.func.value.id for c in subtree(call) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+              and c.func.attr in ("parameters", "named_parameters") and isinstance(c.func.value, ast.Name)}
+    if not owners or not owners <= built:
+        return False
+    # the model too is bound only there in the loop (not carried over from an earlier iteration)
+    return all(sum(1 for n in subtree(loop_node) if isinstance(n, ast.Name) and n.id == m
+                   and isinstance(n.ctx, (ast.Store, ast.Del))) == 1 for m in owners)
+
+
+def _constructed(value: ast.AST) -> bool:
+    """A new object: a call (``nn.Linear(...)``), possibly moved (``.to(device)``, ``.cuda()``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    return isinstance(value, ast.Call) and not (isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES)
 
 
 def _leaves_loop_after(loop_node: ast.AST, stmt: ast.stmt) -> bool:
@@ -767,9 +802,113 @@ def _back_propagated_after(module: Module, loop_node: ast.AST, scope, assigns: D
             continue
         if all(value_free(module.tree, v, name) for v in values):
             continue
-        if derived_names(module, scope, name, sums=True) & backwarded:
+        if derived_names(module, scope, name, sums=True) & backwarded and _graph_reaches(module, scope, name, backwarded):
             out.add(name)
     return out
+
+
+#: torch's constructors that build a new tensor from the data handed to them: of a Python list they make a
+#: leaf (the elements' graphs are not followed); ``torch.tensor`` always copies into a leaf.
+_DATA_CONSTRUCTORS = frozenset({"tensor", "as_tensor", "FloatTensor", "LongTensor", "Tensor"})
+#: Calls that copy a list into a list (the elements themselves unchanged).
+_LIST_COPIES = frozenset({"list", "tuple", "deepcopy", "copy", "sorted", "reversed"})
+
+
+def _graph_reaches(module: Module, scope: ast.AST, name: str, backwarded: set) -> bool:
+    """``name``'s value reaches a back-propagated name through the scope's assignments and running sums as a
+    value that may carry its graph: not only as an element of a Python list (``ws += [ret] * n``,
+    ``[w - v for ...]``, a copy of such a list) that is then handed to a tensor constructor as its data
+    (``torch.as_tensor(ws)``: a new leaf, the elements' graphs left behind), nor only through a number read
+    out of it (``len``, ``.item()``). Anything else (arithmetic, a call of any other function, an element of
+    a tensor) is taken to carry the graph on."""
+    body = list(body_nodes(scope)) if hasattr(scope, "body") else []
+    parents = {id(c): n for n in body for c in child_nodes(n)}
+    torch_names = module.__dict__.get("_gg201_torch_names")
+    if torch_names is None:
+        # torch as imported (``import torch as t``), and ``torch`` itself unless the file binds that name to
+        # something else (a star import may bring it)
+        torch_names = module.__dict__["_gg201_torch_names"] = {
+            a.asname or a.name.split(".")[0] for n in module.tree.body if isinstance(n, ast.Import) for a in n.names
+            if a.name.split(".")[0] == "torch"} | ({"torch"} if not any(
+                isinstance(n, ast.Name) and n.id == "torch" and isinstance(n.ctx, ast.Store) for n in ast.walk(module.tree))
+                and not any(isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == "torch"
+                            and not a.name.startswith("torch") for a in n.names) for n in ast.walk(module.tree)) else set())
+    seen = {(name, False)}
+    pending = [(name, False)]
+    while pending:
+        current, boxed = pending.pop()
+        if current in backwarded:
+            return True  # back-propagated itself (a list of it stacked into the pass's tensor too)
+        for n in body:
+            if not (isinstance(n, ast.Assign) or isinstance(n, ast.AugAssign)):
+                continue
+            for occ in subtree(n.value):
+                if not (isinstance(occ, ast.Name) and occ.id == current and isinstance(occ.ctx, ast.Load)):
+                    continue
+                result = _carried(occ, n.value, boxed, parents, torch_names)
+                if result is None:
+                    continue
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    for target in {c.id for c in subtree(t) if isinstance(c, ast.Name)}:
+                        if target == current:
+                            continue
+                        state = (target, result)
+                        if state not in seen:
+                            seen.add(state)
+                            pending.append(state)
+    return False
+
+
+def _carried(node: ast.AST, root: ast.AST, boxed: bool, parents: Dict[int, ast.AST], torch_names: set) -> Optional[bool]:
+    """What an occurrence ``node`` of a traced value (``boxed``: a Python list of it) becomes in the
+    expression ``root``: None where its graph is left behind, True where the result is a Python list holding
+    it, False where the result may carry the graph itself."""
+    while node is not root:
+        parent = parents.get(id(node))
+        if parent is None:
+            return False
+        if isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+            boxed = True
+        elif isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            if node is not parent.elt:
+                return False  # read by the comprehension's iteration: not followed
+            boxed = True
+        elif isinstance(parent, ast.comprehension):
+            return False
+        elif isinstance(parent, ast.Subscript):
+            if node is not parent.value:
+                return None  # used as an index
+            boxed = False  # an element of the list (or of a tensor)
+        elif isinstance(parent, ast.BinOp):
+            if not (boxed and isinstance(parent.op, (ast.Mult, ast.Add))):
+                boxed = False
+        elif isinstance(parent, ast.keyword):
+            pass  # the call above decides
+        elif isinstance(parent, ast.Call):
+            func = parent.func
+            if node is func:
+                return False
+            if isinstance(func, ast.Name) and func.id in NUMBER_BUILTINS:
+                return None
+            root_name = func
+            while isinstance(root_name, ast.Attribute):
+                root_name = root_name.value
+            data = parent.args[0] if parent.args else None
+            if (isinstance(func, ast.Attribute) and func.attr in _DATA_CONSTRUCTORS and isinstance(root_name, ast.Name)
+                    and root_name.id in torch_names and node is data and (boxed or func.attr == "tensor")):
+                return None  # a new leaf built from the data
+            if boxed and terminal(func) in _LIST_COPIES and node is data:
+                boxed = True
+            else:
+                boxed = False
+        elif isinstance(parent, ast.Attribute):
+            if parent.attr in CUTTING_ATTRS or parent.attr in _NO_GRAPH_ATTRS:
+                return None
+            boxed = False
+        else:
+            boxed = False
+        node = parent
+    return boxed
 
 
 _PLAIN_BUILTINS = frozenset({"len", "range", "float", "int", "sum", "min", "max", "abs", "round", "zip", "enumerate", "list", "tuple"})
