@@ -54,7 +54,10 @@ and ``--set fresh3-tune`` of a third (``lint_precision_fresh3_repos.tsv``, ``/wo
 (``lint_precision_fresh5_repos.tsv``, ``/work/realrepos_fresh5``); ``--set fresh6-heldout`` and ``--set fresh6-tune``
 of a sixth (``lint_precision_fresh6_repos.tsv``, ``/work/realrepos_fresh6``); ``--set fresh7-heldout`` and
 ``--set fresh7-tune`` of a seventh (``lint_precision_fresh7_repos.tsv``, ``/work/realrepos_fresh7``); ``--set
-fresh8-heldout`` and ``--set fresh8-tune`` of an eighth (``lint_precision_fresh8_repos.tsv``, ``/work/realrepos_fresh8``).
+fresh8-heldout`` and ``--set fresh8-tune`` of an eighth (``lint_precision_fresh8_repos.tsv``, ``/work/realrepos_fresh8``);
+``--set fresh9-heldout`` and ``--set fresh9-tune`` of a ninth (``lint_precision_fresh9_repos.tsv``,
+``/work/realrepos_fresh9``), whose held-out half is fetched and judged in two parts: ``--set fresh9-heldout-part2``
+is part 2 alone, with its own verdicts file (``lint_precision_fresh9_heldout_verdicts_part2.tsv``).
 """
 
 from __future__ import annotations
@@ -204,13 +207,33 @@ def wide_split(name: str) -> str:
     return "heldout" if int(hashlib.sha256(name.encode()).hexdigest()[0], 16) % 2 == 0 else "tune"
 
 
-def wide_repos(part: str, listed: Path = WIDE_LIST) -> Tuple[Repo, ...]:
-    """The fetched repositories (a recorded commit) of one half of the wide list."""
+def wide_repos(part: str, listed: Path = WIDE_LIST, held_out_part: Optional[str] = None,
+               commits: Sequence[Path] = ()) -> Tuple[Repo, ...]:
+    """The fetched repositories (a recorded commit) of one half of the wide list.
+
+    A list with four columns (owner/name, style, part, commit) splits its held-out half in two parts;
+    ``held_out_part`` keeps one of them. ``commits`` are further ``owner/name<TAB>commit`` files, read when
+    present, that record the commits of rows whose commit column is ``-`` (a part fetched apart)."""
+    recorded: Dict[str, str] = {}
+    for extra in commits:
+        if extra.exists():
+            for line in extra.read_text().splitlines():
+                if line.strip() and not line.startswith("#"):
+                    name, commit = line.split("\t")[:2]
+                    recorded[name] = commit
     out = []
     for line in listed.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        name, style, commit = line.split("\t")
+        fields = line.split("\t")
+        if len(fields) == 4:
+            name, style, row_part, commit = fields
+        else:
+            (name, style, commit), row_part = fields, "-"
+        if commit == "-":
+            commit = recorded.get(name, "-")
+        if held_out_part is not None and row_part != held_out_part:
+            continue
         if commit != "-" and wide_split(name) == part:
             out.append(Repo(name, commit, (".",), style))
     return tuple(out)
@@ -240,6 +263,11 @@ FRESH7_LIST = HERE / "lint_precision_fresh7_repos.tsv"
 # An eighth fresh list, chosen the same way once the seventh fresh set had been measured; none of its repositories in
 # any list above.
 FRESH8_LIST = HERE / "lint_precision_fresh8_repos.tsv"
+# A ninth fresh list, chosen the same way once the eighth fresh set had been measured, about twice as large; none of
+# its repositories in any list above. Its held-out half is fetched and judged in two parts (a part column); part 2's
+# commits and verdicts live in their own files so that the two parts are recorded apart.
+FRESH9_LIST = HERE / "lint_precision_fresh9_repos.tsv"
+FRESH9_COMMITS = (HERE / "lint_precision_fresh9_commits_part2.tsv",)
 
 
 class RepoSet(NamedTuple):
@@ -285,7 +313,14 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
         "fresh8-heldout": RepoSet(wide_repos("heldout", FRESH8_LIST), HERE / "lint_precision_fresh8_heldout_verdicts.tsv",
                                   Path("/work/realrepos_fresh8")),
         "fresh8-tune": RepoSet(wide_repos("tune", FRESH8_LIST), HERE / "lint_precision_fresh8_tune_verdicts.tsv",
-                               Path("/work/realrepos_fresh8"))}
+                               Path("/work/realrepos_fresh8")),
+        "fresh9-heldout": RepoSet(wide_repos("heldout", FRESH9_LIST, commits=FRESH9_COMMITS),
+                                  HERE / "lint_precision_fresh9_heldout_verdicts.tsv", Path("/work/realrepos_fresh9")),
+        "fresh9-heldout-part2": RepoSet(wide_repos("heldout", FRESH9_LIST, "2", FRESH9_COMMITS),
+                                        HERE / "lint_precision_fresh9_heldout_verdicts_part2.tsv",
+                                        Path("/work/realrepos_fresh9")),
+        "fresh9-tune": RepoSet(wide_repos("tune", FRESH9_LIST, commits=FRESH9_COMMITS),
+                               HERE / "lint_precision_fresh9_tune_verdicts.tsv", Path("/work/realrepos_fresh9"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
 # halves of the five fresh lists, the headline figure on code no rule was tuned on.
@@ -687,7 +722,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "lint_precision_fresh5_repos.tsv; fresh6-heldout / fresh6-tune: the same for "
                              "lint_precision_fresh6_repos.tsv; fresh7-heldout / fresh7-tune: the same for "
                              "lint_precision_fresh7_repos.tsv; fresh8-heldout / fresh8-tune: the same for "
-                             "lint_precision_fresh8_repos.tsv; heldout-all: fresh-heldout, fresh2-heldout, "
+                             "lint_precision_fresh8_repos.tsv; fresh9-heldout / fresh9-tune: the same for "
+                             "lint_precision_fresh9_repos.tsv (fresh9-heldout-part2: part 2 of its held-out "
+                             "half alone); heldout-all: fresh-heldout, fresh2-heldout, "
                              "fresh3-heldout, fresh4-heldout and fresh5-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
