@@ -69,7 +69,7 @@ def _reference(steps):
     return model
 
 
-def _run(form, steps=3, watch=True):
+def _run(form, steps=3, watch=True, from_step=0, only=None):
     torch.manual_seed(0)
     model = Local(helper=form == "helper").double()
     model.nan = form == "nan"
@@ -77,8 +77,9 @@ def _run(form, steps=3, watch=True):
     start = [_flat(model, k) for k in range(BLOCKS)]
 
     def loop():
-        for x, y in _data(steps):
-            if form == "fixed":
+        for i, (x, y) in enumerate(_data(steps)):
+            late = i < from_step or (only is not None and i != only)  # the fixed loop on these iterations
+            if form in ("fixed", "bug_top") or late:
                 opt.zero_grad()
             if form == "probe_all":  # a pass over the whole network read and cleared (a gradient probe)
                 opt.zero_grad()
@@ -99,7 +100,9 @@ def _run(form, steps=3, watch=True):
                 opt.zero_grad()
                 continue
             loss = model(x, y)
-            if form == "model_zero_grad":
+            if late:
+                pass
+            elif form == "model_zero_grad":
                 model.zero_grad()
             elif form == "zero_filled":
                 opt.zero_grad(set_to_none=False)
@@ -129,7 +132,7 @@ def test_the_bug_leaves_early_blocks_untrained_float64():
 
 
 def test_cleared_local_passes_are_reported_at_step_1():
-    for form in ("bug", "helper", "model_zero_grad", "zero_filled"):
+    for form in ("bug", "bug_top", "helper", "model_zero_grad", "zero_filled"):
         found, _, _ = _run(form)
         assert ("GG102", 1) in found, (form, found)
         assert [c for c, _ in found if c == "GG102"] == ["GG102"], (form, found)  # once, not every step
@@ -139,6 +142,15 @@ def test_the_fixed_loop_and_probes_stay_silent():
     for form in ("fixed", "probe_all", "probe_part"):
         found, _, _ = _run(form)
         assert found == [], (form, found)
+
+
+def test_from_mid_run_it_is_reported_once_systematic():
+    """Mid-run a pass may be dropped now and then on purpose: the bug starting at the third step is
+    reported in its third interval (as any systematic discard), one such drop never."""
+    found, _, _ = _run("bug_top", steps=7, from_step=2)  # cleared before the forward too: not on applied gradient
+    assert [f for f in found if f[0] == "GG102"] == [("GG102", 5)], found
+    found, _, _ = _run("bug_top", steps=7, only=3)
+    assert found == [], found
 
 
 def test_a_non_finite_local_gradient_is_not_counted():

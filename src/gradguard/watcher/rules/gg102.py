@@ -51,10 +51,10 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     made on cleared buffers, not summed with an applied one. It is still reported only once
     systematic, as (b) counts.
 
-(i) a line's first discard of finite gradient, when the step ending that interval is fed only by other
-    backward lines and finds no gradient in any parameter whose gradient the line discarded (so (b)'s SAM
-    clause does not apply: that pass's parameters get nothing from this step), is reported at that step
-    (see :func:`_lost`).
+(i) a line's discard of finite gradient, when the step ending that interval is fed only by other
+    backward lines and finds no gradient in any parameter whose gradient the line discarded, does not
+    fall under (b)'s SAM clause (that pass's parameters get nothing from this step): at the optimizer's
+    first step it is reported at once, at that step; later it counts toward (b)'s run (see :func:`_lost`).
 
 Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
@@ -86,7 +86,8 @@ class Line:
     last such interval; ``banned``: the line discards on purpose, never reported.
     """
 
-    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors", "stacked", "lost")
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors", "stacked", "lost",
+                 "lost_at")
 
     def __init__(self, j: int, site=None):
         self.first = j
@@ -99,6 +100,7 @@ class Line:
         self.banned = False
         self.stacked = True  # every pass it discarded in interval ``last`` was on top of applied gradient (h)
         self.lost: set = set()  # ids of the parameters whose gradient it discarded in interval ``last`` (i)
+        self.lost_at = -1  # the interval whose step found none of them with gradient (i)
 
 
 class Lines:
@@ -186,7 +188,8 @@ class Lines:
         for line in lines:
             if line.banned or line.last != j:
                 continue
-            if (not fed_sites and not by_hand) or fed_sites & line.sources or (line.stacked and not by_hand):  # (h)
+            if ((not fed_sites and not by_hand) or fed_sites & line.sources or (line.stacked and not by_hand)  # (h)
+                    or line.lost_at == j):  # (i)
                 line.run += 1
                 line.confirmed = j
             else:
@@ -201,8 +204,6 @@ class Lines:
         j = ost.steps
         if j == 0 and (line is None or not line.banned):
             return True
-        if line is None or (not line.banned and line.run == 0 and line.first == j):
-            return True  # a first interval: (i) may report it at this interval's step
         if line is None or line.banned or line.run < RUN - 1:
             return False
         return line.last == j or (line.last == j - 1 and line.confirmed == j - 1)
@@ -249,20 +250,25 @@ def at_step(view: StepView) -> None:
 
 
 def _lost(view: StepView, line: Line) -> bool:
-    """(i) The line's first discard, and the step that ends its interval is fed only by other backward
+    """(i) The line discarded in this interval, and the step that ends it is fed only by other backward
     lines (none by hand, none on top of applied gradient: where (b)'s SAM clause would call the line
-    deliberate) while it finds *no* gradient in any parameter whose gradient the line discarded: reported at
-    this step. A pass cleared on purpose before another one feeds the step (SAM's first pass, a gradient
-    probe, an adversarial example's pass) is followed by a pass over the same parameters; here the discarded
+    deliberate) while it finds *no* gradient in any parameter whose gradient the line discarded. A pass
+    cleared on purpose before another one feeds the step (SAM's first pass, a gradient probe, an
+    adversarial example's pass) is followed by a pass over the same parameters; here the discarded
     parameters get no update at all from this step, and the gradient the clearing took was their only one
     (a locally supervised network's blocks back-propagated inside the forward, cleared before the last
-    block's backward and the step). Reported once: the step's confirmation then marks the line done."""
-    if line.first != view.ost.steps or line.run or not line.lost or view.by_hand or line.stacked:
+    block's backward and the step). At the optimizer's first step it is reported at once (True: the line is
+    reported, its confirmation then marks it done); later, where a pass may be dropped now and then on
+    purpose, the interval counts toward (b)'s run instead of marking the line deliberate (``lost_at``)."""
+    if not line.lost or view.by_hand or line.stacked:
         return False
     fed = {ps.site for ps in view.passes.values()}
     if not fed or fed & line.sources:
         return False
     if not line.lost.isdisjoint(map(id, view.with_grad)):
+        return False
+    if view.ost.steps:
+        line.lost_at = view.ost.steps
         return False
     site = line.site
     source = sorted(line.sources, key=lambda s: (str(s[0]), s[1] or 0))[0]
