@@ -104,6 +104,9 @@ def _run(form, steps=3, watch=True, from_step=0, only=None):
                 pass
             elif form == "model_zero_grad":
                 model.zero_grad()
+            elif form == "by_hand":
+                for p in model.parameters():
+                    p.grad = None
             elif form == "zero_filled":
                 opt.zero_grad(set_to_none=False)
             elif form != "fixed":
@@ -132,7 +135,7 @@ def test_the_bug_leaves_early_blocks_untrained_float64():
 
 
 def test_cleared_local_passes_are_reported_at_step_1():
-    for form in ("bug", "bug_top", "helper", "model_zero_grad", "zero_filled"):
+    for form in ("bug", "bug_top", "helper", "model_zero_grad", "zero_filled", "by_hand"):
         found, _, _ = _run(form)
         assert ("GG102", 1) in found, (form, found)
         assert [c for c, _ in found if c == "GG102"] == ["GG102"], (form, found)  # once, not every step

@@ -273,11 +273,13 @@ def _lost(view: StepView, line: Line) -> bool:
     site = line.site
     source = sorted(line.sources, key=lambda s: (str(s[0]), s[1] or 0))[0]
     applied = sorted(fed, key=lambda s: (str(s[0]), s[1] or 0))[0]
+    # a clearing whose line is not known is keyed by the pass's own line (see Lines.discarded)
+    cleared = "a clearing" if site in line.sources or site[0] is None else f"the clearing at {at(site, site)}"
     view.report(
         CODE,
         f"{view.name}.step() (step {view.n}) applied the backward pass at {at(applied, site)} but none of the "
         f"gradient of {plural(len(line.lost), 'parameter')} that the backward pass at {at(source, site)} reached: "
-        f"the clearing at {at(site, site)} discarded it before the step, and no later pass gave them any.",
+        f"{cleared} discarded it before the step, and no later pass gave them any.",
         site, view.n, [p for p in view.params if id(p) in line.lost],
     )
     return True
