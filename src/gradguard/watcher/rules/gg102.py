@@ -51,6 +51,11 @@ virtual step) is no discard at all. So, per clearing line and optimizer (a
     made on cleared buffers, not summed with an applied one. It is still reported only once
     systematic, as (b) counts.
 
+(i) a line's discard of finite gradient, when the step ending that interval is fed only by other
+    backward lines and finds no gradient in any parameter whose gradient the line discarded, does not
+    fall under (b)'s SAM clause (that pass's parameters get nothing from this step): at the optimizer's
+    first step it is reported at once, at that step; later it counts toward (b)'s run (see :func:`_lost`).
+
 Otherwise each bug is caught in its third step interval ("raise" stops it there, at the
 zero_grad); an occasional skip would need three skips in three consecutive
 intervals right from its first one to be reported.
@@ -81,7 +86,8 @@ class Line:
     last such interval; ``banned``: the line discards on purpose, never reported.
     """
 
-    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors", "stacked")
+    __slots__ = ("first", "last", "sources", "run", "confirmed", "banned", "site", "factors", "stacked", "lost",
+                 "lost_at")
 
     def __init__(self, j: int, site=None):
         self.first = j
@@ -93,6 +99,8 @@ class Line:
         self.confirmed = -1
         self.banned = False
         self.stacked = True  # every pass it discarded in interval ``last`` was on top of applied gradient (h)
+        self.lost: set = set()  # ids of the parameters whose gradient it discarded in interval ``last`` (i)
+        self.lost_at = -1  # the interval whose step found none of them with gradient (i)
 
 
 class Lines:
@@ -158,7 +166,9 @@ class Lines:
             line.sources = set()
             line.factors = []
             line.stacked = True
+            line.lost = set()
         line.stacked = line.stacked and ps.on_applied
+        line.lost.update(map(id, view.params))
         line.sources.add(ps.site)
         line.factors.append(_factor(ps))
         open_lines = self.open.setdefault(id(ost), [])
@@ -178,7 +188,8 @@ class Lines:
         for line in lines:
             if line.banned or line.last != j:
                 continue
-            if (not fed_sites and not by_hand) or fed_sites & line.sources or (line.stacked and not by_hand):  # (h)
+            if ((not fed_sites and not by_hand) or fed_sites & line.sources or (line.stacked and not by_hand)  # (h)
+                    or line.lost_at == j):  # (i)
                 line.run += 1
                 line.confirmed = j
             else:
@@ -212,11 +223,14 @@ def _factor(ps):
 
 def at_step(view: StepView) -> None:
     """(d) A window by intent: the step reads the last of n passes of one backward line whose losses were
-    each divided by n, and the clearing discarded the n - 1 before it in this interval."""
+    each divided by n, and the clearing discarded the n - 1 before it in this interval. (i) A lost pass:
+    see :func:`_lost`."""
     memory = view.memory[CODE]
     j = view.ost.steps
     for line in memory.open.get(id(view.ost), []):
         if line.banned or line.last != j or line.run >= RUN - 1:
+            continue
+        if _lost(view, line):
             continue
         fed = [ps for ps in view.passes.values() if ps.site in line.sources]
         if not fed:
@@ -233,6 +247,42 @@ def at_step(view: StepView) -> None:
             f"{at(line.site, line.site)} discarded the other {n - len(fed)} of the window before the step.",
             line.site, view.n, view.with_grad,
         )
+
+
+def _lost(view: StepView, line: Line) -> bool:
+    """(i) The line discarded in this interval, and the step that ends it is fed only by other backward
+    lines (none by hand, none on top of applied gradient: where (b)'s SAM clause would call the line
+    deliberate) while it finds *no* gradient in any parameter whose gradient the line discarded. A pass
+    cleared on purpose before another one feeds the step (SAM's first pass, a gradient probe, an
+    adversarial example's pass) is followed by a pass over the same parameters; here the discarded
+    parameters get no update at all from this step, and the gradient the clearing took was their only one
+    (a locally supervised network's blocks back-propagated inside the forward, cleared before the last
+    block's backward and the step). At the optimizer's first step it is reported at once (True: the line is
+    reported, its confirmation then marks it done); later, where a pass may be dropped now and then on
+    purpose, the interval counts toward (b)'s run instead of marking the line deliberate (``lost_at``)."""
+    if not line.lost or view.by_hand or line.stacked:
+        return False
+    fed = {ps.site for ps in view.passes.values()}
+    if not fed or fed & line.sources:
+        return False
+    if not line.lost.isdisjoint(map(id, view.with_grad)):
+        return False
+    if view.ost.steps:
+        line.lost_at = view.ost.steps
+        return False
+    site = line.site
+    source = sorted(line.sources, key=lambda s: (str(s[0]), s[1] or 0))[0]
+    applied = sorted(fed, key=lambda s: (str(s[0]), s[1] or 0))[0]
+    # a clearing whose line is not known is keyed by the pass's own line (see Lines.discarded)
+    cleared = "a clearing" if site in line.sources or site[0] is None else f"the clearing at {at(site, site)}"
+    view.report(
+        CODE,
+        f"{view.name}.step() (step {view.n}) applied the backward pass at {at(applied, site)} but none of the "
+        f"gradient of {plural(len(line.lost), 'parameter')} that the backward pass at {at(source, site)} reached: "
+        f"{cleared} discarded it before the step, and no later pass gave them any.",
+        site, view.n, [p for p in view.params if id(p) in line.lost],
+    )
+    return True
 
 
 def at_empty_step(view: StepView) -> None:
