@@ -45,7 +45,10 @@ def check_loop(loop: Loop, report: Report) -> None:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not _window_only(loop, entry[0]):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
     # the tests of early exits (`if global_step >= max_train_steps: break`) do not shape the window
-    exits = {id(t) for p in loop.paths if p.end in ("break", "return") for _, _, t in p.decisions[-1:]}
+    exits = {id(t) for p in loop.paths if p.end in ("break", "return", "raise") for _, _, t in p.decisions[-1:]}
+    # nor do the tests that skip a micro-batch before anything touches `.grad` (`if x is None: continue`):
+    # the index still advances, the modulo windows stay where they are
+    exits |= {id(t) for p in loop.paths if p.end == "continue" and not p.events for _, _, t in p.decisions[-1:]}
     windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return

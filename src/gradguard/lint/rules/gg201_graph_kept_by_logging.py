@@ -1184,7 +1184,15 @@ def _loss_parts(loop: Loop, losses: set) -> set:
             continue
         helper = loop.callee(n.value)
         names = [e.id if isinstance(e, ast.Name) else None for e in n.targets[0].elts]
-        if helper is None or not any(name in losses for name in names):
+        if not any(name in losses for name in names):
+            continue
+        if helper is None:
+            # a call whose code is not in view (`loss, mel, gate = criterion(out, y)`, a loss object of another
+            # file) handing back the back-propagated loss with other values: they were computed with it, in the
+            # same pass and grad mode, and nothing proves them numbers; taken for parts of the loss, as any
+            # value not proved graph-free is taken to carry a graph
+            if isinstance(n.value, ast.Call):
+                parts |= {name for name in names if name and name not in losses}
             continue
         inner = assignments(helper)
         for value in returns_of(helper):
