@@ -303,3 +303,60 @@ def test_a_total_of_a_loss_part_from_an_unseen_criterion_is_reported(rename):
 def test_negative_control_the_parts_read_as_numbers_stay_quiet():
     assert isinstance(_run_parts(PARTS), float)
     assert "GG201" not in codes(PARTS)
+
+
+# --- an exit on the loop's index at a limit not shown to be a whole number of windows ---------------------------
+
+LIMITED = """\
+import torch
+
+
+def train(model, opt, loader, k, max_steps):
+    for i, (x, y) in enumerate(loader):
+        if i >= max_steps:
+            break
+        loss = torch.nn.functional.mse_loss(model(x), y) / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+"""
+LIMITED_FLUSHED = LIMITED.replace("if (i + 1) % k == 0:", "if (i + 1) % k == 0 or i + 1 == max_steps:")
+# the limit is a whole number of windows: the exit ends the loop on a window boundary (read as before)
+LIMITED_ON_WINDOWS = LIMITED.replace("max_steps)", "n_windows)").replace("if i >= max_steps:", "if i >= n_windows * k:")
+
+
+def _run_limited(source: str, limit: int, run: int) -> bool:
+    """Eight rows in micro-batches of 2, windows of 2, the loop left after ``run`` micro-batches (3: a
+    window and a half; ``limit`` is the program's argument). The reference steps every window of the micro-batches run, the last one short at
+    its program weight 1/2."""
+    namespace: dict = {}
+    exec(compile(source, "<train>", "exec"), namespace)
+    g = torch.Generator().manual_seed(1)
+    xs, ys = torch.randn(8, 3, generator=g, dtype=torch.float64), torch.randn(8, 2, generator=g, dtype=torch.float64)
+    model = _model()
+    before = [p.detach().clone() for p in model.parameters()]
+    namespace["train"](model, torch.optim.SGD(model.parameters(), lr=1.0), [(xs[i:i + 2], ys[i:i + 2]) for i in range(0, 8, 2)], 2, limit)
+    applied = [b - p.detach() for b, p in zip(before, model.parameters())]
+    ref = _model()
+    opt = torch.optim.SGD(ref.parameters(), lr=1.0)
+    batches = list(range(run))
+    for w in range(0, run, 2):
+        opt.zero_grad()
+        sum(torch.nn.functional.mse_loss(ref(xs[2 * j:2 * j + 2]), ys[2 * j:2 * j + 2]) / 2 for j in batches[w:w + 2]).backward()
+        opt.step()
+    return _same(applied, [b - p.detach() for b, p in zip(before, ref.parameters())])
+
+
+def test_an_exit_on_the_index_at_a_limit_off_the_windows_is_reported():
+    assert not _run_limited(LIMITED, 3, 3)
+    assert _run_limited(LIMITED_FLUSHED, 3, 3)
+    assert "GG103" in codes(LIMITED)
+    assert "GG103" in codes(LIMITED.replace("max_steps", "cap").replace("(i + 1)", "(j + 1)").replace("i >= ", "j >= ").replace(
+        "for i, ", "for j, "))
+
+
+def test_negative_control_an_exit_at_a_whole_number_of_windows_or_flushed():
+    assert _run_limited(LIMITED_ON_WINDOWS, 2, 4)  # 2 windows of 2 micro-batches: the loop leaves after 4
+    assert "GG103" not in codes(LIMITED_ON_WINDOWS)
+    assert "GG103" not in codes(LIMITED_FLUSHED)
