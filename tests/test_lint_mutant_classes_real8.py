@@ -305,6 +305,42 @@ def test_negative_control_the_parts_read_as_numbers_stay_quiet():
     assert "GG201" not in codes(PARTS)
 
 
+def test_negative_control_parts_a_method_of_the_file_hands_back_as_numbers():
+    # the method's code is in view: its second element is a dict of Python floats, whatever it is called on
+    source = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def loss_with_diag(self, x, y):
+        loss = ((self.lin(x) - y) ** 2).mean()
+        return loss, {"mse": float(loss)}
+
+
+def train(model, opt, loader):
+    total, total_mse = 0.0, 0.0
+    for x, y in loader:
+        loss, diag = model.loss_with_diag(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += loss.item()
+        total_mse += diag["mse"]
+    return total_mse
+"""
+    namespace: dict = {}
+    exec(compile(source, "<train>", "exec"), namespace)
+    model = namespace["Model"]().double()
+    g = torch.Generator().manual_seed(1)
+    xs, ys = torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 2, generator=g, dtype=torch.float64)
+    assert isinstance(namespace["train"](model, torch.optim.SGD(model.parameters(), lr=0.1), [(xs[:2], ys[:2]), (xs[2:], ys[2:])]), float)
+    assert "GG201" not in codes(source)
+
+
 # --- an exit on the loop's index at a limit not shown to be a whole number of windows ---------------------------
 
 LIMITED = """\

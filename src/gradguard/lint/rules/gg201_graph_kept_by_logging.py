@@ -1174,6 +1174,16 @@ def _data_names(loop: Loop, assigns: Dict[str, list]) -> set:
     return {n for n in data if all(v is None or (isinstance(v, ast.AST) and moved(v)) for v in assigns.get(n, []))}
 
 
+def _defined_names(module: Module) -> frozenset:
+    """The names of every function and method the file defines: a call by one of them (``model.bpr_loss(...)``
+    with ``def bpr_loss`` in a class of the file) has its code in view, whatever it is called on."""
+    found = module.__dict__.get("_gg201_defined")
+    if found is None:
+        found = module._gg201_defined = frozenset(
+            n.name for n in subtree(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return found
+
+
 def _loss_parts(loop: Loop, losses: set) -> set:
     """Names holding the parts of a back-propagated loss: ``loss, parts = loss_fn(out, y)`` where
     the helper returns ``box + cls, {"box": box, "cls": cls}`` (the parts keep the graph of the
@@ -1191,7 +1201,7 @@ def _loss_parts(loop: Loop, losses: set) -> set:
             # file) handing back the back-propagated loss with other values: they were computed with it, in the
             # same pass and grad mode, and nothing proves them numbers; taken for parts of the loss, as any
             # value not proved graph-free is taken to carry a graph
-            if isinstance(n.value, ast.Call):
+            if isinstance(n.value, ast.Call) and terminal(n.value.func) not in _defined_names(loop.module):
                 parts |= {name for name in names if name and name not in losses}
             continue
         inner = assignments(helper)
