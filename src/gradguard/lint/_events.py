@@ -135,7 +135,7 @@ def _grad_root(node: ast.AST) -> Optional[str]:
     return text(node) if isinstance(node, ast.Attribute) and node.attr == "grad" else None
 
 
-def _scaled_grad(stmt: ast.stmt) -> Optional[ast.AST]:
+def _scaled_grad(stmt: ast.stmt) -> Tuple[Optional[ast.AST], Optional[str]]:
     """The node to mark and the ``.grad`` it divides, for ``p.grad /= n``, ``p.grad = p.grad / n`` and
     ``p.grad.div_(n)`` written as a statement."""
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Div):
@@ -156,11 +156,11 @@ def mark_process_means(tree: ast.AST, source: str) -> None:
     of every backward pass in the window stays what it was, so such a division is no :data:`SCALE`
     of the window (an undivided mean loss summed over K passes is still K times too large).
 
-    >>> src = "for p in ps:\n    dist.all_reduce(p.grad.data)\n    p.grad.data /= n\n"
+    >>> src = "for p in ps:\\n    dist.all_reduce(p.grad.data)\\n    p.grad.data /= n\\n"
     >>> tree = ast.parse(src); mark_process_means(tree, src)
     >>> classify_statement(tree.body[0].body[1]) is None
     True
-    >>> src = "for p in ps:\n    p.grad.data /= n\n"
+    >>> src = "for p in ps:\\n    p.grad.data /= n\\n"
     >>> tree = ast.parse(src); mark_process_means(tree, src)
     >>> classify_statement(tree.body[0].body[0])
     ('scale', '<grad>')
