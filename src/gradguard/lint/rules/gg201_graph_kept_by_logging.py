@@ -1198,11 +1198,16 @@ def _loss_parts(loop: Loop, losses: set) -> set:
             continue
         if helper is None:
             # a call whose code is not in view (`loss, mel, gate = criterion(out, y)`, a loss object of another
-            # file) handing back the back-propagated loss with other values: they were computed with it, in the
-            # same pass and grad mode, and nothing proves them numbers; taken for parts of the loss, as any
-            # value not proved graph-free is taken to carry a graph
+            # file) handing back the back-propagated loss with other values, some of which the loop reads as
+            # tensors (`gate.item()`): a call that returns loss tensors beside the loss, computed with it in the
+            # same pass and grad mode, so its other elements are taken for parts of the loss (a dict of numbers
+            # or an accuracy handed back beside the loss, never read as a tensor, is not)
             if isinstance(n.value, ast.Call) and terminal(n.value.func) not in _defined_names(loop.module):
-                parts |= {name for name in names if name and name not in losses}
+                others = [name for name in names if name and name not in losses]
+                read = {c.func.value.id for c in body_nodes(loop.node) if isinstance(c, ast.Call) and not c.args
+                        and isinstance(c.func, ast.Attribute) and c.func.attr == "item" and isinstance(c.func.value, ast.Name)}
+                if any(name in read for name in others):
+                    parts |= set(others)
             continue
         inner = assignments(helper)
         for value in returns_of(helper):
