@@ -596,7 +596,36 @@ def _bound_without_graph(t: _Tree, receiver: ast.AST, stmt: ast.stmt) -> bool:
     binds = [n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
              and any(isinstance(c, ast.Name) and c.id == base.id
                      for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(tg))]
-    return bool(binds) and all(t.in_no_grad(n) for n in binds)
+    return bool(binds) and all(t.in_no_grad(n) or _returns_without_graph(t, n.value, 0) for n in binds)
+
+
+def _returns_without_graph(t: _Tree, value: Optional[ast.AST], depth: int) -> bool:
+    """``loss = self.validation_step(batch)`` where the function or method of the file that the call runs
+    (by its name) hands back, in every ``return``, a value it computed only under ``torch.no_grad()``
+    (``with torch.no_grad(): out, loss = self.model.step(batch)`` then ``return loss``): no graph."""
+    if depth > 2 or not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+        else func.id if isinstance(func, ast.Name) else None
+    defs = [n for n in ast.walk(t.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    if len(defs) != 1:
+        return False
+    fn = defs[0]
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if not returns or any(r.value is None for r in returns):
+        return False
+    for r in returns:
+        if t.in_no_grad(r):
+            continue
+        if not isinstance(r.value, ast.Name):
+            return False
+        binds = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 and any(isinstance(c, ast.Name) and c.id == r.value.id
+                         for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for c in ast.walk(tg))]
+        if not binds or not all(t.in_no_grad(n) or _returns_without_graph(t, n.value, depth + 1) for n in binds):
+            return False
+    return True
 
 
 def _no_graph(expr: ast.AST) -> bool:

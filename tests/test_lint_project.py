@@ -98,13 +98,32 @@ def test_a_subclass_of_the_projects_own_trainer_is_checked(tmp_path):
     assert [(f.code, f.path.endswith("ppo.py")) for f in found] == [("GG101", True)]
 
 
-def test_a_subclass_of_the_hf_trainer_through_the_project_is_not(tmp_path):
-    # negative control: the same subclass over a base that derives from transformers.Trainer
+HOOK_SUBCLASS = '''from .trainer import Trainer
+
+
+class PPOTrainer(Trainer):
+    def training_step(self, model, inputs):
+        loss = self.loss_fn(model(inputs["x"]), inputs["y"])
+        loss.backward()
+        return loss.detach()
+'''
+
+
+def test_a_subclass_of_the_hf_trainer_through_the_project_keeps_its_hooks_to_the_framework(tmp_path):
+    # over a base that derives from transformers.Trainer: a hook the framework calls is the framework's
+    # (it clears and steps around it); a method holding its own loop over minibatches with the backward
+    # pass and the step in it is the user's loop, which the framework never runs, read like raw PyTorch
     base = "from transformers import Trainer as HFTrainer\n\n\nclass Trainer(HFTrainer):\n    pass\n"
-    assert gg.lint_paths([_own_tree(tmp_path, base)]) == []
+    pkg = _own_tree(tmp_path, base)
+    assert [(f.code, f.path.endswith("ppo.py")) for f in gg.lint_paths([pkg])] == [("GG101", True)]
+    (pkg / "ppo.py").write_text(HOOK_SUBCLASS)
+    assert gg.lint_paths([pkg]) == []
 
 
-def test_a_base_outside_the_linted_tree_is_judged_by_its_name(tmp_path):
-    # nothing to resolve `Trainer` with: it may be a framework's, so nothing is reported (as before)
+def test_a_base_outside_the_linted_tree_is_judged_by_its_name_but_an_own_loop_is_read(tmp_path):
+    # nothing to resolve `Trainer` with: it may be a framework's, so its hooks are left to it; the method
+    # holding its own loop with the backward pass and the step is read all the same
     pkg = _own_tree(tmp_path, OWN_BASE)
+    assert [f.code for f in gg.lint_paths([pkg / "ppo.py"])] == ["GG101"]
+    (pkg / "ppo.py").write_text(HOOK_SUBCLASS)
     assert gg.lint_paths([pkg / "ppo.py"]) == []

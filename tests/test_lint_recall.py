@@ -298,3 +298,57 @@ def test_a_clearing_moved_beside_a_backward_pass_on_its_if_line_keeps_the_progra
         (mutant,) = lint_recall.mutants("line.py", source, [op])
         ast.parse(mutant.source)
         assert expected in mutant.source
+
+
+_VALIDATION = '''\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def validation_step(self, x, y):
+        with torch.no_grad():
+            loss = ((self.model(x) - y) ** 2).mean()
+        return loss
+
+    def validate(self, loader):
+        total = 0.0
+        for x, y in loader:
+            loss = self.validation_step(x, y)
+            total += loss.item()
+        return total
+
+    def training_step(self, x, y):
+        self.opt.zero_grad()
+        loss = ((self.model(x) - y) ** 2).mean()
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def train(self, loader):
+        total = 0.0
+        for x, y in loader:
+            loss = self.training_step(x, y)
+            total += loss.item()
+        return total
+'''
+
+
+def test_loss_tensor_in_sum_leaves_a_value_a_method_computed_under_no_grad_alone():
+    """`total += loss.item()` where the method of the file that computed `loss` did so under
+    `torch.no_grad()` and returned it: dropping `.item()` sums a tensor without a graph, no bug (run: no
+    `grad_fn`). The training loop's sum of a loss its method back-propagated is still mutated (a real bug)."""
+    import torch
+
+    (mutant,) = lint_recall.mutants("t.py", _VALIDATION, ["loss-tensor-in-sum"])
+    assert "            total += loss\n        return total\n\n    def training_step" not in mutant.source  # not the validation loop
+    namespace: dict = {}
+    exec(compile(_VALIDATION.replace("total += loss.item()", "total += loss"), "<t>", "exec"), namespace)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).double()
+    trainer = namespace["Trainer"](model, torch.optim.SGD(model.parameters(), lr=0.1))
+    data = [(torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 2, dtype=torch.float64)) for _ in range(3)]
+    assert trainer.validate(data).grad_fn is None
+    assert trainer.train(data).grad_fn is not None

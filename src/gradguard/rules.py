@@ -101,7 +101,9 @@ RULE_LIST = [
             "whatever its name: a function of the loop or of the file, a `self.` method, a lambda.\n"
             "Loops that a framework drives (`with accelerator.accumulate(model):`,\n"
             "`accelerator.backward`, Lightning's `training_step`, HF `Trainer` subclasses, both known\n"
-            "from the imports) are not checked: they clear for you."
+            "from the imports) are not checked: they clear for you. A method of such a class that is no\n"
+            "framework hook and holds its own loop over batches, back-propagating and stepping in it\n"
+            "(`def train_epoch(self, loader):`), is the user's loop and is checked, whatever the base is called."
         ),
         why=(
             "`backward()` does `.grad += new_gradient`; it never assigns. If the buffer is not\n"
@@ -206,7 +208,10 @@ for i, (x, y) in enumerate(loader):
             "`step()` (`if (i + 1) % accum == 0`, or `if seen >= n_examples` on a count of examples\n"
             "the loop adds up) and no step after the loop for the remainder, also\n"
             "when an early exit counts optimizer steps (`if global_step >= max_train_steps: break`:\n"
-            "the data may run out first); not where the count provably divides (`assert len(loader)\n"
+            "the data may run out first) or leaves on the loop's own index at a limit the file does not\n"
+            "show to be a whole number of windows (`if i >= max_steps: break`; `if i + 1 == n_windows *\n"
+            "accum: break` may end on a window boundary and is not flagged), and when a micro-batch skipped\n"
+            "before its backward pass (`if x is None: continue`) or an error exit sits beside the window's test; not where the count provably divides (`assert len(loader)\n"
             "% accum == 0`, `islice(loader, n * accum)`, constants such as `range(1, MAX_ITERS + 1)`,\n"
             "a run length the file proves a multiple of the window, such as `range(epochs * 2000)` in\n"
             "windows of 4 or `while step < 200:` around a loop that leaves on `if step >= 200: break` and\n"
@@ -294,7 +299,10 @@ acc.flush()        # steps the partial window with its exact weights
             "rate divided by the window's K (weight decay absent or multiplied by K; SGD is linear in\n"
             "learning rate times gradient, an adaptive optimizer is not), a tensor hook that rescales the\n"
             "gradient (`register_hook`), or a DDP communication hook (`register_comm_hook`) that divides its\n"
-            "buckets while the window's other passes run under `no_sync()`."
+            "buckets while the window's other passes run under `no_sync()`. A division of `.grad` right\n"
+            "after an all-reduce (a sum) of the same tensor (`dist.all_reduce(p.grad)` then `p.grad /=\n"
+            "world_size`) averages the processes and leaves each pass's weight as it was: it is no\n"
+            "rescaling of the window, and an undivided loss beside it is still flagged."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"

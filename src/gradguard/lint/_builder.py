@@ -19,7 +19,7 @@ from ._ast import (
     terminal, text, walk_lines,
 )
 from ._cross_file import _ForeignObjects
-from ._events import NOT_AN_OPTIMIZER, conditional_step, optimizer_constructor, reevaluates_closure
+from ._events import NOT_AN_OPTIMIZER, conditional_step, optimizer_constructor, mark_process_means, reevaluates_closure
 from ._flow import MAX_WORK, TooComplex, Walker
 from ._frameworks import (
     is_framework_by_name_only, is_framework_class, is_framework_hook, is_hf_trainer_class, is_manual_lightning, runs_own_loop,
@@ -77,6 +77,7 @@ def build(tree: ast.Module, source: str, filename: str, project: Optional[Projec
     >>> [[e.kind for e in p.events] for p in model.loops[0].paths]
     [['backward', 'step']]
     """
+    mark_process_means(tree, source)
     module = Module(tree, source, filename)
     # the files linted together resolve base classes (a project's own `Trainer` is no HF Trainer)
     module.project = project if project is not None else Project([(filename, source)])

@@ -128,6 +128,64 @@ def _is_grad_tensor(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "grad"
 
 
+def _grad_root(node: ast.AST) -> Optional[str]:
+    """The text of ``p.grad`` for ``p.grad`` or ``p.grad.data``; None for anything else."""
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return text(node) if isinstance(node, ast.Attribute) and node.attr == "grad" else None
+
+
+def _scaled_grad(stmt: ast.stmt) -> Tuple[Optional[ast.AST], Optional[str]]:
+    """The node to mark and the ``.grad`` it divides, for ``p.grad /= n``, ``p.grad = p.grad / n`` and
+    ``p.grad.div_(n)`` written as a statement."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Div):
+        return stmt, _grad_root(stmt.target)
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)
+            and isinstance(stmt.value.op, ast.Div) and text(stmt.targets[0]) == text(stmt.value.left)):
+        return stmt, _grad_root(stmt.targets[0])
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == "div_":
+        return stmt.value, _grad_root(stmt.value.func.value)
+    return None, None
+
+
+def mark_process_means(tree: ast.AST, source: str) -> None:
+    """Mark the divisions of ``.grad`` that average a sum over processes: ``p.grad`` divided right
+    after ``all_reduce(p.grad)`` (a sum, the default reduction) in the same block of statements. The
+    sum over the processes divided by their number is each process's gradient on average: the weight
+    of every backward pass in the window stays what it was, so such a division is no :data:`SCALE`
+    of the window (an undivided mean loss summed over K passes is still K times too large).
+
+    >>> src = "for p in ps:\\n    dist.all_reduce(p.grad.data)\\n    p.grad.data /= n\\n"
+    >>> tree = ast.parse(src); mark_process_means(tree, src)
+    >>> classify_statement(tree.body[0].body[1]) is None
+    True
+    >>> src = "for p in ps:\\n    p.grad.data /= n\\n"
+    >>> tree = ast.parse(src); mark_process_means(tree, src)
+    >>> classify_statement(tree.body[0].body[0])
+    ('scale', '<grad>')
+    """
+    if "all_reduce" not in source:
+        return
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            reduced = set()
+            for stmt in block:
+                call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+                if call is not None and terminal(call.func) == "all_reduce" and call.args:
+                    op = next((k.value for k in call.keywords if k.arg == "op"), call.args[1] if len(call.args) > 1 else None)
+                    root = _grad_root(call.args[0])
+                    if root is not None and (op is None or terminal(op) == "SUM"):
+                        reduced.add(root)
+                    continue
+                marked, root = _scaled_grad(stmt)
+                if marked is not None and root is not None and root in reduced:
+                    marked._gg_process_mean = True
+
+
 def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Optional[Tuple[str, str]]:
     """``(kind, target)`` for a call that is a gradient-buffer event, else None.
 
@@ -168,6 +226,8 @@ def classify_call(call: ast.Call, optimizers: frozenset = frozenset()) -> Option
         if attr == "_foreach_zero_":
             return CLEAR, PARTIAL
         if attr in ("div_", "mul_") and _is_grad_tensor(recv) and call.args:
+            if getattr(call, "_gg_process_mean", False):
+                return None  # the mean over processes of an all-reduced sum (mark_process_means)
             return SCALE, PARTIAL
         if attr in ("_foreach_div_", "_foreach_mul_") and call.args and _mentions_grad(call.args[0]):
             return SCALE, PARTIAL
@@ -252,14 +312,14 @@ def classify_statement(stmt: ast.stmt) -> Optional[Tuple[str, str]]:
                 len(stmt.targets) == 1 and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Div, ast.Mult))
                 and text(stmt.targets[0]) in (text(value.left), text(value.right))
             ):
-                return SCALE, PARTIAL  # p.grad = p.grad / k
+                return None if getattr(stmt, "_gg_process_mean", False) else (SCALE, PARTIAL)  # p.grad = p.grad / k
         return None
     if isinstance(stmt, ast.Delete):
         if any(_is_grad_tensor(t) for t in stmt.targets):
             return CLEAR, PARTIAL
         return None
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Div, ast.Mult)) and _is_grad_tensor(stmt.target):
-        return SCALE, PARTIAL  # p.grad /= k
+        return None if getattr(stmt, "_gg_process_mean", False) else (SCALE, PARTIAL)  # p.grad /= k
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Sub, ast.Add)):
         target = stmt.target
         if not _is_grad_tensor(target) and _mentions_grad(stmt.value):

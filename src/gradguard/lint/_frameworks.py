@@ -120,12 +120,31 @@ def runs_own_loop(cls: ast.ClassDef) -> bool:
     >>> src = "class PPOTrainer(Trainer):\\n    def train(self):\\n        for b in self.dl:\\n            self.acc.backward(self.loss(b))\\n            self.opt.step()"
     >>> runs_own_loop(ast.parse(src).body[0])
     True
+
+    Any other method that is no framework hook and holds a loop whose body back-propagates and
+    steps (``def train_epoch(self, loader): for batch in loader: ... loss.backward() ...
+    self.optimizer.step()``) runs its own loop too: a framework calls its hooks once per batch, it
+    does not run a loop over batches in a method of the user's.
+
+    >>> src = "class T(BaseTrainer):\\n    def epoch(self, dl):\\n        for b in dl:\\n            self.f(b).backward()\\n            self.o.step()"
+    >>> runs_own_loop(ast.parse(src).body[0])
+    True
+    >>> src = "class M(L.LightningModule):\\n    def training_step(self, b, i):\\n        for x in b:\\n            self.manual_backward(self.f(x))\\n            self.o.step()"
+    >>> runs_own_loop(ast.parse(src).body[0])
+    False
     """
+    def steps_and_backward(node: ast.AST) -> bool:
+        attrs = {c.func.attr for c in subtree(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+        return "step" in attrs and ("backward" in attrs or "manual_backward" in attrs)
+
     for fn in cls.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in ("train", "_inner_training_loop", "fit"):
-            attrs = {c.func.attr for c in subtree(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
-            if "step" in attrs and ("backward" in attrs or "manual_backward" in attrs):
-                return True
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if fn.name in ("train", "_inner_training_loop", "fit") and steps_and_backward(fn):
+            return True
+        if not is_framework_hook(fn) and any(
+                isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and steps_and_backward(n) for n in subtree(fn)):
+            return True
     return False
 
 

@@ -45,7 +45,10 @@ def check_loop(loop: Loop, report: Report) -> None:
             if entry[0] == "loop" or not isinstance(entry[0], ast.AST) or not _window_only(loop, entry[0]):
                 return  # a step under another condition may be the remainder's (`or last_batch`)
     # the tests of early exits (`if global_step >= max_train_steps: break`) do not shape the window
-    exits = {id(t) for p in loop.paths if p.end in ("break", "return") for _, _, t in p.decisions[-1:]}
+    exits = {id(t) for p in loop.paths if p.end in ("break", "return", "raise") for _, _, t in p.decisions[-1:]}
+    # nor do the tests that skip a micro-batch before anything touches `.grad` (`if x is None: continue`):
+    # the index still advances, the modulo windows stay where they are
+    exits |= {id(t) for p in loop.paths if p.end == "continue" and not p.events for _, _, t in p.decisions[-1:]}
     windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
@@ -434,7 +437,36 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
         return True  # an unconditional exit: the loop ends where it breaks
     return any(
         isinstance(n, ast.Name) and n.id in names for t in tests for n in subtree(t) if not _past_the_end(loop.node, t, names)
+        and not _limit_off_the_windows(loop, t, names)
     )
+
+
+def _limit_off_the_windows(loop: Loop, test: ast.expr, index: set) -> bool:
+    """``if i >= max_steps: break`` against a window of ``K`` that ``max_steps`` is not shown a multiple of:
+    the exit may fall inside a window, and the data may run out before it, so the exit proves no whole
+    windows. ``if i + 1 == n_windows * accum: break`` (a product with the window's size, or a literal
+    multiple of a literal window) may end the loop on a window boundary. A test of another shape, or a
+    window whose size the loop does not write, is left as it was read before (an exit that may fit)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    sides = [test.left, test.comparators[0]]
+    limits = [s for s in sides if not any(isinstance(n, ast.Name) and n.id in index for n in subtree(s))]
+    size = loop.window_size()
+    if len(limits) != 1 or size is None:
+        return False
+    limit = limits[0]
+    k = literal_int(size, loop)
+    if k:
+        return not multiple_of(limit, k, loop)
+
+    def has_factor(node: ast.AST, depth: int = 0) -> bool:
+        if ast.dump(node) == ast.dump(size):
+            return True
+        if depth < 4 and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return has_factor(node.left, depth + 1) or has_factor(node.right, depth + 1)
+        return False
+
+    return not has_factor(limit)
 
 
 def _past_the_end(node: ast.AST, test: ast.expr, index: set) -> bool:

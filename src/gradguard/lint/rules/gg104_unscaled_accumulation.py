@@ -354,12 +354,14 @@ def scales_gradients(loop_node: ast.AST) -> bool:
     into its own buffer (Opacus' virtual step: ``p.summed_grad += p.grad``), where it may divide."""
     for n in body_nodes(loop_node):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and "grad" in text(n.target):
-            return True
+            if not getattr(n, "_gg_process_mean", False):  # not the mean over processes of an all-reduced sum
+                return True
         if isinstance(n, (ast.AugAssign, ast.Assign)) and _copies_grad(n):
             return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if n.func.attr in ("div_", "mul_", "_foreach_div_", "_foreach_mul_") and ("grad" in text(n.func.value) or "grad" in text(n)):
-                return True
+                if not getattr(n, "_gg_process_mean", False):
+                    return True
             if n.func.attr in ("add_", "copy_", "append") and not _is_grad(n.func.value) and terminal(n.func.value) != "data":
                 if any(_is_grad(a) for a in n.args):  # buf.add_(p.grad), grads.append(p.grad)
                     return True

@@ -1313,6 +1313,16 @@ def _data_names(loop: Loop, assigns: Dict[str, list]) -> set:
     return {n for n in data if all(v is None or (isinstance(v, ast.AST) and moved(v)) for v in assigns.get(n, []))}
 
 
+def _defined_names(module: Module) -> frozenset:
+    """The names of every function and method the file defines: a call by one of them (``model.bpr_loss(...)``
+    with ``def bpr_loss`` in a class of the file) has its code in view, whatever it is called on."""
+    found = module.__dict__.get("_gg201_defined")
+    if found is None:
+        found = module._gg201_defined = frozenset(
+            n.name for n in subtree(module.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return found
+
+
 def _loss_parts(loop: Loop, losses: set) -> set:
     """Names holding the parts of a back-propagated loss: ``loss, parts = loss_fn(out, y)`` where
     the helper returns ``box + cls, {"box": box, "cls": cls}`` (the parts keep the graph of the
@@ -1323,7 +1333,20 @@ def _loss_parts(loop: Loop, losses: set) -> set:
             continue
         helper = loop.callee(n.value)
         names = [e.id if isinstance(e, ast.Name) else None for e in n.targets[0].elts]
-        if helper is None or not any(name in losses for name in names):
+        if not any(name in losses for name in names):
+            continue
+        if helper is None:
+            # a call whose code is not in view (`loss, mel, gate = criterion(out, y)`, a loss object of another
+            # file) handing back the back-propagated loss with other values, some of which the loop reads as
+            # tensors (`gate.item()`): a call that returns loss tensors beside the loss, computed with it in the
+            # same pass and grad mode, so its other elements are taken for parts of the loss (a dict of numbers
+            # or an accuracy handed back beside the loss, never read as a tensor, is not)
+            if isinstance(n.value, ast.Call) and terminal(n.value.func) not in _defined_names(loop.module):
+                others = [name for name in names if name and name not in losses]
+                read = {c.func.value.id for c in body_nodes(loop.node) if isinstance(c, ast.Call) and not c.args
+                        and isinstance(c.func, ast.Attribute) and c.func.attr == "item" and isinstance(c.func.value, ast.Name)}
+                if any(name in read for name in others):
+                    parts |= set(others)
             continue
         inner = assignments(helper)
         for value in returns_of(helper):
