@@ -48,7 +48,10 @@ def check_loop(loop: Loop, report: Report) -> None:
     exits = {id(t) for p in loop.paths if p.end in ("break", "return", "raise") for _, _, t in p.decisions[-1:]}
     # nor do the tests that skip a micro-batch before anything touches `.grad` (`if x is None: continue`):
     # the index still advances, the modulo windows stay where they are
-    exits |= {id(t) for p in loop.paths if p.end == "continue" and not p.events for _, _, t in p.decisions[-1:]}
+    skips = [t for p in loop.paths if p.end == "continue" and not p.events for _, _, t in p.decisions[-1:]]
+    if any(_skips_from_a_window_boundary(loop, t) for t in skips):
+        return  # every micro-batch before the skip belongs to a whole window
+    exits |= {id(t) for t in skips}
     windows = [m for m in loop.window_paths() if all(_window_only(loop, t) or id(t) in exits for _, _, t in m.decisions)]
     if not windows or steps_after(loop) or _divides_evenly(loop, windows) or _asserted_divisible(loop, windows):
         return
@@ -439,6 +442,39 @@ def _exit_on_index(loop: Loop, path: Path) -> bool:
         isinstance(n, ast.Name) and n.id in names for t in tests for n in subtree(t) if not _past_the_end(loop.node, t, names)
         and not _limit_off_the_windows(loop, t, names)
     )
+
+
+def _index_names(loop: Loop) -> set:
+    target = loop.node.target
+    it = loop.node.iter
+    if isinstance(it, ast.Call) and terminal(it.func) == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[0]  # the index, not the batch
+    return {n.id for n in subtree(target) if isinstance(n, ast.Name)}
+
+
+def _skips_from_a_window_boundary(loop: Loop, test: ast.expr) -> bool:
+    """``step = i // K; if step >= n: continue`` (an engine that trains ``n`` whole windows an epoch and
+    skips the micro-batches past them, before any backward pass): the test reads the index only through
+    its window number ``i // K``, so the skip starts on a window boundary and every micro-batch before it
+    belongs to a whole window; nothing is left over for a remainder step."""
+    size = loop.window_size()
+    if size is None or not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                            and isinstance(test.ops[0], (ast.GtE, ast.Gt))):
+        return False
+    index = _index_names(loop)
+    assigns = loop.assignments()
+
+    def window_number(expr: ast.expr, depth: int = 0) -> bool:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.FloorDiv):
+            return (isinstance(expr.left, ast.Name) and expr.left.id in index
+                    and ast.dump(expr.right) == ast.dump(size))
+        if isinstance(expr, ast.Name) and expr.id not in index and depth < 2:
+            values = assigns.get(expr.id, ())
+            return len(values) == 1 and isinstance(values[0], ast.AST) and window_number(values[0], depth + 1)
+        return False
+
+    limit = test.comparators[0]
+    return window_number(test.left) and not any(isinstance(n, ast.Name) and n.id in index for n in subtree(limit))
 
 
 def _limit_off_the_windows(loop: Loop, test: ast.expr, index: set) -> bool:
