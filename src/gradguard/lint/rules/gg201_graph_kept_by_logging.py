@@ -65,7 +65,8 @@ def check_loop(loop: Loop, report: Report) -> None:
         if _entries_cut(loop, node, value, assigns):
             continue
         carried = any(keeps_graph(value, name) and not _rebound_after_backward(loop, node, name, names)
-                      for name in loss_carriers(value, names) & losses) or _carries_call(value, returned)
+                      for name in loss_carriers(value, names) & losses) or _carries_call(value, returned) \
+            or _carries_call(value, _handing_back(loop, value, losses, names))
         if carried and not (
             backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
             or _bounded(loop, node, text(total)) or graph_free(loop.module.tree, value, node)
@@ -382,6 +383,8 @@ def _rebound_after_backward(loop: Loop, stmt: ast.stmt, name: str, assigned) -> 
             for i in range(len(earlier) - 1, -1, -1):
                 s = earlier[i]
                 if isinstance(s, ast.Assign) and any(isinstance(c, ast.Name) and c.id == name for t in s.targets for c in subtree(t)):
+                    if _filled_lists(ast.Module(body=earlier[i + 1:], type_ignores=[]), {name: []}):
+                        return False  # bound afresh, then filled (`parts = []; parts.append(loss)`)
                     reads_loop = any(isinstance(c, ast.Name) and c.id in assigned for c in subtree(s.value))
                     after = any(id(n) in sites or (isinstance(n, ast.Call) and terminal(n.func) == "backward")
                                 for e in earlier[:i] for n in subtree(e))
@@ -1221,6 +1224,10 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
         for v in values
         if isinstance(v, ast.AST) and not self_ref(v, name) and id(v) not in unpacked
     ]
+    # a list the loop binds itself and fills (`parts = []; parts.append(loss)`): what it holds, it holds
+    # graph and all, and `sum(parts)` adds it up
+    filled = _filled_lists(loop.node, assigns)
+    sources += [(name, v, loss_carriers(v, loop_names)) for name, values in filled.items() if name not in losses for v in values]
     sources = [entry for entry in sources if entry[2]]
     changed = True
     while changed:
@@ -1234,7 +1241,18 @@ def loss_names(loop: Loop, assigns: Dict[str, list]) -> set:
     # nor names every binding of which in the loop gives no graph of this iteration: a cut value, or the
     # same value on every iteration (`alpha = self.alpha`, set once by the constructor: a weight that enters
     # the loss, whatever its name; a total of it links no new graph)
-    return {n for n in losses if not _no_new_graph(loop.module, assigns.get(n, []), assigns)}
+    return {n for n in losses if not _no_new_graph(loop.module, assigns.get(n, []) + filled.get(n, []), assigns)}
+
+
+def _filled_lists(node: ast.AST, assigns: Dict[str, list]) -> Dict[str, list]:
+    """name -> the values appended (``parts.append(v)``, ``parts.insert(i, v)``) to a list that the body of
+    ``node`` binds (``parts = []``), read from the body itself."""
+    out: Dict[str, list] = {}
+    for n in body_nodes(node):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "insert")
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in assigns and n.args and not n.keywords):
+            out.setdefault(n.func.value.id, []).append(n.args[-1])
+    return out
 
 
 def _no_new_graph(module: Module, values: list, assigns: Dict[str, list]) -> bool:
@@ -1374,6 +1392,30 @@ def _loss_parts(loop: Loop, losses: set) -> set:
                     value = n.target.elts[-1] if method == "items" and isinstance(n.target, ast.Tuple) else n.target
                     parts.update(target_names(value))
     return parts
+
+
+def _handing_back(loop: Loop, value: ast.AST, losses: set, names) -> set:
+    """Ids of the calls in ``value`` of a function of the file that hands back, graph kept, an argument
+    holding a loss tensor: ``total += loss_value(loss)`` with ``def loss_value(l): return l`` (or
+    ``return l * w``, ``return l.mean()``). Every return of the function must carry the graph of a
+    parameter it never rebinds; a helper returning ``l.item()``, ``float(l)`` or ``l.detach()`` hands
+    back a number."""
+    out = set()
+    for call in subtree(value):
+        if not isinstance(call, ast.Call):
+            continue
+        fn = loop.callee(call)
+        if fn is None and isinstance(call.func, ast.Name):
+            fn = loop.module.functions.get(call.func.id)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or no_grad_function(fn):
+            continue
+        returns, rebound = returns_of(fn), assignments(fn)
+        held = {p for p, args in bind_arguments(fn, call).items() if p not in rebound
+                and any(keeps_graph(args[0], n) for n in loss_carriers(args[0], names) & losses)}
+        if held and returns and all(any(keeps_graph(r, p) for p in loss_carriers(r, frozenset(rebound)) & held)
+                                    for r in returns):
+            out.add(id(call))
+    return out
 
 
 def _carries_call(expr: ast.AST, calls: set) -> bool:
