@@ -142,7 +142,20 @@ def test_method_helpers():
 
 
 def test_frameworks_are_left_alone():
-    lightning = """
+    # a hook of automatic optimization: the framework back-propagates the returned loss, steps and clears
+    hook = """
+    import pytorch_lightning as pl
+
+    class M(pl.LightningModule):
+        def training_step(self, batch, batch_idx):
+            loss = self(batch).mean()
+            self.log("loss", loss)
+            return loss
+    """
+    assert codes(hook) == []
+    # a method of the user's own that loops over batches is no hook: no framework runs it, the user's code
+    # does, and it is checked like any loop (here it never clears: every step re-applies the earlier gradients)
+    own_loop = """
     import pytorch_lightning as pl
 
     class M(pl.LightningModule):
@@ -151,7 +164,9 @@ def test_frameworks_are_left_alone():
                 self(batch).backward()
                 self.optimizer.step()
     """
-    assert codes(lightning) == []
+    assert codes(own_loop) == ["GG101"]
+    assert codes(own_loop.replace("            for batch in loader:\n",
+                                  "            for batch in loader:\n                self.optimizer.zero_grad()\n")) == []
     accelerate = """
     for step, batch in enumerate(loader):
         with accelerator.accumulate(model):
