@@ -23,11 +23,14 @@ _state = {"saved_bytes": 0, "initial": None}
 class _Held:
     """A tensor autograd saved for backward; its bytes count as live until the graph frees it."""
 
-    __slots__ = ("tensor", "nbytes")
+    __slots__ = ("tensor", "nbytes", "version")
 
     def __init__(self, tensor):
         self.tensor = tensor
         self.nbytes = tensor.numel() * tensor.element_size()
+        # autograd skips its own check that a saved tensor was not modified in place once a hook packs it;
+        # the version is kept here so that the program fails under the runner exactly where plain PyTorch fails
+        self.version = tensor._version
         _state["saved_bytes"] += self.nbytes
 
     def __del__(self):
@@ -35,6 +38,11 @@ class _Held:
 
 
 def _unpack(held):
+    if held.tensor._version != held.version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{held.tensor.type()} {list(held.tensor.shape)}] is at version {held.tensor._version}; "
+            f"expected version {held.version} instead (GradBench's saved-tensor count keeps autograd's check)")
     return held.tensor
 
 
