@@ -363,6 +363,9 @@ class Walker:
         #: the objects an ``if X is not None:`` / ``if X:`` of the followed code tests (see :meth:`_dereferenced`)
         self._exists_tested: Optional[frozenset] = None
         self._walked_loop: Optional[ast.AST] = None
+        self._exists_in_functions: Optional[frozenset] = None
+        #: the last names of the objects whose existence the walk forked on (a helper of another file's too)
+        self._exists_forked: set = set()
         self._deref_cache: Dict[int, Tuple[ast.AST, List[ast.expr]]] = {}
         #: the existence tests the walk forked on: ``id(test) -> (test, negated, holds when present)``
         self._exists_ifs: Dict[int, Tuple[ast.expr, bool, bool]] = {}
@@ -387,14 +390,14 @@ class Walker:
 
     def _settle_exists(self, paths: List[Path]) -> List[Path]:
         """An ``if model is not None:`` whose every pass without the object raised at a dereference of
-        it holds on every pass that goes on: it is no decision, and its body's events enclose no test.
+        it (or that no pass reached without it) holds on every pass that goes on: it is no decision, and its body's events enclose no test.
         The existence facts the walk kept (``exists:`` decisions) are dropped: the rules read the
         user's tests only."""
         settled = []
         for test, negated, holds_when_present in self._exists_ifs.values():
             mark = f"exists:if:{id(test)}"
             absent = [p for p in paths if p.decided(mark)]
-            if absent and all(p.end == "raise" for p in absent):
+            if all(p.end == "raise" for p in absent):
                 settled.append(test)
         if not settled and not any(k.startswith("exists:") for p in paths for k, _, _ in p.decisions):
             return paths
@@ -563,6 +566,7 @@ class Walker:
             test = stmt.test
         if exists is not None:
             self._exists_ifs[id(test)] = (test, negated, holds_when_present)
+            self._exists_forked.add(_last_name(obj))
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
@@ -659,21 +663,25 @@ class Walker:
 
     def _tested_objects(self) -> frozenset:
         """The last names of the objects an existence test of the followed code tests."""
-        if self._exists_tested is None:
+        def scan(trees) -> frozenset:
             found = set()
-            trees = list(self.functions.values()) + list(self.methods.values())
-            trees += [m for ms in self.instances.values() for m in ms.values()]
-            trees += [m for m, _ in self.object_methods.values()]
-            if self._walked_loop is not None:
-                trees.append(self._walked_loop)
             for tree in trees:
                 for node in ast.walk(tree):
                     if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
                         got = _exists_test(node.test)
                         if got is not None:
                             found.add(_last_name(got[0]))
-            self._exists_tested = frozenset(found)
-        return self._exists_tested
+            return frozenset(found)
+
+        if self._exists_tested is None:
+            if self._exists_in_functions is None:
+                trees = list(self.functions.values()) + list(self.methods.values())
+                trees += [m for ms in self.instances.values() for m in ms.values()]
+                trees += [m for m, _ in self.object_methods.values()]
+                self._exists_in_functions = scan(trees)
+            loop = self._walked_loop
+            self._exists_tested = self._exists_in_functions | (scan([loop]) if loop is not None else frozenset())
+        return self._exists_tested | self._exists_forked
 
     def _dereferenced(self, node: ast.AST, states: List[Path]) -> List[Path]:
         """``model(x)``, ``model.parameters()``, ``batch[0]``, evaluated on every pass that reaches ``node``
@@ -684,28 +692,27 @@ class Walker:
         if self._try or not states:
             return states
         objs, calls = _derefs_of(node, self._deref_cache)
-        found = [(obj, self._canon(obj)) for obj in objs]
-        for call in calls:
-            found += self._helper_derefs(call)
-        if not found:
+        if not objs:
             return states
         tested = self._tested_objects()
+        found = [(obj, self._canon(obj)) for obj in objs if _last_name(obj) in tested]
+        for call in calls:
+            found += self._helper_derefs(call, tested)
         for obj, canon in found:
             ekey = _exists_key(canon)
-            record = _last_name(obj) in tested
             out = []
             for s in states:
                 absent = s.decided(ekey) if s.end is None else None
                 if absent:
                     out.append(s._replace(end="raise"))
-                elif absent is None and record and s.end is None:
+                elif absent is None and s.end is None:
                     out.append(s._replace(decisions=s.decisions + ((ekey, False, _absent_test(canon, obj)),)))
                 else:
                     out.append(s)
             states = out
         return states
 
-    def _helper_derefs(self, call: ast.Call) -> List[Tuple[ast.expr, str]]:
+    def _helper_derefs(self, call: ast.Call, tested: frozenset) -> List[Tuple[ast.expr, str]]:
         """What a call of a function or method of this module (``loss_of(net, x)``, ``self.forward(x)``)
         dereferences before its first compound statement (so on every call), its parameters replaced
         by the call's arguments: ``(node, canonical text)``."""
@@ -731,6 +738,8 @@ class Walker:
         bound = bind_arguments(fn, call)
         out = []
         for obj in own[1]:
+            if _last_name(obj) not in tested:
+                continue
             root = _root(obj)
             args = bound.get(root.id)
             if args is not None:
