@@ -1,4 +1,4 @@
-"""GG101: a clearing under a test that an object exists (``if net is not None:`` / ``if net:``), where the
+"""GG101: a clearing under a test that an object exists (``if net is not None:``), where the
 same iteration dereferences that object on every path (calls it, reads an attribute of it), is run on
 every pass that reaches the step: a pass without the object raises at the dereference and steps nothing.
 So the clearing is no decision, whatever it clears (the optimizer, the module) and wherever the test sits
@@ -9,7 +9,8 @@ Every program is run in float64 and compared with plain SGD on each batch's own 
 ``.grad``, by ``torch.autograd.grad``). Negative controls: the same clearing under a test of an object the
 iteration does not dereference (a logger that may be absent: with it absent nothing is cleared and the
 steps reapply old gradients, which the run shows), or dereferenced only inside a ``try`` body (an absent
-object may be caught there), or only under another test, is still reported.
+object may be caught there), or only under another test, is still reported; so is a plain ``if loss:`` (a
+tensor that exists may be false).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def run(model, loader, logger=None):
     train(model, loader, torch.optim.SGD(model.parameters(), lr=0.1))
 """
 
-# the plain truth test, the dereference first and the clearing after the step
+# the dereference first and the clearing after the step
 AFTER_STEP = """\
 import torch
 
@@ -46,7 +47,7 @@ def train(net, loader, opt):
         loss = ((net(x) - y) ** 2).mean()
         loss.backward()
         opt.step()
-        if net:
+        if net is not None:
             net.zero_grad()
 
 
@@ -228,3 +229,12 @@ def test_negative_control_a_dereference_under_another_test_proves_nothing():
     loader = _loader()
     assert torch.allclose(_run(GUARDED_DEREF, loader), _reference(loader))  # the program itself is right
     assert _gg101(GUARDED_DEREF) == ["GG101"]
+
+
+def test_negative_control_a_plain_truth_test_is_no_existence_test():
+    # `if loss:` on a tensor: dereferenced every pass, yet a zero loss is false and skips the clearing
+    source = FUNCTION.replace("        if net is not None:\n            opt.zero_grad()\n        ((net(x) - y) ** 2).mean().backward()\n",
+                              "        loss = ((net(x) - y) ** 2).mean()\n        if loss:\n            opt.zero_grad()\n"
+                              "        loss.backward()\n")
+    assert "if loss:" in source
+    assert _gg101(source) == ["GG101"]

@@ -360,7 +360,7 @@ class Walker:
         self.reevaluating: frozenset = frozenset()
         #: how many ``try`` bodies the walk is in (a dereference there may be caught: it proves nothing)
         self._try = 0
-        #: the objects an ``if X is not None:`` / ``if X:`` of the followed code tests (see :meth:`_dereferenced`)
+        #: the objects an ``if X is not None:`` of the followed code tests (see :meth:`_dereferenced`)
         self._exists_tested: Optional[frozenset] = None
         self._walked_loop: Optional[ast.AST] = None
         self._exists_in_functions: Optional[frozenset] = None
@@ -540,9 +540,13 @@ class Walker:
         fixed = self._fixed_by_call(stmt.test)
         if fixed is None:
             fixed = _grad_exists(stmt.test)
+        if fixed is None and _clears_what_it_tests(stmt):
+            # `if model is not None:` whose body only clears the model's parameters: without the model there
+            # is nothing of it to clear, so the clearing covers all it can on every pass
+            fixed = True
         exists = _exists_test(stmt.test) if fixed is None else None
         if exists is not None:
-            # `if model is not None:` / `if model:` -- the decision is also one on whether the object
+            # `if model is not None:` -- the decision is also one on whether the object
             # exists, which a dereference of it on the same pass settles (see `_dereferenced`)
             obj, holds_when_present = exists
             ekey = _exists_key(self._canon(obj))
@@ -1266,15 +1270,17 @@ def _last_name(node: ast.expr) -> str:
 
 
 def _exists_test(test: ast.expr) -> Optional[Tuple[ast.expr, bool]]:
-    """``(X, True)`` for ``X is not None`` / ``X``, ``(X, False)`` for ``X is None`` / ``not X``, where
-    ``X`` is a name or ``a.b`` of names (not a gradient: :func:`_grad_exists` decides those); None otherwise."""
+    """``(X, True)`` for ``X is not None``, ``(X, False)`` for ``X is None`` (``not`` folded), where ``X`` is a
+    name or ``a.b`` of names (not a gradient: :func:`_grad_exists` decides those); None otherwise. A plain
+    ``if X:`` is no such test: a tensor, a number or an empty container that exists may be false."""
     present = True
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, present = test.operand, not present
-    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
-        present = present == isinstance(test.ops[0], ast.IsNot)
-        test = test.left
+        return None
+    present = present == isinstance(test.ops[0], ast.IsNot)
+    test = test.left
     if not _chain(test) or _last_name(test) == "grad":
         return None
     return test, present
@@ -1333,6 +1339,62 @@ def _derefs_of(node: ast.AST, cache: Dict[int, Tuple[ast.AST, List[ast.expr]]]) 
     got = ([o for o in out if _last_name(o) != "grad"], calls)
     cache[id(node)] = (node, got)
     return got
+
+
+def _clears_what_it_tests(stmt: ast.If) -> bool:
+    """``if M is not None:`` (no ``else``) whose body only clears the gradients of ``M``'s parameters
+    (``M.zero_grad()``, ``for p in M.parameters(): p.grad = None``): where the test fails there is no
+    ``M`` and so no parameter of it to clear, so the clearing covers every parameter it can and is
+    taken as run. Any other statement in the body, or any other object it touches, keeps the test a
+    decision."""
+    test = stmt.test
+    if stmt.orelse or not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+                           and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return False
+    obj = test.left
+    if not (isinstance(obj, ast.Name) or (isinstance(obj, ast.Attribute) and isinstance(obj.value, ast.Name))):
+        return False
+    held = text(obj)
+
+    def clears(s: ast.stmt) -> bool:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            return (isinstance(f, ast.Attribute) and f.attr == "zero_grad" and text(f.value) == held
+                    and not s.value.args and all(k.arg == "set_to_none" for k in s.value.keywords))
+        if not (isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.target, ast.Name) and not s.orelse):
+            return False
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+                and text(it.func.value) == held and not it.args and not it.keywords):
+            return False
+        p = s.target.id
+        return bool(s.body) and all(_clears_grad_of(b, p) for b in s.body)
+
+    return bool(stmt.body) and all(clears(s) for s in stmt.body)
+
+
+def _clears_grad_of(s: ast.stmt, p: str) -> bool:
+    """``p.grad = None``, ``p.grad.zero_()`` / ``p.grad.fill_(0)`` / ``p.grad.data.zero_()``, or one of
+    those under ``if p.grad is not None:``."""
+    def grad_of(e: ast.AST) -> bool:
+        if isinstance(e, ast.Attribute) and e.attr == "data":
+            e = e.value
+        return isinstance(e, ast.Attribute) and e.attr == "grad" and isinstance(e.value, ast.Name) and e.value.id == p
+
+    if isinstance(s, ast.If) and not s.orelse and _grad_exists(s.test) is True:
+        return bool(s.body) and all(_clears_grad_of(b, p) for b in s.body)
+    if isinstance(s, ast.Assign):
+        return (len(s.targets) == 1 and grad_of(s.targets[0]) and isinstance(s.value, ast.Constant)
+                and s.value.value is None)
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
+        call = s.value
+        if not grad_of(call.func.value):
+            return False
+        if call.func.attr == "zero_" and not call.args:
+            return True
+        return call.func.attr in ("fill_", "mul_") and len(call.args) == 1 and isinstance(call.args[0], ast.Constant) \
+            and call.args[0].value == 0
+    return False
 
 
 def _grad_exists(test: ast.expr) -> Optional[bool]:
