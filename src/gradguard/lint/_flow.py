@@ -358,6 +358,17 @@ class Walker:
         #: optimizers whose ``step(closure)`` evaluates the closure several times, reading the gradient after
         #: each evaluation (see :func:`~._events.reevaluates_closure`)
         self.reevaluating: frozenset = frozenset()
+        #: how many ``try`` bodies the walk is in (a dereference there may be caught: it proves nothing)
+        self._try = 0
+        #: the objects an ``if X is not None:`` of the followed code tests (see :meth:`_dereferenced`)
+        self._exists_tested: Optional[frozenset] = None
+        self._walked_loop: Optional[ast.AST] = None
+        self._exists_in_functions: Optional[frozenset] = None
+        #: the last names of the objects whose existence the walk forked on (a helper of another file's too)
+        self._exists_forked: set = set()
+        self._deref_cache: Dict[int, Tuple[ast.AST, List[ast.expr]]] = {}
+        #: the existence tests the walk forked on: ``id(test) -> (test, negated, holds when present)``
+        self._exists_ifs: Dict[int, Tuple[ast.expr, bool, bool]] = {}
 
     # -- entry point ---------------------------------------------------------
     def iteration_paths(self, loop: ast.AST, enclosing: Optional[ast.AST] = None) -> List[Path]:
@@ -372,7 +383,33 @@ class Walker:
             TooComplex: more than :data:`MAX_PATHS` paths.
         """
         self._enclosing = enclosing
-        return self.block(loop.body, [Path()], ())
+        self._walked_loop = loop
+        self._exists_tested = None
+        self._exists_ifs = {}
+        return self._settle_exists(self.block(loop.body, [Path()], ()))
+
+    def _settle_exists(self, paths: List[Path]) -> List[Path]:
+        """An ``if model is not None:`` whose every pass without the object raised at a dereference of
+        it (or that no pass reached without it) holds on every pass that goes on: it is no decision, and its body's events enclose no test.
+        The existence facts the walk kept (``exists:`` decisions) are dropped: the rules read the
+        user's tests only."""
+        settled = []
+        for test, negated, holds_when_present in self._exists_ifs.values():
+            mark = f"exists:if:{id(test)}"
+            absent = [p for p in paths if p.decided(mark)]
+            if all(p.end == "raise" for p in absent):
+                settled.append(test)
+        if not settled and not any(k.startswith("exists:") for p in paths for k, _, _ in p.decisions):
+            return paths
+        out = []
+        for p in paths:
+            decisions = tuple(d for d in p.decisions if not d[0].startswith("exists:") and not any(d[2] is t for t in settled))
+            events = p.events
+            if settled:
+                events = tuple(e._replace(stack=tuple(x for x in e.stack if not any(x[0] is t for t in settled)))
+                               if any(x[0] is t for x in e.stack for t in settled) else e for e in events)
+            out.append(p._replace(decisions=decisions, events=events))
+        return out
 
     # -- statements ------------------------------------------------------------
     def block(self, stmts, states: List[Path], stack: Tuple) -> List[Path]:
@@ -398,6 +435,10 @@ class Walker:
         return states
 
     def statement(self, stmt: ast.stmt, states: List[Path], stack: Tuple) -> List[Path]:
+        if isinstance(stmt, _SIMPLE):
+            states = self._dereferenced(stmt, states)
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                states = self._rebound(stmt, states)
         if isinstance(stmt, ast.If):
             return self._if(stmt, states, stack)
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
@@ -408,6 +449,7 @@ class Walker:
                 if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "accumulate":
                     # `with accelerator.accumulate(model):` Accelerate divides the loss and
                     # makes step()/zero_grad() act at the window's end only
+                    states = self._dereferenced(expr, states)
                     self.accumulate.append(stmt)
                     sync = ast.Attribute(value=expr.func.value, attr="sync_gradients", ctx=ast.Load())
                     self._sync.append(ast.copy_location(sync, expr))
@@ -417,11 +459,15 @@ class Walker:
                     finally:
                         self._sync.pop()
                     return states
-                states = self.expr(expr, states, stack)
+                states = self.expr(expr, self._dereferenced(expr, states), stack)
             return self.block(stmt.body, states, stack)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             # Exception handlers are the unusual path; the rules are about the usual one.
-            states = self.block(stmt.body, states, stack)
+            self._try += 1
+            try:
+                states = self.block(stmt.body, states, stack)
+            finally:
+                self._try -= 1
             states = self._resume(self.block(stmt.orelse, states, stack), ())
             return self.block(stmt.finalbody, states, stack)
         if isinstance(stmt, ast.Match):
@@ -488,14 +534,22 @@ class Walker:
         return [s._replace(events=s.events + (ev,)) for s in states]
 
     def _if(self, stmt: ast.If, states, stack):
-        states = self.expr(stmt.test, states, stack)
+        states = self.expr(stmt.test, self._dereferenced(stmt.test, states), stack)
         if not self.relevant(stmt):
             return states
         fixed = self._fixed_by_call(stmt.test)
         if fixed is None:
             fixed = _grad_exists(stmt.test)
         if fixed is None and _clears_what_it_tests(stmt):
+            # `if model is not None:` whose body only clears the model's parameters: without the model there
+            # is nothing of it to clear, so the clearing covers all it can on every pass
             fixed = True
+        exists = _exists_test(stmt.test) if fixed is None else None
+        if exists is not None:
+            # `if model is not None:` -- the decision is also one on whether the object
+            # exists, which a dereference of it on the same pass settles (see `_dereferenced`)
+            obj, holds_when_present = exists
+            ekey = _exists_key(self._canon(obj))
         if fixed is None and self._grad_on and _grad_mode(stmt.test):
             # `if torch.is_grad_enabled(): opt.zero_grad()` in a closure that `opt.step(closure)` runs:
             # torch's optimizers call the closure under `torch.enable_grad()`, so the test holds there
@@ -514,6 +568,9 @@ class Walker:
                 cached = self._keys[id(stmt.test)] = condition_key(stmt.test)
             key, negated = cached
             test = stmt.test
+        if exists is not None:
+            self._exists_ifs[id(test)] = (test, negated, holds_when_present)
+            self._exists_forked.add(_last_name(obj))
         out: List[Path] = []
         for s in states:
             known = s.decided(key)
@@ -521,16 +578,26 @@ class Walker:
                 # `if a and b:` after `if a:` and `if b:` decided both: its truth follows from theirs
                 truth = _truth(test, s, self._keys)
                 known = None if truth is None else truth != negated
+            if known is None and exists is not None:
+                absent = s.decided(ekey)
+                if absent is not None:  # dereferenced earlier on this pass: it exists
+                    known = ((not absent) == holds_when_present) != negated
             for value in ((True, False) if known is None else (known,)):
                 takes_body = value != negated
                 branch = s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, value, test),))
+                if exists is not None:
+                    absent = takes_body != holds_when_present
+                    mark = ((f"exists:if:{id(test)}", absent, test),)
+                    if ekey != key and branch.decided(ekey) is None:
+                        mark += ((ekey, absent, _absent_test(self._canon(obj), obj)),)
+                    branch = branch._replace(decisions=branch.decisions + mark)
                 inner = stack + ((test, takes_body),)
                 out += self.block(stmt.body if takes_body else stmt.orelse, [branch], inner)
         return out
 
     def _loop(self, stmt, states, stack):
         head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
-        states = self.expr(head, states, stack)
+        states = self.expr(head, self._dereferenced(head, states), stack)
         if not self.relevant(stmt):
             return states
         out: List[Path] = []
@@ -542,7 +609,10 @@ class Walker:
             ran = self.block(stmt.body, [s], inner)
             if module is not None:
                 ran = [self._whole_module_clear(r, len(s.events), stmt, module, stack) for r in ran]
-            out += [r._replace(decisions=s.decisions) for r in self._resume(ran, ("continue", "break"))]
+            # ... except whether an object exists (the body rebinds it or the fact stays)
+            out += [r._replace(decisions=s.decisions + tuple(
+                        d for d in r.decisions if d[0].startswith("exists:") and s.decided(d[0]) is None))
+                    for r in self._resume(ran, ("continue", "break"))]
         return self.block(stmt.orelse, out, stack)
 
     def _parameters_of(self, loop) -> Optional[str]:
@@ -585,6 +655,116 @@ class Walker:
                 events[i] = e._replace(target=module, stack=stack, node=loop)
                 changed = True
         return path._replace(events=tuple(events)) if changed else path
+
+    def _canon(self, obj: ast.expr) -> str:
+        """The text of ``obj`` (a name or ``a.b.c``) with a parameter of the helpers being inlined replaced
+        by the argument bound to it and ``self`` by the object a wrapper's method was called on."""
+        root = obj
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        whole = text(obj)
+        return self._rebase(text(self._argument(root)) + whole[len(root.id):]) if isinstance(root, ast.Name) else whole
+
+    def _tested_objects(self) -> frozenset:
+        """The last names of the objects an existence test of the followed code tests."""
+        def scan(trees) -> frozenset:
+            found = set()
+            for tree in trees:
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+                        got = _exists_test(node.test)
+                        if got is not None:
+                            found.add(_last_name(got[0]))
+            return frozenset(found)
+
+        if self._exists_tested is None:
+            if self._exists_in_functions is None:
+                trees = list(self.functions.values()) + list(self.methods.values())
+                trees += [m for ms in self.instances.values() for m in ms.values()]
+                trees += [m for m, _ in self.object_methods.values()]
+                self._exists_in_functions = scan(trees)
+            loop = self._walked_loop
+            self._exists_tested = self._exists_in_functions | (scan([loop]) if loop is not None else frozenset())
+        return self._exists_tested | self._exists_forked
+
+    def _dereferenced(self, node: ast.AST, states: List[Path]) -> List[Path]:
+        """``model(x)``, ``model.parameters()``, ``batch[0]``, evaluated on every pass that reaches ``node``
+        (not under a short-circuit, a conditional expression, a lambda or a comprehension, not in a
+        ``try`` body): a pass on which the object is None raises here and reaches no step. So a pass
+        that decided it absent (``if model is not None:`` not taken) ends here, and a pass that goes on
+        has it: a later ``if model is not None:`` takes its body."""
+        if self._try or not states:
+            return states
+        objs, calls = _derefs_of(node, self._deref_cache)
+        if not objs:
+            return states
+        tested = self._tested_objects()
+        found = [(obj, self._canon(obj)) for obj in objs if _last_name(obj) in tested]
+        for call in calls:
+            found += self._helper_derefs(call, tested)
+        for obj, canon in found:
+            ekey = _exists_key(canon)
+            out = []
+            for s in states:
+                absent = s.decided(ekey) if s.end is None else None
+                if absent:
+                    out.append(s._replace(end="raise"))
+                elif absent is None and s.end is None:
+                    out.append(s._replace(decisions=s.decisions + ((ekey, False, _absent_test(canon, obj)),)))
+                else:
+                    out.append(s)
+            states = out
+        return states
+
+    def _helper_derefs(self, call: ast.Call, tested: frozenset) -> List[Tuple[ast.expr, str]]:
+        """What a call of a function or method of this module (``loss_of(net, x)``, ``self.forward(x)``)
+        dereferences before its first compound statement (so on every call), its parameters replaced
+        by the call's arguments: ``(node, canonical text)``."""
+        func = call.func
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = self.functions.get(func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            fn = self.methods.get(func.attr)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in self._inlining:
+            return []
+        own = self._deref_cache.get(id(fn))
+        if own is None or own[0] is not fn:
+            objs = []
+            for stmt in fn.body:
+                if not isinstance(stmt, _SIMPLE):
+                    break
+                objs += _derefs_of(stmt, self._deref_cache)[0]
+                if isinstance(stmt, ast.Return):
+                    break
+            assigned = frozenset(assignments(fn))
+            own = self._deref_cache[id(fn)] = (fn, [o for o in objs if _root(o).id not in assigned])
+        bound = bind_arguments(fn, call)
+        out = []
+        for obj in own[1]:
+            if _last_name(obj) not in tested:
+                continue
+            root = _root(obj)
+            args = bound.get(root.id)
+            if args is not None:
+                arg = args[0] if args else None
+                if arg is None or not _chain(arg):
+                    continue
+                out.append((obj, self._canon(arg) + text(obj)[len(root.id):]))
+            elif root.id == "self" or root.id not in {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}:
+                out.append((obj, self._canon(obj)))
+        return out
+
+    def _rebound(self, stmt: ast.stmt, states: List[Path]) -> List[Path]:
+        """``model = ...``: what the pass knew of the object's existence no longer holds."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if _chain(t) and isinstance(t, (ast.Name, ast.Attribute)):
+                    ekey = _exists_key(self._canon(t))
+                    states = [s._replace(decisions=tuple(d for d in s.decisions if d[0] != ekey))
+                              if s.decided(ekey) is not None else s for s in states]
+        return states
 
     def _bound_test(self, test: ast.expr) -> Optional[ast.expr]:
         """The argument expression bound to ``test`` when it is a parameter of the helper being
@@ -1073,6 +1253,92 @@ def _grad_mode(test: ast.expr) -> bool:
     records operations now."""
     return (isinstance(test, ast.Call) and not test.args and not test.keywords
             and text(test.func) in ("torch.is_grad_enabled", "is_grad_enabled"))
+
+
+_SIMPLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
+
+
+def _chain(node: ast.AST) -> bool:
+    """A name or ``a.b.c`` of names."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _last_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id
+
+
+def _exists_test(test: ast.expr) -> Optional[Tuple[ast.expr, bool]]:
+    """``(X, True)`` for ``X is not None``, ``(X, False)`` for ``X is None`` (``not`` folded), where ``X`` is a
+    name or ``a.b`` of names (not a gradient: :func:`_grad_exists` decides those); None otherwise. A plain
+    ``if X:`` is no such test: a tensor, a number or an empty container that exists may be false."""
+    present = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, present = test.operand, not present
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return None
+    present = present == isinstance(test.ops[0], ast.IsNot)
+    test = test.left
+    if not _chain(test) or _last_name(test) == "grad":
+        return None
+    return test, present
+
+
+def _exists_key(canon: str) -> str:
+    return "exists:" + canon
+
+
+def _absent_test(canon: str, where: ast.AST) -> ast.expr:
+    """``X is None`` (the decision an existence key holds), placed at ``where``."""
+    node = ast.Compare(left=ast.Name(id=canon, ctx=ast.Load()), ops=[ast.Is()], comparators=[ast.Constant(value=None)])
+    return ast.fix_missing_locations(ast.copy_location(node, where))
+
+
+def _root(node: ast.expr) -> ast.Name:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _derefs_of(node: ast.AST, cache: Dict[int, Tuple[ast.AST, List[ast.expr]]]) -> Tuple[List[ast.expr], List[ast.Call]]:
+    """The names and ``a.b`` chains that evaluating ``node`` always calls, reads an attribute of or
+    subscripts (not under ``and``/``or`` past the first operand, a conditional expression's branches,
+    a lambda or a comprehension). An assignment's targets are evaluated after its value: ``x = f(x)``
+    dereferences what ``x`` held."""
+    got = cache.get(id(node))
+    if got is not None and got[0] is node:
+        return got[1]
+    out: List[ast.expr] = []
+    calls: List[ast.Call] = []
+
+    def visit(n: ast.AST) -> None:
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp) + _DEFS):
+            return
+        if isinstance(n, ast.BoolOp):
+            visit(n.values[0])
+            return
+        if isinstance(n, ast.IfExp):
+            visit(n.test)
+            return
+        if isinstance(n, ast.Call) and _chain(n.func):
+            out.append(n.func)
+            calls.append(n)
+        elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(getattr(n, "ctx", None), ast.Load) \
+                and _chain(n.value):
+            out.append(n.value)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if node.value is not None:
+            visit(node.value)
+    else:
+        visit(node)
+    got = ([o for o in out if _last_name(o) != "grad"], calls)
+    cache[id(node)] = (node, got)
+    return got
 
 
 def _clears_what_it_tests(stmt: ast.If) -> bool:
