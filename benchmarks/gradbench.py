@@ -1281,8 +1281,6 @@ AUDIT_10 = {
              "matches the note; confirmed (opened and fixed by the author)"),
     "c227": ("refiners#326 read (merged): the description of the clip moved from after each backward to before each optimizer step and its non-equivalence under accumulation; the trainer was not read",
              "matches the description; confirmed (merged)"),
-    "c228": ("minimalRL#26 read (closed): the quoted train_net and a maintainer's reply that the update belongs after the loop; REINFORCE.py beyond the excerpt was not read; CartPole replaced",
-             "matches the excerpt; confirmed (a maintainer: 'That's right ... i fixed it')"),
     "c229": ("pytorch_tutorial#5 read (closed): the question on loss.backward(loss) and the author's reply; the notebook was not read",
              "matches the question; confirmed (the author: 'that should not be there ... Fixed it')"),
     "c230": ("pose-ae-train#11 read (closed): the quoted train loop over ['train', 'val'] and make_train ignoring the phase; pull request #20 names the earlier fix; the files were not read beyond the excerpts",
@@ -1383,6 +1381,12 @@ REMOVED = {
         "round was under way, before its figures were read: tensorboy/pytorch_Realtime_Multi-Person_Pose_Estimation#53 is the source of round "
         "6's c144_realtime_pose_53_validation_backward_and_step (the same issue, the same lines); the check that no "
         "round-10 repository is cited by an earlier round was run only with the round's tests, after the run",
+    "c228_minimalrl_26_reinforce_step_every_time_step": "removed after round 10 was reported: the program as "
+        "published does not run on the PyTorch this runs (2.x): each time step's term is back-propagated through "
+        "probabilities computed before the previous term's `optimizer.step()` changed the weights in place, and "
+        "autograd raises (\"modified by an inplace operation\"); the bug was silent only on PyTorch before 1.5. "
+        "The runner's saved-tensor count had switched that check off, so the case read as silent and its effect was "
+        "measured on a program that fails; the count now keeps the check",
     "c247_i2sb_9_inner_loop_loss_not_normalized": "no measurable effect (0.003 %): with AdamW (weight decay 0) a "
         "constant factor of n_inner_loop on every step's gradient leaves the update unchanged up to eps; the source "
         "is an unanswered question (NVlabs/I2SB#9)",
@@ -1810,7 +1814,9 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
          "the reported mechanism, whose effect was measured, not a maintainer's diagnosis. The watch's miss in scope "
          "(c283, held out: GG104 not reported when a SAM step's first backward pass is left in the buffers and the "
          "pass at the perturbed weights is added to it before the base step) and the findings on three fixed twins "
-         "are listed below as notes; nothing under src/ changed for them.", "",
+         "are listed below as notes; nothing under src/ changed for them. The whole page was then run again on the "
+         "code with every change the round made under src/ (none of them read from round 12): each of the round's "
+         "cases and its twin read the same under both.", "",
          "Round 12's misses and twin findings, read after the run (notes; nothing was changed for them):", "",
          "- c283 (held out, watch: GG104 expected, nothing reported): the first backward pass's gradient is read by "
          "the perturbation (`p.add_(rho * g / |g|)` under no_grad), not by a step, and the second pass at the "
@@ -1867,12 +1873,12 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
          "case's effect was measured (float64, no gradguard) as it was written, and no gradguard tool ran on them "
          "until all were written and committed. Of the 24 names committed, three were removed before any tool ran "
          "(a mechanism that did not survive reading the source, a behaviour its maintainer does not call a bug, "
-         "an effect of 0.003 %) and one after (c231 repeats round 6's source, c144): see *Removed*. The held-out half (first byte of sha256(name) even) stays held "
+         "an effect of 0.003 %) and one after (c231 repeats round 6's source, c144); c228 was removed after the round was reported (the published program raises on PyTorch 2.x): see *Removed*. The held-out half (first byte of sha256(name) even) stays held "
          "out: its misses are notes, to be fixed only with a new held-out round. Round 10 was written while round "
          f"9's misses were being fixed, so round 9 (c{FIRST_ROUND_9} to c{FIRST_ROUND_10 - 1}) counts as in-sample "
          f"from then on. {sum(not _scope_any(c) for c in r10)} of the {len(r10)} cases are declared out of every "
-         "tool's scope before the run (an update per time step where one per episode was meant, validation "
-         "batches trained like training batches, a backward seeded with the loss): they count in *of all*, not "
+         "tool's scope before the run (validation batches trained like training batches, a backward seeded with "
+         "the loss): they count in *of all*, not "
          "*in scope*. The round's first figures were measured on src/ as it stood before the round (the round "
          "changed nothing under src/): `python benchmarks/gradbench.py --round 10 --json r10.json`, rendered "
          "with `--render` after the last full run of rounds 1 to 9. Five of the round's cases are unconfirmed by "
@@ -2627,6 +2633,8 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
     tc_caught = ran = both = gg_only = tc_only = 0
     for name, r in sorted(runs.items()):
         c = by_name.get(name)
+        if c is None:
+            continue  # a case removed since TrainCheck ran on it (see *Removed*)
         j = (judged or {}).get(name, {})
         watch = "caught" if j.get("watch_caught") else ("-" if j else "?")
         lint_ = "caught" if j.get("lint_caught") else ("-" if j else "?")
@@ -2648,7 +2656,7 @@ def _traincheck_run_section(stored: Dict, cases: List["Case"], judged: Optional[
                  f"{r.get('first_step') if r.get('first_step') is not None else '-'} | {ex} | {tv_text.replace('|', '/')} | "
                  f"{watch} | {lint_} |")
     measured = [r for r in runs.values() if r.get("twin_violated") is not None]
-    L += ["", f"TrainCheck ran on {ran} of {len(runs)} cases and caught {tc_caught}; of those {ran}: both tools "
+    L += ["", f"TrainCheck ran on {ran} of {sum(n in by_name for n in runs)} cases and caught {tc_caught}; of those {ran}: both tools "
           f"{both}, gradguard only {gg_only}, TrainCheck only {tc_only}. A violated invariant counts as a catch "
           "whatever it is about: the example column shows whether it names the bug's mechanism."
           + (f" False alarms, measured on {len(measured)} cases (the twin's invariants checked on a second run of "

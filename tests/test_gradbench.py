@@ -362,7 +362,7 @@ def test_round_10_is_the_list_written_down_before_its_cases_and_split_by_the_sam
     # a case removed later leaves the list for REMOVED with its reason
     assert set(cases) <= set(gb.ROUND_10)
     assert set(gb.ROUND_10) - set(cases) <= set(gb.REMOVED)
-    assert len(gb.ROUND_10) >= 24 and len(cases) >= 20
+    assert len(gb.ROUND_10) >= 24 and len(cases) >= 19  # c228 removed after the round was reported
     assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_10 for n in gb.ROUND_10)
     assert gb.FIRST_ROUND_10 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_9)
     assert {n.split("_")[0] for n in gb.ROUND_10} == set(gb.ROUND_10_SOURCES)
@@ -542,8 +542,8 @@ def test_round_9_leads_the_headline_table_once_its_cases_exist():
 
 def test_round_10_leads_the_headline_table_once_its_cases_exist():
     # round 10's held-out half heads the table; round 9 becomes in-sample (its misses are being fixed), and the
-    # prose counts the cases no tool declares (c228 is out of both tools' scope)
-    cases = gb.load_cases(["c224_", "c225_", "c228_", "c203_", "c206_"])
+    # prose counts the cases no tool declares (c229 is out of both tools' scope)
+    cases = gb.load_cases(["c224_", "c225_", "c229_", "c203_", "c206_"])
     judged = {c.name: _fake() for c in cases}
     judged["c225_attention_augmented_conv2d_7_relative_logits_created_in_forward"] = _fake(watch=True)
     text = "\n".join(gb._heldout_section(cases, judged))
