@@ -130,11 +130,16 @@ def test_extended_programs_run_in_every_form_with_the_same_truth():
         assert len(verdicts) == 1, (i, s)
 
 
-def test_bench_extended_flag_and_failure_classes(tmp_path, capsys):
+def test_bench_extended_flag_and_failure_classes(tmp_path, capsys, monkeypatch):
     """The benchmark's --extended stream (a few specs), and the failure report naming the new choices."""
     import json
+    import os
 
     from oracle import failures
+
+    # main() puts the measured source tree on PYTHONPATH for the programs it runs; in this process that must not
+    # outlive the test (later tests start fresh interpreters that must import what they install, not this checkout)
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
 
     out = tmp_path / "o.json"
     assert bench.main(["--specs", "3", "--seed", "8", "--forms", "module", "--no-watch", "--jobs", "1", "--extended",
