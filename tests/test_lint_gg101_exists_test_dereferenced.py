@@ -16,7 +16,6 @@ tensor that exists may be false).
 from __future__ import annotations
 
 import re
-import textwrap
 
 import torch
 from _findings import codes
@@ -153,36 +152,8 @@ def run(model, loader, logger=None):
 """
 
 
-def _gg101(source):
-    return [c for c in codes(source) if c == "GG101"]
-
-
-def _run(source, loader):
-    namespace = {}
-    exec(compile(textwrap.dedent(source), "<train>", "exec"), namespace)
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1).double()
-    namespace["run"](model, loader)
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-
-def _reference(loader):
-    """Plain SGD on each batch's own gradient, float64, never through ``.grad``."""
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1).double()
-    params = list(model.parameters())
-    for x, y in loader:
-        grads = torch.autograd.grad(((model(x) - y) ** 2).mean(), params)
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p -= 0.1 * g
-    return torch.cat([p.detach().flatten() for p in params])
-
-
-def _loader():
-    g = torch.Generator().manual_seed(1)
-    return [(torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 1, generator=g, dtype=torch.float64))
-            for _ in range(4)]
+# the float64 run and its plain-SGD reference are the ones of the clearing-under-an-exists-test tests
+from test_lint_gg101_clear_under_exists_test import _gg101, _loader, _reference, _run  # noqa: E402
 
 
 def _renamed(source: str) -> str:
