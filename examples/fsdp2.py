@@ -68,6 +68,12 @@ def _spawned(rank, world_size, port):
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     main()
+    # The work is done and the group destroyed. Leave without running C++ static destructors:
+    # on a loaded machine a gloo background thread still being torn down can abort the exiting
+    # process ("terminate called without an active exception") after everything has finished.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
