@@ -363,9 +363,68 @@ def _given_a_loss(loop: Loop, step: Event) -> bool:
     # in a helper, the names are the helper's own
     values = (assignments(step.frame[-1][0]) if step.frame else loop.assignments()).get(call.args[0].id)
     arithmetic = (ast.Constant, ast.BinOp, ast.UnaryOp)
-    return bool(values) and all(
+    if bool(values) and all(
         isinstance(v, arithmetic) or (isinstance(v, tuple) and len(v) > 2 and isinstance(v[0], str) and v[0] == "aug")
-        for v in values)
+            for v in values):
+        return True
+    return _loss_of_its_partner(loop, step, call.args[0].id)
+
+
+def _loss_of_its_partner(loop: Loop, step: Event, name: str) -> bool:
+    """``with make(model, opt) as (fmodel, diffopt): ... diffopt.step(loss)``, or ``fmodel, diffopt =
+    make(...)``: the stepped object comes out of one call together with other objects (a functional copy
+    of the model), and the value it is handed is a tensor computed from one of those partners (through
+    the assignments of the function, ``out = fmodel(x); loss = crit(out, y)``) or by a torch function of
+    the iteration's values. Such a step differentiates the tensor it is given: it reads no ``.grad``
+    (an optimizer built by its constructor and stepped with a closure is not bound this way)."""
+    fn = step.frame[-1][0] if step.frame else (loop.scope if loop.scope is not None else loop.module.tree)
+    partners = _bound_with(fn, step.target)
+    if not partners:
+        return False
+    assigns = assignments(fn)
+    seen = set()
+
+    def from_partner(n: str, depth: int) -> bool:
+        if n in partners:
+            return True
+        if n in seen or depth > 6:
+            return False
+        seen.add(n)
+        for v in assigns.get(n) or ():
+            if isinstance(v, tuple):
+                v = v[2] if len(v) > 2 else None
+            if not isinstance(v, ast.AST):
+                continue
+            if any(isinstance(x, ast.Name) and x.id != n and from_partner(x.id, depth + 1) for x in ast.walk(v)):
+                return True
+        return False
+
+    values = assigns.get(name) or []
+    if any(isinstance(v, ast.Lambda) for v in values) or _defines_function(fn, name):
+        return False  # a closure handed to the step
+    return from_partner(name, 0)
+
+
+def _bound_with(fn: ast.AST, target: str) -> set:
+    """The other names of a tuple that binds ``target`` from one call: ``with f(...) as (a, target)`` or
+    ``a, target = f(...)`` (an object made together with its partners, not by an optimizer's constructor)."""
+    if not target.isidentifier():
+        return set()
+    out = set()
+    for n in ast.walk(fn):
+        tuples = []
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            tuples = [i.optional_vars for i in n.items if isinstance(i.context_expr, ast.Call)]
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            tuples = n.targets
+        for t in tuples:
+            if isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == target for e in t.elts):
+                out.update(e.id for e in t.elts if isinstance(e, ast.Name) and e.id != target)
+    return out
+
+
+def _defines_function(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(fn))
 
 
 def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:
