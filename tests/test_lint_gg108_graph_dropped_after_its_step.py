@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 import torch
 
 from _findings import codes
+
+# torch warns of the reference cycle create_graph=True makes: the very thing these programs measure
+pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 
 GOOD = """\
 import torch
