@@ -58,7 +58,7 @@ condition. Where none of that decides, these names are read, as a last resort:
 
 | where | the names | what they decide |
 |---|---|---|
-| an object's name (`_events._OPT_NAME`) | `optim...`, `opt`, `opt_g`, `g_opt`, ... | `X.step()` / `X.zero_grad()` of an object with no structural evidence is an optimizer's |
+| an object's name (`_events._OPT_NAME`) | `optim...`, `opt`, `opt_g`, `g_opt`, ... | `X.step()` / `X.zero_grad()` of an object with no structural evidence is an optimizer's (not when the name, or the string key of a dict entry such as `setting.optim["scheduler"]`, says `sched` or `scaler`) |
 | `_events.classify_call` | a receiver with `scaler` in its name | `scaler.step(opt)` steps `opt` (GradScaler) |
 | `_builder._SCHEDULER_NAME` | `sched`, `scaler` | the only object a function steps is not taken for its optimizer (a scheduler stepped beside an optimizer we cannot see) |
 | `_events._FRAMEWORK_RECEIVER` | `accelerator`, `fabric`, `engine`, `deepspeed`, `booster`, `strategy`, `precision` | `X.backward(loss)` back-propagates `loss` |

@@ -221,6 +221,13 @@ class _Builder(_LineMarks, _IgniteLoops, _ForeignObjects, _PerCallBodies):
             elif isinstance(n, ast.Assign):
                 for t in n.targets:
                     bound.setdefault(text(t), []).append(n.value)
+                    if isinstance(n.value, ast.Dict):
+                        # `optim = {"optimizer": Adam(...), "scheduler": StepLR(...)}`: each entry is bound
+                        # to its value, read as `optim["scheduler"]`
+                        for k, v in zip(n.value.keys, n.value.values):
+                            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                                entry = ast.Subscript(t, ast.Constant(k.value), ast.Load())
+                                bound.setdefault(ast.unparse(entry), []).append(v)
         out = set()
         for name, values in bound.items():
             if all(isinstance(v, ast.Call) and self._no_optimizer_ctor(v) for v in values) and not self._bound_elsewhere(name):

@@ -108,6 +108,11 @@ def is_optimizer_name(node: ast.AST, known: frozenset = frozenset()) -> bool:
     if known and NOT_AN_OPTIMIZER + written in known:
         return False  # built as something else (a profiler), whatever the variable is called
     name = terminal(node).lower()
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        # an entry of a dict (`setting.optim["scheduler"]`): its key is the name it is written with
+        key = node.slice.value.lower()
+        if "sched" in key or "scaler" in key:
+            return False
     if not name or "sched" in name or "scaler" in name:
         return False
     return bool(_OPT_NAME.search(name))

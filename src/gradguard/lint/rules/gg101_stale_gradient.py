@@ -44,7 +44,7 @@ def check_loop(loop: Loop, report: Report) -> None:
         on_path = [e for e in p.events if e.kind in (CLEAR, MAYBE_CLEAR)] + [e for e in nested if reaches(e, p)]
         for step in (e for e in p.events if e.kind == STEP):
             on_path = [e for e in on_path if not _reads_for_the_step(p, e, step)]
-            if _given_a_loss(loop, step) or _runs_its_own_backward(loop, step):
+            if _given_a_loss(loop, step) or _runs_its_own_backward(loop, step) or _refilled_before(loop, step):
                 continue
             if loop.per_call and _caller_picks_the_steps(loop, step):
                 continue
@@ -363,9 +363,147 @@ def _given_a_loss(loop: Loop, step: Event) -> bool:
     # in a helper, the names are the helper's own
     values = (assignments(step.frame[-1][0]) if step.frame else loop.assignments()).get(call.args[0].id)
     arithmetic = (ast.Constant, ast.BinOp, ast.UnaryOp)
-    return bool(values) and all(
+    if bool(values) and all(
         isinstance(v, arithmetic) or (isinstance(v, tuple) and len(v) > 2 and isinstance(v[0], str) and v[0] == "aug")
-        for v in values)
+            for v in values):
+        return True
+    return _loss_of_its_partner(loop, step, call.args[0].id)
+
+
+def _loss_of_its_partner(loop: Loop, step: Event, name: str) -> bool:
+    """``with make(model, opt) as (fmodel, diffopt): ... diffopt.step(loss)``, or ``fmodel, diffopt =
+    make(...)``: the stepped object comes out of one call together with other objects (a functional copy
+    of the model), and the value it is handed is a tensor computed from one of those partners (through
+    the assignments of the function, ``out = fmodel(x); loss = crit(out, y)``) or by a torch function of
+    the iteration's values. Such a step differentiates the tensor it is given: it reads no ``.grad``
+    (an optimizer built by its constructor and stepped with a closure is not bound this way)."""
+    fn = step.frame[-1][0] if step.frame else (loop.scope if loop.scope is not None else loop.module.tree)
+    partners = _bound_with(fn, step.target)
+    if not partners:
+        return False
+    assigns = assignments(fn)
+    seen = set()
+
+    def from_partner(n: str, depth: int) -> bool:
+        if n in partners:
+            return True
+        if n in seen or depth > 6:
+            return False
+        seen.add(n)
+        for v in assigns.get(n) or ():
+            if isinstance(v, tuple):
+                v = v[2] if len(v) > 2 else None
+            if not isinstance(v, ast.AST):
+                continue
+            if any(isinstance(x, ast.Name) and x.id != n and from_partner(x.id, depth + 1) for x in ast.walk(v)):
+                return True
+        return False
+
+    values = assigns.get(name) or []
+    if any(isinstance(v, ast.Lambda) for v in values) or _defines_function(fn, name):
+        return False  # a closure handed to the step
+    return from_partner(name, 0)
+
+
+def _bound_with(fn: ast.AST, target: str) -> set:
+    """The other names of a tuple that binds ``target`` from one call: ``with f(...) as (a, target)`` or
+    ``a, target = f(...)`` (an object made together with its partners, not by an optimizer's constructor)."""
+    if not target.isidentifier():
+        return set()
+    out = set()
+    for n in ast.walk(fn):
+        tuples = []
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            tuples = [i.optional_vars for i in n.items if isinstance(i.context_expr, ast.Call)]
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            tuples = n.targets
+        for t in tuples:
+            if isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == target for e in t.elts):
+                out.update(e.id for e in t.elts if isinstance(e, ast.Name) and e.id != target)
+    return out
+
+
+def _defines_function(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(fn))
+
+
+def _refilled_before(loop: Loop, step: Event) -> bool:
+    """Every parameter of the stepped optimizer's model has its ``.grad`` assigned afresh before the step,
+    on every way to it: ``for p, g in zip(model.parameters(), grads): p.grad = g`` (a loop over all of the
+    model's parameters whose body assigns ``<p>.grad`` unconditionally, from a value that does not read that
+    ``.grad``) in a statement that runs before the step's statement in its block or an enclosing block of
+    the iteration. An assignment replaces whatever earlier passes left: the step applies only what this
+    iteration put there. An optimizer built where the file does not show (a base class of another file)
+    is taken to hold a model whose every parameter is filled so, unless another optimizer of the file
+    holds that model."""
+    model = loop.optimizer_model(step.target)
+    if not model:
+        if step.target in loop.module.optimizer_models:
+            return False
+        model = _AnyModelBut({m.replace("self.", "", 1) for m in loop.module.optimizer_models.values() if m})
+    fn = step.frame[-1][0] if step.frame else loop.node
+    parents = {}
+    for n in ast.walk(fn):
+        for c in ast.iter_child_nodes(n):
+            parents[id(c)] = n
+    node = step.node
+    while id(node) in parents and node is not fn:
+        parent = parents[id(node)]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and node in block:
+                if any(_fills_every_grad(s, model) for s in block[:block.index(node)]):
+                    return True
+        node = parent
+    return False
+
+
+class _AnyModelBut(str):
+    """A model not known by name: any model but those ``held`` by the file's other optimizers."""
+
+    def __new__(cls, held):
+        obj = super().__new__(cls, "")
+        obj.held = held
+        return obj
+
+
+def _same_model(written: str, model: str) -> bool:
+    written = written.replace("self.", "", 1)
+    if isinstance(model, _AnyModelBut):
+        return written not in model.held
+    return written == model.replace("self.", "", 1)
+
+
+def _fills_every_grad(stmt: ast.AST, model: str) -> bool:
+    if not isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return False
+    it = stmt.iter
+    # enumerate(m.parameters()) / zip(m.parameters(), grads): the parameters are the first sequence
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip", "list") and it.args:
+        first_seq, it = 0, it.args[0]
+    else:
+        first_seq = None
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "parameters"
+            and not it.args and _same_model(text(it.func.value), model)):
+        return False
+    target = stmt.target
+    call = stmt.iter
+    if first_seq is not None and isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "enumerate":
+        target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+    elif first_seq is not None and isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "zip":
+        target = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else None
+    if not isinstance(target, ast.Name):
+        return False
+    for s in stmt.body:  # at the top of the body: unconditional
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            t = s.targets[0]
+            grad = t.value if isinstance(t, ast.Attribute) and t.attr == "data" else t
+            if (isinstance(grad, ast.Attribute) and grad.attr == "grad" and isinstance(grad.value, ast.Name)
+                    and grad.value.id == target.id
+                    and not any(isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.value, ast.Name)
+                                and n.value.id == target.id for n in ast.walk(s.value))):
+                return True
+    return False
 
 
 def _fresh_each_iteration(loop, optimizer: Optional[str]) -> bool:

@@ -530,6 +530,10 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
         # `out["elbo"] = out["elbo"] / K` in the loop (see _attribute_assignments)
         kinds = {loss_scale(v, {**assigns, text(expr): []}, loop, depth + 1) for v in assigns[text(expr)]}
         return "scaled" if "scaled" in kinds else ("raw" if kinds == {"raw"} else "unknown")
+    if (isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant)
+            and any(_every_entry_divided(root, text(expr.value))
+                    for root in [loop.node] + [f for b in loop.backwards for f, _ in b.frame])):
+        return "scaled"  # `for k, v in out.items(): out[k] = v / K` before `loss = out["loss"]`
     if isinstance(expr, ast.Subscript):  # outputs[0]; `loss, result = forward()` (see assignments)
         element = loop.returned_element(expr)
         if element is not None:
@@ -596,6 +600,35 @@ def loss_scale(expr, assigns, loop: Loop, depth: int = 0) -> str:
             return "unknown"
         return "raw"
     return "unknown"
+
+
+def _every_entry_divided(root: ast.AST, container: str) -> bool:
+    """A loop over every entry of ``container`` (``for k, v in d.items()``, ``for k in d``) whose body, at its
+    top level, divides the entry it is at in place (``d[k] = v / K``, ``d[k] = d[k] / K``, ``d[k] /= K``):
+    every term read out of it afterwards is divided."""
+    for n in subtree(root):
+        if not isinstance(n, (ast.For, ast.AsyncFor)):
+            continue
+        it, target = n.iter, n.target
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "keys") and not it.args:
+            over = it.func.value
+        else:
+            over = it
+        if text(over) != container:
+            continue
+        key = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+        value = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+        if not isinstance(key, ast.Name):
+            continue
+        entry = f"{container}[{key.id}]"
+        for st in n.body:
+            if isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Div) and text(st.target) == entry:
+                return True
+            if (isinstance(st, ast.Assign) and len(st.targets) == 1 and text(st.targets[0]) == entry
+                    and isinstance(st.value, ast.BinOp) and isinstance(st.value.op, ast.Div)
+                    and (text(st.value.left) == entry or (isinstance(value, ast.Name) and text(st.value.left) == value.id))):
+                return True
+    return False
 
 
 def _earlier(values: list, value) -> list:

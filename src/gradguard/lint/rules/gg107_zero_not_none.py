@@ -37,6 +37,8 @@ def check_module(module: Module, report: Report) -> None:
             inplace[key] = _INPLACE_GRAD.search(module.scope_text(scope)) is not None
         if inplace[key]:
             continue  # set_to_none=True would make `p.grad += g` raise
+        if _zeros_read_and_no_step(call, scope):
+            continue
         for ctor_scope, ctor_cls, ctor in module.ctors:
             if moves_zero_gradients(ctor) and (ctor_scope is scope or ctor_scope is None or (cls is not None and ctor_cls is cls)):
                 report(
@@ -47,6 +49,21 @@ def check_module(module: Module, report: Report) -> None:
                     clear=call,
                 )
                 break
+
+
+def _zeros_read_and_no_step(call: ast.Call, scope) -> bool:
+    """In a function, the zero tensors the clearing leaves are read by the code after it (``assert
+    p.grad.abs().sum() == 0``, a unit test of the clearing) and no ``step()`` is called anywhere in that
+    function: no optimizer moves a parameter with those zeros here. (A helper that only clears reads
+    nothing after it: its caller's step may follow, and it stays found.)"""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    end = (call.end_lineno or call.lineno, call.end_col_offset or 0)
+    later = [n for n in subtree(scope) if hasattr(n, "lineno") and (n.lineno, n.col_offset) > end]
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+           for n in subtree(scope)):
+        return False
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load) for n in later)
 
 
 def keeps_zeros(call: ast.Call) -> bool:

@@ -24,7 +24,7 @@ _HIGHER_ORDER = re.compile(r"autograd\.grad$|autograd\.functional|torch\.func\b|
 
 def check_module(module: Module, report: Report) -> None:
     for call, scope in module.create_graphs:
-        if not _computes_higher_order(module, scope):
+        if not _computes_higher_order(module, scope) and not _dropped_after_its_step(call, scope if scope is not None else module.tree):
             report(
                 CODE,
                 call,
@@ -40,6 +40,34 @@ def _computes_higher_order(module: Module, scope: Optional[ast.AST]) -> bool:
     that differentiates the ``.grad`` the backward pass left there is the leak, not its excuse."""
     return any(_HIGHER_ORDER.search(text(call.func)) for call in _calls(scope if scope is not None else module.tree, scope is None)) or (
         _returns_parameter_gradients(scope)) or _steps_a_given_optimizer(scope)
+
+
+def _dropped_after_its_step(call: ast.Call, scope: ast.AST) -> bool:
+    """``create_graph=True`` taken on a branch of its own (under an ``if``: the program chose the graph for
+    a step that reads it, a Hessian-based optimizer), where the same block then steps an optimizer and right
+    after clears that optimizer's gradients to None (``opt.step(); opt.zero_grad(set_to_none=True)``, or
+    ``zero_grad()``): the graph-carrying gradients live for that one step only and nothing accumulates
+    into them."""
+    parents = {id(c): n for n in subtree(scope) for c in child_nodes(n)}
+    stmt = call
+    while id(stmt) in parents and not isinstance(stmt, ast.stmt):
+        stmt = parents[id(stmt)]
+    parent = parents.get(id(stmt))
+    if not isinstance(parent, ast.If):
+        return False
+    block = next((b for b in (parent.body, parent.orelse) if any(s is stmt for s in b)), None)
+    if block is None:
+        return False
+    rest = block[next(i for i, s in enumerate(block) if s is stmt) + 1:]
+    calls = [s.value for s in rest if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+             and isinstance(s.value.func, ast.Attribute)]
+    for i, c in enumerate(calls):
+        if c.func.attr == "step" and i + 1 < len(calls):
+            nxt = calls[i + 1]
+            keeps = any(k.arg == "set_to_none" and not (isinstance(k.value, ast.Constant) and k.value.value is True)
+                        for k in nxt.keywords) or bool(nxt.args)
+            return (nxt.func.attr == "zero_grad" and text(nxt.func.value) == text(c.func.value) and not keeps)
+    return False
 
 
 def _steps_a_given_optimizer(scope: Optional[ast.AST]) -> bool:

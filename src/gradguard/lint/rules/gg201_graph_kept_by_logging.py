@@ -25,6 +25,7 @@ from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
 from .._ast import child_nodes
 from .._graph_value import NUMBER_BUILTINS, dies_with_the_call, graph_free, value_free
+from .._graph_value import _ctx as _gv_ctx, reaching as _gv_reaching
 
 CODE = "GG201"
 #: Its fixture pair in tests/lint_fixtures/: code that must fire it, correct code that must not.
@@ -437,7 +438,8 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
     else:
         per_optimizer = False
     one_window = not loop.steps and micro_batches_of(loop.node) is not None
-    if not (per_optimizer or one_window or (stmt is not None and _leaves_loop_after(loop.node, stmt))):
+    if not (per_optimizer or one_window or (stmt is not None and _leaves_loop_after(loop.node, stmt))
+            or _called_once_per_update(loop.module, scope)):
         return False
     # carried into another total: only one the call binds afresh too (`self.loss_D += self.loss_Ds[-1]`)
     if any(text(t) != total and _keeps_text(v, total) and not fresh(text(t)) for _, t, v in running_sums(loop.node)):
@@ -450,6 +452,33 @@ def _one_update_per_call(loop: Loop, total: str, stmt: Optional[ast.stmt] = None
                        for fn in own.values())
     returned = any(keeps_graph(r, total) for r in returns_of(scope))
     return not returned or not _accumulated_by_callers(loop.module, scope)
+
+
+def _called_once_per_update(module: Module, fn: ast.AST) -> bool:
+    """Every loop of the file that steps an optimizer and whose backward passes run inside ``fn`` calls ``fn``
+    once per iteration (not inside a loop of its own) and steps after that call on every path through the
+    iteration that runs it (``opt.zero_grad(); loss, res = self.get_loss(batch); opt.step()``), and there is
+    at least one such loop: every call of ``fn`` is one update, whose backward passes are all applied by that
+    step. What ``fn`` binds afresh and sums holds one update's graphs (an epoch function steps inside itself,
+    and its callers step nothing after it)."""
+    found = False
+    for other in module.loops:
+        calls = {id(c): c for b in other.backwards for f, c in b.frame[:1] if f is fn}
+        if not calls:
+            continue
+        if not other.steps:
+            continue  # a loop that steps nothing (an evaluation that back-propagates) makes no update
+        if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n is not other.node
+               and any(x is c for x in subtree(n)) for c in calls.values() for n in subtree(other.node)):
+            continue  # called in a loop inside the iteration: that inner loop is the one asked about
+        if any(e.frame[:1] and e.frame[0][0] is fn for e in other.steps):
+            return False  # `fn` steps itself: an epoch function, its total spans many updates
+        for p in other.paths:
+            at = [i for i, e in enumerate(p.events) if e.kind == "backward" and e.frame[:1] and e.frame[0][0] is fn]
+            if at and not any(e.kind == "step" for e in p.events[max(at) + 1:]) and p.end in (None, "continue"):
+                return False
+        found = True
+    return found
 
 
 def _built_each_iteration(loop_node: ast.AST, target: str) -> bool:
@@ -542,10 +571,26 @@ def _keeps_text(expr: ast.AST, total: str) -> bool:
     return keeps_graph(_Swap().visit(ast.parse(text(expr), mode="eval").body), "__gg201_total__")
 
 
-def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
+def _names_holding(fn: ast.AST, stmt: ast.Assign, total: str, held: set) -> set:
+    """Of ``a, b, c = fn(...)``, the names that receive the total: where every ``return`` of ``fn`` is a
+    tuple as long as the target, the positions whose returned element keeps ``total`` (``return total,
+    accuracy`` hands the total to ``a`` only; ``total_acc += b`` adds a number)."""
+    returns = returns_of(fn)
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], (ast.Tuple, ast.List)) or not returns:
+        return held
+    elts = stmt.targets[0].elts
+    if not all(isinstance(r, ast.Tuple) and len(r.elts) == len(elts) for r in returns):
+        return held
+    return {n for i, e in enumerate(elts) if any(keeps_graph(r.elts[i], total) for r in returns)
+            for n in target_names(e)}
+
+
+def _accumulated_by_callers(module: Module, fn: ast.AST, total: Optional[str] = None) -> bool:
     """Some call of ``fn`` in the file (``fn(...)``, ``self.fn(...)``) has its result added, graph and all,
     into a running total: directly (``total += fn(x)``), or through the names it is bound to
-    (``out, loss = self.fn(x)`` then ``losses.append(loss)``) in the caller's function."""
+    (``out, loss = self.fn(x)`` then ``losses.append(loss)``) in the caller's function. A total that the
+    caller back-propagates itself (``meta += fn(task)`` ... ``meta.backward()``: the outer objective of a
+    meta-learning update) keeps no graph beyond that update: it is the loss, not a log of it."""
     name = fn.name
     parents = module.__dict__.get("_gg201_parents")
     if parents is None:
@@ -563,11 +608,16 @@ def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
         if stmt is None:
             return True
         held = {t for tg in (stmt.targets if isinstance(stmt, ast.Assign) else []) for t in target_names(tg)}
+        if total is not None and isinstance(stmt, ast.Assign) and stmt.value is call:
+            held = _names_holding(fn, stmt, total, held)
         for n in subtree(node):
             added = n.value if isinstance(n, ast.AugAssign) else (
                 n.value.args[0] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
                 and n.value.func.attr in ("append", "extend", "add") and n.value.args else None)
             if added is not None and (any(c is call for c in subtree(added)) or any(keeps_graph(added, h) for h in held)):
+                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and not isinstance(node, ast.Module) \
+                        and backwarded_later(module, node, n.target.id):
+                    continue  # summed into the objective the caller back-propagates (a meta-loss): no logging
                 return True
     return False
 
@@ -596,7 +646,7 @@ def check_module(module: Module, report: Report) -> None:
                 continue
             # handed back to a caller that keeps it (`history.append(update(...))`): it outlives the update
             kept = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                keeps_graph(r, terminal(total)) for r in returns_of(scope)) and _accumulated_by_callers(module, scope)
+                keeps_graph(r, terminal(total)) for r in returns_of(scope)) and _accumulated_by_callers(module, scope, terminal(total))
             if any(keeps_graph(value, name) for name in loss_carriers(value, set(assigns)) & losses) and not (
                 backwarded_later(module, scope, terminal(total)) or reset_in_loop(loop_node, text(total))
                 or (not kept and returned_as_loss(module, scope, terminal(total)))
@@ -604,6 +654,7 @@ def check_module(module: Module, report: Report) -> None:
                 or (not kept and _feeds_backward(module, scope, loop_node, assigns, total))
                 or _bound_per_item(module, scope, node, text(total))
                 or graph_free(module.tree, value, node) or dies_with_the_call(module.tree, loop_node, total)
+                or _scored_without_graph(module, scope, node, value, losses)
             ):
                 report(
                     CODE,
@@ -614,6 +665,57 @@ def check_module(module: Module, report: Report) -> None:
                     f"and never calls backward(): nothing frees the graphs.",
                     accum=total,
                 )
+
+
+def _scored_without_graph(module: Module, scope, stmt: ast.stmt, value: ast.AST, losses: set) -> bool:
+    """In a function that back-propagates nothing, every loss the added value carries is computed, on every
+    binding that reaches the sum, by one call whose arguments are all proved graph-free and one of which is a
+    forward's output bound under ``torch.no_grad()`` (``with torch.no_grad(): score = net(x)`` then ``loss =
+    criterion(score, y)``): scoring a graph-free prediction against its target builds no graph of the
+    model, so the total keeps nothing alive."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(c, ast.Call) and terminal(c.func) == "backward" for c in subtree(scope)):
+        return False
+    ctx = _gv_ctx(module.tree)
+    names = loss_carriers(value, set(assignments(scope))) & losses
+    if not names:
+        return False
+    for name in names:
+        bindings = _gv_reaching(ctx, stmt, name)
+        if not bindings:
+            return False
+        for bound, v in bindings:
+            if not (isinstance(v, ast.Call) and v.args):
+                return False
+            args = list(v.args) + [k.value for k in v.keywords]
+            if not all(graph_free(module.tree, a, bound) or _from_the_items(ctx, a, bound, 0) for a in args):
+                return False
+            if not any(isinstance(a, ast.Name) and (_gv_reaching(ctx, bound, a.id) or None) and all(
+                    isinstance(av, ast.Call) and ctx.under_no_grad(ab) for ab, av in _gv_reaching(ctx, bound, a.id))
+                    for a in args):
+                return False
+    return True
+
+
+def _from_the_items(ctx, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+    """``expr`` is computed only from what an enclosing ``for`` loop iterates over (``y`` of ``for x, y in
+    loader``, or ``y.long().to(device)``): every name it reads (called functions aside) reaches it only from
+    that loop's target or from values so computed. Nothing of a model's forward is in it."""
+    if depth > 4:
+        return False
+    funcs = {id(n) for c in subtree(expr) if isinstance(c, ast.Call) for n in subtree(c.func)}
+    for n in subtree(expr):
+        if not isinstance(n, ast.Name) or id(n) in funcs:
+            continue
+        bindings = _gv_reaching(ctx, at, n.id)
+        if not bindings:
+            return False
+        for b, v in bindings:
+            if v is None and isinstance(b, (ast.For, ast.AsyncFor)) and n.id in target_names(b.target):
+                continue
+            if not isinstance(v, ast.AST) or not _from_the_items(ctx, v, b, depth + 1):
+                return False
+    return True
 
 
 def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool:

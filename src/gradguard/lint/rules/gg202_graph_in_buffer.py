@@ -163,7 +163,30 @@ def _cut_somewhere(cls: ast.ClassDef) -> FrozenSet[str]:
                 out.add(f.value.attr)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach_" and _self_attr(node.func.value):
             out.add(node.func.value.attr)
-    return frozenset(out)
+    return frozenset(out | _cut_element_wise(cls))
+
+
+def _cut_element_wise(cls: ast.ClassDef) -> set:
+    """A tuple state cut in place element by element (``self.state[0].detach_()``, ``self.state[1].detach_()``:
+    an LSTM's hidden and cell): every index of every tuple the class writes to the attribute (``self.state =
+    (hidden, cell)``) is detached in place; with no such tuple in view, the indices run from 0 to at least 1."""
+    indices: Dict[str, set] = {}
+    sizes: Dict[str, set] = {}
+    for node in subtree(cls):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach_"
+                and not node.args and isinstance(node.func.value, ast.Subscript) and _self_attr(node.func.value.value)
+                and isinstance(node.func.value.slice, ast.Constant) and isinstance(node.func.value.slice.value, int)):
+            indices.setdefault(node.func.value.value.attr, set()).add(node.func.value.slice.value)
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List)):
+            for t in node.targets:
+                if _self_attr(t):
+                    sizes.setdefault(t.attr, set()).add(len(node.value.elts))
+    out = set()
+    for attr, got in indices.items():
+        need = sizes.get(attr) or {max(2, max(got) + 1)}
+        if all(set(range(n)) <= got for n in need):
+            out.add(attr)
+    return out
 
 
 def _set_back(module: Module) -> FrozenSet[str]:
