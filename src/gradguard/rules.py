@@ -1058,6 +1058,67 @@ class RunningNorm(torch.nn.Module):
 """,
     ),
     Rule(
+        code="GG203",
+        name="detached-loss-term",
+        severity="warning",
+        summary="A term added into the loss that backward() differentiates was cut from the graph (.detach(), .item(), .data, float(), a tensor rebuilt from such numbers): it changes the loss's value and sends no gradient.",
+        consequence="The term's part of the objective is never trained: its gradient is exactly zero for every parameter, so the update is the one the loss without it would give (a distillation, alignment or regularisation term that does nothing), while the logged loss still shows it.",
+        fix="Add the tensor itself, graph and all (drop the .detach() / .item(), or stack the terms with torch.stack instead of rebuilding a tensor from their values); keep the cut copy for logging only.",
+        what=(
+            "Lint only: for each backward pass (`loss.backward()`, `accelerator.backward(loss)`,\n"
+            "`self.manual_backward(loss)`), the terms added into the differentiated loss are read: the parts\n"
+            "of `a + b`, the elements of `sum(...)` over a comprehension, through the one assignment of a name\n"
+            "that reaches the pass (`loss = ce + 0.1 * aux`), and through a graph-free factor (`0.5 * (a + b)`).\n"
+            "A term is reported when the one reading of a graph-free value that GG201 and GG202 share proves\n"
+            "it holds no graph, that proof passes through a cut (`.detach()`, `.item()`, `.data`, `.tolist()`,\n"
+            "`.numpy()`, `float()`) of a value the reading does not prove graph-free (a model's output, a\n"
+            "loss), and another term of the same sum carries the graph. The cut is followed through the\n"
+            "assignments that reach the term, comprehensions, lists it was appended to, and what the file's\n"
+            "functions and the `forward` of a model object of one of the file's classes return, element by\n"
+            "element for a tuple; the finding is placed at the cut. Not reported: a term that is a constant,\n"
+            "data or computed under `torch.no_grad()` (no cut of a graph value), what is subtracted, and a\n"
+            "cut term that reads a value the sum's graph-carrying terms read too (a value correction such as\n"
+            "the straight-through `y_soft + (y_hard - y_soft).detach()`). A term that carries a graph to some\n"
+            "parameters but not to the intended ones (a discriminator run on `fake.detach()` in the\n"
+            "generator's loss) carries a graph and is not this rule's finding.\n"
+            "Run time: nothing to read. `.grad` holds what the loss's graph-carrying terms sent; a term without\n"
+            "a graph leaves no trace in any gradient, so the watch cannot tell it from a term never written."
+        ),
+        why=(
+            "`backward()` differentiates the graph the loss tensor carries. A term cut from that graph is a\n"
+            "constant to autograd: adding it shifts the loss's value and leaves every gradient exactly as the\n"
+            "loss without it would give, so whatever that term was written to train (attention transfer,\n"
+            "a domain-alignment loss, a decoupling or value loss) is never trained, while the logged loss\n"
+            "includes it and looks right. Published in NAD (attention losses detached before they are added),\n"
+            "FL-MRCM (the generator's adversarial loss turned into a number with `.item()`), PredRNN-V2 (the\n"
+            "decoupling loss rebuilt with `torch.tensor` from the terms' values) and a from-scratch GAE whose\n"
+            "value loss was built from `.item()` numbers; each fixed by adding the tensor itself."
+        ),
+        example="""
+for x, y in loader:
+    *feats, logits = student(x)
+    with torch.no_grad():
+        *feats_t, _ = teacher(x)
+    at = [attention_loss(s, t).detach() for s, t in zip(feats, feats_t)]   # no gradient reaches the student
+    loss = F.cross_entropy(logits, y) + 1000 * sum(at)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        instead="""
+for x, y in loader:
+    *feats, logits = student(x)
+    with torch.no_grad():
+        *feats_t, _ = teacher(x)
+    at = [attention_loss(s, t) for s, t in zip(feats, feats_t)]
+    loss = F.cross_entropy(logits, y) + 1000 * sum(at)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        runtime=False,
+    ),
+    Rule(
         code="GG301",
         name="ignored-num-items-in-batch",
         severity="warning",
