@@ -67,8 +67,8 @@ def check_module(module: Module, report: Report) -> None:
             report(
                 CODE,
                 cut,
-                f"{how} cuts the graph of a value that `{text(term)[:60]}` adds to the loss `{text(call)[:60]}` "
-                f"differentiates: the term changes the loss's value and sends no gradient to any parameter.",
+                f"{how} cuts the graph of a value that `{text(term)[:60]}` adds to the loss of `{text(call)[:60]}`; "
+                f"the term changes the loss's value and sends no gradient to any parameter.",
                 backward=call,
             )
 
