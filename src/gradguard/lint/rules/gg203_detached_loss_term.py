@@ -45,7 +45,7 @@ def check_module(module: Module, report: Report) -> None:
         stmt = _statement(ctx, call)
         if loss is None or stmt is None:
             continue
-        terms = list(_terms(module, loss, stmt, 0))
+        terms = list({(id(t), id(at)): (t, at) for t, at in _terms(module, loss, stmt, 0)}.values())
         if len(terms) < 2:
             continue
         attached = [(t, at) for t, at in terms if not graph_free(tree, t, at)]
@@ -110,16 +110,21 @@ def _terms(module: Module, e: ast.AST, at: ast.AST, depth: int) -> Iterator[Tupl
             elif isinstance(arg, _COMPS):
                 yield arg.elt, at
                 return
+        if isinstance(e, ast.IfExp):
+            yield from _terms(module, e.body, at, depth + 1)
+            yield from _terms(module, e.orelse, at, depth + 1)
+            return
         if isinstance(e, ast.Name):
             values = reaching(_ctx(tree), at, e.id) or []
-            if len(values) == 1 and isinstance(values[0][1], ast.AST) and _is_sum(module, values[0][1], values[0][0]):
-                yield from _terms(module, values[0][1], values[0][0], depth + 1)
+            if values and all(isinstance(v, ast.expr) for _, v in values) and any(_is_sum(module, v, b) for b, v in values):
+                for b, v in values:
+                    yield from _terms(module, v, b, depth + 1)
                 return
     yield e, at
 
 
 def _is_sum(module: Module, e: ast.AST, at: ast.AST) -> bool:
-    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) or _builtin_sum(module, e):
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) or _builtin_sum(module, e) or isinstance(e, ast.IfExp):
         return True
     if isinstance(e, ast.Name):
         values = reaching(_ctx(module.tree), at, e.id) or []
