@@ -151,6 +151,8 @@ def _free_uncached(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
     if isinstance(e, ast.Attribute):
         if e.attr in _NO_GRAPH_ATTRS:
             return True
+        if _torch_path(ctx, e) and not (isinstance(ctx.parents.get(id(e)), ast.Call) and ctx.parents[id(e)].func is e):
+            return True  # a constant of torch read as a value (`dtype=torch.float64`), not called
         return _free(ctx, e.value, at, depth) and _not_a_module_path(ctx, e)
     if isinstance(e, ast.Subscript):
         if isinstance(e.value, ast.Call) and isinstance(e.slice, ast.Constant) and type(e.slice.value) is int:

@@ -67,7 +67,7 @@ def _fed_without_graph(module: Module, cls: ast.ClassDef, forward: ast.AST) -> F
     returned, stored, nor a method of it called), and
     it is called at least once. Empty where any of that does not hold (a class another file may build and
     call with a graph)."""
-    objects = set()
+    objects, scopes = set(), set()
     for n in nodes_of(module.tree, ast.Call):
         if isinstance(n.func, ast.Name) and n.func.id == cls.name:
             parent = _parent_statement(module, n)
@@ -75,6 +75,7 @@ def _fed_without_graph(module: Module, cls: ast.ClassDef, forward: ast.AST) -> F
                     and isinstance(parent.targets[0], ast.Name)):
                 return _NONE
             objects.add(parent.targets[0].id)
+            scopes.add(id(_function_of(module, parent)))
     if not objects:
         return _NONE
     args = forward.args
@@ -89,6 +90,8 @@ def _fed_without_graph(module: Module, cls: ast.ClassDef, forward: ast.AST) -> F
     for n in ast.walk(module.tree):
         if not (isinstance(n, ast.Name) and n.id in objects and isinstance(n.ctx, ast.Load)):
             continue
+        if _local_elsewhere(module, n, scopes, parents):
+            continue  # another function's own variable of the same name
         call = parents.get(id(n))
         if isinstance(call, ast.Attribute) and not (isinstance(parents.get(id(call)), ast.Call) and parents[id(call)].func is call):
             continue  # a field read (`metric.total`), not a call
@@ -102,6 +105,27 @@ def _fed_without_graph(module: Module, cls: ast.ClassDef, forward: ast.AST) -> F
             if name in given and not graph_free(module.tree, given[name], stmt):
                 clean.discard(name)
     return frozenset(clean) if calls else _NONE
+
+
+def _function_of(module: Module, node: ast.AST) -> Optional[ast.AST]:
+    parents = module.__dict__["_gg202_parents"]
+    while node is not None:
+        node = parents.get(id(node))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return node
+    return None
+
+
+def _local_elsewhere(module: Module, name: ast.Name, scopes: set, parents) -> bool:
+    """``name`` is read in a function other than those that build the objects, where it is that function's own
+    variable (a parameter or a name it binds): not the object."""
+    fn = _function_of(module, name)
+    if fn is None or id(fn) in scopes:
+        return False
+    args = fn.args
+    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | {a.arg for a in (args.vararg, args.kwarg) if a}
+    own |= {t.id for t in ast.walk(fn) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    return name.id in own
 
 
 def _parent_statement(module: Module, node: ast.AST) -> Optional[ast.stmt]:
