@@ -9,8 +9,11 @@ reading of "this value holds no graph": neither rule keeps one of its own):
   ``torch.no_grad()`` / ``inference_mode()``, or one built only from such values: constants, torch's
   functions and methods of graph-free values, arithmetic of graph-free parts. Names are followed back to the
   assignments that reach the point of use in their function (a later ``loss = 0`` under ``no_grad`` hides
-  the training loop's ``loss``), and calls of the file's functions and of ``self``'s methods to what every
-  ``return`` of theirs hands back. Anything not proved (a parameter, an attribute of another object, a call
+  the training loop's ``loss``), and calls of the file's functions, of ``self``'s methods and of an object
+  every reaching binding builds from one class of the file (its ``forward`` or ``__call__``) to what every
+  ``return`` of theirs hands back. A comprehension holds what its element holds, its variables what their
+  iterable holds (element by element through ``zip`` and ``enumerate``); a constant of torch read as a value
+  (``dtype=torch.float64``) holds none. Anything not proved (a parameter, an attribute of another object, a call
   of a model) is taken to carry a graph.
 * :func:`dies_with_the_call`: a container bound afresh at the top of a function that runs a backward pass
   of its own at its top level (one update per call), never returned, stored or handed on: whatever graphs
