@@ -307,7 +307,12 @@ acc.flush()        # steps the partial window with its exact weights
             "buckets while the window's other passes run under `no_sync()`. A division of `.grad` right\n"
             "after an all-reduce (a sum) of the same tensor (`dist.all_reduce(p.grad)` then `p.grad /=\n"
             "world_size`) averages the processes and leaves each pass's weight as it was: it is no\n"
-            "rescaling of the window, and an undivided loss beside it is still flagged."
+            "rescaling of the window, and an undivided loss beside it is still flagged.\n"
+            "Run time, passes of different lines: summed into one step they are different losses added on\n"
+            "purpose, except where the parameters an earlier pass reached were changed in place (not by a step)\n"
+            "while its gradient still waited in `.grad`, and a later pass was made at the changed weights: a\n"
+            "SAM step whose first pass was not cleared before the pass at the perturbed weights. The step then\n"
+            "applies gradients taken at two different weights, both means, none scaled down; it is flagged."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
