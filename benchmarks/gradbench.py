@@ -1718,6 +1718,24 @@ def _audit_section(cases: List[Case]) -> List[str]:
     return L + [""]
 
 
+def _out_before_run(group: List[Case]) -> int:
+    """The cases declared out of every tool's scope when they were written: out now, or re-declared in scope
+    since (a ``scope-history:`` line in the header says so)."""
+    return sum(not _scope_any(c) or "scope-history" in c.fields for c in group)
+
+
+def _redeclared_note(group: List[Case]) -> str:
+    """``; of those, c289 and c290 were re-declared ...``: the cases brought into a tool's scope after the round
+    was measured, by a rule written from their family (in-sample from then on)."""
+    later = [c.short for c in group if "scope-history" in c.fields]
+    if not later:
+        return ""
+    names = ", ".join(later[:-1]) + (" and " if len(later) > 1 else "") + later[-1]
+    return (f"; of those, {names} {'was' if len(later) == 1 else 'were'} re-declared in the linter's scope later, "
+            "after a rule was written or extended from their family (in-sample from then on; each header's "
+            "`scope-history:` line says what it read before)")
+
+
 def _scope_any(c: Case) -> bool:
     return bool(c.expected("watch") or c.expected("lint") or c.uses_trainer)
 
@@ -1799,10 +1817,11 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
          "The held-out half (first byte of sha256(name) even) stays held out: its misses are notes, to be fixed only "
          "with a new held-out round. Round 12 was written while round 11's misses were being worked on, so round 11 "
          f"(c{FIRST_ROUND_11} to c{FIRST_ROUND_12 - 1}) counts as in-sample from then on. "
-         f"{sum(not _scope_any(c) for c in r12)} of the {len(r12)} cases are declared out of every tool's scope "
+         f"{_out_before_run(r12)} of the {len(r12)} cases are declared out of every tool's scope "
          "before the run (an accumulation test inverted into windows of one, metrics and caches that keep their "
          "graphs in a list or a metric's sum, loss terms detached before they are added, a clip on a copy that no "
-         "optimizer holds): they count in *of all*, not *in scope*. The round's first figures were measured on src/ "
+         "optimizer holds): they count in *of all*, not *in scope*"
+         f"{_redeclared_note(r12)}. The round's first figures were measured on src/ "
          "as it stood before the round (the round changed nothing under src/): `OMP_NUM_THREADS=1 python "
          "benchmarks/gradbench.py --round 12 --no-doc --json r12.json`, spliced into the page of the last full run "
          "(the round's paragraph, rows, notes, steps, case rows and audit; the page's case count, *Summary* and "
@@ -1932,10 +1951,10 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
          "written and committed. The held-out half (first byte of sha256(name) even) stays held out: its misses "
          "are notes, to be fixed only with a new held-out round. Round 7 was written while round 6's misses were "
          f"being fixed, so round 6 (c{FIRST_ROUND_6} to c{FIRST_ROUND_7 - 1}) counts as in-sample from then on. "
-         f"{sum(not _scope_any(c) for c in r7)} of the {len(r7)} cases are declared out of every tool's scope "
+         f"{_out_before_run(r7)} of the {len(r7)} cases are declared out of every tool's scope "
          "before the run (which loss should reach which network, a clip that does not clip or covers the wrong "
          "modules, a frozen parameter decayed inside an optimizer, a loss normalised by the wrong count): they "
-         "count in *of all*, not *in scope*.", "",
+         f"count in *of all*, not *in scope*{_redeclared_note(r7)}.", "",
          "Round 6, as it was written (its figures above are in-sample now):", ""]
         prose += [
          f"Round 6 is the {len(r6)} cases from c{FIRST_ROUND_6} on: published bugs from GitHub issues, pull requests "

@@ -617,5 +617,7 @@ def test_sam_optimizer_two_steps_and_closure_are_clean():
 
     assert run("two steps") == []
     assert run("closure") == []  # the base optimizer's step inside SAM's step applied the gradient
-    # The mutation: no clearing anywhere, so each step also applies the previous one's gradient.
-    assert run("closure", zero_first=False, zero_grad=False) == ["GG101"]
+    # The mutation: no clearing anywhere, so each step also applies the previous one's gradient (GG101), and
+    # the first pass, left in .grad when the weights are perturbed, is added to the pass at the perturbed
+    # weights (GG104: gradients at two different weights summed).
+    assert run("closure", zero_first=False, zero_grad=False) == ["GG104", "GG101"]

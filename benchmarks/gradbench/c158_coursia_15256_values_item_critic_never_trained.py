@@ -5,7 +5,8 @@ family: detached-loss
 shape: body Linear(6, 64) + tanh, policy head Linear(64, 3), value head Linear(64, 1); Adam(lr=1e-2); 4 episodes of 10 steps; loss = pg_loss + 0.5 * v_loss
 numeric: the value head never moves (its update is 0); the body's update also lacks the value loss's share
 watch: out: a parameter the loss never reaches has no gradient to check; no gradient is stale, lost or applied twice
-lint: out: which tensors the loss is built from (a number from .item() or the tensor) is the loss's definition, not the gradient buffer's handling
+lint: GG203
+scope-history: lint declared out when the case was written ("which tensors the loss is built from (a number from .item() or the tensor) is the loss's definition, not the gradient buffer's handling"); re-declared GG203 after the rule was written from this family's cases (in-sample from then on)
 bug-step: 1
 """
 import torch

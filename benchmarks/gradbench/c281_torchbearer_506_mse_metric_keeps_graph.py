@@ -5,7 +5,8 @@ family: graph-logging
 shape: SGD(lr=0.01), 6 batches of 32 with 16 features, one metric update per batch
 numeric: the running sum holds every batch's prediction graph at the end
 watch: out: the metric holds graph nodes, not gradient; the watch follows .grad
-lint: out: the sum happens inside a metric's method fed the model output, not a loss summed in the loop
+lint: GG201
+scope-history: lint declared out when the case was written ("the sum happens inside a metric's method fed the model output, not a loss summed in the loop"); re-declared GG201 after the rule was extended, from this family's cases, to a model output handed to an object's method that keeps it in the object's state (in-sample from then on)
 bug-step: end
 """
 import torch

@@ -5,7 +5,8 @@ family: graph-logging
 shape: Adam(lr=1e-3), 6 batches of 32 with 16 features, one metric update per batch
 numeric: the tracker holds every batch's output graph at the end
 watch: out: the tracker holds graph nodes, not gradient; the watch follows .grad
-lint: out: the value is kept by a list append inside a tracker's method, not an arithmetic sum in the loop
+lint: GG201
+scope-history: lint declared out when the case was written ("the value is kept by a list append inside a tracker's method, not an arithmetic sum in the loop"); re-declared GG201 after the rule was extended, from this family's cases, to a model output handed to an object's method that keeps it in the object's state (in-sample from then on)
 bug-step: end
 """
 import torch

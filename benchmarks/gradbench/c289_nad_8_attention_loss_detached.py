@@ -5,7 +5,8 @@ family: detached-loss
 shape: SGD(lr=0.1, momentum 0.9), betas 500 1000 1000, 4 iterations of 16 samples
 numeric: the bug's updates lack the attention terms' gradient
 watch: out: a loss term that never reaches a parameter leaves no gradient to check; every gradient present is applied once and cleared
-lint: out: a detach inside a loss expression is the loss's definition, not the gradient buffer's handling
+lint: GG203
+scope-history: lint declared out when the case was written ("a detach inside a loss expression is the loss's definition, not the gradient buffer's handling"); re-declared GG203 after the rule was written from this family's cases (in-sample from then on)
 bug-step: 1
 """
 import torch

@@ -5,7 +5,8 @@ family: gan-detached
 shape: Adam(lr=1e-3) for the network, Adam(lr=1e-3) for the discriminator, 5 local iterations of 8 images of 32 pixels
 numeric: the bug's network updates lack the adversarial term's gradient
 watch: out: which losses should reach the encoder is the program's intent; every gradient present is applied once and cleared
-lint: out: converting a loss to a number inside a loss expression is the loss's definition, not the gradient buffer's handling
+lint: GG203
+scope-history: lint declared out when the case was written ("converting a loss to a number inside a loss expression is the loss's definition, not the gradient buffer's handling"); re-declared GG203 after the rule was written from this family's cases (in-sample from then on)
 bug-step: 1
 """
 import torch

@@ -5,7 +5,8 @@ family: detached-loss
 shape: Adam(lr=1e-3), 2 layers of 16 units, sequences of 4 frames of 8 features, batch 8, 4 iterations
 numeric: the bug's updates lack the decoupling term's gradient (the adapters are trained by the frame loss only)
 watch: out: a loss term that never reaches a parameter leaves no gradient to check; every gradient present is applied once and cleared
-lint: out: which tensors the loss is built from (a tensor rebuilt from values) is the loss's definition, not the gradient buffer's handling
+lint: GG203
+scope-history: lint declared out when the case was written ("which tensors the loss is built from (a tensor rebuilt from values) is the loss's definition, not the gradient buffer's handling"); re-declared GG203 after the rule was written from this family's cases (in-sample from then on)
 bug-step: 1
 """
 import torch

@@ -307,7 +307,12 @@ acc.flush()        # steps the partial window with its exact weights
             "buckets while the window's other passes run under `no_sync()`. A division of `.grad` right\n"
             "after an all-reduce (a sum) of the same tensor (`dist.all_reduce(p.grad)` then `p.grad /=\n"
             "world_size`) averages the processes and leaves each pass's weight as it was: it is no\n"
-            "rescaling of the window, and an undivided loss beside it is still flagged."
+            "rescaling of the window, and an undivided loss beside it is still flagged.\n"
+            "Run time, passes of different lines: summed into one step they are different losses added on\n"
+            "purpose, except where the parameters an earlier pass reached were changed in place (not by a step)\n"
+            "while its gradient still waited in `.grad`, and a later pass was made at the changed weights: a\n"
+            "SAM step whose first pass was not cleared before the pass at the perturbed weights. The step then\n"
+            "applies gradients taken at two different weights, both means, none scaled down; it is flagged."
         ),
         why=(
             "A mean-reduced loss already averages over its micro-batch. Summing K of them (which\n"
@@ -929,7 +934,13 @@ for x, y in loader:
             "tensor that reaches `backward()`, and inside a loop that computes a loss without `backward()`\n"
             "and without `torch.no_grad()` (an evaluation loop). In a training loop it also flags\n"
             "`history.append(loss)` onto a list built outside the loop, and `meter.update(loss)` on an object\n"
-            "of a class of the same file whose method adds the argument into the object's own total.\n"
+            "of a class of the same file whose method adds the argument into the object's own total; and\n"
+            "`metric.process(y_pred, y)` on an object of a class of the file built outside the loop, handed a\n"
+            "model output with its graph (computed from a call of a model an optimizer of the file holds, with\n"
+            "no cut on the way), whose method adds it, or a value it computes from it, into the object's own\n"
+            "state or appends it to a list the object keeps (`self._sum = self._sum + value`,\n"
+            "`self._data[key].append(value)`); not where the loop also calls a method of the object that binds\n"
+            "that state afresh (`tracker.reset()`).\n"
             "A total that links at most one update's graphs is not reported: one bound afresh on every path\n"
             "of an iteration before the sum, with no step between (a sum over the heads, layers or pieces of\n"
             "one batch), or one bound afresh by each call of a function that is one update (its loop steps\n"
@@ -1019,7 +1030,11 @@ for x, y in loader:
             "before each training mini-batch: the state starts afresh), an attribute a method of the class binds\n"
             "afresh on every path before `forward` chains it (`self._reset(start)`, then `self.x = self.x - lr * g`\n"
             "within one call: what the method leaves in `self` is followed back to its caller), a value re-wrapped\n"
-            "as a new `nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph)."
+            "as a new `nn.Parameter` (a leaf, no graph behind it), BatchNorm's own statistics (updated by PyTorch without a graph).\n"
+            "The module's inputs carry no graph where the file shows every call of its objects and each call hands\n"
+            "that input a value the shared reading proves graph-free (`psnr(fake.detach(), real)`): the class is\n"
+            "built only into plain names, each only called or read for a field (never handed on, returned or\n"
+            "stored); the module's own parameters still count."
         ),
         why=(
             "A tensor computed from the inputs of a training step carries the autograd graph back to them.\n"
@@ -1056,6 +1071,67 @@ class RunningNorm(torch.nn.Module):
             self.mean = (1 - m) * self.mean + m * x.mean(0)
         return x - self.mean
 """,
+    ),
+    Rule(
+        code="GG203",
+        name="detached-loss-term",
+        severity="warning",
+        summary="A term added into the loss that backward() differentiates was cut from the graph (.detach(), .item(), .data, float(), a tensor rebuilt from such numbers): it changes the loss's value and sends no gradient.",
+        consequence="The term's part of the objective is never trained: its gradient is exactly zero for every parameter, so the update is the one the loss without it would give (a distillation, alignment or regularisation term that does nothing), while the logged loss still shows it.",
+        fix="Add the tensor itself, graph and all (drop the .detach() / .item(), or stack the terms with torch.stack instead of rebuilding a tensor from their values); keep the cut copy for logging only.",
+        what=(
+            "Lint only: for each backward pass (`loss.backward()`, `accelerator.backward(loss)`,\n"
+            "`self.manual_backward(loss)`), the terms added into the differentiated loss are read: the parts\n"
+            "of `a + b`, the elements of `sum(...)` over a comprehension, through the one assignment of a name\n"
+            "that reaches the pass (`loss = ce + 0.1 * aux`), and through a graph-free factor (`0.5 * (a + b)`).\n"
+            "A term is reported when the one reading of a graph-free value that GG201 and GG202 share proves\n"
+            "it holds no graph, that proof passes through a cut (`.detach()`, `.item()`, `.data`, `.tolist()`,\n"
+            "`.numpy()`, `float()`) of a value the reading does not prove graph-free (a model's output, a\n"
+            "loss), and another term of the same sum carries the graph. The cut is followed through the\n"
+            "assignments that reach the term, comprehensions, lists it was appended to, and what the file's\n"
+            "functions and the `forward` of a model object of one of the file's classes return, element by\n"
+            "element for a tuple; the finding is placed at the cut. Not reported: a term that is a constant,\n"
+            "data or computed under `torch.no_grad()` (no cut of a graph value), what is subtracted, and a\n"
+            "cut term that reads a value the sum's graph-carrying terms read too (a value correction such as\n"
+            "the straight-through `y_soft + (y_hard - y_soft).detach()`). A term that carries a graph to some\n"
+            "parameters but not to the intended ones (a discriminator run on `fake.detach()` in the\n"
+            "generator's loss) carries a graph and is not this rule's finding.\n"
+            "Run time: nothing to read. `.grad` holds what the loss's graph-carrying terms sent; a term without\n"
+            "a graph leaves no trace in any gradient, so the watch cannot tell it from a term never written."
+        ),
+        why=(
+            "`backward()` differentiates the graph the loss tensor carries. A term cut from that graph is a\n"
+            "constant to autograd: adding it shifts the loss's value and leaves every gradient exactly as the\n"
+            "loss without it would give, so whatever that term was written to train (attention transfer,\n"
+            "a domain-alignment loss, a decoupling or value loss) is never trained, while the logged loss\n"
+            "includes it and looks right. Published in NAD (attention losses detached before they are added),\n"
+            "FL-MRCM (the generator's adversarial loss turned into a number with `.item()`), PredRNN-V2 (the\n"
+            "decoupling loss rebuilt with `torch.tensor` from the terms' values) and a from-scratch GAE whose\n"
+            "value loss was built from `.item()` numbers; each fixed by adding the tensor itself."
+        ),
+        example="""
+for x, y in loader:
+    *feats, logits = student(x)
+    with torch.no_grad():
+        *feats_t, _ = teacher(x)
+    at = [attention_loss(s, t).detach() for s, t in zip(feats, feats_t)]   # no gradient reaches the student
+    loss = F.cross_entropy(logits, y) + 1000 * sum(at)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        instead="""
+for x, y in loader:
+    *feats, logits = student(x)
+    with torch.no_grad():
+        *feats_t, _ = teacher(x)
+    at = [attention_loss(s, t) for s, t in zip(feats, feats_t)]
+    loss = F.cross_entropy(logits, y) + 1000 * sum(at)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        runtime=False,
     ),
     Rule(
         code="GG301",

@@ -269,7 +269,7 @@ class PerFileIgnores:
 
     >>> ignores = PerFileIgnores([("tests/*", ["GG101"], "/p"), ("!train_*.py", ["GG2"], "/p")])
     >>> sorted(ignores("/p/tests/unit/test_a.py")), sorted(ignores("/p/train_big.py"))
-    (['GG101', 'GG201', 'GG202'], [])
+    (['GG101', 'GG201', 'GG202', 'GG203'], [])
     """
 
     def __init__(self, entries: Iterable[Tuple[str, Sequence[str], Union[str, Path]]]):

@@ -9,8 +9,11 @@ reading of "this value holds no graph": neither rule keeps one of its own):
   ``torch.no_grad()`` / ``inference_mode()``, or one built only from such values: constants, torch's
   functions and methods of graph-free values, arithmetic of graph-free parts. Names are followed back to the
   assignments that reach the point of use in their function (a later ``loss = 0`` under ``no_grad`` hides
-  the training loop's ``loss``), and calls of the file's functions and of ``self``'s methods to what every
-  ``return`` of theirs hands back. Anything not proved (a parameter, an attribute of another object, a call
+  the training loop's ``loss``), and calls of the file's functions, of ``self``'s methods and of an object
+  every reaching binding builds from one class of the file (its ``forward`` or ``__call__``) to what every
+  ``return`` of theirs hands back. A comprehension holds what its element holds, its variables what their
+  iterable holds (element by element through ``zip`` and ``enumerate``); a constant of torch read as a value
+  (``dtype=torch.float64``) holds none. Anything not proved (a parameter, an attribute of another object, a call
   of a model) is taken to carry a graph.
 * :func:`dies_with_the_call`: a container bound afresh at the top of a function that runs a backward pass
   of its own at its top level (one update per call), never returned, stored or handed on: whatever graphs
@@ -56,9 +59,12 @@ class _Ctx:
                 self.parents[id(c)] = n
             if isinstance(n, ast.ClassDef):
                 self.classes[id(n)] = {s.name: s for s in n.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.class_defs: Dict[str, ast.ClassDef] = {}
         for s in getattr(tree, "body", []):
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[s.name] = s
+            elif isinstance(s, ast.ClassDef):
+                self.class_defs[s.name] = s
         self.memo: Dict[tuple, bool] = {}
         self.visiting: set = set()
         self.torch_names = {a.asname or a.name.split(".")[0] for s in ast.walk(tree) if isinstance(s, ast.Import)
@@ -140,11 +146,16 @@ def _free_uncached(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
     if isinstance(e, (ast.BinOp, ast.UnaryOp)) and ctx.under_no_grad(at):
         return True  # computed with gradients off: a new tensor without history
     if isinstance(e, ast.Name):
+        gen = _comprehension_binding(ctx, e, at)
+        if gen is not None:
+            return _comprehension_var_free(ctx, gen, e.id, at, depth)
         values = reaching(ctx, at, e.id)
         return values is not None and bool(values) and all(_binding_free(ctx, b, v, e.id, depth) for b, v in values)
     if isinstance(e, ast.Attribute):
         if e.attr in _NO_GRAPH_ATTRS:
             return True
+        if _torch_path(ctx, e) and not (isinstance(ctx.parents.get(id(e)), ast.Call) and ctx.parents[id(e)].func is e):
+            return True  # a constant of torch read as a value (`dtype=torch.float64`), not called
         return _free(ctx, e.value, at, depth) and _not_a_module_path(ctx, e)
     if isinstance(e, ast.Subscript):
         if isinstance(e.value, ast.Call) and isinstance(e.slice, ast.Constant) and type(e.slice.value) is int:
@@ -157,11 +168,51 @@ def _free_uncached(ctx: _Ctx, e: ast.AST, at: ast.AST, depth: int) -> bool:
         return all(_free(ctx, c, at, depth) for c in parts)
     if isinstance(e, ast.Dict):
         return all(_free(ctx, v, at, depth) for v in e.values)
+    if isinstance(e, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return _free(ctx, e.elt, at, depth)  # its elements (its variables: :func:`_comprehension_var_free`)
+    if isinstance(e, ast.DictComp):
+        return _free(ctx, e.value, at, depth)
     if isinstance(e, ast.Starred):
         return _free(ctx, e.value, at, depth)
     if isinstance(e, ast.Call):
         return _call_free(ctx, e, at, depth)
     return False
+
+
+def _comprehension_binding(ctx: _Ctx, name: ast.Name, at: ast.AST) -> Optional[ast.comprehension]:
+    """The ``for`` clause of a comprehension enclosing ``name`` (within statement ``at``) that binds it: in
+    the element, a clause's condition, or a later clause's iterable (the first iterable is read outside)."""
+    node, came = name, None
+    while id(node) in ctx.parents and node is not at:
+        parent = ctx.parents[id(node)]
+        if isinstance(parent, ast.comprehension):
+            came = (parent, node is parent.iter)
+        elif isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            gens = parent.generators
+            k = next((i for i, g in enumerate(gens) if came is not None and g is came[0]), None)
+            visible = gens if k is None else gens[:k] if came[1] else gens[:k + 1]
+            for gen in reversed(visible):
+                if name.id in target_names(gen.target):
+                    return gen
+            came = None
+        elif isinstance(parent, (ast.stmt, ast.Lambda)):
+            return None
+        node = parent
+    return None
+
+
+def _comprehension_var_free(ctx: _Ctx, gen: ast.comprehension, name: str, at: ast.AST, depth: int) -> bool:
+    """A comprehension's variable holds no graph: the iterable it runs over holds none; for ``for a, b in
+    zip(xs, ys)`` the one it is taken from, for ``for i, x in enumerate(xs)`` the index or ``xs``."""
+    target, it = gen.target, gen.iter
+    if isinstance(target, ast.Tuple) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords \
+            and not any(isinstance(a, ast.Starred) for a in it.args) and not any(isinstance(t, ast.Starred) for t in target.elts):
+        k = next((i for i, t in enumerate(target.elts) if name in target_names(t)), None)
+        if it.func.id == "zip" and it.func.id not in ctx.functions and len(it.args) == len(target.elts) and k is not None:
+            return _free(ctx, it.args[k], at, depth)
+        if it.func.id == "enumerate" and it.func.id not in ctx.functions and len(target.elts) == 2 and it.args and k is not None:
+            return k == 0 or _free(ctx, it.args[0], at, depth)
+    return _free(ctx, it, at, depth)
 
 
 def _not_a_module_path(ctx: _Ctx, e: ast.Attribute) -> bool:
@@ -232,11 +283,37 @@ def _callee(ctx: _Ctx, func: ast.AST, at: ast.AST) -> Optional[ast.AST]:
             if local is not None:
                 return local
             node = ctx.scope_of(node)
-        return ctx.functions.get(func.id)
+        if func.id in ctx.functions:
+            return ctx.functions[func.id]
+        return _forward_of_object(ctx, func.id, at)
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and scope is not None:
         methods = ctx.class_of(scope)
         return methods.get(func.attr) if methods else None
     return None
+
+
+def _forward_of_object(ctx: _Ctx, name: str, at: ast.AST) -> Optional[ast.AST]:
+    """The ``forward`` (or ``__call__``) a call of the object ``name`` runs: every binding of the name that
+    reaches ``at`` builds an object of one class of the file (``model = Net()``, ``Net().to(dev)``)."""
+    values = reaching(ctx, at, name)
+    if not values:
+        return None
+    found = set()
+    for _, v in values:
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in ("to", "cuda", "cpu", "train", "eval",
+                                                                                                  "double", "float", "half"):
+            v = v.func.value
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)):
+            return None
+        cls = ctx.class_defs.get(v.func.id)
+        if cls is None:
+            return None
+        methods = ctx.classes[id(cls)]
+        method = methods.get("forward") or methods.get("__call__")
+        if method is None:
+            return None
+        found.add(method)
+    return found.pop() if len(found) == 1 else None
 
 
 def _element_free(ctx: _Ctx, call: ast.Call, index: int, at: ast.AST, depth: int) -> bool:

@@ -25,7 +25,7 @@ class Pass:
     """
 
     __slots__ = ("index", "site", "info", "managed", "counted", "used", "judged", "reached", "retained", "pver",
-                 "create_graph", "framework", "windowed", "on_applied")
+                 "create_graph", "framework", "windowed", "on_applied", "after_moved")
 
     def __init__(self, index: int, site: Site, info: LossInfo, managed: bool, used: bool = False, counted: bool = True):
         self.index = index
@@ -47,6 +47,10 @@ class Pass:
         # pass: a parameter modified in place before the gradient is cleared means the
         # gradient was used by hand (SAM's perturbation, a hand-written update).
         self.pver: tuple = ()
+        # the index of an earlier pass whose gradient was still waiting for a step when this one was made,
+        # and whose parameters were modified in place between the two (a SAM perturbation not cleared):
+        # the two gradients were taken at different weights
+        self.after_moved = None
 
     def moved(self) -> bool:
         """Some parameter it reached was modified in place since the pass (not by a watched step)."""

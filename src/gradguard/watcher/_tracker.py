@@ -506,6 +506,10 @@ class Tracker(ColumnStore, ByHand):
         ps.reached = reached
         if not any(reached):
             return
+        for q in reversed(self.passes):
+            if q.pver and not q.used and q.moved() and self.live(q):
+                ps.after_moved = q.index
+                break
         # what the pass left in each buffer, to tell at the step whether the user's code changed it
         # in place since (p.grad.zero_(), fill_(0), mul_(0): a clearing; p.grad /= K: a weight)
         # (one C loop; the buffers themselves are the ``buf`` column, which zero_grad lets go of)

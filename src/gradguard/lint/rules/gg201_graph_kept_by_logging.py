@@ -60,6 +60,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
     backwarded = {n.id for t in tensors for n in subtree(t or ast.Pass()) if isinstance(n, ast.Name)}
     _handed_to_a_sum(loop, losses, assigns, report)
+    _model_output_kept(loop, losses, assigns, report)
     for node, total, value in running_sums(loop.node):
         if terminal(total) in losses or terminal(total) in backwarded:
             continue
@@ -203,6 +204,121 @@ def _handed_to_a_sum(loop: Loop, losses: set, assigns, report: Report) -> None:
                 f"autograd nodes stay linked into it, and reading it later waits for the device.",
                 loop=loop,
             )
+
+
+def _model_output_kept(loop: Loop, losses: set, assigns, report: Report) -> None:
+    """``metric.process(y_pred, y)`` / ``tracker.update("mae", mae(output, y))`` on an object of a class of this
+    file, built outside the loop: an argument computed from the output of a model an optimizer of the file
+    holds (``y_pred = model(x)``), with its graph (no cut on the way, not proved graph-free), that the method
+    adds into the object's own state or appends to a list the object keeps, directly or through values it
+    computes from it (``value = torch.mean((y_pred - y_true) ** 2); self._sum = self._sum + value``). The
+    object outlives the iteration, so every step's graph stays linked into its state. (A loss handed on is
+    :func:`_handed_to_a_sum`'s.)"""
+    module = loop.module
+    models = set(module.optimizer_models.values()) | {m for ms in module.optimizer_modules.values() for m in ms}
+    if not models:
+        return
+    outputs = set()
+    for _ in range(3):  # names the loop binds to a model's output, or to values computed from one without a cut
+        for name, values in assigns.items():
+            if name in outputs:
+                continue
+            for v in values:
+                if isinstance(v, ast.AST) and (_calls_model(v, models) or any(keeps_graph(v, o) for o in outputs)):
+                    outputs.add(name)
+                    break
+    if not outputs:
+        return
+    built = {text(t) for n in body_nodes(loop.node) if isinstance(n, ast.Assign) for t in n.targets}
+    tree = module.tree
+    for stmt in grad_enabled_statements(loop.node.body):
+        call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute) or text(call.func.value) in built:
+            continue
+        obj = text(call.func.value)
+        methods = module.instances.get(obj) or {}
+        method = methods.get(call.func.attr)
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or no_grad_function(method):
+            continue
+        params = [a.arg for a in method.args.posonlyargs + method.args.args][1:]
+        bound = dict(zip(params, call.args))
+        bound.update((k.arg, k.value) for k in call.keywords if k.arg)
+        held = [p for p, arg in bound.items()
+                if any(keeps_graph(arg, o) for o in outputs) and not any(keeps_graph(arg, l) for l in losses)
+                and not graph_free(tree, arg, stmt)]
+        if not held:
+            continue
+        state = next((t for p in held for t in _self_state_grown(method, p)), None)
+        if state is None or _reset_in_loop(loop, obj, methods, call.func.attr, state):
+            continue
+        report(
+            CODE,
+            stmt,
+            f"`{text(call.func)}(...)` is handed a model output with its autograd graph and keeps it in `{state}`, "
+            f"which outlives the iteration: every step's autograd nodes stay linked into it.",
+            loop=loop,
+        )
+
+
+def _calls_model(value: ast.AST, models: set) -> bool:
+    """``value`` is (or, through arithmetic and torch's functions, is computed from) a call of one of
+    ``models`` (``model(x)``, ``model.forward(x)``), with no cut on the way."""
+    if isinstance(value, ast.Call):
+        func = value.func
+        if text(func) in models or isinstance(func, ast.Attribute) and func.attr == "forward" and text(func.value) in models:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in CUTTING_ATTRS:
+            return False
+        if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "str", "round", "bool"):
+            return False
+        return any(_calls_model(a, models) for a in value.args) or (
+            isinstance(func, ast.Attribute) and _calls_model(func.value, models))
+    if isinstance(value, (ast.Subscript, ast.Starred)):
+        return _calls_model(value.value, models)
+    if isinstance(value, ast.Attribute):
+        return value.attr not in CUTTING_ATTRS and value.attr not in _NO_GRAPH_ATTRS and _calls_model(value.value, models)
+    if isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List)):
+        return any(_calls_model(c, models) for c in child_nodes(value))
+    return False
+
+
+def _self_state_grown(method: ast.AST, param: str) -> Iterator[str]:
+    """The object's own state (``self.x``, ``self.x[k]``) that ``method`` adds ``param`` into or appends it to,
+    directly or through the values the method computes from it without a cut, outside ``torch.no_grad()``."""
+    names = {param}
+    for _ in range(3):
+        for n in grad_enabled_statements(method.body):
+            if isinstance(n, ast.Assign) and any(keeps_graph(n.value, x) for x in names):
+                names.update(x for t in n.targets if isinstance(t, ast.Name) for x in target_names(t))
+    for node, total, value in running_sums(method):
+        root = total
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
+                keeps_graph(value, n) and not _cut_first(method, n, node) for n in names):
+            yield text(total)
+    for node in grad_enabled_statements(method.body):
+        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute) or call.func.attr != "append" or len(call.args) != 1:
+            continue
+        root = call.func.value
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        if isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == "self" and any(
+                keeps_graph(call.args[0], n) and not _cut_first(method, n, node) for n in names):
+            yield text(call.func.value)
+
+
+def _reset_in_loop(loop: Loop, obj: str, methods: Dict[str, ast.AST], grows: str, state: str) -> bool:
+    """The loop also calls another method of the object that binds the state afresh (``tracker.reset()``)."""
+    root = state.split("[", 1)[0]
+    for n in body_nodes(loop.node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and text(n.func.value) == obj and n.func.attr != grows:
+            other = methods.get(n.func.attr)
+            if isinstance(other, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    isinstance(a, ast.Assign) and any(text(t) == root for t in a.targets) for a in subtree(other)):
+                return True
+    return False
 
 
 def _self_sums_of(method: ast.AST, param: str) -> Iterator[str]:

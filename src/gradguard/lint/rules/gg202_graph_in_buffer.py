@@ -56,7 +56,85 @@ def check_module(module: Module, report: Report) -> None:
         args = forward.args
         inputs = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs][1:]
         inputs += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
-        walker.run(forward.body, {name: frozenset({IN}) for name in inputs}, 0)
+        clean = _fed_without_graph(module, cls, forward)
+        walker.run(forward.body, {name: _NONE if name in clean else frozenset({IN}) for name in inputs}, 0)
+
+
+def _fed_without_graph(module: Module, cls: ast.ClassDef, forward: ast.AST) -> FrozenSet[str]:
+    """The inputs of ``forward`` that every call of the class's objects in this file hands a graph-free value
+    (``psnr(fake.detach(), real)``, read by the one value model): the class is built here only into plain
+    names (``metric = PSNR()``), each such name is only ever called or has a field read (never handed on,
+    returned, stored, nor a method of it called), and
+    it is called at least once. Empty where any of that does not hold (a class another file may build and
+    call with a graph)."""
+    objects, scopes = set(), set()
+    for n in nodes_of(module.tree, ast.Call):
+        if isinstance(n.func, ast.Name) and n.func.id == cls.name:
+            parent = _parent_statement(module, n)
+            if not (isinstance(parent, ast.Assign) and parent.value is n and len(parent.targets) == 1
+                    and isinstance(parent.targets[0], ast.Name)):
+                return _NONE
+            objects.add(parent.targets[0].id)
+            scopes.add(id(_function_of(module, parent)))
+    if not objects:
+        return _NONE
+    args = forward.args
+    if args.vararg is not None or args.kwarg is not None or args.kwonlyargs:
+        return _NONE
+    params = [a.arg for a in args.posonlyargs + args.args][1:]
+    clean = set(params)
+    calls = 0
+    parents = module.__dict__.setdefault("_gg202_parents", {})
+    if not parents:
+        parents.update((id(c), p) for p in ast.walk(module.tree) for c in ast.iter_child_nodes(p))
+    for n in ast.walk(module.tree):
+        if not (isinstance(n, ast.Name) and n.id in objects and isinstance(n.ctx, ast.Load)):
+            continue
+        if _local_elsewhere(module, n, scopes, parents):
+            continue  # another function's own variable of the same name
+        call = parents.get(id(n))
+        if isinstance(call, ast.Attribute) and not (isinstance(parents.get(id(call)), ast.Call) and parents[id(call)].func is call):
+            continue  # a field read (`metric.total`), not a call
+        if not (isinstance(call, ast.Call) and call.func is n) or any(isinstance(a, ast.Starred) for a in call.args):
+            return _NONE  # handed on, returned, stored or read otherwise: not every call is seen here
+        stmt = _parent_statement(module, call)
+        calls += 1
+        given = dict(zip(params, call.args))
+        given.update((k.arg, k.value) for k in call.keywords if k.arg)
+        for name in params:
+            if name in given and not graph_free(module.tree, given[name], stmt):
+                clean.discard(name)
+    return frozenset(clean) if calls else _NONE
+
+
+def _function_of(module: Module, node: ast.AST) -> Optional[ast.AST]:
+    parents = module.__dict__["_gg202_parents"]
+    while node is not None:
+        node = parents.get(id(node))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return node
+    return None
+
+
+def _local_elsewhere(module: Module, name: ast.Name, scopes: set, parents) -> bool:
+    """``name`` is read in a function other than those that build the objects, where it is that function's own
+    variable (a parameter or a name it binds): not the object."""
+    fn = _function_of(module, name)
+    if fn is None or id(fn) in scopes:
+        return False
+    args = fn.args
+    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | {a.arg for a in (args.vararg, args.kwarg) if a}
+    own |= {t.id for t in ast.walk(fn) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    return name.id in own
+
+
+def _parent_statement(module: Module, node: ast.AST) -> Optional[ast.stmt]:
+    parents = module.__dict__.setdefault("_gg202_parents", {})
+    if not parents:
+        parents.update((id(c), p) for p in ast.walk(module.tree) for c in ast.iter_child_nodes(p))
+    while node is not None and not isinstance(node, ast.stmt):
+        node = parents.get(id(node))
+    return node
 
 
 def _sets_self(forward: ast.AST, methods) -> bool:

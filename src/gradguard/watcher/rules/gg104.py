@@ -15,7 +15,7 @@ from .._view import StepView, at
 
 CODE = "GG104"
 #: The events this rule listens to (see the package's docstring), each with its place among that event's rules.
-EVENTS = {"at_window": 20}
+EVENTS = {"at_window": 20, "at_step": 45}
 
 
 def _not_scaled_down(ps) -> bool:
@@ -60,3 +60,29 @@ def at_window(view: StepView, site, group) -> None:
             f"{at(site, site)}, none of them scaled down.",
             site, view.n, view.with_grad,
         )
+
+
+def at_step(view: StepView) -> None:
+    """Two passes of different lines applied by one step, the later made after the parameters the earlier
+    reached were changed in place while its gradient still waited (a SAM step whose first pass was not
+    cleared before the pass at the perturbed weights): not two losses of one model summed on purpose, but
+    gradients taken at two different weights added up, none scaled down."""
+    passes = view.passes
+    if len(passes) < 2:
+        return
+    for ps in sorted(passes.values(), key=lambda p: p.index):
+        first = passes.get(ps.after_moved) if ps.after_moved is not None else None
+        if first is None or first.site == ps.site or ps.site[0] is None or first.site[0] is None:
+            continue
+        group = [first, ps]
+        if any(p.managed for p in group) or not all(p.info.kind == "mean" and _not_scaled_down(p) for p in group):
+            return
+        view.report(
+            CODE,
+            f"{view.name}.step() (step {view.n}) applied the backward pass at {at(first.site, first.site)} and the "
+            f"one at {at(ps.site, ps.site)}, made after the parameters were changed in place while the first "
+            "pass's gradient was still in .grad: gradients taken at two different weights added up, none scaled "
+            "down (a SAM-style step whose first pass was not cleared).",
+            ps.site, view.n, view.with_grad,
+        )
+        return
