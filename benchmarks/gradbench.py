@@ -1458,6 +1458,11 @@ AUDIT_9 = {
 }
 #: Cases removed by the audit (their files are gone; the reason stays on record).
 REMOVED = {
+    "c298_lightning_4188_lbfgs_backward_before_closure_step": "no measurable effect (0.0 %), measured as it was "
+        "written: the extra backward doubles every gradient LBFGS sees, and LBFGS's update does not depend on a "
+        "uniform scale of its gradients (the first step is normalised by the gradient's L1 norm above 1, the later "
+        "directions by the curvature pairs, which scale alike). With max_iter above 1 the bug only shows together "
+        "with the separate per-step clear of #4083 (c297), so no program isolates it with an effect.",
     "c244_forward_forward_6_classifier_in_both_optimizers": "removed before it was written: the mechanism written "
         "down with the list was wrong. Read against the fixed src/utils.py, the bug left the linear classifier in the "
         "main parameter group (main learning rate and weight decay) of a single SGD optimizer, with the classifier's "
