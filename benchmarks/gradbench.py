@@ -1458,6 +1458,10 @@ AUDIT_9 = {
 }
 #: Cases removed by the audit (their files are gone; the reason stays on record).
 REMOVED = {
+    "c310_med_seg_diff_6_backward_bypasses_accelerator": "no measurable effect (0.03 %), measured as it was written: "
+        "driver.py trains with AdamW, which normalises the uniform 4x scale of the unscaled window (only its eps "
+        "differs), and the fp16 loss scaling that loss.backward() also skipped does not exist on the CPU in full "
+        "precision.",
     "c298_lightning_4188_lbfgs_backward_before_closure_step": "no measurable effect (0.0 %), measured as it was "
         "written: the extra backward doubles every gradient LBFGS sees, and LBFGS's update does not depend on a "
         "uniform scale of its gradients (the first step is normalised by the gradient's L1 norm above 1, the later "
