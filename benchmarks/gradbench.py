@@ -80,6 +80,7 @@ FIRST_ROUND_9 = 200  # the number of the first case of the ninth round
 FIRST_ROUND_10 = 224  # the number of the first case of the tenth round
 FIRST_ROUND_11 = 248  # the number of the first case of the eleventh round
 FIRST_ROUND_12 = 273  # the number of the first case of the twelfth round
+FIRST_ROUND_13 = 297  # the number of the first case of the thirteenth round
 #: The third round, written down (names, hence the split) before any of its cases was written or measured.
 #: Each is a published bug found in GitHub issues and pull requests (sources other than rounds 1-2's); the
 #: held-out half is decided by the same rule as round 2's (`Case.held_out`). A case removed later (say, an
@@ -757,6 +758,94 @@ ROUND_12_SOURCES = {
     "c296": ("https://github.com/rll-research/url_benchmark/issues/16",
              "icm_apt detaches obs and next_obs only when update_encoder is False but then detaches them again unconditionally, so the ICM/APT loss never trains the encoder even when update_encoder is True (corrected once agent/icm_apt.py was read, before any tool ran: the ICM loss does reach the encoder; the unconditional detach is in the critic update's arguments, so it is the critic loss that never trains the encoder)"),
 }
+#: The thirteenth round, written down the same way (names, hence the split, and the sources below before any of its
+#: cases was written or measured), from published bugs (issues, pull requests and their fixes) none of which an
+#: earlier round cites, once round 12's misses were being worked on (so round 12 is no longer held out). Unlike round
+#: 12, a source may come from a repository an earlier round cites (the accumulation families of Lightning, the HF
+#: Trainer, Accelerate, DeepSpeed and torchtitan live there), as long as the bug itself is new: 13 of the 25 do.
+#: Same split rule (`Case.held_out`): held out c297 c299 c300 c304 c306 c308 c312 c315 c317; the other half c298
+#: c301 c302 c303 c305 c307 c309 c310 c311 c313 c314 c316 c318 c319 c320 c321. A case removed later leaves the list
+#: for ``REMOVED``.
+ROUND_13 = (
+    "c297_lightning_4083_lbfgs_zero_grad_outside_closure",
+    "c298_lightning_4188_lbfgs_backward_before_closure_step",
+    "c299_torchtitan_1733_pipeline_rescales_every_accumulation_step",
+    "c300_ray_65125_tqc_actor_loss_reaches_critics",
+    "c301_lightning_4313_metric_states_keep_graph",
+    "c302_streaming_flow_policy_15_adam_on_wrong_network",
+    "c303_a_gcn_4_adjacency_weights_detached",
+    "c304_minimind_691_first_window_one_micro_batch_short",
+    "c305_faster_rcnn_pytorch_35_epoch_losses_keep_graph",
+    "c306_paac_1_loss_sum_keeps_graph",
+    "c307_ignite_221_epoch_metric_keeps_prediction_graph",
+    "c308_verl_7874_forward_data_store_keeps_graph",
+    "c309_deepspeed_8245_shared_loss_partly_unscaled",
+    "c310_med_seg_diff_6_backward_bypasses_accelerator",
+    "c311_transformers_39659_last_window_divided_by_full_steps",
+    "c312_chatbot_115_decoder_optimizer_on_encoder_params",
+    "c313_crosscode_3_aux_loss_not_backpropagated",
+    "c314_trl_583_zero_grad_on_non_sync_micro_step",
+    "c315_chatglm_efficient_tuning_299_outer_accumulation_cleared",
+    "c316_lightning_10248_clip_after_step",
+    "c317_lightning_9336_loss_reference_kept_into_next_step",
+    "c318_trl_220_stats_keep_graph",
+    "c319_accelerate_2790_sync_each_batch_steps_every_batch",
+    "c320_protein_frame_flow_23_aux_loss_counted_twice",
+    "c321_efficientdet_544_skipped_batch_graph_kept",
+)
+#: Where each round-13 case comes from, with the mechanism in one sentence, written down with the list.
+ROUND_13_SOURCES = {
+    "c297": ("https://github.com/Lightning-AI/pytorch-lightning/issues/4083",
+             "with LBFGS, Lightning called optimizer.zero_grad() once per training step, outside the closure that LBFGS re-evaluates up to max_iter times, so each evaluation's gradient is added to the previous ones and the model does not converge as it does in plain PyTorch; fixed by PR #6147 (zero_grad inside the closure)"),
+    "c298": ("https://github.com/Lightning-AI/pytorch-lightning/issues/4188",
+             "with LBFGS, Lightning ran a backward before the optimizer step and then passed a closure that runs backward again, so the first evaluation's gradient holds two backward passes of the same batch (bug / fix)"),
+    "c299": ("https://github.com/pytorch/torchtitan/issues/1733",
+             "the pipeline schedule's scale_grads=True divides all gradients by the number of micro-batches at every step, including the accumulation steps, so the accumulated gradient becomes an exponential moving average that is much smaller than the sum; fixed by PR #1732 (scale the loss instead)"),
+    "c300": ("https://github.com/ray-project/ray/pull/65125",
+             "TQC's actor-loss forward runs through the online critics without freezing them; the per-optimizer backward passes run critic first and zero only their own parameters, so the actor loss's critic gradients are added to the already-harvested critic gradients and the critic optimizer applies them (merged fix freezes the critics for that pass)"),
+    "c301": ("https://github.com/Lightning-AI/pytorch-lightning/pull/4313",
+             "the Metrics' accumulated states were not detached from the computational graph, so every batch's graph stayed alive and memory grew (fixes #4098 and #4266, merged as a bug fix)"),
+    "c302": ("https://github.com/siddancha/streaming-flow-policy/pull/15",
+             "the push-T notebook builds the diffusion policy's Adam over the wrong network's parameters instead of dp_noise_pred_net, so the noise-prediction network is never updated; the maintainer confirmed and merged the fix"),
+    "c303": ("https://github.com/queenie88/A-GCN/issues/4",
+             "the adjacency matrix built from W_phi and W_theta is detached from the computational graph, so those two weight matrices never receive a gradient; the authors confirmed that the .detach() should be removed and updated the code"),
+    "c304": ("https://github.com/jingyaogong/minimind/issues/691",
+             "step starts at start_step + 1 but the update test is (step + 1) % accumulation_steps == 0, so the first window is one micro-batch short while its loss is still divided by accumulation_steps; the maintainer called it a known issue, fixed for the next release"),
+    "c305": ("https://github.com/bubbliiiing/faster-rcnn-pytorch/issues/35",
+             "the epoch's running losses are summed as tensors (total_loss += total, rpn_loc_loss += rpn_loc, ...) instead of .item(), so every batch's graph stays referenced and memory keeps growing"),
+    "c306": ("https://github.com/qbx2/PAAC.pytorch/issues/1",
+             "loss_sum is accumulated with the loss Variable instead of its value (variable.data[0]), so its memory (the graph) is freed too late (the author's own issue)"),
+    "c307": ("https://github.com/pytorch/ignite/issues/221",
+             "metrics such as EpochMetric accumulate y_pred without detaching it, so computing them on a training engine keeps every batch's graph; the maintainers agreed and detached y_pred in the metrics"),
+    "c308": ("https://github.com/volcengine/verl/pull/7874",
+             "Megatron's pipeline schedules keep one entry per micro-batch in forward_data_store until the mini-batch ends, and the model output stored there still carried its autograd graph, so every micro-batch's graph stayed resident; the merged fix detaches the reported tensors"),
+    "c309": ("https://github.com/deepspeedai/DeepSpeed/pull/8245",
+             "with gradient accumulation, a loss that combines a forward through the DeepSpeed engine with a forward through the model inside it gets only the engine path's gradient divided by the accumulation count, so the other path's gradient stays unscaled (fixes #8224, merged)"),
+    "c310": ("https://github.com/lucidrains/med-seg-diff-pytorch/pull/6",
+             "the trainer called loss.backward() instead of accelerator.backward(loss), so Accelerate's gradient-accumulation division (and its loss scaling) never applied to the gradients; merged by the maintainer"),
+    "c311": ("https://github.com/huggingface/transformers/pull/39659",
+             "Trainer.training_step divides every micro-batch's loss by args.gradient_accumulation_steps, so the last, incomplete accumulation cycle of an epoch is divided by more micro-batches than it holds and its update is too small; the merged fix divides by the cycle's real count"),
+    "c312": ("https://github.com/zhaoyingjun/chatbot/issues/115",
+             "the PyTorch seq2seq training passes optim.SGD(encoder1.parameters()) as the decoder's optimizer, so the attention decoder is never updated and the encoder is stepped by two optimizers; the maintainer agreed"),
+    "c313": ("https://github.com/oclivegriffin/crosscode/pull/3",
+             "the TopK trainer builds loss = reconstruction_loss + lambda_aux * aux_loss but returns reconstruction_loss for backward, so the AuxK dead-latent term never contributes a gradient (open pull request with the two-line fix)"),
+    "c314": ("https://github.com/huggingface/trl/issues/583",
+             "inside accelerator.accumulate the PPO trainer calls optimizer.zero_grad() when i % gradient_accumulation_steps == 0, a micro-step on which Accelerate's optimizer skips zero_grad, so the gradients are never cleared and every step applies all earlier windows' gradients; the maintainers' hotfix (PR #584) clears with the step"),
+    "c315": ("https://github.com/hiyouga/ChatGLM-Efficient-Tuning/issues/299",
+             "the PPO workflow loops over gradient-accumulation micro-batches outside TRL, whose step() clears the gradients itself, so only the last backward's gradient survives and the accumulation has no effect; the maintainer confirmed and removed the outer loop"),
+    "c316": ("https://github.com/Lightning-AI/pytorch-lightning/pull/10248",
+             "after #10167 the loop ran closure, optimizer.step, then gradient clipping, so the step used unclipped gradients and the clip acted on gradients already applied; the merged fix clips before the step (bug / fix, P0)"),
+    "c317": ("https://github.com/Lightning-AI/pytorch-lightning/pull/9336",
+             "the training loop kept a reference to the step's loss after the step, so its graph could not be freed before the next training step ran (bug / fix, P0, merged with a test that the graph is released)"),
+    "c318": ("https://github.com/huggingface/trl/pull/220",
+             "the PPO trainer stored tensors in its stats without detaching them from the graph, leading to an overuse of memory; the merged fix detaches them"),
+    "c319": ("https://github.com/huggingface/accelerate/pull/2790",
+             "sync_each_batch was implemented by setting sync_gradients to True on every batch, but the AcceleratedOptimizer steps (and clears) whenever sync_gradients is True, so with gradient accumulation the optimizer stepped on every micro-batch; fixes transformers #29425, merged"),
+    "c320": ("https://github.com/microsoft/protein-frame-flow/issues/23",
+             "model_step already adds the auxiliary loss into se3_vf_loss and training_step adds total_losses['auxiliary_loss'] again, so the auxiliary term is counted twice in the loss that is backpropagated; the maintainers called it a bug and fixed it"),
+    "c321": ("https://github.com/zylo117/Yet-Another-EfficientDet-Pytorch/issues/544",
+             "when the loss is zero or not finite the loop continues without backward, so the skipped batch's graph stays referenced (by loss, cls_loss, reg_loss) into the next iteration and can run out of memory; the maintainer agreed"),
+}
 WORKERS = 2
 
 sys.path.insert(0, str(SRC))
@@ -822,15 +911,16 @@ class Case:
         the same way, once round 8's misses were being fixed; 10: the tenth round (c224 on, ``ROUND_10``), the same
         way, once round 9's misses were being fixed; 11: the eleventh round (c248 on, ``ROUND_11``), the same way,
         once round 10's misses were being fixed; 12: the twelfth round (c273 on, ``ROUND_12``), the same way, once
-        round 11's misses were being fixed."""
+        round 11's misses were being fixed; 13: the thirteenth round (c297 on, ``ROUND_13``), the same way, once round
+        12's misses were being fixed."""
         number = self.number
-        return (12 if number >= FIRST_ROUND_12 else 11 if number >= FIRST_ROUND_11 else 10 if number >= FIRST_ROUND_10 else 9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
+        return (13 if number >= FIRST_ROUND_13 else 12 if number >= FIRST_ROUND_12 else 11 if number >= FIRST_ROUND_11 else 10 if number >= FIRST_ROUND_10 else 9 if number >= FIRST_ROUND_9 else 8 if number >= FIRST_ROUND_8 else 7 if number >= FIRST_ROUND_7 else 6 if number >= FIRST_ROUND_6 else 5 if number >= FIRST_ROUND_5
                 else 4 if number >= FIRST_ROUND_4 else 3 if number >= FIRST_ROUND_3
                 else 2 if number >= FIRST_ROUND_2 else 1)
 
     @property
     def held_out(self) -> bool:
-        """The held-out half of rounds 2 to 12: the first byte of sha256(name) is even, fixed before any rule
+        """The held-out half of rounds 2 to 13: the first byte of sha256(name) is even, fixed before any rule
         work on them. Never tuned on: its misses are notes, fixed only in a later round with new held-out cases."""
         return self.round >= 2 and hashlib.sha256(self.name.encode()).digest()[0] % 2 == 0
 
@@ -1368,6 +1458,15 @@ AUDIT_9 = {
 }
 #: Cases removed by the audit (their files are gone; the reason stays on record).
 REMOVED = {
+    "c310_med_seg_diff_6_backward_bypasses_accelerator": "no measurable effect (0.03 %), measured as it was written: "
+        "driver.py trains with AdamW, which normalises the uniform 4x scale of the unscaled window (only its eps "
+        "differs), and the fp16 loss scaling that loss.backward() also skipped does not exist on the CPU in full "
+        "precision.",
+    "c298_lightning_4188_lbfgs_backward_before_closure_step": "no measurable effect (0.0 %), measured as it was "
+        "written: the extra backward doubles every gradient LBFGS sees, and LBFGS's update does not depend on a "
+        "uniform scale of its gradients (the first step is normalised by the gradient's L1 norm above 1, the later "
+        "directions by the curvature pairs, which scale alike). With max_iter above 1 the bug only shows together "
+        "with the separate per-step clear of #4083 (c297), so no program isolates it with an effect.",
     "c244_forward_forward_6_classifier_in_both_optimizers": "removed before it was written: the mechanism written "
         "down with the list was wrong. Read against the fixed src/utils.py, the bug left the linear classifier in the "
         "main parameter group (main learning rate and weight decay) of a single SGD optimizer, with the classifier's "
@@ -1682,6 +1781,59 @@ AUDIT_12 = {
 }
 
 
+#: The fidelity audit of round 13, written as its cases were written: how each header was checked against its source
+#: (the issue or pull-request text read with a search over GitHub issues; a file where the header says so) and the
+#: verdict ("confirmed": a merged fix or a maintainer's acknowledgement).
+AUDIT_13 = {
+    "c297": ("Lightning#4083 read (bug / fix, P1, closed) with PR #6147 (merged): its description of closure called 20 times and zero_grad once; Lightning's loop not read beyond the description",
+             "matches the fix's description; confirmed (merged)"),
+    "c299": ("torchtitan#1733 read (high priority, closed) with PR #1732 (merged): scale_grads=True rescales every step, the fix scales the loss by n_microbatches instead; the schedule's code not read",
+             "matches the issue and the fix; confirmed (merged)"),
+    "c300": ("ray#65125 read (merged): the description of the qf -> policy backward order, the per-optimizer zero_grad, the harvest by reference and the missing critic freeze; the learner's code not read beyond it",
+             "matches the description; confirmed (merged)"),
+    "c301": ("Lightning#4313 read (bug / fix, merged): 'Make sure that the metrics states gets detached from the computational graph'; issues #4098 and #4266 not read; the metric's code not read",
+             "matches the description; confirmed (merged)"),
+    "c302": ("streaming-flow-policy#15 read (merged): the description and the maintainer's reply; the notebook not read (which wrong network the optimizer got is reconstructed, the header says so)",
+             "matches the description; confirmed (merged, the maintainer: 'Thank you for catching this bug')"),
+    "c303": ("A-GCN#4 read (closed): the figure's detach of adj and the author's reply; the model code not read",
+             "matches the report; confirmed (the author: 'the .detech() should be removed ... we have updated it')"),
+    "c304": ("minimind#691 read (closed): the report and the maintainer's reply; the screenshot of the loop not read (the loop is minimind's train_epoch as the report describes it)",
+             "matches the report; confirmed (the maintainer: a known issue, fixed in the next push)"),
+    "c305": ("faster-rcnn-pytorch#35 read (closed): the report with the five .item() lines it proposes; the training loop not read",
+             "matches the report; unconfirmed (closed without a maintainer's reply in the thread)"),
+    "c306": ("PAAC.pytorch#1 read (open): the repository author's own report; paac.py not read",
+             "matches the report; confirmed (by the project's author, who filed it; not fixed)"),
+    "c307": ("ignite#221 read (closed): the maintainers' discussion of y_pred accumulated on a training engine and the agreement to detach it; the metrics' code not read",
+             "matches the discussion; confirmed (implemented by the maintainers' decision)"),
+    "c308": ("verl#7874 read (merged): the detach_tree code and its docstring on forward_data_store; Megatron's schedule not read",
+             "matches the description; confirmed (merged)"),
+    "c309": ("DeepSpeed#8245 read (merged): the problem statement (engine-output hook divides only the engine path) and the approach; issue #8224 and the engine's code not read",
+             "matches the description; confirmed (merged)"),
+    "c311": ("transformers#39659 read (merged): the description of the fixed division and cur_gradient_accumulation_steps; the report #38837 quoted through PR #38872's description",
+             "matches the fix; confirmed (merged)"),
+    "c312": ("chatbot#115 read (open): the report naming the last argument of the train() call and the maintainer's reply; execute.py not read",
+             "matches the report; confirmed (the maintainer: '嗯 是的 感谢提出来')"),
+    "c313": ("crosscode#3 read (open pull request): the quoted _calculate_loss_and_log and the call chain to backward; the trainer's code not read beyond the quote",
+             "matches the quoted code; unconfirmed (an open pull request, no maintainer's reply seen)"),
+    "c314": ("trl#583 read (closed) with PR #584 (the maintainers' hotfix, closed in favour of the refactor #546, merged): the zero_grad every gradient_accumulation_steps inside accelerator.accumulate and the failing test; ppo_trainer.py not read",
+             "matches the report and the hotfix; confirmed (the maintainers: 'Thanks for fixing this')"),
+    "c315": ("ChatGLM-Efficient-Tuning#299 read (closed): the report and the maintainer's reply naming the fixing commit; neither the workflow nor TRL's step read (the case follows the report's description)",
+             "matches the report; confirmed (the maintainer: fixed in 7e6a5eb by removing the outer loop)"),
+    "c316": ("Lightning#10248 read (bug / fix, P0, merged): the reordering it lists; the loop's code not read",
+             "matches the description; confirmed (merged)"),
+    "c317": ("Lightning#9336 read (bug / fix, P0, merged): the title and the added test's docstring; the batch loop's code not read",
+             "matches the title and the test; confirmed (merged)"),
+    "c318": ("trl#220 read (merged): 'Fixes tensors not being detached from graph when stored in stats'; ppo_trainer.py not read",
+             "matches the description; confirmed (merged)"),
+    "c319": ("accelerate#2790 read (merged): the description of sync_gradients misused for sync_each_batch; transformers#29425 not read; Accelerate's code not read beyond the description",
+             "matches the description; confirmed (merged)"),
+    "c320": ("protein-frame-flow#23 read (closed): the quoted lines of model_step and training_step and the maintainers' replies; the code not read beyond the quotes",
+             "matches the quoted code; confirmed (a maintainer: 'This has been fixed')"),
+    "c321": ("Yet-Another-EfficientDet-Pytorch#544 read (closed): the quoted skip and the maintainer's reply; train.py not read beyond the quote",
+             "matches the quoted code; confirmed (the maintainer: 'You are right about the oom risks')"),
+}
+
+
 def _audit_section(cases: List[Case]) -> List[str]:
     L = ["## Fidelity audit", "",
          "Every case cites its source (issue, pull request or commit) in its header with the mechanism in one "
@@ -1700,7 +1852,7 @@ def _audit_section(cases: List[Case]) -> List[str]:
     unconfirmed = [c.name[:3] for c in cases if c.round == 1 and "unconfirmed" in AUDIT.get(c.name[:3], ("", ""))[1]]
     L += ["", f"Round 1: {sum(c.round == 1 for c in cases)} cases checked, {len(unconfirmed)} of them unconfirmed by "
           f"their projects ({', '.join(unconfirmed)})."]
-    for rnd, audit in ((12, AUDIT_12), (11, AUDIT_11), (10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
+    for rnd, audit in ((13, AUDIT_13), (12, AUDIT_12), (11, AUDIT_11), (10, AUDIT_10), (9, AUDIT_9), (8, AUDIT_8), (7, AUDIT_7), (6, AUDIT_6), (5, AUDIT_5), (4, AUDIT_4)):
         rc = [c for c in cases if c.round == rnd]
         if not rc:
             continue
@@ -1804,7 +1956,67 @@ def _heldout_section(cases: List[Case], judged: Dict[str, Dict]) -> List[str]:
         r10 = by_round.get(10, [])
         r11 = by_round.get(11, [])
         r12 = by_round.get(12, [])
-        prose = [] if latest < 12 else [
+        r13 = by_round.get(13, [])
+        prose = [] if latest < 13 else [
+         f"Round 13 is the {len(r13)} cases from c{FIRST_ROUND_13} on, written the same way as rounds 6 to 12: "
+         "published bugs from GitHub issues and pull requests none of which an earlier round cites, each checked "
+         "against its source text (the audit below says how). Unlike rounds 10 to 12, a source may come from a "
+         "repository an earlier round cites, as long as the bug itself is new (13 of the 25 names committed do: "
+         "Lightning, torchtitan, RLlib, minimind, verl, DeepSpeed, the HF Trainer and Accelerate, where the "
+         "accumulation families live). Their names, their sources with the mechanism in one sentence, and with them "
+         "the split were committed before any case was written (`ROUND_13` and `ROUND_13_SOURCES` in the runner); "
+         "each case's effect was measured (float64, no gradguard) as it was written, and no gradguard tool ran on "
+         "them until all were written and committed. Of the 25 names committed, two were removed before any tool "
+         "ran for an effect too small to measure (c298: LBFGS does not depend on a uniform scale of its gradients; "
+         "c310: AdamW normalises a uniform 4x scale, 0.03 %; see *Removed*). The held-out half (first byte of "
+         "sha256(name) even: 9 of the 23 written) stays held out: its misses are notes, to be fixed only with a new "
+         "held-out round. Round 13 was written while round 12's misses were being worked on, so round 12 "
+         f"(c{FIRST_ROUND_12} to c{FIRST_ROUND_13 - 1}) counts as in-sample from then on. "
+         f"{sum(not _scope_any(c) for c in r13)} of the {len(r13)} cases are declared out of every tool's scope "
+         "before the run, from the rules' definitions as they stood (graphs kept by metric states, stats, stores, "
+         "logging references and a skipped batch; loss terms detached, dropped or counted twice; an actor loss "
+         "reaching the critics): they count in *of all*, not *in scope*. The round's figures were measured on src/ "
+         "as it stood before the round (the round changed nothing under src/): `OMP_NUM_THREADS=1 python "
+         "benchmarks/gradbench.py --round 13 --no-doc --json r13.json`, spliced into the page of the last full run "
+         "(the round's paragraph, rows, notes, steps, case rows and audit; the page's case count, *Summary* and "
+         "figure are still that run's, without round 13, until the next full run). As written, the held-out half "
+         "reads: the watch 4/5 in scope (3 at the first affected step), the linter 2/5, any tool 5/6 in scope and 5/9 "
+         "of all, no fixed twin with a finding; the other half: the watch 4/6, the linter 1/3, any tool 5/7 in scope "
+         "and 5/14 of all, 1 fixed twin with a finding. Two of the round's cases are unconfirmed by their projects "
+         "(c305, c313; the audit lists them): they reproduce the reported mechanism, whose effect was measured, not "
+         "a maintainer's diagnosis.", "",
+         "Round 13's misses and twin findings, read after the run (notes; nothing was changed for them):", "",
+         "- c299 (held out, watch: GG113 expected, nothing reported): the pipeline schedule divides every "
+         "parameter's .grad in place by the number of micro-batches at the end of each schedule step, so the first "
+         "schedule step of a window is divided twice; the watch reads window scaling from the passes' losses and "
+         "does not read an in-place division of the buffers between passes;",
+         "- c297 (held out, linter: GG101 expected, nothing reported): the clear outside the closure handed to "
+         "`optimizer.step(closure)`; the linter does not read the closure as a pass that runs several times per "
+         "step (the note on c224, round 10, still holds);",
+         "- c312 (held out, linter: GG101 expected, nothing reported): two SGD optimizers over "
+         "`encoder1.parameters()`, one of them built in the loop and handed to `train()`; the linter does not follow "
+         "which parameters an optimizer passed as an argument holds;",
+         "- c315 (held out, watch GG102 at step 3, the bug changes step 1): the watch reports the discarded passes "
+         "once the pattern repeats, not at the first update;",
+         "- c304 (held out): the linter reports GG103 (true: the last batch never reaches a step) but not GG111 on "
+         "the first window, which the watch reports at step 1;",
+         "- c319 (other half, watch: GG111 expected, nothing reported): with the optimizer wrapper stepping on "
+         "every micro-batch, each step holds one pass divided by the window size; the watch does not read a "
+         "one-pass step as a short window;",
+         "- c309 (other half, watch: GG104 expected, nothing reported; the linter's GG103 on the bug and on the "
+         "twin): the engine's output hook divides one path's gradient, so from the losses the window looks unscaled "
+         "on one path only, which the watch does not report; the linter's GG103 reads the optimizer step inside the "
+         "engine's counter test as possibly never reached, while every pass is applied at run time (12 micro-steps, "
+         "3 windows of 4), so on the twin it is a false alarm;",
+         "- c311 and c316 (other half, linter: GG111 and GG116 expected, nothing reported): the division by "
+         "`gradient_accumulation_steps` sits in a training-step function that the cycle loop calls with the "
+         "cycle's length (c311), and the clip after `optimizer.step()` follows a closure called directly (c316); "
+         "the watch reports both at the first affected step;",
+         "- c314 (other half, declared out of the linter's scope): the linter reports GG102; read as plain PyTorch "
+         "the clear every other micro-batch with a step on each would discard nothing but re-apply gradients, and "
+         "under Accelerate the clear never runs; the scope declared before the run stands.", "",
+         "Round 12, as it was written (its figures above are in-sample now):", ""]
+        prose += [] if latest < 12 else [
          f"Round 12 is the {len(r12)} cases from c{FIRST_ROUND_12} on, written the same way as rounds 6 to 11: "
          "published bugs from GitHub issues and pull requests whose repositories no earlier round cites (nor the "
          "projects of the independent evaluation the tracker quotes), each checked against its source text (the "

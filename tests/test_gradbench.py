@@ -636,3 +636,52 @@ def test_round_12_leads_the_headline_table_and_round_11_turns_in_sample():
     assert any(r.startswith("| round 11, held-out half (in-sample since: its misses are being fixed) |") for r in rows)
     assert "Round 12 is the 2 cases from c273 on" in text
     assert text.index("Round 12 is the") < text.index("Round 11, as it was written")
+
+
+def test_round_13_is_the_list_written_down_before_its_cases_and_split_by_the_same_hash():
+    import hashlib
+
+    cases = {c.name: c for c in gb.load_cases() if c.round == 13}
+    # the list, its sources (with the mechanism) and the split were committed before any round-13 case was written;
+    # a case removed later leaves the list for REMOVED with its reason
+    assert set(cases) <= set(gb.ROUND_13)
+    assert set(gb.ROUND_13) - set(cases) <= set(gb.REMOVED)
+    assert len(gb.ROUND_13) >= 24 and len(cases) >= 20
+    assert all(int(n.split("_")[0][1:]) >= gb.FIRST_ROUND_13 for n in gb.ROUND_13)
+    assert gb.FIRST_ROUND_13 > max(int(n.split("_")[0][1:]) for n in gb.ROUND_12)
+    assert {n.split("_")[0] for n in gb.ROUND_13} == set(gb.ROUND_13_SOURCES)
+    held = {n.split("_")[0] for n in gb.ROUND_13 if hashlib.sha256(n.encode()).digest()[0] % 2 == 0}
+    assert held == {"c297", "c299", "c300", "c304", "c306", "c308", "c312", "c315", "c317"}
+    assert all(c.held_out == (c.short in held) for c in cases.values())
+    for c in cases.values():
+        url, mechanism = gb.ROUND_13_SOURCES[c.short]
+        assert url in c.source and mechanism, c.name
+    # no round-13 source (the issue or pull request itself) is one an earlier round's header or list cites; unlike
+    # round 12 a repository may recur (the frameworks' accumulation bugs live in a few of them)
+    earlier = {m.group(1).lower().rstrip(".,;") for c in gb.load_cases() if c.round < 13
+               for m in re.finditer(r"(https://github\.com/[^/\s]+/[^/\s)]+/(?:issues|pull|commit)/[0-9a-f]+)", c.source)}
+    earlier |= {url.lower() for src in (gb.ROUND_12_SOURCES, gb.ROUND_11_SOURCES) for url, _ in src.values()}
+    for url, _ in gb.ROUND_13_SOURCES.values():
+        assert url.lower() not in earlier, url
+
+
+def test_every_round_13_case_has_an_audit_entry():
+    cases = [c for c in gb.load_cases() if c.round == 13]
+    assert set(gb.AUDIT_13) == {c.short for c in cases}
+    for c in cases:
+        how, verdict = gb.AUDIT_13[c.short]
+        assert how and ("confirmed" in verdict)
+    text = "\n".join(gb._audit_section(gb.load_cases()))
+    assert "| `c297` |" in text and f"Round 13: {len(cases)} cases," in text
+
+
+def test_round_13_leads_the_headline_table_and_round_12_turns_in_sample():
+    cases = gb.load_cases(["c297_", "c301_", "c273_", "c274_"])
+    judged = {c.name: _fake() for c in cases}
+    text = "\n".join(gb._heldout_section(cases, judged))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "round" in line]
+    assert rows[0].startswith("| **round 13, held-out half (headline)** | 1 |")
+    assert rows[1].startswith("| round 13, other half | 1 |")
+    assert any(r.startswith("| round 12, held-out half (in-sample since: its misses are being fixed) |") for r in rows)
+    assert "Round 13 is the 2 cases from c297 on" in text
+    assert text.index("Round 13 is the") < text.index("Round 12, as it was written") < text.index("Round 12 is the")
