@@ -5,7 +5,8 @@ family: graph-logging
 shape: SGD(lr=0.01), 8 batches of 32 with 16 features, one metric update per batch
 numeric: the metric's state holds every batch's prediction graph at the end
 watch: out: the metric holds graph nodes, not gradient; the watch follows .grad
-lint: out: the sum happens inside a metric's method fed the model output, not a loss summed in the loop
+lint: GG201
+scope-history: lint declared out when the case was written ("the sum happens inside a metric's method fed the model output, not a loss summed in the loop"); re-declared GG201 before the round's merged code ran on round 13, from the rule's extended definition (a model output handed to a method of an object of the file that keeps it in the object's state), written from earlier rounds' cases
 bug-step: end
 """
 import torch

@@ -5,7 +5,8 @@ family: graph-logging
 shape: SGD(lr=0.01), one epoch of 8 iterations of 16 samples
 numeric: the metric's lists hold all 8 iterations' prediction graphs at the end of the epoch
 watch: out: the metric holds graph nodes, not gradient; the watch follows .grad
-lint: out: the tensors are kept by a list append inside a metric's method, not an arithmetic sum in the loop
+lint: GG201
+scope-history: lint declared out when the case was written ("the tensors are kept by a list append inside a metric's method, not an arithmetic sum in the loop"); re-declared GG201 before the round's merged code ran on round 13, from the rule's extended definition (a model output handed to a method of an object of the file that keeps it in the object's state), written from earlier rounds' cases
 bug-step: end
 """
 import torch
