@@ -58,6 +58,11 @@ fresh8-heldout`` and ``--set fresh8-tune`` of an eighth (``lint_precision_fresh8
 ``--set fresh9-heldout`` and ``--set fresh9-tune`` of a ninth (``lint_precision_fresh9_repos.tsv``,
 ``/work/realrepos_fresh9``), whose held-out half is fetched and judged in two parts: ``--set fresh9-heldout-part2``
 is part 2 alone, with its own verdicts file (``lint_precision_fresh9_heldout_verdicts_part2.tsv``).
+``--set fresh10-heldout`` and ``--set fresh10-tune`` are the halves of a tenth (``lint_precision_fresh10_repos.tsv``,
+``/work/realrepos_fresh10``), fetched and judged in two parts the same way: ``--set fresh10-heldout`` is the held-out
+rows whose commit the list records (part 1), ``--set fresh10-heldout-part2`` part 2 alone (its commits in
+``lint_precision_fresh10_commits_part2.tsv``, its verdicts in ``lint_precision_fresh10_heldout_verdicts_part2.tsv``);
+``--set fresh10-heldout-all`` measures the two parts together, each with its own verdicts.
 """
 
 from __future__ import annotations
@@ -268,6 +273,10 @@ FRESH8_LIST = HERE / "lint_precision_fresh8_repos.tsv"
 # commits and verdicts live in their own files so that the two parts are recorded apart.
 FRESH9_LIST = HERE / "lint_precision_fresh9_repos.tsv"
 FRESH9_COMMITS = (HERE / "lint_precision_fresh9_commits_part2.tsv",)
+# A tenth fresh list, chosen the same way once the ninth fresh set had been measured, from name searches none of the
+# earlier lists used; none of its repositories in any list above. Fetched and judged in two parts like the ninth.
+FRESH10_LIST = HERE / "lint_precision_fresh10_repos.tsv"
+FRESH10_COMMITS = (HERE / "lint_precision_fresh10_commits_part2.tsv",)
 
 
 class RepoSet(NamedTuple):
@@ -320,11 +329,19 @@ SETS = {"tuned": RepoSet(REPOS, VERDICTS, Path("/work/realrepos")),
                                         HERE / "lint_precision_fresh9_heldout_verdicts_part2.tsv",
                                         Path("/work/realrepos_fresh9")),
         "fresh9-tune": RepoSet(wide_repos("tune", FRESH9_LIST, commits=FRESH9_COMMITS),
-                               HERE / "lint_precision_fresh9_tune_verdicts.tsv", Path("/work/realrepos_fresh9"))}
+                               HERE / "lint_precision_fresh9_tune_verdicts.tsv", Path("/work/realrepos_fresh9")),
+        "fresh10-heldout": RepoSet(wide_repos("heldout", FRESH10_LIST, "1"),
+                                   HERE / "lint_precision_fresh10_heldout_verdicts.tsv", Path("/work/realrepos_fresh10")),
+        "fresh10-heldout-part2": RepoSet(wide_repos("heldout", FRESH10_LIST, "2", FRESH10_COMMITS),
+                                         HERE / "lint_precision_fresh10_heldout_verdicts_part2.tsv",
+                                         Path("/work/realrepos_fresh10")),
+        "fresh10-tune": RepoSet(wide_repos("tune", FRESH10_LIST, commits=FRESH10_COMMITS),
+                                HERE / "lint_precision_fresh10_tune_verdicts.tsv", Path("/work/realrepos_fresh10"))}
 
 # Sets measured together, each from its own folder with its own verdicts: the never-read held-out
 # halves of the five fresh lists, the headline figure on code no rule was tuned on.
-COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout", "fresh5-heldout")}
+COMBINED = {"heldout-all": ("fresh-heldout", "fresh2-heldout", "fresh3-heldout", "fresh4-heldout", "fresh5-heldout"),
+            "fresh10-heldout-all": ("fresh10-heldout", "fresh10-heldout-part2")}
 
 
 def _merge_precision(reports: Sequence[dict]) -> dict:
@@ -724,7 +741,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "lint_precision_fresh7_repos.tsv; fresh8-heldout / fresh8-tune: the same for "
                              "lint_precision_fresh8_repos.tsv; fresh9-heldout / fresh9-tune: the same for "
                              "lint_precision_fresh9_repos.tsv (fresh9-heldout-part2: part 2 of its held-out "
-                             "half alone); heldout-all: fresh-heldout, fresh2-heldout, "
+                             "half alone); fresh10-heldout / fresh10-tune: the same for "
+                             "lint_precision_fresh10_repos.tsv (fresh10-heldout: part 1 of its held-out half; "
+                             "fresh10-heldout-part2: part 2; fresh10-heldout-all: both parts together); heldout-all: fresh-heldout, fresh2-heldout, "
                              "fresh3-heldout, fresh4-heldout and fresh5-heldout together, each from its own folder")
     parser.add_argument("--root", "--into", dest="root", type=Path, default=None,
                         help="the extracted repositories, outside this repository (default /work/realrepos, "
