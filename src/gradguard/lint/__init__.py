@@ -150,7 +150,7 @@ def _lint_file(
         if appended is not None:
             # the helpers it imports from the files linted with it, read as its own (see _inline_imports)
             checker = Checker(tree, appended.source, filename, project)
-            findings = place_findings(checker.run(), appended, parsed.tree)
+            findings = place_findings(checker.run(), appended, parsed.tree, tree)
         else:
             checker = Checker(parsed.tree, text, filename, project)
             findings = checker.run()

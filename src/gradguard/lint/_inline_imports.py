@@ -143,9 +143,22 @@ def append_imported(tree: ast.Module, source: str, filename: str, project: Optio
     return Appended(out, first, tuple(regions))
 
 
-def place_findings(findings: List[Finding], appended: Appended, tree: ast.Module) -> List[Finding]:
+def _own_loops(appended: Appended, full: ast.Module) -> List[Tuple[int, int]]:
+    """The lines of each loop of an appended helper that back-propagates itself: the helper's own
+    training loop, which the lint of its own file checks (its findings are that file's)."""
+    spans = []
+    for node in ast.walk(full):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.lineno >= appended.first_line:
+            if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(node)):
+                spans.append((node.lineno, node.end_lineno))
+    return spans
+
+
+def place_findings(findings: List[Finding], appended: Appended, tree: ast.Module, full: ast.Module) -> List[Finding]:
     """The findings of the appended text, each placed at the file's first call of the helper it
-    lies in (without a fix); a fix that edits the appended text is dropped."""
+    lies in (without a fix); a fix that edits the appended text is dropped. A finding inside a
+    helper's own back-propagating loop is left to the lint of the helper's file."""
+    loops = _own_loops(appended, full) if any(f.line and f.line >= appended.first_line for f in findings) else []
     calls: Dict[str, ast.Call] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -156,6 +169,8 @@ def place_findings(findings: List[Finding], appended: Appended, tree: ast.Module
     out: List[Finding] = []
     for f in findings:
         if f.line is not None and f.line >= appended.first_line:
+            if any(a <= f.line <= b for a, b in loops):
+                continue
             root = next((r for a, b, r in appended.regions if a <= f.line <= b), None)
             call = calls.get(root) if root is not None else None
             if call is None or (f.code, call.lineno) in own:
