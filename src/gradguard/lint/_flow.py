@@ -826,7 +826,7 @@ class Walker:
         in ``step_if_due(opt, model, i, k, n)``), with each parameter replaced by the argument this
         call binds to it (``(t + 1) % k == 0`` at ``step_if_due(o, m, t, k, len(bs))``): the
         caller's own condition, so the window it closes is read as if the test sat in the loop.
-        None where the test is no comparison or modulo, names no parameter, or a parameter it
+        None where the test holds no modulo, names no parameter, or a parameter it
         names is reassigned in the helper or not bound by the call (a default) to one expression."""
         fn, call = self._frames[-1]
         if call is None or getattr(call, "gg_foreign", False) or getattr(fn, "gg_foreign", False):
@@ -838,8 +838,8 @@ class Walker:
         if key in cache:
             return cache[key]
         cache[key] = None
-        if not any(isinstance(n, (ast.Compare, ast.BinOp)) for n in subtree(test)):
-            return None
+        if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in subtree(test)):
+            return None  # a window test only (`split == "train"` stays one decision for every call)
         params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
         named = {n.id for n in subtree(test) if isinstance(n, ast.Name)} & params
         if not named:
