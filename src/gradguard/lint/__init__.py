@@ -27,6 +27,7 @@ from ..rules import RULES, parse_codes
 from ._checker import Checker
 from ._config import DEFAULT_EXCLUDE, PROJECT_MARKERS, ROOT_ONLY_EXCLUDE, Config, PerFileIgnores, find_config
 from ._config import parse_per_file_flag
+from ._inline_imports import append_imported, place_findings
 from ._config import merge as merge_config
 from ._model import Skipped
 from ._project import Project
@@ -139,8 +140,20 @@ def _lint_file(
         elif skipped is not None:
             skipped.append(Skipped(filename, parsed.newer[0], parsed.newer[1]))
     else:
-        checker = Checker(parsed.tree, text, filename, project)
-        findings = checker.run()
+        appended = append_imported(parsed.tree, text, filename, project)
+        tree = None
+        if appended is not None:
+            try:
+                tree = ast.parse(appended.source, filename=filename)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                appended = None
+        if appended is not None:
+            # the helpers it imports from the files linted with it, read as its own (see _inline_imports)
+            checker = Checker(tree, appended.source, filename, project)
+            findings = place_findings(checker.run(), appended, parsed.tree, tree)
+        else:
+            checker = Checker(parsed.tree, text, filename, project)
+            findings = checker.run()
         if skipped is not None:
             skipped.extend(checker.skipped)
     findings = [f for f in findings if f.code in chosen]

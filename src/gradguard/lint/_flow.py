@@ -24,6 +24,7 @@ as ``self.name(...)``) are inlined at the call, up to a small depth.
 from __future__ import annotations
 
 import ast
+import copy
 import random
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
@@ -417,6 +418,8 @@ class Walker:
         # it again gives it again, so a run of statements that leave the paths as they were (most
         # lines of a trainer hold no event) merges once, not once per statement.
         settled: Optional[List[Path]] = None
+        if self._frames:
+            stmts = self._early_returns(stmts)
         for stmt in stmts:
             live = [s for s in states if s.end is None]
             if not live:
@@ -433,6 +436,28 @@ class Walker:
             if len(states) > MAX_PATHS:
                 raise TooComplex(f"more than {MAX_PATHS} paths through one iteration (too many independent branches to follow)")
         return states
+
+    def _early_returns(self, stmts):
+        """A helper's ``if not due: return False`` followed by the step, read as ``if not due: return
+        False`` / ``else:`` the step: what follows the early return runs under the test's other
+        branch, so the step's guards name the test (as the loop's own ``if due: step`` would)."""
+        cache = self.__dict__.setdefault("_early", {})
+        key = id(stmts)
+        found = cache.get(key)
+        if found is None:
+            found = stmts
+            for i, stmt in enumerate(stmts[:-1]):
+                if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
+                        and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+                    rest = self._early_returns(stmts[i + 1:])
+                    joined = ast.If(test=stmt.test, body=stmt.body, orelse=list(rest))
+                    ast.copy_location(joined, stmt)
+                    joined.end_lineno, joined.end_col_offset = rest[-1].end_lineno, rest[-1].end_col_offset
+                    found = list(stmts[:i]) + [joined]
+                    break
+            cache[key] = (stmts, found)  # (the list itself kept: its id stays its own)
+            return found
+        return found[1]
 
     def statement(self, stmt: ast.stmt, states: List[Path], stack: Tuple) -> List[Path]:
         if isinstance(stmt, _SIMPLE):
@@ -482,6 +507,12 @@ class Walker:
             return states  # defined, not run
         if isinstance(stmt, ast.Return):
             states = self.expr(stmt.value, states, stack) if stmt.value is not None else states
+            if self._frames and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, bool):
+                # `return True` after the step, `return False` without it: the caller's `if stepped:`
+                # reads which (see `_returned`)
+                key = f"returns:{id(self._frames[-1][0])}"
+                states = [s if s.decided(key) is not None else s._replace(decisions=s.decisions + ((key, stmt.value.value, stmt.value),))
+                          for s in states]
             return [s._replace(end="return") for s in states]
         if isinstance(stmt, ast.Continue):
             return [s._replace(end="continue") for s in states]
@@ -504,6 +535,10 @@ class Walker:
         if not self.interesting(stmt):
             return states
         states = self.expr(stmt, states, stack)
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Call)):
+            # `did_step = maybe_step(...)`: a later `if did_step:` is the helper's own decision
+            states = self._returned(states, stmt.value, ast.Name(id=stmt.targets[0].id, ctx=ast.Load()), replace=True)
         special = classify_statement(stmt)
         if special is not None:
             states = self._add(states, self._event(special[0], stmt, special[1], stack))
@@ -535,6 +570,9 @@ class Walker:
 
     def _if(self, stmt: ast.If, states, stack):
         states = self.expr(stmt.test, self._dereferenced(stmt.test, states), stack)
+        flag = stmt.test.operand if isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) else stmt.test
+        if isinstance(flag, ast.Call):  # `if step_if_due(...):` the helper's own decision
+            states = self._returned(states, flag, flag)
         if not self.relevant(stmt):
             return states
         fixed = self._fixed_by_call(stmt.test)
@@ -770,8 +808,10 @@ class Walker:
         """The argument expression bound to ``test`` when it is a parameter of the helper being
         inlined that the helper never reassigns, and the argument is a condition the caller
         computes (a comparison or a modulo); None otherwise."""
-        if not self._frames or not isinstance(test, ast.Name):
+        if not self._frames:
             return None
+        if not isinstance(test, ast.Name):
+            return self._test_in_callers_terms(test)
         fn, call = self._frames[-1]
         values = bind_arguments(fn, call).get(test.id)
         if not values or not isinstance(values[0], (ast.Compare, ast.BoolOp, ast.BinOp)):
@@ -780,6 +820,47 @@ class Walker:
         if assigned is None:
             assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
         return None if test.id in assigned else values[0]
+
+    def _test_in_callers_terms(self, test: ast.expr) -> Optional[ast.expr]:
+        """A window test of the helper being inlined written in its parameters (``(i + 1) % k == 0``
+        in ``step_if_due(opt, model, i, k, n)``), with each parameter replaced by the argument this
+        call binds to it (``(t + 1) % k == 0`` at ``step_if_due(o, m, t, k, len(bs))``): the
+        caller's own condition, so the window it closes is read as if the test sat in the loop.
+        None where the test holds no modulo, names no parameter, or a parameter it
+        names is reassigned in the helper or not bound by the call (a default) to one expression."""
+        fn, call = self._frames[-1]
+        if call is None or getattr(call, "gg_foreign", False) or getattr(fn, "gg_foreign", False):
+            return None
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        key = (id(test), id(call))
+        cache = self.__dict__.setdefault("_callers_tests", {})
+        if key in cache:
+            return cache[key]
+        cache[key] = None
+        if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in subtree(test)):
+            return None  # a window test only (`split == "train"` stays one decision for every call)
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        named = {n.id for n in subtree(test) if isinstance(n, ast.Name)} & params
+        if not named:
+            return None
+        assigned = self._assigned.get(id(fn))
+        if assigned is None:
+            assigned = self._assigned[id(fn)] = frozenset(assignments(fn))
+        bound = bind_arguments(fn, call)
+        if named & assigned or any(len(bound.get(name) or ()) != 1 for name in named):
+            return None
+
+        class _Put(ast.NodeTransformer):
+            def visit_Name(self, node):  # noqa: N802 - ast's visitor names
+                if node.id in named:
+                    return ast.copy_location(copy.deepcopy(bound[node.id][0]), node)
+                return node
+
+        rewritten = _Put().visit(copy.deepcopy(test))
+        ast.fix_missing_locations(rewritten)
+        cache[key] = rewritten
+        return rewritten
 
     def _fixed_by_call(self, test: ast.expr) -> Optional[bool]:
         """The truth of ``test`` when it is a parameter (or ``not`` one) of the helper being
@@ -1090,8 +1171,42 @@ class Walker:
             # points there (`gg_via` tells the fixes that no edit of this line repairs it)
             call.gg_via = True
             ran = [s._replace(events=tuple(_at(e, call) for e in s.events)) for s in ran]
+        if call is not None:
+            # which constant truth value the helper returned on each path, named by the call
+            key = f"returns:{id(fn)}"
+            if any(r.decided(key) is not None for r in ran):
+                # the flag stands for the window test the helper decided it on (`if not (i + 1) % k == 0:
+                # return False`), so a caller's `if stepped:` counts as that test, not as another reason
+                own = {id(n) for n in subtree(fn)} | {id(t) for t in self.__dict__.get("_callers_tests", {}).values() if t is not None}
+
+                def reason(r: Path):
+                    inside = [t for k, _, t in r.decisions if id(t) in own and not k.startswith(("returns:", "value:", "exists:"))]
+                    return next((t for t in inside if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in subtree(t))), None)
+
+                ran = [r._replace(decisions=tuple((f"value:{id(call)}", v, reason(r) or t) if k == key else (k, v, t) for k, v, t in r.decisions))
+                       if r.decided(key) is not None else r for r in ran]
         # a return ends the helper, not the loop iteration
         return self._resume(ran, ("return",))
+
+    @staticmethod
+    def _returned(states: List[Path], call: ast.Call, test: ast.expr, replace: bool = False) -> List[Path]:
+        """``states`` with the truth value the helper called by ``call`` returned on each (see
+        :meth:`_inline`) recorded as the decision of ``test``: the flag it was bound to
+        (``did_step``) or the call itself as an ``if``'s test. ``replace``: the flag is bound
+        afresh here, so what an earlier test of it decided no longer holds."""
+        vkey = f"value:{id(call)}"
+        key = condition_key(test)[0]
+        out = []
+        for s in states:
+            value = s.decided(vkey)
+            if value is None and not (replace and s.decided(key) is not None):
+                out.append(s)
+                continue
+            why = next((t for k, _, t in s.decisions if k == vkey), None)
+            why = test if why is None or isinstance(why, ast.Constant) else why
+            kept = tuple(d for d in s.decisions if d[0] != vkey and d[0] != key)
+            out.append(s._replace(decisions=kept + (((key, value, why),) if value is not None else ())))
+        return out
 
     def _summarised(self, fn, call, states: List[Path], stack) -> List[Path]:
         """The paths of ``states`` continued through ``fn``'s body, the body walked once per call

@@ -326,49 +326,117 @@ def attribute_binding(node: ast.expr, loop: Loop, cls: Optional[ast.ClassDef] = 
         return None
     if node.attr in loop.module.mutated_attrs():
         return None
-    init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
-    if init is None:
+    return _init_binding(node.attr, cls, loop.module, 0)
+
+
+def _init(cls: ast.ClassDef) -> Optional[ast.FunctionDef]:
+    return next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+
+
+def _subclasses(cls: ast.ClassDef, module) -> List[ast.ClassDef]:
+    """The classes of the file written ``class S(<cls>)`` (one level; each is followed in turn)."""
+    return [c for c in module.classes.values() if c is not cls and any(isinstance(b, ast.Name) and b.id == cls.name for b in c.bases)]
+
+
+def _init_binding(attr: str, cls: ast.ClassDef, module, depth: int) -> Optional[ast.expr]:
+    """``self.<attr>`` as ``cls.__init__`` sets it (see :func:`attribute_binding`); where ``cls``'s own
+    ``__init__`` does not set it, the one value every subclass of the file that sets it in its
+    ``__init__`` gives it (the loop of a base class run on the subclass the file builds)."""
+    if depth > 4:
         return None
+    init = _init(cls)
     values = []
-    for n in subtree(init):
+    for n in subtree(init) if init is not None else ():
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 pairs = zip(t.elts, n.value.elts) if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) and len(t.elts) == len(n.value.elts) else [(t, n.value)]
                 for target, value in pairs:
-                    if isinstance(target, ast.Attribute) and target.attr == node.attr and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name) and target.value.id == "self":
                         values.append(value)
-                    elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Attribute) and e.attr == node.attr for e in target.elts):
+                    elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Attribute) and e.attr == attr for e in target.elts):
                         return None  # unpacked from something the file does not spell out
-        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Attribute) and n.target.attr == node.attr:
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Attribute) and n.target.attr == attr:
             return None
+    if not values:
+        # set by the subclasses' constructors (`self.accum = 4` in the subclass the file builds): one
+        # value from every subclass, and none of them leaves it unset
+        subs = _subclasses(cls, module)
+        found = [_init_binding(attr, sub, module, depth + 1) for sub in subs]
+        if not subs or any(f is None for f in found) or len({ast.dump(f) for f in found}) != 1:
+            return None
+        return found[0]
     if len(values) != 1:
         return None
     value = values[0]
     params = init.args.posonlyargs + init.args.args
     names = [a.arg for a in params]
     if isinstance(value, ast.Name) and value.id in names:
-        index = names.index(value.id)
-        first_default = len(params) - len(init.args.defaults)
-        default = init.args.defaults[index - first_default] if index >= first_default else None
-        calls = [c for c in loop.module._calls_of(cls) if isinstance(c.func, ast.Name)]  # its constructions
-        given = set()
-        for c in calls:  # what each construction of the class in the file hands in
-            if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
-                return None
-            arg = c.args[index - 1] if 0 < index <= len(c.args) else next((k.value for k in c.keywords if k.arg == value.id), default)
-            if isinstance(arg, ast.Name) and _at_top_level(c, loop.module):
-                # `Engine(net, opt, accum)` at the top level with `accum = 10` bound once there
-                bound = top_level(loop.module).bound.get(arg.id, [])
-                arg = bound[0] if len(bound) == 1 else arg
-            if not isinstance(arg, ast.Constant):
-                return None
-            given.add(repr(arg.value))
-            found = arg
-        # built nowhere in this file, or with different values: each construction decides
-        return found if calls and len(given) == 1 else None
+        given = _given(cls, names.index(value.id), module, depth)
+        return given[0] if given is not None and len({repr(g.value) for g in given}) == 1 else None
     if isinstance(value, ast.Name) and any(a.arg == value.id for a in init.args.kwonlyargs):
         return None
     return value
+
+
+def _given(cls: ast.ClassDef, index: int, module, depth: int) -> Optional[List[ast.Constant]]:
+    """The literal each construction of ``cls`` in the file hands ``__init__``'s parameter at
+    ``index`` (its default where left out): ``Cls(...)`` itself, and each subclass's
+    ``super().__init__(...)`` (the subclass's own parameter followed to its constructions in turn).
+    None where one is not a literal the file shows, or the class is built nowhere."""
+    if depth > 4:
+        return None
+    init = _init(cls)
+    if init is None:
+        return None
+    params = init.args.posonlyargs + init.args.args
+    name = params[index].arg
+    first_default = len(params) - len(init.args.defaults)
+    default = init.args.defaults[index - first_default] if index >= first_default else None
+    out: List[ast.Constant] = []
+    calls = [(c, index - 1) for c in module._calls_of(cls) if isinstance(c.func, ast.Name)]  # its constructions
+    for sub in _subclasses(cls, module):
+        sub_init = _init(sub)
+        if sub_init is None:  # the subclass's constructions call this __init__ itself
+            more = _given(sub, index, module, depth + 1) if module._calls_of(sub) or _subclasses(sub, module) else []
+            if more is None:
+                return None
+            out += more
+            continue
+        supers = [c for c in subtree(sub_init) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "__init__"]
+        if len(supers) != 1:
+            return None
+        c = supers[0]
+        explicit = isinstance(c.func.value, ast.Name) and c.func.value.id == cls.name  # Base.__init__(self, ...)
+        if not explicit and not (isinstance(c.func.value, ast.Call) and isinstance(c.func.value.func, ast.Name) and c.func.value.func.id == "super"):
+            return None
+        if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            return None
+        at = index if explicit else index - 1
+        arg = c.args[at] if 0 <= at < len(c.args) else next((k.value for k in c.keywords if k.arg == name), default)
+        sub_names = [a.arg for a in sub_init.args.posonlyargs + sub_init.args.args]
+        if isinstance(arg, ast.Name) and arg.id in sub_names and not any(isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                isinstance(t, ast.Name) and t.id == arg.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target])) for n in subtree(sub_init)):
+            more = _given(sub, sub_names.index(arg.id), module, depth + 1)
+            if more is None:
+                return None
+            out += more
+        elif isinstance(arg, ast.Constant):
+            out.append(arg)
+        else:
+            return None
+    for c, at in calls:  # what each construction of the class in the file hands in
+        if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            return None
+        arg = c.args[at] if 0 <= at < len(c.args) else next((k.value for k in c.keywords if k.arg == name), default)
+        if isinstance(arg, ast.Name) and _at_top_level(c, module):
+            # `Engine(net, opt, accum)` at the top level with `accum = 10` bound once there
+            bound = top_level(module).bound.get(arg.id, [])
+            arg = bound[0] if len(bound) == 1 else arg
+        if not isinstance(arg, ast.Constant):
+            return None
+        out.append(arg)
+    # built nowhere in this file: each construction decides
+    return out or None
 
 
 def literal_int(node: ast.expr, loop: Loop, depth: int = 0) -> Optional[int]:

@@ -69,9 +69,25 @@ def _callers(module, fn: ast.AST, cls: Optional[ast.ClassDef]) -> Optional[List[
 
 
 def _constructs(module, name: ast.Name, at: ast.AST, cls: ast.ClassDef) -> bool:
+    """``name`` is bound (in the scope of ``at``) only to constructions of ``cls`` or of a subclass
+    of it in the file that does not define the method itself (the base class's loop runs on it)."""
     scope = _enclosing(module, at)
     values = module.scope_facts(scope).bound.get(name.id, [])
-    return bool(values) and all(isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == cls.name for v in values)
+    method = getattr(at.func, "attr", None) if isinstance(at, ast.Call) else None
+    return bool(values) and all(isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and _derives(module, v.func.id, cls, method)
+                                for v in values)
+
+
+def _derives(module, name: str, cls: ast.ClassDef, method: Optional[str], depth: int = 0) -> bool:
+    """Class ``name`` of the file is ``cls`` or derives from it (names of the file's classes) and
+    inherits ``method`` from it rather than overriding it."""
+    if name == cls.name:
+        return True
+    sub = module.classes.get(name)
+    if sub is None or depth > 4 or (method is not None and any(
+            isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == method for s in sub.body)):
+        return False
+    return any(isinstance(b, ast.Name) and _derives(module, b.id, cls, method, depth + 1) for b in sub.bases)
 
 
 def _argument(fn: ast.AST, call: ast.Call, offset: int, param: str) -> Optional[ast.expr]:
