@@ -239,6 +239,8 @@ def _summed_into_own_state(loop: Loop, losses: set, assigns, report: Report) -> 
     for b in frames.values():
         for i, (fn, _call) in enumerate(b.frame):
             inner = b.frame[i + 1][1] if i + 1 < len(b.frame) else b.node
+            if not isinstance(inner, ast.Call):
+                continue  # (a pass reached through something that is no call: nothing handed on to follow)
             handed = [backward_tensor(inner)] if inner is b.node else list(inner.args) + [k.value for k in inner.keywords]
             seeds = {n.id for a in handed if a is not None for n in subtree(a) if isinstance(n, ast.Name) and keeps_graph(a, n.id)}
             found.append((fn, seeds))
