@@ -233,7 +233,7 @@ def _summed_into_own_state(loop: Loop, losses: set, assigns, report: Report) -> 
                 if index is not None and isinstance(r, ast.Tuple) and type(index) is int and index < len(r.elts):
                     r = r.elts[index]
                 rets.append(r)
-            seeds = {n.id for r in rets for n in subtree(r) if isinstance(n, ast.Name) and keeps_graph(r, n.id)}
+            seeds = {n.id for r in rets for n in subtree(r) if isinstance(n, ast.Name) and _holds(r, n.id)}
             found.append((fn, seeds))
     frames = {tuple(id(c) for _, c in b.frame) + (id(b.node),): b for b in loop.backwards if b.frame}
     for b in frames.values():
@@ -302,10 +302,17 @@ def _flowing_into(fn: ast.AST, seeds: set) -> set:
             if not roots & live:
                 continue
             for c in subtree(n.value):
-                if isinstance(c, ast.Name) and c.id not in live and keeps_graph(n.value, c.id):
+                if isinstance(c, ast.Name) and c.id not in live and _holds(n.value, c.id):
                     live.add(c.id)
                     changed = True
     return live
+
+
+def _holds(value: ast.AST, name: str) -> bool:
+    """:func:`keeps_graph`, and a dict display holding the tensor as one of its values (``{"ce": ce}``)."""
+    if isinstance(value, ast.Dict):
+        return any(keeps_graph(v, name) for v in value.values)
+    return keeps_graph(value, name)
 
 
 def _own_total_bounded(loop: Loop, fn: ast.AST, attr: str, me: str) -> bool:
