@@ -535,10 +535,26 @@ def loss_tensor_in_sum(t: _Tree) -> List[str]:
             receiver = call.func.value
             if (not call.args and "loss" in t.src.segment(receiver).lower() and not _no_graph(receiver)
                     and not _detached(receiver) and not _converted(t, call, s) and not _bound_without_graph(t, receiver, s)
-                    and not _reset_each_update(t, s)):
+                    and not _reset_each_update(t, s) and not _one_term(t, s)):
                 a, b = t.src.span(call)
                 out.append(_apply(t.src.text, [(a, b, t.src.segment(call.func.value))]))
     return out
+
+
+def _one_term(t: _Tree, stmt: ast.AugAssign) -> bool:
+    """The total is bound to a number at the top level of the innermost loop (or function) around the sum,
+    before it, and no loop lies between (``for t in tasks: total = 0.0; ...; total += loss.item() * n``): each
+    binding receives one term, so summing the tensor holds one graph until the next binding lets it go,
+    never a growing chain (an equivalent mutant)."""
+    name = t.src.segment(stmt.target)
+    scope = next((a for a in t.ancestors(stmt) if isinstance(a, _SCOPES)), None)
+    if scope is None:
+        return False
+    top = next((s for s in scope.body if t.contains(s, stmt)), None)
+    if top is None:
+        return False
+    return any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and any(t.src.segment(tg) == name for tg in s.targets)
+               for s in scope.body[: scope.body.index(top)])
 
 
 def _reset_each_update(t: _Tree, stmt: ast.AugAssign) -> bool:

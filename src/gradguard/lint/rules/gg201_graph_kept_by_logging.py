@@ -55,6 +55,7 @@ def check_loop(loop: Loop, report: Report) -> None:
     # `tr_loss += self.training_step(batch)`: the call of a helper that returns the tensor it back-propagated
     returned = {id(b.frame[0][1]) for b in loop.backwards
                 if len(b.frame) == 1 and _returns_backwarded(b.frame[0][0], loop.module.tree)}
+    _summed_into_own_state(loop, losses, assigns, report)
     if not losses and not returned:
         return
     tensors = [backward_tensor(b.node) for b in loop.backwards] + [b.node.args[0] for b in loop.managed if b.node.args]
@@ -70,7 +71,7 @@ def check_loop(loop: Loop, report: Report) -> None:
                       for name in loss_carriers(value, names) & losses) or _carries_call(value, returned) \
             or _carries_call(value, _handing_back(loop, value, losses, names))
         if carried and not (
-            backwarded_later(loop.module, loop.scope, terminal(total)) or _reset_each_window(loop, text(total))
+            backwarded_later(loop.module, loop.scope, terminal(total)) or _window_total(loop, total)
             or _bounded(loop, node, text(total)) or graph_free(loop.module.tree, value, node)
         ):
             report(
@@ -318,6 +319,142 @@ def _reset_in_loop(loop: Loop, obj: str, methods: Dict[str, ast.AST], grows: str
             if isinstance(other, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                     isinstance(a, ast.Assign) and any(text(t) == root for t in a.targets) for a in subtree(other)):
                 return True
+
+
+def _summed_into_own_state(loop: Loop, losses: set, assigns, report: Report) -> None:
+    """A method of a class of this file that the loop runs on every iteration adds a tensor of the loss this
+    loop back-propagates into the object's own state (``self.total += part``): the object outlives the
+    iteration, so its total links every step's graph. Two ways the loop reaches such a method:
+
+    * the loop back-propagates what the method returns (``parts = meter.compute(pred, y)``, then
+      ``parts["total"].backward()``): a value that flows, through the method's assignments, into what it
+      returns holds the graph of the pass;
+    * the backward pass runs inside the method, or in a helper it calls (``self.optimize(loss)``): a value
+      that flows into the back-propagated tensor holds the graph.
+
+    Not reported where the object's total is bound afresh by the method itself, or by another method the
+    loop calls on every iteration (a per-step reset), or is back-propagated or returned (then it is a
+    loss, not a log)."""
+    # (the method, the names of it holding the pass's graph)
+    found = []
+    for name in losses:
+        for v in assigns.get(name) or []:
+            call = v.value if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Call) else v
+            fn = _method_called(loop.module, call)
+            if fn is None:
+                continue
+            index = v.slice.value if call is not v and isinstance(v.slice, ast.Constant) else None
+            rets = []
+            for r in returns_of(fn):
+                if index is not None and isinstance(r, ast.Tuple) and type(index) is int and index < len(r.elts):
+                    r = r.elts[index]
+                rets.append(r)
+            seeds = {n.id for r in rets for n in subtree(r) if isinstance(n, ast.Name) and _holds(r, n.id)}
+            found.append((fn, seeds))
+    frames = {tuple(id(c) for _, c in b.frame) + (id(b.node),): b for b in loop.backwards if b.frame}
+    for b in frames.values():
+        for i, (fn, _call) in enumerate(b.frame):
+            inner = b.frame[i + 1][1] if i + 1 < len(b.frame) else b.node
+            if not isinstance(inner, ast.Call):
+                continue  # (a pass reached through something that is no call: nothing handed on to follow)
+            handed = [backward_tensor(inner)] if inner is b.node else list(inner.args) + [k.value for k in inner.keywords]
+            seeds = {n.id for a in handed if a is not None for n in subtree(a) if isinstance(n, ast.Name) and keeps_graph(a, n.id)}
+            found.append((fn, seeds))
+    seen = loop.module.__dict__.setdefault("_gg201_own_state", set())  # one finding per sum, whichever loop reaches it
+    for fn, seeds in found:
+        if not _is_method(fn) or no_grad_function(fn):
+            continue
+        me = (fn.args.posonlyargs + fn.args.args)[0].arg
+        live = _flowing_into(fn, seeds - {me})
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        local = set(assignments(fn)) - params
+        for node, total, value in running_sums(fn):
+            root = total.value if isinstance(total, ast.Subscript) else total
+            if not (isinstance(root, ast.Attribute) and isinstance(root.value, ast.Name) and root.value.id == me):
+                continue
+            if id(node) in seen or not any(keeps_graph(value, n) for n in live & local):
+                continue
+            if _own_total_bounded(loop, fn, root.attr, me):
+                continue
+            seen.add(id(node))
+            report(
+                CODE,
+                node,
+                f"`{text(total)}` adds the loss tensor itself into the object's own state, once per training step: "
+                f"every step's autograd nodes stay linked into it, and reading it later waits for the device.",
+                loop=loop, accum=total,
+            )
+
+
+def _is_method(fn: ast.AST) -> bool:
+    return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and bool(fn.args.posonlyargs + fn.args.args) \
+        and not any(terminal(d) == "staticmethod" for d in fn.decorator_list)
+
+
+def _method_called(module: Module, call: ast.AST) -> Optional[ast.AST]:
+    """The method of a class of this file that ``obj.m(...)`` runs: the one method so named in the file's classes."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    hits = [m for cls in module.classes.values() for n, m in methods_of(cls).items() if n == call.func.attr]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _flowing_into(fn: ast.AST, seeds: set) -> set:
+    """The names of ``fn`` whose values flow, through its assignments (item assignments and running sums
+    included: ``parts["ce"] = ce``, ``total += w * ce``), into one of ``seeds``, graph and all."""
+    live = set(seeds)
+    stmts = [n for n in body_nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for n in stmts:
+            roots = set()
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    while isinstance(e, (ast.Subscript, ast.Starred)):
+                        e = e.value
+                    if isinstance(e, ast.Name):
+                        roots.add(e.id)
+            if not roots & live:
+                continue
+            for c in subtree(n.value):
+                if isinstance(c, ast.Name) and c.id not in live and _holds(n.value, c.id):
+                    live.add(c.id)
+                    changed = True
+    return live
+
+
+def _holds(value: ast.AST, name: str) -> bool:
+    """:func:`keeps_graph`, and a dict display holding the tensor as one of its values (``{"ce": ce}``)."""
+    if isinstance(value, ast.Dict):
+        return any(keeps_graph(v, name) for v in value.values)
+    return keeps_graph(value, name)
+
+
+def _own_total_bounded(loop: Loop, fn: ast.AST, attr: str, me: str) -> bool:
+    """``self.<attr>`` links at most one step's graphs, or is a loss: the method binds it afresh, or a method
+    the loop calls (any method of the file so named, other than ``__init__``) binds it, or some
+    ``backward()`` of the file reads it, or a method returns it."""
+    module = loop.module
+
+    def binds(f: ast.AST) -> bool:
+        return any(isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
+            isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+            for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in subtree(tg)) for n in body_nodes(f))
+
+    if binds(fn):
+        return True
+    resetting = {name for cls in module.classes.values() for name, m in methods_of(cls).items()
+                 if name != "__init__" and m is not fn and binds(m)}
+    if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in resetting for c in subtree(loop.node)):
+        return True
+    for c in subtree(module.tree):
+        if isinstance(c, ast.Call) and terminal(c.func) == "backward" and any(
+                isinstance(n, ast.Attribute) and n.attr == attr for n in subtree(c)):
+            return True
+        if isinstance(c, ast.Return) and c.value is not None and any(
+                isinstance(n, ast.Attribute) and n.attr == attr for n in subtree(c.value)):
+            return True
     return False
 
 
@@ -736,6 +873,17 @@ def _accumulated_by_callers(module: Module, fn: ast.AST, total: Optional[str] = 
                     continue  # summed into the objective the caller back-propagates (a meta-loss): no logging
                 return True
     return False
+
+
+def _window_total(loop: Loop, total: ast.AST) -> bool:
+    """The total is set back where the window steps (:func:`_reset_each_window`) and is not added, graph and
+    all, into another running total of the loop that is not (``epoch_loss += window_loss`` just before
+    ``window_loss = 0``): that other total links every window's graphs."""
+    name = text(total)
+    if not _reset_each_window(loop, name):
+        return False
+    return not any(text(t) != name and keeps_graph(v, terminal(total)) and not _reset_each_window(loop, text(t))
+                   for _, t, v in running_sums(loop.node))
 
 
 def _reset_each_window(loop: Loop, total: str) -> bool:
