@@ -286,7 +286,10 @@ def subtree(node: ast.AST) -> Iterator[ast.AST]:
     return _subtree(node)
 
 
-_KEPT_WALKS = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: loops and ``with`` blocks too: the model and a dozen rules walk each training loop again (its
+#: builder, its window, GG104's branches, GG201's totals), and a loop inside a loop is walked with both
+_KEPT_WALKS = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith})
 
 
 def every_node(node: ast.AST) -> List[ast.AST]:
@@ -298,6 +301,16 @@ def every_node(node: ast.AST) -> List[ast.AST]:
     if every is None:
         every = cache[None] = list(_subtree(node))
     return every
+
+
+def parents_of(root: ast.AST) -> Dict[int, ast.AST]:
+    """``{id(child): parent}`` for every node under ``root`` (``root`` itself has none), kept on ``root``:
+    GG106, GG201 and the graph reading each asked it of the same module or function again (a walk of the
+    whole tree per question). Callers read it and never change it."""
+    found = root.__dict__.get("_gg_parents")
+    if found is None:
+        found = root.__dict__["_gg_parents"] = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+    return found
 
 
 def _subtree(node: ast.AST) -> Iterator[ast.AST]:

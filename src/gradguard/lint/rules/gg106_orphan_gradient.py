@@ -30,7 +30,7 @@ import ast
 from typing import Dict, List, Optional, Set, Tuple
 
 from .._ast import terminal, text
-from .._ast import child_nodes, subtree
+from .._ast import child_nodes, parents_of, subtree
 from .._events import optimizer_constructor
 from .._model import Module, Report, backward_tensor
 
@@ -347,11 +347,7 @@ def _holder(name: str, ctors: List[ast.Call], have: Set[str], scope: ast.AST) ->
 
 # --- every other mention of the object must be plain ---------------------------------------
 def _parents(tree: ast.AST) -> Dict[int, ast.AST]:
-    out = {}
-    for node in subtree(tree):
-        for child in child_nodes(node):
-            out[id(child)] = node
-    return out
+    return parents_of(tree)
 
 
 def _only_plain_mentions(tree: ast.Module, name: str, bind: ast.AST, covered: Set[int], parents: dict) -> bool:

@@ -23,7 +23,7 @@ from .._flow import condition_key
 from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_batches_of, tests
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
-from .._ast import child_nodes
+from .._ast import child_nodes, parents_of
 from .._graph_value import NUMBER_BUILTINS, dies_with_the_call, graph_free, value_free
 
 CODE = "GG201"
@@ -547,9 +547,7 @@ def _accumulated_by_callers(module: Module, fn: ast.AST) -> bool:
     into a running total: directly (``total += fn(x)``), or through the names it is bound to
     (``out, loss = self.fn(x)`` then ``losses.append(loss)``) in the caller's function."""
     name = fn.name
-    parents = module.__dict__.get("_gg201_parents")
-    if parents is None:
-        parents = module.__dict__["_gg201_parents"] = {id(c): n for n in subtree(module.tree) for c in child_nodes(n)}
+    parents = parents_of(module.tree)
     for call in subtree(module.tree):
         if not (isinstance(call, ast.Call) and terminal(call.func) == name and call.func is not fn):
             continue
@@ -623,7 +621,7 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
     between, runs backward passes: the total then spans a training loop's iterations."""
     root = scope or module.tree
     training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
-    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+    parents = parents_of(root)
     host, node = None, loop_node
     while id(node) in parents and parents[id(node)] is not root:
         node = parents[id(node)]
@@ -1842,7 +1840,7 @@ def _read_as_number(t: Tree, node: ast.AST, name: str) -> bool:
 def _outermost_loop(stmt: ast.AST, root: ast.AST):
     """``(loop, parents)``: the outermost loop around ``stmt`` within its function (None if none), and the
     parent of every node under ``root`` by id."""
-    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+    parents = parents_of(root)
     outer, node = None, stmt
     while id(node) in parents:
         node = parents[id(node)]
