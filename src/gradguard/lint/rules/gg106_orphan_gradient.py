@@ -30,7 +30,7 @@ import ast
 from typing import Dict, List, Optional, Set, Tuple
 
 from .._ast import terminal, text
-from .._ast import child_nodes, parents_of, subtree
+from .._ast import child_nodes, nodes_of, parents_of, subtree
 from .._events import optimizer_constructor
 from .._model import Module, Report, backward_tensor
 
@@ -63,14 +63,14 @@ _NO_GRAD = ("no_grad", "inference_mode", "detach", "requires_grad", "set_grad_en
 def check_module(module: Module, report: Report) -> None:
     tree = module.tree
     source = module.source
-    ctors = [n for n in subtree(tree) if isinstance(n, ast.Call) and optimizer_constructor(n) is not None]
+    ctors = [n for n in nodes_of(tree, ast.Call) if optimizer_constructor(n) is not None]
     if not ctors or any(word in source for word in _UNREAD_BUILDERS):
         return
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    parents = _parents(tree)
     objects = _model_objects(tree, classes)
     if not objects:
         return
+    parents = _parents(tree)
     binds = _bindings(tree)
     held: Dict[str, Set[str]] = {}
     covered: Set[int] = set()
