@@ -359,7 +359,21 @@ def parents_of(root: ast.AST) -> Dict[int, ast.AST]:
     whole tree per question). Callers read it and never change it."""
     found = root.__dict__.get("_gg_parents")
     if found is None:
-        found = root.__dict__["_gg_parents"] = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+        found = root.__dict__["_gg_parents"] = {}
+        AST = ast.AST
+        fields_of = _NODE_FIELDS.get
+        for n in subtree(root):  # {id(c): n for n in subtree(root) for c in child_nodes(n)}, inlined
+            fields = fields_of(type(n))
+            if fields is None:
+                fields = _node_fields(type(n))
+            for field in fields:
+                value = getattr(n, field, None)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            found[id(item)] = n
+                elif isinstance(value, AST):
+                    found[id(value)] = n
     return found
 
 

@@ -151,8 +151,8 @@ def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, 
             for n in node.names:
                 stores[n] = stores.get(n, 0) + 2
     out = {}
-    for node in subtree(tree):
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+    for node in nodes_of(tree, ast.Assign):
+        if not isinstance(node.value, ast.Call):
             continue
         targets = node.targets[0]
         if len(node.targets) != 1 or not isinstance(targets, ast.Name) or stores.get(targets.id) != 1:
