@@ -207,3 +207,38 @@ def test_process_means_are_marked_in_every_kind_of_block(block):
     mark_process_means(tree, alone + "all_reduce")
     division = [n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)][0]
     assert classify_statement(division) == ("scale", "<grad>")
+
+
+# --- the side-by-side timing script ----------------------------------------------------------------
+def test_versions_benchmark_prints_a_row_per_repository_and_refuses_bad_paths(tmp_path, capsys):
+    import sys
+
+    sys.path.insert(0, str(HERE.parent / "benchmarks"))
+    try:
+        import bench_lint_versions as blv
+    finally:
+        sys.path.remove(str(HERE.parent / "benchmarks"))
+    # the script loads gradguard afresh from each src folder: the test session's modules are put back after
+    kept = {k: v for k, v in sys.modules.items() if k == "gradguard" or k.startswith("gradguard.")}
+    try:
+        _run_versions(blv, tmp_path, capsys)
+    finally:
+        for k in [k for k in sys.modules if k == "gradguard" or k.startswith("gradguard.")]:
+            del sys.modules[k]
+        sys.modules.update(kept)
+
+
+def _run_versions(blv, tmp_path, capsys):
+    src = HERE.parent / "src"
+    repo = tmp_path / "owner+name"
+    repo.mkdir()
+    (repo / "train.py").write_text("for x in loader:\n    opt.zero_grad()\n    model(x).backward()\n    opt.step()\n")
+    assert blv.main(["--before", str(src), "--src", str(src), "--repeat", "1", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert "| owner/name | 1 | 4 |" in out and "| all 1 | 1 | 4 |" in out
+    # bad input: one line, exit 2, no traceback
+    assert blv.main(["--before", str(src), str(tmp_path / "missing")]) == 2
+    assert blv.main(["--before", str(tmp_path / "nosrc"), str(repo)]) == 2
+    assert blv.main(["--before", str(src)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("bench_lint_versions: ") for line in err)
