@@ -75,14 +75,40 @@ def body_nodes(node: ast.AST) -> Iterator[ast.AST]:
     return iter(nodes)
 
 
+#: Fields that hold a name, a number or a flag in every node type that has them (``Name.id``,
+#: ``Attribute.attr``, ``alias.name``, ``ImportFrom.level``, ...), never a node: the walks below skip
+#: them, and give the same nodes in the same order as ``ast.iter_child_nodes``/``ast.walk``.
+_PLAIN_FIELDS = frozenset({"id", "attr", "name", "asname", "arg", "kind", "type_comment", "module", "level",
+                           "conversion", "is_async"})
+_NODE_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _node_fields(t: type) -> Tuple[str, ...]:
+    """``t._fields`` less :data:`_PLAIN_FIELDS`, kept per node type."""
+    fields = _NODE_FIELDS.get(t)
+    if fields is None:
+        fields = _NODE_FIELDS[t] = tuple(f for f in t._fields if f not in _PLAIN_FIELDS)
+    return fields
+
+
+for _t in vars(ast).values():
+    if isinstance(_t, type) and issubclass(_t, ast.AST):
+        _node_fields(_t)
+del _t
+
+
 def _body_nodes(node: ast.AST) -> List[ast.AST]:
     pending = list(node.body) + list(getattr(node, "orelse", []) if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else [])
     out = []
     AST = ast.AST
+    fields_of = _NODE_FIELDS.get
     while pending:
         n = pending.pop()
         out.append(n)
-        for field in n._fields:  # child_nodes(n), inlined: this is the linter's hottest walk
+        fields = fields_of(type(n))
+        if fields is None:
+            fields = _node_fields(type(n))
+        for field in fields:  # child_nodes(n), inlined: the hottest walk
             value = getattr(n, field, None)
             if isinstance(value, list):
                 pending += [c for c in value if isinstance(c, AST) and not isinstance(c, _NESTED)]
@@ -265,7 +291,10 @@ def any_between(lines: List[int], lo: int, hi: int) -> bool:
 def child_nodes(node: ast.AST) -> List[ast.AST]:
     """``list(ast.iter_child_nodes(node))``, read from the node's fields directly (about twice as fast)."""
     out = []
-    for field in node._fields:
+    fields = _NODE_FIELDS.get(type(node))
+    if fields is None:
+        fields = _node_fields(type(node))
+    for field in fields:
         value = getattr(node, field, None)
         if isinstance(value, list):
             out += [item for item in value if isinstance(item, ast.AST)]
@@ -286,7 +315,10 @@ def subtree(node: ast.AST) -> Iterator[ast.AST]:
     return _subtree(node)
 
 
-_KEPT_WALKS = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: loops and ``with`` blocks too: the model and a dozen rules walk each training loop again (its
+#: builder, its window, GG104's branches, GG201's totals), and a loop inside a loop is walked with both
+_KEPT_WALKS = frozenset({ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith})
 
 
 def every_node(node: ast.AST) -> List[ast.AST]:
@@ -296,14 +328,63 @@ def every_node(node: ast.AST) -> List[ast.AST]:
         cache = node.__dict__["_gg_nodes_of"] = {}
     every = cache.get(None)
     if every is None:
-        every = cache[None] = list(_subtree(node))
+        every = cache[None] = _walk_all(node)
     return every
+
+
+def _walk_all(node: ast.AST) -> List[ast.AST]:
+    """``list(_subtree(node))``, without a generator's cost per node."""
+    pending = [node]
+    append = pending.append
+    AST = ast.AST
+    fields_of = _NODE_FIELDS.get
+    for n in pending:  # the list grows behind the loop: a queue that is never popped
+        fields = fields_of(type(n))
+        if fields is None:
+            fields = _node_fields(type(n))
+        for field in fields:
+            value = getattr(n, field, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+            elif isinstance(value, AST):
+                append(value)
+    return pending
+
+
+def parents_of(root: ast.AST) -> Dict[int, ast.AST]:
+    """``{id(child): parent}`` for every node under ``root`` (``root`` itself has none), kept on ``root``:
+    GG106, GG201 and the graph reading each asked it of the same module or function again (a walk of the
+    whole tree per question). Callers read it and never change it."""
+    found = root.__dict__.get("_gg_parents")
+    if found is None:
+        found = root.__dict__["_gg_parents"] = {}
+        AST = ast.AST
+        fields_of = _NODE_FIELDS.get
+        for n in subtree(root):  # {id(c): n for n in subtree(root) for c in child_nodes(n)}, inlined
+            fields = fields_of(type(n))
+            if fields is None:
+                fields = _node_fields(type(n))
+            for field in fields:
+                value = getattr(n, field, None)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            found[id(item)] = n
+                elif isinstance(value, AST):
+                    found[id(value)] = n
+    return found
 
 
 def _subtree(node: ast.AST) -> Iterator[ast.AST]:
     pending = [node]
+    fields_of = _NODE_FIELDS.get
     for n in pending:  # the list grows behind the loop: a queue that is never popped
-        for field in n._fields:
+        fields = fields_of(type(n))
+        if fields is None:
+            fields = _node_fields(type(n))
+        for field in fields:
             value = getattr(n, field, None)
             if isinstance(value, list):
                 pending += [item for item in value if isinstance(item, ast.AST)]
@@ -342,8 +423,12 @@ def _statements(node: ast.AST) -> List[ast.AST]:
     match case, in ``ast.walk``'s order (a breadth-first order restricted to the nodes whose ancestors
     are all kept is the same order)."""
     pending = [node]
+    fields_of = _NODE_FIELDS.get
     for n in pending:
-        for field in n._fields:
+        fields = fields_of(type(n))
+        if fields is None:
+            fields = _node_fields(type(n))
+        for field in fields:
             value = getattr(n, field, None)
             if isinstance(value, list):
                 pending += [item for item in value if isinstance(item, _BLOCKS)]

@@ -31,7 +31,7 @@ import ast
 import re
 from typing import Callable, NamedTuple, Optional, Tuple
 
-from ._ast import subtree, terminal, text
+from ._ast import nodes_of, subtree, terminal, text
 from ._ast import child_nodes
 
 BACKWARD = "backward"
@@ -154,6 +154,9 @@ def _scaled_grad(stmt: ast.stmt) -> Tuple[Optional[ast.AST], Optional[str]]:
     return None, None
 
 
+_BLOCK_HOLDERS = (ast.mod, ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def mark_process_means(tree: ast.AST, source: str) -> None:
     """Mark the divisions of ``.grad`` that average a sum over processes: ``p.grad`` divided right
     after ``all_reduce(p.grad)`` (a sum, the default reduction) in the same block of statements. The
@@ -172,7 +175,9 @@ def mark_process_means(tree: ast.AST, source: str) -> None:
     """
     if "all_reduce" not in source:
         return
-    for node in ast.walk(tree):
+    # blocks of statements are fields of statements, handlers and match cases only (an expression's
+    # `body`, a lambda's or a conditional's, is no list): the walk need not enter expressions
+    for node in nodes_of(tree, _BLOCK_HOLDERS):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(node, field, None)
             if not isinstance(block, list):

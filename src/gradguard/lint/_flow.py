@@ -45,7 +45,7 @@ from ._events import (
     managed_call,
     reads_grad,
 )
-from ._ast import assignments, bind_arguments, subtree, text
+from ._ast import assignments, bind_arguments, nodes_of, subtree, text
 from ._project import NOT_A_FUNCTION
 from ._ast import child_nodes
 
@@ -708,11 +708,7 @@ class Walker:
         def scan(trees) -> frozenset:
             found = set()
             for tree in trees:
-                for node in ast.walk(tree):
-                    if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
-                        got = _exists_test(node.test)
-                        if got is not None:
-                            found.add(_last_name(got[0]))
+                found |= _exists_tested_in(tree)
             return frozenset(found)
 
         if self._exists_tested is None:
@@ -1382,6 +1378,21 @@ def _chain(node: ast.AST) -> bool:
 
 def _last_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else node.id
+
+
+def _exists_tested_in(tree: ast.AST) -> frozenset:
+    """The last names of the objects an existence test anywhere under ``tree`` tests (nested functions
+    included, as ``ast.walk``). Kept on the node: every loop's walk asks it of the same functions of the
+    module (no rule changes a parsed node, so it cannot go stale)."""
+    found = tree.__dict__.get("_gg_exists_tested")
+    if found is None:
+        names = set()
+        for node in nodes_of(tree, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            got = _exists_test(node.test)
+            if got is not None:
+                names.add(_last_name(got[0]))
+        found = tree.__dict__["_gg_exists_tested"] = frozenset(names)
+    return found
 
 
 def _exists_test(test: ast.expr) -> Optional[Tuple[ast.expr, bool]]:

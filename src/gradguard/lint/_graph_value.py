@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Optional
 
-from ._ast import no_grad_function, no_grad_with, target_names, terminal
+from ._ast import no_grad_function, no_grad_with, nodes_of, parents_of, target_names, terminal
 from ._events import CUTTING_ATTRS
 
 #: Builtins whose result is a Python number, string, bool or range, or nothing: never a graph.
@@ -51,14 +51,11 @@ class _Ctx:
     class's methods, and the answers already given."""
 
     def __init__(self, tree: ast.AST):
-        self.parents: Dict[int, ast.AST] = {}
+        self.parents: Dict[int, ast.AST] = parents_of(tree)  # read only
         self.functions: Dict[str, ast.AST] = {}
         self.classes: Dict[int, Dict[str, ast.AST]] = {}
-        for n in ast.walk(tree):
-            for c in ast.iter_child_nodes(n):
-                self.parents[id(c)] = n
-            if isinstance(n, ast.ClassDef):
-                self.classes[id(n)] = {s.name: s for s in n.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for n in nodes_of(tree, ast.ClassDef):
+            self.classes[id(n)] = {s.name: s for s in n.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.class_defs: Dict[str, ast.ClassDef] = {}
         for s in getattr(tree, "body", []):
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -67,10 +64,10 @@ class _Ctx:
                 self.class_defs[s.name] = s
         self.memo: Dict[tuple, bool] = {}
         self.visiting: set = set()
-        self.torch_names = {a.asname or a.name.split(".")[0] for s in ast.walk(tree) if isinstance(s, ast.Import)
+        self.torch_names = {a.asname or a.name.split(".")[0] for s in nodes_of(tree, ast.Import)
                             for a in s.names if a.name.split(".")[0] == "torch"}
-        self.torch_names |= {a.asname or a.name for s in ast.walk(tree) if isinstance(s, ast.ImportFrom)
-                             and (s.module or "").split(".")[0] == "torch" and (s.module or "") != "torch.nn"
+        self.torch_names |= {a.asname or a.name for s in nodes_of(tree, ast.ImportFrom)
+                             if (s.module or "").split(".")[0] == "torch" and (s.module or "") != "torch.nn"
                              for a in s.names if a.name not in ("nn",)}
 
     def scope_of(self, node: ast.AST) -> Optional[ast.AST]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Iterable, List, Optional
 
-from ._ast import subtree, text
+from ._ast import parents_of, subtree, text
 
 #: Methods of a mapping or list that change what it holds.
 _MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__",
@@ -87,10 +87,7 @@ def counted_before(name: str, node: ast.AST, root: ast.AST) -> bool:
     statements between that one and the loop (``for x in group: n += 1``). Each run of the loop reads one
     final count (the size of what was counted), the same for all its iterations: no running counter.
     False where ``node`` is in no loop inside ``root``, or ``name`` is bound anywhere else in ``root``."""
-    parent = {}
-    for n in subtree(root):
-        for c in ast.iter_child_nodes(n):
-            parent[id(c)] = n
+    parent = parents_of(root)  # read only
     loop, cur = None, node
     while id(cur) in parent:
         up = parent[id(cur)]

@@ -38,7 +38,6 @@ from ._grad_writes import GRAD_WRITE as _GRAD_WRITE, class_span as _class_span, 
 from ._line_filter import _propagate
 from ._model import backward_tensor
 from ._ast import subtree
-from ._ast import child_nodes
 
 #: Text that may clear gradients: ``zero_grad``, a ``.grad`` write (``= None``, ``.zero_()``,
 #: ``.fill_(0)``, ``.mul_(0)``, ``.detach_()``), a ``_foreach_zero_``, or a call whose name says it
@@ -50,6 +49,13 @@ _CLEARS = re.compile(
 )
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCK_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _block(node: ast.AST, field: str) -> list:
+    """``node``'s block of statements ``field`` (``body``, ``orelse``, ``finalbody``), empty if none."""
+    value = getattr(node, field, None)
+    return value if isinstance(value, list) else []
 
 
 class _PerCallBodies:
@@ -125,7 +131,10 @@ class _PerCallBodies:
         for fn in nodes_of(m.tree, _FUNCS):
             names = {_mentioned(n) for n in body_nodes(fn)} - {None}
             # its own lines only: a function defined in it (a closure it returns) is an entry of its own
-            nested = [(c.lineno, c.end_lineno) for n in (fn, *body_nodes(fn)) for c in child_nodes(n)
+            # (a def or class is a statement: its parent is a statement, handler or match case whose
+            # blocks hold it, so only those are read, not every expression of the function)
+            nested = [(c.lineno, c.end_lineno) for n in (fn, *body_nodes(fn)) if isinstance(n, _BLOCK_HOLDERS)
+                      for field in ("body", "orelse", "finalbody") for c in _block(n, field)
                       if isinstance(c, (*_FUNCS, ast.ClassDef))]
             lines = m.scope_text(fn).split("\n")
             own = "\n".join(

@@ -30,7 +30,7 @@ import ast
 from typing import Dict, List, Optional, Set, Tuple
 
 from .._ast import terminal, text
-from .._ast import child_nodes, subtree
+from .._ast import child_nodes, nodes_of, parents_of, subtree
 from .._events import optimizer_constructor
 from .._model import Module, Report, backward_tensor
 
@@ -63,14 +63,14 @@ _NO_GRAD = ("no_grad", "inference_mode", "detach", "requires_grad", "set_grad_en
 def check_module(module: Module, report: Report) -> None:
     tree = module.tree
     source = module.source
-    ctors = [n for n in subtree(tree) if isinstance(n, ast.Call) and optimizer_constructor(n) is not None]
+    ctors = [n for n in nodes_of(tree, ast.Call) if optimizer_constructor(n) is not None]
     if not ctors or any(word in source for word in _UNREAD_BUILDERS):
         return
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    parents = _parents(tree)
     objects = _model_objects(tree, classes)
     if not objects:
         return
+    parents = _parents(tree)
     binds = _bindings(tree)
     held: Dict[str, Set[str]] = {}
     covered: Set[int] = set()
@@ -80,7 +80,7 @@ def check_module(module: Module, report: Report) -> None:
     for name, (bind, cls) in list(objects.items()):
         if not _only_plain_mentions(tree, name, bind, covered, parents):
             del objects[name]
-    for call in (n for n in subtree(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+    for call in (n for n in nodes_of(tree, ast.Call) if isinstance(n.func, ast.Attribute)):
         if call.func.attr != "backward" and terminal(call.func) != "backward":
             continue
         loss = backward_tensor(call)
@@ -132,11 +132,15 @@ def _is_module_class(cls: ast.ClassDef, classes: dict, seen=()) -> Optional[bool
     return True
 
 
+_STORING_NODES = (ast.Name, ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom,
+                  ast.Global, ast.Nonlocal)
+
+
 def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, Optional[ast.ClassDef]]]:
     """name -> (its binding statement, its class of the file or None for a torch.nn layer): names bound once in
     the whole file, to a module object with parameters."""
     stores: Dict[str, int] = {}
-    for node in subtree(tree):
+    for node in nodes_of(tree, _STORING_NODES):  # only the kinds read below
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             stores[node.id] = stores.get(node.id, 0) + 1
         elif isinstance(node, ast.arg):
@@ -151,8 +155,8 @@ def _model_objects(tree: ast.Module, classes: dict) -> Dict[str, Tuple[ast.AST, 
             for n in node.names:
                 stores[n] = stores.get(n, 0) + 2
     out = {}
-    for node in subtree(tree):
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+    for node in nodes_of(tree, ast.Assign):
+        if not isinstance(node.value, ast.Call):
             continue
         targets = node.targets[0]
         if len(node.targets) != 1 or not isinstance(targets, ast.Name) or stores.get(targets.id) != 1:
@@ -265,7 +269,7 @@ def _bindings(tree: ast.Module) -> Dict[str, List[ast.AST]]:
     """name -> what it is built from: the values of its assignments and augmented assignments, and the
     arguments of its ``append``/``extend``/``add``/``update``/``insert`` calls."""
     out: Dict[str, List[ast.AST]] = {}
-    for node in subtree(tree):
+    for node in nodes_of(tree, _BINDING_NODES):  # ast.walk's order, only the kinds read below
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -282,8 +286,11 @@ def _bindings(tree: ast.Module) -> Dict[str, List[ast.AST]]:
     return out
 
 
+_BINDING_NODES = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension, ast.Call)
+
+
 def _param_group_adds(tree: ast.Module) -> List[ast.Call]:
-    return [n for n in subtree(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    return [n for n in nodes_of(tree, ast.Call) if isinstance(n.func, ast.Attribute)
             and n.func.attr == "add_param_group"]
 
 
@@ -347,19 +354,15 @@ def _holder(name: str, ctors: List[ast.Call], have: Set[str], scope: ast.AST) ->
 
 # --- every other mention of the object must be plain ---------------------------------------
 def _parents(tree: ast.AST) -> Dict[int, ast.AST]:
-    out = {}
-    for node in subtree(tree):
-        for child in child_nodes(node):
-            out[id(child)] = node
-    return out
+    return parents_of(tree)
 
 
 def _only_plain_mentions(tree: ast.Module, name: str, bind: ast.AST, covered: Set[int], parents: dict) -> bool:
     """Every mention of ``name`` is its binding, a call of it, one read by an optimizer's arguments, a benign
     method call, or an argument of a call whose result is thrown away (``wandb.watch(model)``) that is handed no
     optimizer-looking object; else the linter cannot tell where its parameters go."""
-    for node in subtree(tree):
-        if not isinstance(node, ast.Name) or node.id != name:
+    for node in nodes_of(tree, ast.Name):
+        if node.id != name:
             continue
         if id(node) in covered or isinstance(node.ctx, ast.Store) and parents.get(id(node)) is bind:
             continue

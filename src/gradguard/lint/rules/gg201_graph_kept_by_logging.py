@@ -23,7 +23,7 @@ from .._flow import condition_key
 from .._model import Diagnostic, Loop, Module, Report, backward_tensor, micro_batches_of, tests
 from .gg104_unscaled_accumulation import reaching
 from .._ast import subtree
-from .._ast import child_nodes
+from .._ast import child_nodes, parents_of
 from .._graph_value import NUMBER_BUILTINS, dies_with_the_call, graph_free, value_free
 from .._graph_value import _ctx as _gv_ctx, reaching as _gv_reaching
 
@@ -845,9 +845,7 @@ def _accumulated_by_callers(module: Module, fn: ast.AST, total: Optional[str] = 
     caller back-propagates itself (``meta += fn(task)`` ... ``meta.backward()``: the outer objective of a
     meta-learning update) keeps no graph beyond that update: it is the loss, not a log of it."""
     name = fn.name
-    parents = module.__dict__.get("_gg201_parents")
-    if parents is None:
-        parents = module.__dict__["_gg201_parents"] = {id(c): n for n in subtree(module.tree) for c in child_nodes(n)}
+    parents = parents_of(module.tree)
     for call in subtree(module.tree):
         if not (isinstance(call, ast.Call) and terminal(call.func) == name and call.func is not fn):
             continue
@@ -989,7 +987,7 @@ def _reset_around(module: Module, scope, loop_node: ast.AST, total: str) -> bool
     between, runs backward passes: the total then spans a training loop's iterations."""
     root = scope or module.tree
     training = {id(loop.node) for loop in module.loops if loop.trains or loop.managed}
-    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+    parents = parents_of(root)
     host, node = None, loop_node
     while id(node) in parents and parents[id(node)] is not root:
         node = parents[id(node)]
@@ -2208,7 +2206,7 @@ def _read_as_number(t: Tree, node: ast.AST, name: str) -> bool:
 def _outermost_loop(stmt: ast.AST, root: ast.AST):
     """``(loop, parents)``: the outermost loop around ``stmt`` within its function (None if none), and the
     parent of every node under ``root`` by id."""
-    parents = {id(c): n for n in subtree(root) for c in child_nodes(n)}
+    parents = parents_of(root)
     outer, node = None, stmt
     while id(node) in parents:
         node = parents[id(node)]
