@@ -472,7 +472,7 @@ def _gone_file(verdicts: Path) -> Path:
 @pytest.mark.parametrize(
     "name", ["fresh-heldout", "fresh-tune", "fresh2-heldout", "fresh2-tune", "fresh3-heldout", "fresh3-tune",
              "fresh4-heldout", "fresh4-tune", "fresh5-heldout", "fresh6-heldout", "fresh7-heldout",
-             "fresh8-heldout", "fresh9-heldout", "fresh9-heldout-part2", "fresh10-heldout"]
+             "fresh8-heldout", "fresh9-heldout", "fresh9-heldout-part2", "fresh10-heldout", "fresh10-heldout-part2"]
 )
 def test_fresh_verdicts_cover_every_finding_and_list_the_ones_gone(name):
     """Every finding on the extracted code is judged, and every judged finding is still reported or
